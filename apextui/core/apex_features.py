@@ -1,0 +1,238 @@
+"""Which NVIDIA Apex features exist, what each needs, and a quick in-process check.
+
+The tables and the classification of import failures here are shared by the
+preset availability check (runner) and the full doctor report
+(`apextui.core.doctor`). `check_feature` never raises: whatever happens on
+import (ImportError, OSError, RuntimeError, even SystemExit) becomes a failed
+check with a reason and a one-line fix.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+
+APEX_SOURCE_URL = "https://github.com/NVIDIA/apex"
+BUILD_HINT = (
+    "install NVIDIA Apex from source with its extensions: "
+    "git clone https://github.com/NVIDIA/apex && cd apex && "
+    "APEX_CPP_EXT=1 APEX_CUDA_EXT=1 pip install -v --no-build-isolation ."
+)
+REBUILD_AGAINST_TORCH = "rebuild Apex against the installed torch: pip uninstall -y apex, then " + BUILD_HINT
+NOT_NVIDIA_FIX = (
+    "pip uninstall -y apex (PyPI's 'apex' is an unrelated Pyramid web toolkit), then " + BUILD_HINT
+)
+AMP_FIX = "use torch.amp instead: torch.autocast(device_type='cuda', dtype=...) + torch.amp.GradScaler"
+
+# Compiled modules built by `APEX_CPP_EXT=1 APEX_CUDA_EXT=1` (setup.py --cpp_ext/--cuda_ext).
+# The first six are what the features below need; a build that has them all is "complete".
+REQUIRED_EXTENSIONS: tuple[str, ...] = (
+    "apex_C", "amp_C", "fused_layer_norm_cuda", "mlp_cuda", "fused_dense_cuda", "syncbn",
+)
+# Reported only when present: the rest of --cuda_ext, then the opt-in contrib modules.
+OPTIONAL_EXTENSIONS: tuple[str, ...] = (
+    "scaled_upper_triang_masked_softmax_cuda", "generic_scaled_masked_softmax_cuda",
+    "scaled_masked_softmax_cuda", "scaled_softmax_cuda", "fused_rotary_positional_embedding",
+    "fused_weight_gradient_mlp_cuda",
+    "distributed_adam_cuda", "distributed_lamb_cuda", "permutation_search_cuda", "bnp",
+    "xentropy_cuda", "focal_loss_cuda", "group_norm_cuda", "group_norm_v2_cuda",
+    "fused_index_mul_2d", "fused_adam_cuda", "fused_lamb_cuda", "fast_layer_norm",
+    "transducer_joint_cuda", "transducer_loss_cuda", "cudnn_gbn_lib", "peer_memory_cuda",
+    "nccl_p2p_cuda", "fast_bottleneck", "fused_conv_bias_relu", "_apex_nccl_allocator",
+)
+# Sub-packages that only NVIDIA's apex has (any one is enough).
+NVIDIA_MARKERS: tuple[str, ...] = ("optimizers", "normalization", "multi_tensor_apply")
+
+
+@dataclass(frozen=True)
+class Feature:
+    """A user-facing Apex feature: where it lives and which compiled module it needs."""
+
+    name: str
+    module: str
+    attr: str | None
+    extensions: tuple[str, ...]
+    removed: bool = False  # gone from current Apex (apex.amp)
+
+
+FEATURES: dict[str, Feature] = {
+    f.name: f
+    for f in (
+        Feature("FusedAdam", "apex.optimizers", "FusedAdam", ("amp_C",)),
+        Feature("FusedLAMB", "apex.optimizers", "FusedLAMB", ("amp_C",)),
+        Feature("FusedSGD", "apex.optimizers", "FusedSGD", ("amp_C",)),
+        Feature("FusedLayerNorm", "apex.normalization", "FusedLayerNorm", ("fused_layer_norm_cuda",)),
+        Feature("FusedRMSNorm", "apex.normalization", "FusedRMSNorm", ("fused_layer_norm_cuda",)),
+        Feature(
+            "MixedFusedLayerNorm", "apex.normalization", "MixedFusedLayerNorm", ("fused_layer_norm_cuda",)
+        ),
+        Feature("apex.mlp", "apex.mlp", "MLP", ("mlp_cuda",)),
+        Feature("apex.fused_dense", "apex.fused_dense", "FusedDense", ("fused_dense_cuda",)),
+        Feature("apex.amp", "apex.amp", None, (), removed=True),
+    )
+}
+
+
+@dataclass(frozen=True)
+class FeatureCheck:
+    """Outcome of checking one feature: ok, or why not and how to fix it."""
+
+    name: str
+    ok: bool
+    reason: str = ""
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class ImportFailure:
+    """A classified failed import: kind (e.g. "undefined_symbol"), a reason and a one-line fix."""
+
+    kind: str
+    reason: str
+    fix: str
+
+
+def first_line(error_type: str, message: str) -> str:
+    """'ImportError: first line of the message' (just the type when the message is empty)."""
+    lines = str(message).strip().splitlines()
+    return f"{error_type}: {lines[0]}" if lines and lines[0].strip() else error_type
+
+
+def _first_line(exc: BaseException) -> str:
+    return first_line(type(exc).__name__, str(exc))
+
+
+def classify_import_failure(
+    module: str, error_type: str, message: str, missing_name: str | None = None
+) -> ImportFailure:
+    """Classify why `import module` failed, from the exception's class name and message."""
+    line = first_line(error_type, message)
+    if error_type == "ModuleNotFoundError" and missing_name == module:
+        return ImportFailure(
+            "missing",
+            f"compiled extension {module} is missing (a Python-only Apex build)",
+            "rebuild Apex with its C++/CUDA extensions: " + BUILD_HINT,
+        )
+    if "undefined symbol" in message:
+        return ImportFailure(
+            "undefined_symbol", f"{module} was built against a different torch ({line})", REBUILD_AGAINST_TORCH
+        )
+    if any(s in message for s in ("cannot open shared object file", "Library not loaded", "DLL load failed")):
+        return ImportFailure(
+            "missing_library",
+            f"{module} cannot load a shared library it links against ({line})",
+            "make the CUDA/torch libraries it was built with loadable (LD_LIBRARY_PATH), or "
+            + REBUILD_AGAINST_TORCH,
+        )
+    if error_type == "ModuleNotFoundError" and missing_name:
+        root = missing_name.split(".")[0]
+        if root == "torch":
+            return ImportFailure("import_error", f"{module} needs torch, which is not installed",
+                                 "install PyTorch (a CUDA build from https://pytorch.org), then rebuild Apex")
+        if root in ("pyramid", "pyramid_mailer", "cryptacular", "velruse"):
+            return ImportFailure("not_nvidia", f"{module} is the PyPI Pyramid toolkit ({line})", NOT_NVIDIA_FIX)
+        return ImportFailure("import_error", f"{module} needs {missing_name}, which is missing ({line})",
+                             f"pip install the package that provides {root}, or rebuild Apex")
+    if "pyramid" in message:
+        return ImportFailure("not_nvidia", f"{module} is the PyPI Pyramid toolkit ({line})", NOT_NVIDIA_FIX)
+    if error_type == "OSError" or error_type.endswith("OSError"):
+        return ImportFailure(
+            "os_error", f"{module} failed to load ({line})",
+            "check the file and the CUDA libraries on LD_LIBRARY_PATH, then " + REBUILD_AGAINST_TORCH,
+        )
+    if error_type == "SystemExit":
+        return ImportFailure("system_exit", f"{module} called sys.exit() on import ({line})",
+                             "rebuild Apex: " + BUILD_HINT)
+    if error_type in ("ImportError", "ModuleNotFoundError"):
+        return ImportFailure("import_error", f"{module} failed to import ({line})", "rebuild Apex: " + BUILD_HINT)
+    return ImportFailure("exception", f"{module} raised on import ({line})", "rebuild Apex: " + BUILD_HINT)
+
+
+def nvidia_apex_verdict(
+    location: str | None, init_source: str = "", version: str | None = None, import_error: str = ""
+) -> tuple[bool, str]:
+    """Is the apex package at `location` NVIDIA's? (verdict, reason when it is not)."""
+    has_markers = bool(location) and any(
+        os.path.isdir(os.path.join(location, m)) for m in NVIDIA_MARKERS  # type: ignore[arg-type]
+    )
+    pyramid = "pyramid" in init_source or "pyramid" in import_error
+    if has_markers and not pyramid:
+        return True, ""
+    tail = f" {version}" if version else ""
+    if pyramid or (version or "").startswith("0.9"):
+        why = f"the 'apex'{tail} at {location} is the PyPI package 'apex', a Pyramid web toolkit, not NVIDIA's Apex"
+    else:
+        why = f"the 'apex'{tail} at {location} is not NVIDIA's Apex (it has no apex.optimizers/normalization)"
+    return False, why
+
+
+def _safe_import(name: str) -> tuple[object | None, BaseException | None]:
+    """Import `name`; on any failure drop half-initialised modules and return the exception."""
+    before = set(sys.modules)
+    try:
+        return importlib.import_module(name), None
+    except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt from a broken module too
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        for mod in set(sys.modules) - before:
+            sys.modules.pop(mod, None)
+        return None, exc
+
+
+def apex_is_nvidia() -> tuple[bool, str]:
+    """Is an importable `apex` present, and is it NVIDIA's (not the PyPI web toolkit)? Imports nothing."""
+    try:
+        spec = importlib.util.find_spec("apex")
+    except BaseException as exc:  # noqa: BLE001
+        return False, f"finding 'apex' failed: {_first_line(exc)}"
+    if spec is None:
+        return False, "NVIDIA Apex is not installed"
+    locations = list(spec.submodule_search_locations or [])
+    location = locations[0] if locations else spec.origin
+    source = ""
+    if spec.origin and spec.origin.endswith(".py"):
+        try:
+            with open(spec.origin, encoding="utf-8", errors="replace") as fh:
+                source = fh.read(20000)
+        except OSError:
+            pass
+    return nvidia_apex_verdict(location, source)
+
+
+def check_feature(name: str, cuda_available: bool | None = None) -> FeatureCheck:
+    """Check in this process that an Apex feature can be used. Never raises."""
+    feature = FEATURES[name]
+    if feature.removed:
+        return FeatureCheck(name, False, f"{feature.module} was removed from NVIDIA Apex", AMP_FIX)
+    nvidia, why = apex_is_nvidia()
+    if not nvidia:
+        fix = NOT_NVIDIA_FIX if "not NVIDIA" in why else BUILD_HINT
+        return FeatureCheck(name, False, why, fix)
+    if cuda_available is None:
+        try:
+            import torch
+
+            cuda_available = torch.cuda.is_available()
+        except BaseException as exc:  # noqa: BLE001
+            return FeatureCheck(name, False, f"torch failed to import: {_first_line(exc)}", "reinstall torch")
+    for ext in feature.extensions:
+        mod, exc = _safe_import(ext)
+        if exc is not None:
+            return FeatureCheck(name, False, *_extension_problem(ext, exc))
+    mod, exc = _safe_import(feature.module)
+    if exc is not None:
+        return FeatureCheck(name, False, f"import {feature.module} failed: {_first_line(exc)}", BUILD_HINT)
+    if feature.attr and not hasattr(mod, feature.attr):
+        return FeatureCheck(name, False, f"{feature.module} has no {feature.attr}", "update NVIDIA Apex")
+    if not cuda_available:
+        return FeatureCheck(name, False, "Apex fused kernels need a CUDA GPU; none is available here", "")
+    return FeatureCheck(name, True)
+
+
+def _extension_problem(ext: str, exc: BaseException) -> tuple[str, str]:
+    """Classify a failed extension import into (reason, fix)."""
+    failure = classify_import_failure(ext, type(exc).__name__, str(exc), getattr(exc, "name", None))
+    return failure.reason, failure.fix

@@ -1,0 +1,35 @@
+"""Can a preset run here? Apex presets need working Apex kernels and a CUDA device."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .apex_features import check_feature
+from .presets import Preset
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a preset can run on a device, and if not why and how to fix it."""
+
+    ok: bool
+    reason: str = ""
+    fix: str = ""
+
+
+def availability(preset: Preset, device: str) -> Availability:
+    """Check the Apex features a preset needs; never substitutes another implementation."""
+    if not preset.needs_apex:
+        return Availability(True)
+    if device != "cuda":
+        return Availability(
+            False,
+            f"needs NVIDIA Apex ({', '.join(preset.needs_apex)}), whose fused kernels run on CUDA only; "
+            "this run is on CPU",
+            "run on a machine with an NVIDIA GPU and Apex built with --cuda_ext, or pick a torch preset",
+        )
+    for feature in preset.needs_apex:
+        check = check_feature(feature, cuda_available=True)
+        if not check.ok:
+            return Availability(False, f"needs Apex {feature}: {check.reason}", check.fix)
+    return Availability(True)

@@ -1,0 +1,101 @@
+"""Flat, JSON-ready dicts for runs: the headless JSON lines and saved results share them."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .presets import Preset
+from .runner import RunInfo, Snapshot
+from .sampler import MonitorReading
+from .timing import StepRecord
+
+SCHEMA_VERSION = 1
+
+
+def _num(value: float | None, digits: int = 4) -> float | None:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    return round(float(value), digits)
+
+
+def start_event(preset: Preset, device: str, steps: int, warmup: int, env: dict[str, Any]) -> dict[str, Any]:
+    size_name = "cpu" if device == "cpu" else "default"
+    return {
+        "event": "start",
+        "schema": SCHEMA_VERSION,
+        "preset": preset.name,
+        "preset_file": preset.path,
+        "workload": preset.workload,
+        "variant": preset.variant,
+        "baseline": preset.baseline,
+        "device": device,
+        "size": size_name,
+        "size_params": dict(preset.cpu_size if size_name == "cpu" else preset.size),
+        "steps": steps,
+        "warmup": warmup,
+        "amp": preset.amp,
+        "note": "running on CPU: using the preset's small cpu_size" if device == "cpu" else None,
+        "env": env,
+    }
+
+
+def setup_event(info: RunInfo) -> dict[str, Any]:
+    return {
+        "event": "setup",
+        "units": info.units,
+        "units_per_step": info.units_per_step,
+        "params": info.params,
+        "loss_floor": _num(info.loss_floor, 6),
+        "check": dict(info.check) if info.check else None,
+        "grad_scaler": info.uses_grad_scaler,
+    }
+
+
+def monitor_fields(reading: MonitorReading | None) -> dict[str, float | None]:
+    if reading is None:
+        return {k: None for k in MonitorReading(time=0).metrics()}
+    return {k: _num(v, 2) for k, v in reading.metrics().items()}
+
+
+def step_event(rec: StepRecord, monitor: dict[str, float | None]) -> dict[str, Any]:
+    return {
+        "event": "step",
+        "step": rec.step,
+        "ms": _num(rec.ms),
+        "loss": _num(rec.loss, 6),
+        "opt_ms": _num(rec.opt_ms),
+        "loss_scale": _num(rec.loss_scale, 1),
+        **monitor,
+    }
+
+
+def summary(snap: Snapshot) -> dict[str, Any]:
+    """The run's summary: statistics over the measured (post-warm-up) steps."""
+    info, st = snap.info, snap.stats
+    return {
+        "steps": snap.steps_done,
+        "warmup": info.warmup if info else None,
+        "measured_steps": st.count if st else 0,
+        "median_ms": _num(st.median_ms) if st else None,
+        "p10_ms": _num(st.p10_ms) if st else None,
+        "p90_ms": _num(st.p90_ms) if st else None,
+        "mean_ms": _num(st.mean_ms) if st else None,
+        "min_ms": _num(st.min_ms) if st else None,
+        "max_ms": _num(st.max_ms) if st else None,
+        "throughput": _num(snap.throughput, 1),
+        "throughput_unit": f"{info.units}/s" if info else None,
+        "final_loss": _num(snap.final_loss, 6),
+        "loss_floor": _num(info.loss_floor, 6) if info else None,
+        "skipped_steps": snap.skipped_steps if info and info.uses_grad_scaler else None,
+        "check": dict(info.check) if info and info.check else None,
+        "elapsed_s": _num(snap.elapsed_s, 3),
+    }
+
+
+def end_event(snap: Snapshot) -> dict[str, Any]:
+    return {"event": "end", "status": snap.status, "error": snap.error, "summary": summary(snap)}
+
+
+def unavailable_event(preset: Preset, device: str, reason: str, fix: str) -> dict[str, Any]:
+    return {"event": "unavailable", "preset": preset.name, "device": device, "reason": reason, "fix": fix}

@@ -1,0 +1,48 @@
+"""What every workload offers the runner."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any, ContextManager, Mapping, Protocol
+
+import torch
+
+
+class Marker(Protocol):
+    def mark(self) -> None: ...
+
+
+class Workload:
+    """One training step at a time; `step` enqueues work and returns device tensors
+    (loss, GradScaler scale) without synchronising."""
+
+    units: str = "samples"
+    units_per_step: int = 0
+    loss_floor: float | None = None  # the data's entropy floor, where known
+    check: Mapping[str, Any] | None = None  # correctness check done at set-up
+    uses_grad_scaler: bool = False
+    params: int | None = None  # trainable parameters
+
+    def step(self, clock: Marker) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        raise NotImplementedError
+
+
+def autocast(device: str, amp: str) -> ContextManager[Any]:
+    """torch.autocast for amp 'fp16'/'bf16', a no-op for 'none'."""
+    if amp == "none":
+        return nullcontext()
+    dtype = torch.float16 if amp == "fp16" else torch.bfloat16
+    return torch.autocast(device_type=device, dtype=dtype)
+
+
+def grad_scaler(device: str, amp: str) -> Any:
+    """A GradScaler for fp16 (the loss-scaling part of mixed precision), else None."""
+    if amp != "fp16":
+        return None
+    return torch.amp.GradScaler(device)
+
+
+def scale_tensor(scaler: Any) -> torch.Tensor | None:
+    """The scaler's current scale as a device tensor (no host sync), if it exposes one."""
+    scale = getattr(scaler, "_scale", None) if scaler is not None else None
+    return scale if isinstance(scale, torch.Tensor) else None

@@ -1,0 +1,98 @@
+"""The normalisation experiment: forward + backward of LayerNorm / RMSNorm, torch against Apex."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import torch
+from torch import nn
+
+from .base import Marker, Workload, autocast
+
+TOLERANCE_FP32 = 1e-3
+
+# variant -> (its torch counterpart, or None for torch variants)
+COUNTERPART = {
+    "layernorm": None,
+    "rmsnorm": None,
+    "fused_layernorm": "layernorm",
+    "fused_rmsnorm": "rmsnorm",
+}
+
+
+def make_norm(variant: str, hidden: int) -> nn.Module:
+    if variant == "layernorm":
+        return nn.LayerNorm(hidden)
+    if variant == "rmsnorm":
+        return nn.RMSNorm(hidden)
+    if variant == "fused_layernorm":
+        from apex.normalization import FusedLayerNorm
+
+        return FusedLayerNorm(hidden)
+    if variant == "fused_rmsnorm":
+        from apex.normalization import FusedRMSNorm
+
+        return FusedRMSNorm(hidden)
+    raise ValueError(f"unknown norm variant {variant!r}")
+
+
+class NormWorkload(Workload):
+    """Input (batch, seq, hidden) with random affine weights; a step is forward + backward."""
+
+    units = "samples"
+
+    def __init__(self, variant: str, size: Mapping[str, int], device: str, amp: str, seed: int) -> None:
+        batch, seq, hidden = size["batch"], size["seq"], size["hidden"]
+        g = torch.Generator().manual_seed(seed)
+        self.norm = make_norm(variant, hidden).to(device)
+        with torch.no_grad():
+            for p in self.norm.parameters():
+                p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
+        self.x = torch.randn(batch, seq, hidden, generator=g).to(device).requires_grad_(True)
+        self.grad_out = torch.randn(batch, seq, hidden, generator=g).to(device)
+        self.device, self.amp = device, amp
+        self.units_per_step = batch
+        self.params = sum(p.numel() for p in self.norm.parameters())
+        self._grad_out: dict[torch.dtype, torch.Tensor] = {self.grad_out.dtype: self.grad_out}
+        ref = COUNTERPART[variant]
+        if ref is not None:
+            self.check = self._compare(make_norm(ref, hidden).to(device), ref)
+
+    def _forward_backward(self, module: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
+        self.x.grad = None
+        with autocast(self.device, self.amp):
+            out = module(self.x)
+        out.backward(self.grad_out.to(out.dtype))
+        grad = self.x.grad.detach().clone()
+        self.x.grad = None
+        return out.detach(), grad
+
+    def _compare(self, reference: nn.Module, ref_name: str) -> dict[str, object]:
+        """Max absolute error of this norm against its torch counterpart, same input and weights."""
+        with torch.no_grad():
+            for p_ref, p in zip(reference.parameters(), self.norm.parameters()):
+                p_ref.copy_(p)
+        out, grad = self._forward_backward(self.norm)
+        out_ref, grad_ref = self._forward_backward(reference)
+        err_out = (out.float() - out_ref.float()).abs().max().item()
+        err_grad = (grad.float() - grad_ref.float()).abs().max().item()
+        tol = TOLERANCE_FP32 if self.amp == "none" else 5e-2
+        err = max(err_out, err_grad)
+        return {
+            "against": ref_name,
+            "max_abs_err": err,
+            "max_abs_err_output": err_out,
+            "max_abs_err_grad": err_grad,
+            "tolerance": tol,
+            "passed": bool(err < tol),
+        }
+
+    def step(self, clock: Marker) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        self.x.grad = None
+        with autocast(self.device, self.amp):
+            out = self.norm(self.x)
+        grad_out = self._grad_out.get(out.dtype)
+        if grad_out is None:  # under autocast: cast once, not every step
+            grad_out = self._grad_out[out.dtype] = self.grad_out.to(out.dtype)
+        out.backward(grad_out)
+        return None, None

@@ -1,0 +1,111 @@
+"""The Transformer experiment: a small decoder-only model learning a Markov chain."""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from . import markov
+from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
+
+POOL_TOKENS = 2**19  # distinct tokens generated up front and cycled, so the model cannot memorise them
+
+NormFactory = Callable[[int], nn.Module]
+
+
+class Block(nn.Module):
+    """Pre-norm block: causal self-attention and a GELU MLP."""
+
+    def __init__(self, d_model: int, heads: int, norm: NormFactory) -> None:
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = norm(d_model), norm(d_model)
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.fc1 = nn.Linear(d_model, 4 * d_model)
+        self.fc2 = nn.Linear(4 * d_model, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class TinyDecoder(nn.Module):
+    """Token + position embeddings, `layers` blocks, final norm, LM head."""
+
+    def __init__(self, vocab: int, d_model: int, layers: int, heads: int, seq: int, norm: NormFactory) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d_model)
+        self.pos = nn.Embedding(seq, d_model)
+        self.blocks = nn.ModuleList(Block(d_model, heads, norm) for _ in range(layers))
+        self.ln_f = norm(d_model)
+        self.head = nn.Linear(d_model, vocab, bias=False)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(idx.shape[1], device=idx.device)
+        x = self.tok(idx) + self.pos(pos)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+def parts(variant: str) -> tuple[NormFactory, str]:
+    """(norm factory, optimizer kind) for a variant: torch, or Apex fused kernels."""
+    if variant in ("fp32", "torch_amp"):
+        return nn.LayerNorm, ("adamw" if variant == "fp32" else "adamw_fused")
+    if variant in ("fused_fp32", "fused_amp"):
+        from apex.normalization import FusedLayerNorm
+
+        return FusedLayerNorm, "fused_adam"
+    raise ValueError(f"unknown transformer variant {variant!r}")
+
+
+class TransformerWorkload(Workload):
+    """Next-token prediction on Markov-chain tokens; the loss floor is the chain's entropy rate."""
+
+    units = "tokens"
+
+    def __init__(self, variant: str, size: Mapping[str, int], device: str, amp: str, lr: float,
+                 seed: int) -> None:
+        from .optimizer import make_optimizer
+
+        norm, opt_kind = parts(variant)
+        torch.manual_seed(seed)
+        self.chain = markov.make_chain(size["vocab"], size["branching"], seed)
+        self.loss_floor = self.chain.entropy_rate
+        seq, batch = size["seq"], size["batch"]
+        self.pool = max(16, min(1024, -(-POOL_TOKENS // (batch * seq))))
+        tokens = markov.sample(self.chain, self.pool * batch, seq + 1, seed + 1, device)
+        self.batches = tokens.view(self.pool, batch, seq + 1)
+        self.model = TinyDecoder(size["vocab"], size["d_model"], size["layers"], size["heads"], seq, norm).to(device)
+        self.opt = make_optimizer(opt_kind, list(self.model.parameters()), lr)
+        self.device, self.amp = device, amp
+        self.scaler = grad_scaler(device, amp)
+        self.uses_grad_scaler = self.scaler is not None
+        self.units_per_step = batch * seq
+        self.params = sum(p.numel() for p in self.model.parameters())
+        self._i = 0
+
+    def step(self, clock: Marker) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        batch = self.batches[self._i % self.pool]
+        self._i += 1
+        inputs, targets = batch[:, :-1], batch[:, 1:]
+        self.opt.zero_grad(set_to_none=True)
+        with autocast(self.device, self.amp):
+            logits = self.model(inputs)
+        loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.opt.step()
+        return loss, scale_tensor(self.scaler)

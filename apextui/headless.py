@@ -1,0 +1,110 @@
+"""`apextui --preset NAME --json`: run a preset headless, JSON lines on stdout, logs on stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from dataclasses import replace
+from typing import Any, TextIO
+
+from .core import events
+from .core.presets import Preset
+from .core.runner import Runner, Snapshot
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class JsonLinePrinter:
+    """Consumes snapshots in order and prints one JSON object a line; the `end` line exactly once."""
+
+    def __init__(self, out: TextIO = sys.stdout) -> None:
+        self.out = out
+        self.lock = threading.Lock()
+        self.ended = False
+        self.broken = False
+        self._setup_done = False
+        self.last: Snapshot | None = None
+
+    def emit(self, obj: dict[str, Any]) -> None:
+        with self.lock:
+            if self.broken or self.ended:
+                return
+            try:
+                self.out.write(json.dumps(obj) + "\n")
+                self.out.flush()
+            except (BrokenPipeError, ValueError):  # reader went away (e.g. `| head`)
+                self.broken = True
+            if obj.get("event") == "end":
+                self.ended = True
+
+    def __call__(self, snap: Snapshot) -> None:
+        self.last = snap
+        if snap.info is not None and not self._setup_done:
+            self._setup_done = True
+            self.emit(events.setup_event(snap.info))
+        if snap.new_steps:
+            monitor = events.monitor_fields(snap.monitor)
+            for rec in snap.new_steps:
+                self.emit(events.step_event(rec, monitor))
+        if snap.finished:
+            self.emit(events.end_event(snap))
+
+
+def log(message: str) -> None:
+    print(f"apextui: {message}", file=sys.stderr, flush=True)
+
+
+def run(preset: Preset, device: str, steps: int | None, sample_interval: float = 1.0) -> int:
+    """Run `preset` on an already resolved device; return the process exit code."""
+    from .core.availability import availability
+    from .core.env import describe
+
+    printer = JsonLinePrinter()
+    avail = availability(preset, device)
+    if not avail.ok:
+        log(f"preset {preset.name!r} is unavailable on {device}: {avail.reason}")
+        if avail.fix:
+            log(f"fix: {avail.fix}")
+        printer.emit(events.unavailable_event(preset, device, avail.reason, avail.fix))
+        return EXIT_UNAVAILABLE
+    runner = Runner(preset, device, printer, steps=steps, sample_interval=sample_interval)
+    printer.emit(events.start_event(preset, device, runner.steps, runner.warmup, describe(device)))
+    if device == "cpu":
+        log(f"running {preset.name} on CPU with its small size {dict(preset.cpu_size)}")
+    interrupted = 0
+
+    def on_term(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    runner.start()
+    try:
+        while True:
+            try:
+                if runner.join(timeout=0.2):
+                    break
+            except KeyboardInterrupt:
+                interrupted += 1
+                if interrupted == 1:
+                    log("interrupted: stopping after the current step (Ctrl-C again to quit at once)")
+                    runner.stop()
+                else:
+                    if printer.last is not None:  # what was measured so far is still reported
+                        printer.emit(events.end_event(replace(printer.last, status="stopped", new_steps=(),
+                                                              error="interrupted twice")))
+                    sys.stdout.flush()
+                    os._exit(EXIT_INTERRUPTED)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    result = runner.result
+    if printer.broken:
+        return EXIT_FAILED
+    if interrupted or (result is not None and result.status == "stopped"):
+        return EXIT_INTERRUPTED
+    if result is None or result.status != "ok":
+        log(f"run failed: {result.error if result else 'no result'}")
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,1 @@
+"""The Textual terminal UI (a thin front end over apextui.core)."""
