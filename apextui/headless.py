@@ -76,29 +76,29 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
         log(f"running {preset.name} on CPU with its small size {dict(preset.cpu_size)}")
     interrupted = 0
 
-    def on_term(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+    def on_signal(signum: int, frame: Any) -> None:
+        # a handler instead of KeyboardInterrupt: nothing is interrupted half-way
+        nonlocal interrupted
+        interrupted += 1
+        if interrupted == 1:
+            log("interrupted: stopping after the current step (Ctrl-C again to quit at once)")
+            runner.stop()
+            return
+        if printer.last is not None:  # what was measured so far is still reported
+            printer.emit(events.end_event(replace(printer.last, status="stopped", new_steps=(),
+                                                  error="interrupted twice")))
+        sys.stdout.flush()
+        os._exit(EXIT_INTERRUPTED)
 
-    previous = signal.signal(signal.SIGTERM, on_term)
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     runner.start()
     try:
-        while True:
-            try:
-                if runner.join(timeout=0.2):
-                    break
-            except KeyboardInterrupt:
-                interrupted += 1
-                if interrupted == 1:
-                    log("interrupted: stopping after the current step (Ctrl-C again to quit at once)")
-                    runner.stop()
-                else:
-                    if printer.last is not None:  # what was measured so far is still reported
-                        printer.emit(events.end_event(replace(printer.last, status="stopped", new_steps=(),
-                                                              error="interrupted twice")))
-                    sys.stdout.flush()
-                    os._exit(EXIT_INTERRUPTED)
+        while not runner.wait(timeout=0.2):
+            pass
+        runner.join()
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     result = runner.result
     if printer.broken:
         return EXIT_FAILED

@@ -16,12 +16,13 @@ import sys
 from dataclasses import dataclass
 
 APEX_SOURCE_URL = "https://github.com/NVIDIA/apex"
-BUILD_HINT = (
-    "install NVIDIA Apex from source with its extensions: "
+BUILD_CMD = (
     "git clone https://github.com/NVIDIA/apex && cd apex && "
     "APEX_CPP_EXT=1 APEX_CUDA_EXT=1 pip install -v --no-build-isolation ."
 )
-REBUILD_AGAINST_TORCH = "rebuild Apex against the installed torch: pip uninstall -y apex, then " + BUILD_HINT
+BUILD_HINT = "install NVIDIA Apex from source with its extensions: " + BUILD_CMD
+REBUILD_HINT = "rebuild Apex with its C++/CUDA extensions: pip uninstall -y apex && " + BUILD_CMD
+REBUILD_AGAINST_TORCH = "rebuild Apex against the installed torch: pip uninstall -y apex && " + BUILD_CMD
 NOT_NVIDIA_FIX = (
     "pip uninstall -y apex (PyPI's 'apex' is an unrelated Pyramid web toolkit), then " + BUILD_HINT
 )
@@ -113,8 +114,8 @@ def classify_import_failure(
     if error_type == "ModuleNotFoundError" and missing_name == module:
         return ImportFailure(
             "missing",
-            f"compiled extension {module} is missing (a Python-only Apex build)",
-            "rebuild Apex with its C++/CUDA extensions: " + BUILD_HINT,
+            f"compiled extension {module} is not installed",
+            REBUILD_HINT,
         )
     if "undefined symbol" in message:
         return ImportFailure(
@@ -131,7 +132,7 @@ def classify_import_failure(
         root = missing_name.split(".")[0]
         if root == "torch":
             return ImportFailure("import_error", f"{module} needs torch, which is not installed",
-                                 "install PyTorch (a CUDA build from https://pytorch.org), then rebuild Apex")
+                                 "install a CUDA build of torch (https://pytorch.org), then " + REBUILD_HINT)
         if root in ("pyramid", "pyramid_mailer", "cryptacular", "velruse"):
             return ImportFailure("not_nvidia", f"{module} is the PyPI Pyramid toolkit ({line})", NOT_NVIDIA_FIX)
         return ImportFailure("import_error", f"{module} needs {missing_name}, which is missing ({line})",
@@ -145,10 +146,10 @@ def classify_import_failure(
         )
     if error_type == "SystemExit":
         return ImportFailure("system_exit", f"{module} called sys.exit() on import ({line})",
-                             "rebuild Apex: " + BUILD_HINT)
+                             REBUILD_HINT)
     if error_type in ("ImportError", "ModuleNotFoundError"):
-        return ImportFailure("import_error", f"{module} failed to import ({line})", "rebuild Apex: " + BUILD_HINT)
-    return ImportFailure("exception", f"{module} raised on import ({line})", "rebuild Apex: " + BUILD_HINT)
+        return ImportFailure("import_error", f"{module} failed to import ({line})", REBUILD_HINT)
+    return ImportFailure("exception", f"{module} raised on import ({line})", REBUILD_HINT)
 
 
 def nvidia_apex_verdict(
@@ -163,7 +164,8 @@ def nvidia_apex_verdict(
         return True, ""
     tail = f" {version}" if version else ""
     if pyramid or (version or "").startswith("0.9"):
-        why = f"the 'apex'{tail} at {location} is the PyPI package 'apex', a Pyramid web toolkit, not NVIDIA's Apex"
+        why = (f"the 'apex'{tail} at {location} is the PyPI package 'apex', "
+               "a Pyramid web toolkit, not NVIDIA's Apex")
     else:
         why = f"the 'apex'{tail} at {location} is not NVIDIA's Apex (it has no apex.optimizers/normalization)"
     return False, why

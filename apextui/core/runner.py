@@ -92,6 +92,7 @@ class Runner:
         self.sampler = sampler
         self.sample_interval = sample_interval
         self._stop = threading.Event()
+        self._finished = threading.Event()
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._train = threading.Thread(target=self._train_loop, name="apextui-train", daemon=True)
         self._deliver = threading.Thread(target=self._delivery_loop, name="apextui-deliver", daemon=True)
@@ -112,6 +113,11 @@ class Runner:
     @property
     def stopping(self) -> bool:
         return self._stop.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the final snapshot has been delivered; True when it has.
+        Safe to interrupt (an Event wait), unlike Thread.join."""
+        return self._finished.wait(timeout)
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for training and delivery to finish; True when both have."""
@@ -237,4 +243,5 @@ class Runner:
 
                 traceback.print_exc(file=sys.stderr)
             if kind == "end":
+                self._finished.set()
                 return

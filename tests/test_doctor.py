@@ -1,0 +1,668 @@
+"""`apextui doctor`: classification and hints on fake package trees, library API and CLI.
+
+The fake trees are built in a temporary directory and put first on the probe's
+sys.path (library API: `extra_sys_path`; CLI: PYTHONPATH). All probes of the
+module-scoped fixture run concurrently, each in its own child interpreter.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from apextui.core import apex_features as af
+from apextui.core.doctor import run_doctor
+from apextui.core.doctor_env import format_cudnn, probe_nvcc, probe_nvml
+from apextui.doctor_cli import print_human, render_lines, use_color
+
+REPO = Path(__file__).resolve().parents[1]
+UNDEFINED = ("/opt/venv/lib/python3.11/site-packages/amp_C.cpython-311-x86_64-linux-gnu.so: "
+             "undefined symbol: _ZN3c104cuda9SetDeviceEi")
+
+# ------------------------------------------------------------------ fake trees
+
+# The PyPI 'apex' 0.9.10.dev0 (a Pyramid web toolkit): its apex/__init__.py imports
+# Pyramid names in this order and dies on line 14 with pyramid >= 2.0, where
+# UnencryptedCookieSessionFactoryConfig no longer exists.
+PYRAMID_TREE = {
+    "apex/__init__.py": """\
+        from pyramid_mailer.interfaces import IMailer
+
+        from apex.i18n import MessageFactory
+
+        from sqlalchemy import engine_from_config
+
+        from pyramid.authentication import AuthTktAuthenticationPolicy
+        from pyramid.authorization import ACLAuthorizationPolicy
+        from pyramid.exceptions import Forbidden
+        from pyramid.interfaces import IAuthenticationPolicy
+        from pyramid.interfaces import IAuthorizationPolicy
+        from pyramid.interfaces import ISessionFactory
+        from pyramid.security import NO_PERMISSION_REQUIRED
+        from pyramid.session import UnencryptedCookieSessionFactoryConfig
+        from pyramid.settings import asbool
+        """,
+    "apex/i18n.py": "MessageFactory = str\n",
+    "apex/views.py": "def login(request):\n    return {}\n",
+    "pyramid_mailer/__init__.py": "",
+    "pyramid_mailer/interfaces.py": "class IMailer: pass\n",
+    "sqlalchemy/__init__.py": "def engine_from_config(*a, **k): pass\n",
+    "pyramid/__init__.py": "",
+    "pyramid/authentication.py": "class AuthTktAuthenticationPolicy: pass\n",
+    "pyramid/authorization.py": "class ACLAuthorizationPolicy: pass\n",
+    "pyramid/exceptions.py": "class Forbidden(Exception): pass\n",
+    "pyramid/interfaces.py": "IAuthenticationPolicy = IAuthorizationPolicy = ISessionFactory = object\n",
+    "pyramid/security.py": "NO_PERMISSION_REQUIRED = '__no_permission_required__'\n",
+    "pyramid/session.py": "def SignedCookieSessionFactory(secret): pass\n",
+    "apex-0.9.10.dev0.dist-info/METADATA": "Metadata-Version: 2.1\nName: apex\nVersion: 0.9.10.dev0\n",
+    "apex-0.9.10.dev0.dist-info/top_level.txt": "apex\n",
+}
+
+# NVIDIA's apex, Python files only (what a build without --cpp_ext/--cuda_ext installs):
+# extensions are imported lazily by constructors, or at import time by apex.mlp/apex.fused_dense.
+NVIDIA_PY = {
+    "apex/__init__.py": """\
+        import torch
+        from . import optimizers
+        from . import normalization
+        """,
+    "apex/multi_tensor_apply/__init__.py": """\
+        class MultiTensorApply:
+            available = False
+            def __init__(self, chunk_size):
+                try:
+                    import amp_C
+                    MultiTensorApply.available = True
+                except ImportError as err:
+                    MultiTensorApply.import_err = err
+        multi_tensor_applier = MultiTensorApply(2048 * 32)
+        """,
+    "apex/optimizers/__init__.py": """\
+        from apex.multi_tensor_apply import multi_tensor_applier
+
+        def _optimizer(name):
+            class Fused:
+                def __init__(self, params, **kw):
+                    if not multi_tensor_applier.available:
+                        raise RuntimeError(f"apex.optimizers.{name} requires cuda extensions")
+                    import amp_C
+            Fused.__name__ = name
+            return Fused
+
+        FusedAdam, FusedLAMB, FusedSGD = (_optimizer(n) for n in ("FusedAdam", "FusedLAMB", "FusedSGD"))
+        """,
+    "apex/normalization/__init__.py": """\
+        import importlib
+        import torch
+
+        class FusedLayerNorm(torch.nn.Module):
+            def __init__(self, normalized_shape, eps=1e-5):
+                super().__init__()
+                self.cuda_ext = importlib.import_module("fused_layer_norm_cuda")
+
+        class FusedRMSNorm(FusedLayerNorm): pass
+        class MixedFusedLayerNorm(FusedLayerNorm): pass
+        """,
+    "apex/mlp/__init__.py": "from .mlp import *\n",
+    "apex/mlp/mlp.py": "import torch\nimport mlp_cuda\n\nclass MLP(torch.nn.Module): pass\n",
+    "apex/fused_dense/__init__.py": "from .fused_dense import *\n",
+    "apex/fused_dense/fused_dense.py": "import torch\nimport fused_dense_cuda\n\n"
+                                       "class FusedDense(torch.nn.Module): pass\n",
+    "apex-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: apex\nVersion: 0.1\n"
+                                   "Summary: PyTorch Extensions written by NVIDIA\n",
+    "apex-0.1.dist-info/top_level.txt": "apex\n",
+}
+OK_EXT = "def forward(*args):\n    return args\n"
+ALL_OK = {f"{name}.py": OK_EXT for name in af.REQUIRED_EXTENSIONS}
+
+BROKEN_EXT = {
+    "apex_C.py": "raise RuntimeError('apex_C: CUDA error: no kernel image is available for execution')\n",
+    "amp_C.py": f"raise ImportError({UNDEFINED!r})\n",
+    # prints on stdout (Python and fd level) must not disturb the probe's protocol
+    "fused_layer_norm_cuda.py": "import os\nprint('hello from fused_layer_norm_cuda')\n"
+                                "os.write(1, b'raw fd-1 noise, no newline')\n" + OK_EXT,
+    "mlp_cuda.py": "raise SystemExit('mlp_cuda: refusing to load')\n",
+    "fused_dense_cuda.py": "raise ImportError('libcudart.so.11.0: cannot open shared object file: "
+                           "No such file or directory')\n",
+    "syncbn.py": "raise OSError(5, 'Input/output error')\n",
+    "xentropy_cuda.py": OK_EXT,  # an optional contrib module that is present
+}
+# A stand-in torch that imports in milliseconds. Trees whose classification does not depend
+# on torch carry it, so the suite pays for few real torch imports (about 1 s of CPU each);
+# the "broken" tree and this machine's own probe use the real torch.
+FAKE_TORCH = {
+    "torch/__init__.py": "__version__ = '2.99.0+fake'\nfrom . import backends, cuda, nn, utils, version\n",
+    "torch/version.py": "cuda = None\nhip = None\n",
+    "torch/cuda.py": "def is_available():\n    return False\n",
+    "torch/backends/__init__.py": "from . import cudnn\n",
+    "torch/backends/cudnn.py": "def is_available():\n    return False\n",
+    "torch/nn/__init__.py": "class Module:\n    def __init__(self):\n        pass\n",
+    "torch/utils/__init__.py": "",
+    "torch/utils/cpp_extension.py": "CUDA_HOME = None\n",
+}
+HOSTILE_EXT = {
+    **FAKE_TORCH,
+    **ALL_OK,
+    "xentropy_cuda.py": "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n",
+    "focal_loss_cuda.py": "import time\ntime.sleep(120)\n",
+    "group_norm_cuda.py": OK_EXT,
+}
+# An apex whose "fused" classes are plain torch, to run the smoke-test code itself on CPU;
+# TORCH_APEX_WRONG shifts the layer norm output, which the smoke test must catch. (The
+# FusedAdam smoke code is left out here: torch.optim imports torch._dynamo, ~2 s of CPU.)
+TORCH_APEX = {
+    "apex/__init__.py": "",
+    "apex/optimizers/__init__.py": """\
+        import torch
+
+        class FusedAdam(torch.optim.AdamW):
+            def __init__(self, params, adam_w_mode=True, **kw):
+                assert adam_w_mode
+                super().__init__(params, foreach=False, **kw)
+        """,
+    "apex/normalization/__init__.py": """\
+        import torch
+
+        SHIFT = 0.0
+
+        class FusedLayerNorm(torch.nn.LayerNorm):
+            def forward(self, x):
+                return super().forward(x) + SHIFT
+
+        class FusedRMSNorm(torch.nn.Module):
+            def __init__(self, hidden, eps=1e-5):
+                super().__init__()
+                self.eps, self.weight = eps, torch.nn.Parameter(torch.ones(hidden))
+
+            def forward(self, x):
+                return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        """,
+}
+TORCH_APEX_WRONG = {**TORCH_APEX, "apex/normalization/__init__.py":
+                    TORCH_APEX["apex/normalization/__init__.py"].replace("SHIFT = 0.0", "SHIFT = 0.01")}
+SMOKE_ON_CPU = """\
+import json, sys
+from apextui.core import doctor_child as child
+import torch
+out = {}
+for tree in sys.argv[1:]:
+    sys.path.insert(0, tree)
+    out[tree] = {"ln": child._smoke_norm(torch, rms=False, device="cpu"),
+                 "rms": child._smoke_norm(torch, rms=True, device="cpu")}
+    sys.path.remove(tree)
+    for m in [m for m in sys.modules if m.split(".")[0] == "apex"]:
+        del sys.modules[m]
+print(json.dumps(out))
+"""
+TREES: dict[str, dict[str, str]] = {
+    "pyramid": {**PYRAMID_TREE, **FAKE_TORCH},
+    "python_only": {**NVIDIA_PY, **FAKE_TORCH},
+    "broken": {**NVIDIA_PY, **BROKEN_EXT},
+    "hostile": {**NVIDIA_PY, **HOSTILE_EXT},
+    "apex_segfault": {**NVIDIA_PY, **FAKE_TORCH, **ALL_OK,
+                      "apex/__init__.py": "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"},
+    "torch_apex": TORCH_APEX,
+    "torch_apex_wrong": TORCH_APEX_WRONG,
+    "no_torch": {"torch/__init__.py": "raise ImportError('libtorch_cuda.so: cannot open shared object file')\n"},
+}
+APEXISH = ("apex", "pyramid", "pyramid_mailer", "sqlalchemy", *af.REQUIRED_EXTENSIONS,
+           *af.OPTIONAL_EXTENSIONS)
+
+
+def build_tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def apexish_modules() -> list[str]:
+    return [m for m in sys.modules if m.split(".")[0] in APEXISH]
+
+
+def holds_apex(entry: str) -> bool:
+    try:
+        names = os.listdir(entry or ".")
+    except OSError:
+        return False
+    return any(n.split(".")[0] in ("apex", *af.REQUIRED_EXTENSIONS, *af.OPTIONAL_EXTENSIONS) for n in names)
+
+
+# A real Apex on sys.path (the GPU machine) would shine through the fake trees wherever they
+# lack a module, so fake-tree probes search CLEAN_PATH: sys.path without the folders holding it.
+# That cannot work when Apex sits next to torch (site-packages); those tests then skip.
+REAL_APEX_DIRS = [os.path.abspath(p or ".") for p in sys.path if holds_apex(p)]
+CLEAN_PATH = [p for p in sys.path if os.path.abspath(p or ".") not in REAL_APEX_DIRS]
+FAKES_SKIP = next((f"NVIDIA Apex is installed next to torch in {d}; fake trees cannot hide it"
+                   for d in REAL_APEX_DIRS if os.path.isdir(os.path.join(d, "torch"))), "")
+_PYTHONPATH = {os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+CLI_SKIP = FAKES_SKIP or next((f"Apex in {d} (not from PYTHONPATH) would shine through the fake trees"
+                               for d in REAL_APEX_DIRS if d not in _PYTHONPATH), "")
+
+
+@pytest.fixture(scope="module")
+def trees(tmp_path_factory) -> dict[str, Path]:
+    return {name: build_tree(tmp_path_factory.mktemp(name), files) for name, files in TREES.items()}
+
+
+def cli(*args: str, pythonpath: Path | None = None, **env: str) -> subprocess.CompletedProcess:
+    """`python -m ARGS` in the repo, the fake tree first on PYTHONPATH, NO_COLOR/FORCE_COLOR cleared."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    environ.update(env)
+    if pythonpath is not None:
+        environ["PYTHONPATH"] = os.pathsep.join([str(pythonpath), str(REPO)])
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=REPO,
+                          env=environ, timeout=120)
+
+
+HAS_APEXTUI_CLI = (REPO / "apextui" / "cli.py").exists() and (REPO / "apextui" / "__main__.py").exists()
+DOCTOR_JSON = ("apextui", "doctor", "--json") if HAS_APEXTUI_CLI else ("apextui.doctor_cli", "--json")
+
+
+@pytest.fixture(scope="module")
+def probes(trees):
+    """Every probe of this module at once: run_doctor per fake tree and on this machine, and the CLI."""
+    before = set(sys.modules)
+    jobs: dict = {"real": (run_doctor, (), {})}
+    if not FAKES_SKIP:
+        for name, path in trees.items():
+            if not name.startswith("torch_apex"):
+                jobs[name] = (run_doctor, (), dict(extra_sys_path=[path], sys_path=CLEAN_PATH))
+        jobs["hostile"][2]["task_timeout"] = 2.5
+        jobs["smoke_on_cpu"] = (subprocess.run, ([sys.executable, "-c", SMOKE_ON_CPU, str(trees["torch_apex"]),
+                                                  str(trees["torch_apex_wrong"])],),
+                                dict(capture_output=True, text=True, cwd=REPO, timeout=120))
+    if not CLI_SKIP:
+        for name in ("pyramid", "python_only", "broken"):
+            jobs[f"cli:{name}"] = (cli, DOCTOR_JSON, {"pythonpath": trees[name]})
+        jobs["cli:human"] = (cli, ("apextui.doctor_cli",), {"pythonpath": trees["python_only"], "NO_COLOR": "1"})
+    with ThreadPoolExecutor(max_workers=len(jobs)) as pool:  # mostly waiting on child processes
+        futures = {name: pool.submit(fn, *args, **kw) for name, (fn, args, kw) in jobs.items()}
+        out = {name: f.result() for name, f in futures.items()}
+    out["_new_modules"] = sorted(set(sys.modules) - before)
+    return out
+
+
+class Probes(dict):
+    """Results by job name; a job that could not run here skips the test that needs it."""
+
+    def __missing__(self, key: str):
+        pytest.skip(CLI_SKIP if key.startswith("cli:") else FAKES_SKIP)
+
+
+@pytest.fixture(scope="module")
+def reports(probes):
+    return Probes(probes)
+
+
+@pytest.fixture(scope="module")
+def cli_runs(probes):
+    return Probes(probes)
+
+
+def real_has_cuda(reports) -> bool:
+    return reports["real"].environment.cuda_available
+
+
+def problem_for(report, needle: str):
+    hits = [p for p in report.problems if needle in p.what]
+    assert hits, f"no problem mentions {needle!r}: {[p.what for p in report.problems]}"
+    return hits[0]
+
+
+# ------------------------------------------------------------------ library API
+
+
+def test_this_machine_without_apex(reports):
+    if importlib.util.find_spec("apex") is not None:
+        pytest.skip("an apex is installed here")
+    r = reports["real"]
+    assert r.apex.status == "not_installed" and r.apex.location is None
+    assert r.apex.fix == af.BUILD_HINT
+    assert [e.name for e in r.extensions] == list(af.REQUIRED_EXTENSIONS)  # optional ones only when present
+    assert all(e.status == "missing" and e.kind == "missing" for e in r.extensions)
+    assert problem_for(r, "NVIDIA Apex is not installed").fix == af.BUILD_HINT
+    assert all(not f.ok and f.fix for f in r.features)
+    amp = r.feature("apex.amp")
+    assert amp.removed and "removed" in amp.reason and "torch.amp" in amp.fix
+    assert r.isolation == "subprocess" and not r.ok
+
+
+def test_this_machine_environment(reports):
+    env = reports["real"].environment
+    assert env.python == "{}.{}.{}".format(*sys.version_info[:3]) and env.python_executable == sys.executable
+    assert env.torch  # torch imports in this venv
+    if env.nvml == "ok":
+        assert env.driver and env.gpus
+    else:
+        assert env.nvml.startswith("n/a: ") and env.driver is None
+    if env.nvcc_version is None:
+        assert env.nvcc_error and env.nvcc_matches_torch is None
+    if not env.cuda_available:
+        assert env.tf32_supported is None and env.bf16_supported is None
+    if env.torch_cuda is None:  # the CPU-only torch of the development machine
+        assert problem_for(reports["real"], "CPU-only build").fix.startswith("install a CUDA build of torch")
+    else:
+        assert env.cudnn and env.cuda_home
+
+
+def test_this_machine_real_apex_on_cuda(reports):
+    """On a GPU machine with NVIDIA Apex built from source: complete, and the smoke tests pass."""
+    if importlib.util.find_spec("apex") is None or not real_has_cuda(reports):
+        pytest.skip("needs NVIDIA Apex and a CUDA GPU")
+    r = reports["real"]
+    assert r.apex.status == "complete", r.apex.detail
+    assert all(e.status == "ok" for e in r.extensions if e.required)
+    for s in r.smoke:
+        assert not s.skipped and s.passed and s.max_abs_err <= s.tolerance, s
+    assert sum(s.seconds for s in r.smoke) < 3.0
+    assert all(f.ok for f in r.features if not f.removed)
+    assert r.environment.gpus and r.environment.tf32_supported is not None
+    assert not r.problems, r.problems
+
+
+def test_smoke_tests_skipped_without_cuda(reports):
+    if real_has_cuda(reports):
+        pytest.skip("a CUDA GPU is visible: the smoke tests run")
+    for name in ("real", "broken"):
+        smoke = reports[name].smoke
+        assert [s.name for s in smoke] == ["FusedAdam", "FusedLayerNorm", "FusedRMSNorm"]
+        for s in smoke:
+            assert s.skipped and s.passed is None and s.max_abs_err is None
+            assert s.reason.startswith("needs a CUDA GPU") and "CPU-only" in s.reason
+
+
+def test_pypi_pyramid_apex_is_not_nvidia(reports, trees):
+    r = reports["pyramid"]
+    a = r.apex
+    assert a.status == "not_nvidia"
+    assert a.location == str(trees["pyramid"] / "apex")
+    assert (a.distribution, a.version) == ("apex", "0.9.10.dev0")
+    assert a.import_ok is False
+    assert a.import_error.startswith("ImportError: cannot import name 'UnencryptedCookieSessionFactoryConfig'")
+    assert "Pyramid" in a.detail and a.fix == af.NOT_NVIDIA_FIX
+    p = problem_for(r, "Pyramid web toolkit")
+    assert p.fix.startswith("pip uninstall -y apex") and af.BUILD_CMD in p.fix
+    fused_adam = r.feature("FusedAdam")
+    assert not fused_adam.ok and fused_adam.fix == af.NOT_NVIDIA_FIX
+
+
+def test_python_only_apex(reports, trees):
+    r = reports["python_only"]
+    assert r.apex.status == "python_only"
+    assert r.apex.location == str(trees["python_only"] / "apex")
+    assert (r.apex.distribution, r.apex.version) == ("apex", "0.1")
+    assert r.apex.import_ok is True and r.apex.import_error == ""
+    assert all(e.status == "missing" for e in r.extensions)
+    p = problem_for(r, "Python-only")
+    assert p.fix.startswith("rebuild Apex with its C++/CUDA extensions") and af.BUILD_CMD in p.fix
+    adam = r.feature("FusedAdam")
+    assert not adam.ok and adam.needs == ("amp_C",) and "needs amp_C" in adam.reason
+    assert adam.fix == af.REBUILD_HINT
+    assert "mlp_cuda" in r.feature("apex.mlp").reason
+    assert "torch.amp" in r.feature("apex.amp").fix
+
+
+def test_broken_extensions_are_classified(reports, trees):
+    r = reports["broken"]
+    assert r.apex.status == "partial"
+    ext = {e.name: e for e in r.extensions}
+    assert list(ext)[:6] == list(af.REQUIRED_EXTENSIONS)
+    expected = {  # name: (status, kind, exception class)
+        "apex_C": ("broken", "exception", "RuntimeError"),
+        "amp_C": ("broken", "undefined_symbol", "ImportError"),
+        "fused_layer_norm_cuda": ("ok", "", ""),
+        "mlp_cuda": ("broken", "system_exit", "SystemExit"),
+        "fused_dense_cuda": ("broken", "missing_library", "ImportError"),
+        "syncbn": ("broken", "os_error", "OSError"),
+        "xentropy_cuda": ("ok", "", ""),
+    }
+    assert {n: (ext[n].status, ext[n].kind, ext[n].error_type) for n in expected} == expected
+    amp = ext["amp_C"]
+    assert amp.message == UNDEFINED and "built against a different torch" in amp.reason
+    assert amp.fix.startswith("rebuild Apex against the installed torch")
+    assert amp.path == str(trees["broken"] / "amp_C.py")
+    assert ext["syncbn"].message == "[Errno 5] Input/output error" and "LD_LIBRARY_PATH" in ext["syncbn"].fix
+    assert "cannot open shared object file" in ext["fused_dense_cuda"].message
+    assert "refusing to load" in ext["mlp_cuda"].message
+    assert ext["xentropy_cuda"].required is False
+    for name in ("apex_C", "amp_C", "mlp_cuda", "fused_dense_cuda", "syncbn"):
+        assert problem_for(r, name).fix == ext[name].fix
+    adam = r.feature("FusedAdam")
+    assert not adam.ok and "different torch" in adam.reason and adam.fix.startswith("rebuild Apex against")
+    ln = r.feature("FusedLayerNorm")  # its extension imports; without a GPU it cannot run
+    assert not ln.ok
+    if not real_has_cuda(reports):
+        assert ln.reason == "needs a CUDA GPU; torch sees none"
+
+
+def test_smoke_test_code_against_torch_backed_apex(reports, trees):
+    """The CUDA smoke tests' own code, run on CPU against an apex made of plain torch."""
+    proc = reports["smoke_on_cpu"]
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    good, wrong = out[str(trees["torch_apex"])], out[str(trees["torch_apex_wrong"])]
+    for name in ("ln", "rms"):
+        err, tol = good[name]
+        assert 0 <= err <= tol, (name, err, tol)
+    assert good["ln"][1] == 1e-3
+    assert wrong["ln"][0] > wrong["ln"][1]  # a shifted output is caught
+    assert wrong["rms"][0] <= wrong["rms"][1]
+
+
+def test_crash_and_hang_on_import_are_reported_and_probe_continues(reports):
+    r = reports["hostile"]
+    assert r.environment.torch == "2.99.0+fake"  # the tree's torch, first on the child's sys.path
+    ext = {e.name: e for e in r.extensions}
+    assert ext["xentropy_cuda"].status == "broken" and ext["xentropy_cuda"].kind == "crashed"
+    assert "SIGSEGV" in ext["xentropy_cuda"].message
+    assert ext["focal_loss_cuda"].kind == "timeout" and "2.5 s" in ext["focal_loss_cuda"].message
+    assert ext["group_norm_cuda"].status == "ok"  # probed after the crash and the hang
+    assert [f.name for f in r.features] == list(af.FEATURES)
+    assert problem_for(r, "crashed the interpreter").fix.startswith("rebuild Apex against the installed torch")
+    assert "nvidia-smi" in problem_for(r, "hung").fix
+
+
+def test_apex_that_segfaults_on_import(reports):
+    r = reports["apex_segfault"]
+    assert r.apex.import_ok is False and r.apex.import_error.startswith("crashed: ")
+    assert "SIGSEGV" in r.apex.import_error
+    assert problem_for(r, "import apex fails").fix == af.REBUILD_AGAINST_TORCH
+    assert all(not f.ok for f in r.features)  # not imported again: each would crash the same way
+    assert "not run: import apex crashed" in r.feature("FusedAdam").reason
+
+
+def test_complete_apex(reports):
+    r = reports["hostile"]  # every core extension imports (the crash and the hang are optional modules)
+    assert r.apex.status == "complete" and r.apex.import_ok and r.apex.detail.startswith("all core")
+    assert all(e.status == "ok" and e.path for e in r.extensions if e.required)
+    assert not [p for p in r.problems if "missing" in p.what or "Python-only" in p.what or "apex" in p.what]
+    assert r.feature("FusedAdam").reason == "needs a CUDA GPU; torch sees none"
+
+
+def test_torch_that_fails_to_import(reports):
+    r = reports["no_torch"]
+    env = r.environment
+    assert env.torch is None and "libtorch_cuda.so" in env.torch_error
+    assert problem_for(r, "torch cannot be imported").fix.startswith("install a CUDA build of torch")
+    assert all(s.skipped and "torch cannot be imported" in s.reason for s in r.smoke)
+    assert r.apex.status == "not_installed"
+
+
+def test_probe_leaves_sys_modules_clean(probes):
+    assert not [m for m in probes["_new_modules"] if m.split(".")[0] in APEXISH + ("torch",)]
+    assert not apexish_modules()
+
+
+def test_report_is_immutable_and_json_ready(reports):
+    r = reports["broken"]
+    with pytest.raises(AttributeError):
+        r.apex.status = "complete"  # type: ignore[misc]
+    d = json.loads(r.to_json())
+    assert list(d) == ["schema", "environment", "apex", "extensions", "features", "smoke", "problems",
+                       "isolation", "seconds"]
+    assert d["apex"]["status"] == "partial"
+    assert {p["what"] for p in d["problems"]} == {p.what for p in r.problems}
+    assert all(p["fix"] for p in d["problems"])
+
+
+# ------------------------------------------------------------------ in-process check_feature
+
+
+@pytest.fixture
+def on_path(monkeypatch, trees):
+    if FAKES_SKIP:
+        pytest.skip(FAKES_SKIP)
+
+    def put(name: str) -> Path:
+        monkeypatch.setattr(sys, "path", [str(trees[name]), *CLEAN_PATH])
+        importlib.invalidate_caches()
+        return trees[name]
+
+    yield put
+    for m in apexish_modules():
+        sys.modules.pop(m, None)
+
+
+def test_check_feature_in_process(on_path):
+    on_path("broken")
+    adam = af.check_feature("FusedAdam", cuda_available=False)
+    assert not adam.ok and "different torch" in adam.reason and adam.fix.startswith("rebuild Apex against")
+    mlp = af.check_feature("apex.mlp", cuda_available=False)  # mlp_cuda raises SystemExit on import
+    assert not mlp.ok and "sys.exit" in mlp.reason
+    assert not apexish_modules()  # no half-initialised module left behind
+
+
+def test_check_feature_not_nvidia_and_python_only(on_path):
+    on_path("pyramid")
+    check = af.check_feature("FusedAdam", cuda_available=True)
+    assert not check.ok and "Pyramid" in check.reason and check.fix == af.NOT_NVIDIA_FIX
+    on_path("python_only")
+    check = af.check_feature("FusedLayerNorm", cuda_available=True)
+    assert not check.ok and "fused_layer_norm_cuda is not installed" in check.reason
+    assert not apexish_modules()
+
+
+# ------------------------------------------------------------------ env helpers
+
+
+def test_nvcc_version_compared_with_torch_cuda(tmp_path):
+    nvcc = tmp_path / "bin" / "nvcc"
+    nvcc.parent.mkdir()
+    nvcc.write_text("#!/bin/sh\necho 'nvcc: NVIDIA (R) Cuda compiler driver'\n"
+                    "echo 'Cuda compilation tools, release 12.4, V12.4.131'\n")
+    nvcc.chmod(0o755)
+    bad = probe_nvcc(str(tmp_path), "12.8")
+    assert (bad.path, bad.version, bad.matches_torch) == (str(nvcc), "12.4", False)
+    assert probe_nvcc(str(tmp_path), "12.4.1").matches_torch is True
+    assert probe_nvcc(str(tmp_path), None).matches_torch is None
+    missing = probe_nvcc(str(tmp_path / "nowhere"), "12.8")
+    assert missing.version is None and "no nvcc" in missing.error
+
+
+def test_nvml_is_tolerant():
+    info = probe_nvml()  # no driver here: "n/a: <reason>", never an exception
+    if info.status == "ok":
+        assert info.driver and info.gpus and all(g.name for g in info.gpus)
+    else:
+        assert info.status.startswith("n/a: ") and info.driver is None and info.gpus == ()
+
+
+def test_cudnn_version_format():
+    assert format_cudnn(91002) == "9.10.2" and format_cudnn(8907) == "8.9.7" and format_cudnn(None) is None
+
+
+def test_doctor_module_imports_neither_torch_nor_textual():
+    code = ("import sys, apextui.core.doctor, apextui.doctor_cli; "
+            "print([m for m in ('torch', 'textual', 'apex') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def cli_json(cli_runs, name: str) -> dict:
+    proc = cli_runs[f"cli:{name}"]
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_cli_json_broken_extensions(cli_runs):
+    d = cli_json(cli_runs, "broken")
+    assert d["apex"]["status"] == "partial"
+    ext = {e["name"]: e for e in d["extensions"]}
+    kinds = {"apex_C": "exception", "amp_C": "undefined_symbol", "fused_layer_norm_cuda": "",
+             "mlp_cuda": "system_exit", "fused_dense_cuda": "missing_library", "syncbn": "os_error",
+             "xentropy_cuda": ""}
+    assert {n: ext[n]["kind"] for n in kinds} == kinds
+    assert ext["amp_C"]["message"] == UNDEFINED and ext["amp_C"]["error_type"] == "ImportError"
+    assert ext["amp_C"]["fix"].startswith("rebuild Apex against the installed torch")
+    assert ext["syncbn"]["error_type"] == "OSError" and "LD_LIBRARY_PATH" in ext["syncbn"]["fix"]
+    assert [s["name"] for s in d["smoke"]] == ["FusedAdam", "FusedLayerNorm", "FusedRMSNorm"]
+    whats = {p["what"]: p["fix"] for p in d["problems"]}
+    assert whats[ext["amp_C"]["reason"]] == ext["amp_C"]["fix"] and all(whats.values())
+
+
+def test_cli_json_pyramid_apex(cli_runs):
+    d = cli_json(cli_runs, "pyramid")
+    assert d["apex"]["status"] == "not_nvidia" and d["apex"]["version"] == "0.9.10.dev0"
+    assert "UnencryptedCookieSessionFactoryConfig" in d["apex"]["import_error"]
+    assert any(p["fix"] == af.NOT_NVIDIA_FIX for p in d["problems"])
+
+
+def test_cli_json_python_only_apex(cli_runs):
+    d = cli_json(cli_runs, "python_only")
+    assert d["apex"]["status"] == "python_only"
+    assert {e["status"] for e in d["extensions"]} == {"missing"}
+    assert any("Python-only" in p["what"] and p["fix"].startswith("rebuild Apex with its C++/CUDA extensions")
+               for p in d["problems"])
+    adam = next(f for f in d["features"] if f["name"] == "FusedAdam")
+    assert adam["ok"] is False and adam["needs"] == ["amp_C"]
+
+
+def test_cli_human_output_plain_when_piped(cli_runs, trees):
+    proc = cli_runs["cli:human"]
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "\x1b[" not in out
+    report = cli_runs["python_only"]  # the same tree through the library API
+    for needle in ("Environment", f"Python     {report.environment.python}",
+                   "torch      2.99.0+fake  CPU-only build",
+                   "nvcc       not found", "TF32/bf16  n/a / n/a", "Apex       PYTHON ONLY",
+                   f"location   {trees['python_only'] / 'apex'}  (apex 0.1)", "Compiled extensions",
+                   "missing  amp_C", "Features", "no   FusedAdam", "needs amp_C", "Smoke tests",
+                   "skip FusedAdam", f"Problems ({len(report.problems)})",
+                   *(f"fix: {p.fix}" for p in report.problems), *(p.what for p in report.problems)):
+        assert needle in out, needle
+
+
+def test_human_output_colour_only_when_wanted(reports, monkeypatch):
+    report = reports["broken"]
+    coloured, plain = io.StringIO(), io.StringIO()
+    print_human(report, coloured, color=True)
+    print_human(report, plain, color=False)
+    assert "\x1b[" in coloured.getvalue() and "\x1b[" not in plain.getvalue()
+    assert "broken   amp_C" in plain.getvalue()
+    assert len(plain.getvalue().splitlines()) == len(render_lines(report))
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    assert use_color(Tty()) is True and use_color(io.StringIO()) is False
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert use_color(Tty()) is False and use_color(Tty(), color=True) is True

@@ -1,0 +1,126 @@
+"""The threaded runner on CPU: real training steps, stop, slow consumers, failures."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from apextui.core import presets, workloads
+from apextui.core.runner import Runner, Snapshot
+
+
+def run(name: str, steps: int, callback=None, **kw) -> tuple[Runner, list[Snapshot]]:
+    snaps: list[Snapshot] = []
+
+    def collect(s: Snapshot) -> None:
+        snaps.append(s)
+        if callback:
+            callback(s)
+
+    runner = Runner(presets.resolve(name), "cpu", collect, steps=steps, **kw).start()
+    assert runner.join(timeout=120)
+    return runner, snaps
+
+
+def steps_of(snaps: list[Snapshot]) -> list[int]:
+    return [r.step for s in snaps for r in s.new_steps]
+
+
+def test_snapshots_deliver_every_step_once_in_order():
+    runner, snaps = run("adamw", steps=25)
+    assert steps_of(snaps) == list(range(1, 26))
+    final = snaps[-1]
+    assert final is runner.result and final.status == "ok" and final.steps_done == 25
+    assert [s.status for s in snaps[:-1]].count("ok") == 0
+    assert final.stats.count == 25 - runner.warmup
+    assert final.info.size_name == "cpu" and dict(final.info.size) == dict(presets.resolve("adamw").cpu_size)
+    recs = [r for s in snaps for r in s.new_steps]
+    assert all(r.ms > 0 and r.loss is not None and 0 < r.opt_ms < r.ms for r in recs)
+    assert final.throughput == pytest.approx(16 * 1000 / final.stats.median_ms)
+
+
+def test_transformer_loss_falls_toward_the_entropy_floor():
+    runner, snaps = run("fp32", steps=150)
+    losses = [r.loss for s in snaps for r in s.new_steps]
+    floor = runner.result.info.loss_floor
+    assert floor is not None and 0 < floor < losses[0]
+    late = sum(losses[-20:]) / 20
+    assert late < losses[0] - 1.0, (losses[0], late)
+    assert late > floor - 0.1  # cannot beat the data's entropy rate (by more than noise)
+
+
+def test_stop_from_another_thread_is_prompt_and_keeps_what_was_measured():
+    started = threading.Event()
+
+    def on_snapshot(s: Snapshot) -> None:
+        if s.steps_done >= 3:
+            started.set()
+
+    snaps: list[Snapshot] = []
+    runner = Runner(presets.resolve("fp32"), "cpu", lambda s: (snaps.append(s), on_snapshot(s)),
+                    steps=100_000).start()
+    assert started.wait(60)
+    t0 = time.monotonic()
+    runner.stop()
+    assert runner.join(timeout=30)
+    assert time.monotonic() - t0 < 10
+    final = runner.result
+    assert final.status == "stopped"
+    assert 3 <= final.steps_done < 100_000
+    assert steps_of(snaps) == list(range(1, final.steps_done + 1))
+
+
+def test_a_slow_consumer_does_not_hold_up_training():
+    deliveries = []
+
+    def slow(s: Snapshot) -> None:
+        deliveries.append(time.monotonic())
+        time.sleep(0.3)
+
+    snaps: list[Snapshot] = []
+    runner = Runner(presets.resolve("layernorm"), "cpu", lambda s: (snaps.append(s), slow(s)),
+                    steps=400).start()
+    runner._train.join(60)
+    train_done = time.monotonic()
+    assert not runner._train.is_alive()
+    assert runner._deliver.is_alive(), "training should finish while the slow consumer still has a backlog"
+    assert runner.join(timeout=120)
+    assert deliveries[-1] > train_done
+    assert steps_of(snaps) == list(range(1, 401))  # and nothing is lost
+
+
+class Exploding(workloads.Workload):
+    units, units_per_step = "samples", 1
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def step(self, clock):
+        import torch
+
+        self.n += 1
+        if self.n == 4:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return torch.tensor(1.0 / self.n), None
+
+
+def test_a_failing_step_reports_failed_and_keeps_earlier_steps(monkeypatch, capsys):
+    monkeypatch.setattr(workloads, "build", lambda preset, device, size: Exploding())
+    runner, snaps = run("adamw", steps=10)
+    final = runner.result
+    assert final.status == "failed"
+    assert final.error.startswith("RuntimeError: CUDA error")
+    assert steps_of(snaps) == [1, 2, 3]
+    assert final.final_loss == pytest.approx(1 / 3)
+    assert "Traceback" in capsys.readouterr().err
+
+
+def test_short_runs_keep_measured_steps():
+    preset = presets.resolve("adamw")
+    runner = Runner(preset, "cpu", lambda s: None, steps=5)
+    assert runner.warmup == 1  # the preset's 30 would leave nothing to measure
+    assert Runner(preset, "cpu", lambda s: None).warmup == preset.warmup
+    with pytest.raises(ValueError):
+        Runner(preset, "cpu", lambda s: None, steps=0)
