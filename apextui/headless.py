@@ -20,8 +20,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 
 class JsonLinePrinter:
     """Consumes snapshots in order and prints one JSON object a line; the `end` line exactly once."""
 
-    def __init__(self, out: TextIO = sys.stdout) -> None:
-        self.out = out
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out  # None: whatever sys.stdout is when printing
         self.lock = threading.Lock()
         self.ended = False
         self.broken = False
@@ -33,8 +33,9 @@ class JsonLinePrinter:
             if self.broken or self.ended:
                 return
             try:
-                self.out.write(json.dumps(obj) + "\n")
-                self.out.flush()
+                out = self.out or sys.stdout
+                out.write(json.dumps(obj) + "\n")
+                out.flush()
             except (BrokenPipeError, ValueError):  # reader went away (e.g. `| head`)
                 self.broken = True
             if obj.get("event") == "end":

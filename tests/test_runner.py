@@ -107,7 +107,7 @@ class Exploding(workloads.Workload):
 
 
 def test_a_failing_step_reports_failed_and_keeps_earlier_steps(monkeypatch, capsys):
-    monkeypatch.setattr(workloads, "build", lambda preset, device, size: Exploding())
+    monkeypatch.setattr(workloads, "build", lambda preset, device, size, steps: Exploding())
     runner, snaps = run("adamw", steps=10)
     final = runner.result
     assert final.status == "failed"

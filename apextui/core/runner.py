@@ -175,7 +175,7 @@ class Runner:
 
         size_name = "cpu" if self.device == "cpu" else "default"
         size = self.preset.cpu_size if size_name == "cpu" else self.preset.size
-        workload = workloads.build(self.preset, self.device, size)
+        workload = workloads.build(self.preset, self.device, size, self.steps)
         if self.sampler is None:
             from .env import pci_bus_id
 

@@ -8,8 +8,8 @@ from ..presets import Preset
 from .base import Workload
 
 
-def build(preset: Preset, device: str, size: Mapping[str, int]) -> Workload:
-    """Instantiate the workload a preset names, on `device`, at `size`."""
+def build(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
+    """Instantiate the workload a preset names, on `device`, at `size`, for a run of `steps` steps."""
     import torch
 
     torch.manual_seed(preset.seed)
@@ -24,7 +24,7 @@ def build(preset: Preset, device: str, size: Mapping[str, int]) -> Workload:
     if preset.workload == "transformer":
         from .transformer import TransformerWorkload
 
-        return TransformerWorkload(preset.variant, size, device, preset.amp, preset.lr, preset.seed)
+        return TransformerWorkload(preset.variant, size, device, preset.amp, preset.lr, preset.seed, steps)
     raise ValueError(f"unknown workload {preset.workload!r}")
 
 

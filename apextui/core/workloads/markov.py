@@ -14,11 +14,14 @@ import torch
 
 @dataclass(frozen=True)
 class MarkovChain:
-    """Transition matrix (rows sum to 1), stationary distribution and entropy rate."""
+    """Transition matrix (rows sum to 1), stationary distribution and entropy rate,
+    plus each token's successors and their cumulative weights for fast sampling."""
 
     transition: torch.Tensor  # (V, V) float64
     stationary: torch.Tensor  # (V,) float64
     entropy_rate: float  # nats per token
+    successors: torch.Tensor  # (V, k) long
+    cum_weights: torch.Tensor  # (V, k) float64, last column 1
 
     @property
     def vocab(self) -> int:
@@ -61,18 +64,23 @@ def make_chain(vocab: int, branching: int, seed: int) -> MarkovChain:
     transition = torch.zeros(vocab, vocab, dtype=torch.float64)
     transition.scatter_(1, succ, weights)
     pi = stationary_distribution(transition)
-    return MarkovChain(transition, pi, entropy_rate(transition, pi))
+    cum = weights.cumsum(dim=1)
+    cum[:, -1] = 1.0
+    return MarkovChain(transition, pi, entropy_rate(transition, pi), succ, cum)
 
 
 def sample(chain: MarkovChain, batch: int, length: int, seed: int, device: Any = "cpu") -> torch.Tensor:
-    """`batch` sequences of `length` tokens, the first drawn from the stationary distribution."""
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    cdf = chain.transition.cumsum(dim=1).to(torch.float64)
-    cdf[:, -1] = 1.0 + 1e-9
-    tokens = torch.empty(batch, length, dtype=torch.long)
-    tokens[:, 0] = torch.multinomial(chain.stationary.float(), batch, replacement=True, generator=g)
-    u = torch.rand(batch, length, generator=g, dtype=torch.float64)
+    """`batch` sequences of `length` tokens, the first drawn from the stationary distribution.
+    Runs on `device`: each position is a gather over the k successors, not over the vocabulary."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    succ = chain.successors.to(device)
+    cum = chain.cum_weights.to(device)
+    tokens = torch.empty(batch, length, dtype=torch.long, device=device)
+    tokens[:, 0] = torch.multinomial(chain.stationary.to(device), batch, replacement=True, generator=g)
+    u = torch.rand(length, batch, 1, generator=g, dtype=torch.float64, device=device)
+    last = succ.shape[1] - 1
     for t in range(1, length):
-        rows = cdf[tokens[:, t - 1]]
-        tokens[:, t] = torch.searchsorted(rows, u[:, t : t + 1].contiguous()).squeeze(1).clamp_max(chain.vocab - 1)
-    return tokens.to(device)
+        prev = tokens[:, t - 1]
+        pick = torch.searchsorted(cum[prev], u[t]).clamp_max_(last)
+        tokens[:, t] = succ[prev, pick.squeeze(1)]
+    return tokens

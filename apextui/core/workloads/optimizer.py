@@ -44,7 +44,7 @@ class OptimizerWorkload(Workload):
         self.params = sum(p.numel() for p in self.model.parameters())
 
     def step(self, clock: Marker) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.zero_grad()  # set_to_none is the default; apex FusedAdam takes no argument
         with autocast(self.device, self.amp):
             loss = nn.functional.mse_loss(self.model(self.x).float(), self.y)
         if self.scaler is not None:

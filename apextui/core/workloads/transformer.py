@@ -11,7 +11,7 @@ from torch.nn import functional as F
 from . import markov
 from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
 
-POOL_TOKENS = 2**19  # distinct tokens generated up front and cycled, so the model cannot memorise them
+MAX_POOL_TOKENS = 2**23  # fresh tokens generated up front: one new batch a step up to this many, then cycled
 
 NormFactory = Callable[[int], nn.Module]
 
@@ -73,7 +73,7 @@ class TransformerWorkload(Workload):
     units = "tokens"
 
     def __init__(self, variant: str, size: Mapping[str, int], device: str, amp: str, lr: float,
-                 seed: int) -> None:
+                 seed: int, steps: int) -> None:
         from .optimizer import make_optimizer
 
         norm, opt_kind = parts(variant)
@@ -81,7 +81,8 @@ class TransformerWorkload(Workload):
         self.chain = markov.make_chain(size["vocab"], size["branching"], seed)
         self.loss_floor = self.chain.entropy_rate
         seq, batch = size["seq"], size["batch"]
-        self.pool = max(16, min(1024, -(-POOL_TOKENS // (batch * seq))))
+        # a new batch every step (so the loss cannot beat the entropy floor by memorising), within a memory cap
+        self.pool = max(1, min(steps, MAX_POOL_TOKENS // (batch * (seq + 1))))
         tokens = markov.sample(self.chain, self.pool * batch, seq + 1, seed + 1, device)
         self.batches = tokens.view(self.pool, batch, seq + 1)
         self.model = TinyDecoder(size["vocab"], size["d_model"], size["layers"], size["heads"], seq, norm).to(device)
@@ -97,7 +98,7 @@ class TransformerWorkload(Workload):
         batch = self.batches[self._i % self.pool]
         self._i += 1
         inputs, targets = batch[:, :-1], batch[:, 1:]
-        self.opt.zero_grad(set_to_none=True)
+        self.opt.zero_grad()  # set_to_none is the default; apex FusedAdam takes no argument
         with autocast(self.device, self.amp):
             logits = self.model(inputs)
         loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())

@@ -1,0 +1,93 @@
+"""Run presets through apextui's headless mode, one process each, and tabulate the results.
+
+    python benchmarks/run_presets.py [--presets a,b,...] [--device auto|cpu|cuda] [--steps N] [--out runs.jsonl]
+
+Writes one JSON object per preset to --out ({"preset", "rc", "events": [...]}) and prints a
+Markdown table with speed-ups against each workload's baseline measured in the same invocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from apextui.core.presets import load_builtin  # noqa: E402
+
+
+def run_one(preset: str, device: str, steps: int | None) -> dict:
+    cmd = [sys.executable, "-m", "apextui", "--preset", preset, "--json", "--device", device]
+    if steps:
+        cmd += ["--steps", str(steps)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    events = []
+    for line in proc.stdout.splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            events.append({"event": "unparsable", "line": line})
+    return {"preset": preset, "rc": proc.returncode, "wall_s": round(time.perf_counter() - t0, 2),
+            "stderr_tail": proc.stderr[-2000:], "events": events}
+
+
+def fmt(value, spec: str = ".3f") -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def table(results: list[dict]) -> str:
+    medians: dict[tuple[str, str], float] = {}
+    rows = []
+    for r in results:
+        start = next((e for e in r["events"] if e["event"] == "start"), {})
+        end = next((e for e in r["events"] if e["event"] == "end"), None)
+        if end and end["summary"] and end["summary"]["median_ms"]:
+            medians[(start.get("workload"), start.get("variant"))] = end["summary"]["median_ms"]
+        rows.append((r, start, end))
+    lines = ["| preset | rc | status | steps | median ms | p10 ms | p90 ms | throughput | vs baseline "
+             "| final loss | loss floor | max err |", "|" + "---|" * 12]
+    for r, start, end in rows:
+        if end is None:
+            why = next((e.get("reason") for e in r["events"] if e["event"] == "unavailable"), r["stderr_tail"][-200:])
+            lines.append(f"| {r['preset']} | {r['rc']} | unavailable: {why} |" + " |" * 9)
+            continue
+        s = end["summary"]
+        base = medians.get((start["workload"], start["baseline"]))
+        speedup = base / s["median_ms"] if base and s["median_ms"] else None
+        err = (s["check"] or {}).get("max_abs_err")
+        lines.append(
+            f"| {r['preset']} | {r['rc']} | {end['status']} | {s['steps']} | {fmt(s['median_ms'])} | "
+            f"{fmt(s['p10_ms'])} | {fmt(s['p90_ms'])} | {fmt(s['throughput'], ',.0f')} {s['throughput_unit']} | "
+            f"{fmt(speedup, '.2f')}× | {fmt(s['final_loss'], '.4f')} | {fmt(s['loss_floor'], '.4f')} | "
+            f"{fmt(err, '.2e')} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", help="comma-separated names (default: all shipped presets)")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--steps", type=int)
+    parser.add_argument("--out", type=Path, default=Path("runs.jsonl"))
+    args = parser.parse_args()
+    names = args.presets.split(",") if args.presets else [p.name for p in load_builtin()]
+    results = []
+    with args.out.open("w") as fh:
+        for name in names:
+            r = run_one(name, args.device, args.steps)
+            results.append(r)
+            fh.write(json.dumps(r) + "\n")
+            fh.flush()
+            print(f"{name}: rc={r['rc']} in {r['wall_s']} s", file=sys.stderr, flush=True)
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,39 @@
+"""The core never imports Textual; headless runs never load the UI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from helpers import ROOT, cli_env
+
+CHECK = r"""
+import io, sys, contextlib
+import apextui.core.presets, apextui.core.runner, apextui.core.events, apextui.core.sampler
+import apextui.core.availability, apextui.core.env, apextui.core.doctor, apextui.core.workloads
+import apextui.cli, apextui.headless
+assert "textual" not in sys.modules, "importing the core loaded textual"
+from apextui.core.presets import resolve
+from apextui import headless
+out = io.StringIO()
+with contextlib.redirect_stdout(out):
+    rc = headless.run(resolve("layernorm"), "cpu", steps=3)
+assert rc == 0, rc
+assert '"event": "end"' in out.getvalue()
+loaded = sorted(m for m in sys.modules if m == "textual" or m.startswith("textual.") or m.startswith("apextui.ui"))
+assert not loaded, loaded
+print("clean")
+"""
+
+
+def test_core_and_a_headless_run_leave_textual_unloaded():
+    proc = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=cli_env(),
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().endswith("clean")
+
+
+def test_no_core_module_mentions_textual():
+    offenders = [p.relative_to(ROOT) for p in (ROOT / "apextui" / "core").rglob("*.py")
+                 if "import textual" in p.read_text() or "from textual" in p.read_text()]
+    assert offenders == []
