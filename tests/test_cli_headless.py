@@ -72,6 +72,9 @@ def test_every_torch_preset_runs_headless_and_follows_the_schema(preset):
         assert events[1]["loss_floor"] == summary["loss_floor"]
     if workload == "optimizer":
         assert all(isinstance(e["opt_ms"], float) for e in steps)
+        assert 0 < summary["opt_median_ms"] < summary["median_ms"]
+    else:
+        assert summary["opt_median_ms"] is None
     if workload == "norm":
         assert summary["final_loss"] is None
 

@@ -83,6 +83,7 @@ def summary(snap: Snapshot) -> dict[str, Any]:
         "mean_ms": _num(st.mean_ms) if st else None,
         "min_ms": _num(st.min_ms) if st else None,
         "max_ms": _num(st.max_ms) if st else None,
+        "opt_median_ms": _num(snap.opt_stats.median_ms) if snap.opt_stats else None,
         "throughput": _num(snap.throughput, 1),
         "throughput_unit": f"{info.units}/s" if info else None,
         "final_loss": _num(snap.final_loss, 6),

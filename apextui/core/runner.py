@@ -13,7 +13,7 @@ import queue
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .presets import Preset
@@ -62,7 +62,7 @@ class Snapshot:
     elapsed_s: float
     error: str | None = None
     final_loss: float | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    opt_stats: Stats | None = None  # the optimizer step alone, where the workload marks it
 
     @property
     def last(self) -> StepRecord | None:
@@ -198,7 +198,7 @@ class Runner:
 
     # ---- delivery thread -----------------------------------------------------------------
     def _delivery_loop(self) -> None:
-        stats = StepStats(self.warmup)
+        stats, opt_stats = StepStats(self.warmup), StepStats(self.warmup)
         info: RunInfo | None = None
         done, skipped, final_loss, last_scale = 0, 0, None, None
         status, error = "starting", None
@@ -211,6 +211,8 @@ class Runner:
                 new = tuple(payload)
                 for rec in new:
                     stats.add(rec.ms)
+                    if rec.opt_ms is not None:
+                        opt_stats.add(rec.opt_ms)
                     if rec.loss is not None:
                         final_loss = rec.loss
                     if rec.loss_scale is not None:
@@ -233,6 +235,7 @@ class Runner:
                 throughput=summary.throughput(info.units_per_step) if summary and info else None,
                 skipped_steps=skipped, monitor=self.sampler.latest if self.sampler else None,
                 elapsed_s=time.perf_counter() - self._t0, error=error, final_loss=final_loss,
+                opt_stats=opt_stats.summary(),
             )
             if snap.finished:
                 self.result = snap
