@@ -3,6 +3,13 @@
 The fake trees are built in a temporary directory and put first on the probe's
 sys.path (library API: `extra_sys_path`; CLI: PYTHONPATH). All probes of the
 module-scoped fixture run concurrently, each in its own child interpreter.
+
+On a GPU machine with a real Apex on PYTHONPATH (and possibly already imported into
+this process by tests/test_gpu.py) the fake-tree probes still see only their tree:
+the child's sys.path is the tree + CLEAN_PATH (sys.path minus the folders holding
+Apex), the CLI gets PYTHONPATH=tree:repo exactly, the in-process checks set any
+imported Apex aside, and a tree's stand-in torch shadows the real one. Expectations
+that depend on the machine (NVML's GPUs, the real probe) are read from it.
 """
 
 from __future__ import annotations
@@ -21,8 +28,10 @@ from pathlib import Path
 import pytest
 
 from apextui.core import apex_features as af
+from apextui.core import doctor, doctor_child
 from apextui.core.doctor import run_doctor
 from apextui.core.doctor_env import format_cudnn, probe_nvcc, probe_nvml
+from apextui.core.doctor_report import ApexInfo, Environment, ExtensionStatus
 from apextui.doctor_cli import print_human, render_lines, use_color
 
 REPO = Path(__file__).resolve().parents[1]
@@ -150,6 +159,42 @@ FAKE_TORCH = {
     "torch/utils/__init__.py": "",
     "torch/utils/cpp_extension.py": "CUDA_HOME = None\n",
 }
+# A stand-in CUDA build of torch that sees one "GPU": the smoke tests' gating runs as on a GPU
+# machine. Any smoke test that does run raises at its first torch call, as a kernel built for
+# the wrong architecture would.
+FAKE_CUDA_TORCH = {
+    **FAKE_TORCH,
+    "torch/__init__.py": """\
+        __version__ = '2.99.0+fakecuda'
+        from . import backends, cuda, nn, utils, version
+
+        def zeros(*shape, device=None):  # creating the CUDA context works ...
+            return 0
+
+        def manual_seed(seed):  # ... but a kernel does not
+            raise RuntimeError('CUDA error: no kernel image is available for execution on the device')
+        """,
+    "torch/version.py": "cuda = '12.8'\nhip = None\n",
+    "torch/cuda.py": """\
+        class _Props:
+            name, major, minor, total_memory = 'Fake GPU', 9, 0, 80 * 2**30
+
+        def is_available():
+            return True
+
+        def device_count():
+            return 1
+
+        def get_device_properties(i):
+            return _Props()
+
+        def is_bf16_supported():
+            return True
+
+        def synchronize():
+            pass
+        """,
+}
 HOSTILE_EXT = {
     **FAKE_TORCH,
     **ALL_OK,
@@ -214,7 +259,16 @@ TREES: dict[str, dict[str, str]] = {
     "torch_apex": TORCH_APEX,
     "torch_apex_wrong": TORCH_APEX_WRONG,
     "no_torch": {"torch/__init__.py": "raise ImportError('libtorch_cuda.so: cannot open shared object file')\n"},
+    # "CUDA machines": no Apex; Python-only Apex; complete Apex whose fused_layer_norm_cuda segfaults
+    # on import (the probe child restarts, and must still not run the norm smoke tests)
+    "cuda_no_apex": FAKE_CUDA_TORCH,
+    "cuda_python_only": {**NVIDIA_PY, **FAKE_CUDA_TORCH},
+    "cuda_ln_segv": {**NVIDIA_PY, **FAKE_CUDA_TORCH, **ALL_OK,
+                     "fused_layer_norm_cuda.py": "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"},
 }
+CUDA_TREES = ("cuda_no_apex", "cuda_python_only", "cuda_ln_segv")
+SMOKE_TASKS = ["torch", "apex", "import:apex", "ext:amp_C", "ext:fused_layer_norm_cuda",
+               *(f"feature:{n}" for n in doctor.SMOKE_TESTS), *(f"smoke:{n}" for n in doctor.SMOKE_TESTS)]
 APEXISH = ("apex", "pyramid", "pyramid_mailer", "sqlalchemy", *af.REQUIRED_EXTENSIONS,
            *af.OPTIONAL_EXTENSIONS)
 
@@ -257,11 +311,12 @@ def trees(tmp_path_factory) -> dict[str, Path]:
 
 
 def cli(*args: str, pythonpath: Path | None = None, **env: str) -> subprocess.CompletedProcess:
-    """`python -m ARGS` in the repo, the fake tree first on PYTHONPATH, NO_COLOR/FORCE_COLOR cleared."""
+    """`python -m ARGS` in the repo with PYTHONPATH exactly [the fake tree,] the repo (so an Apex on
+    the caller's PYTHONPATH cannot shine through, and the tree's torch shadows site-packages'),
+    NO_COLOR/FORCE_COLOR cleared."""
     environ = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
     environ.update(env)
-    if pythonpath is not None:
-        environ["PYTHONPATH"] = os.pathsep.join([str(pythonpath), str(REPO)])
+    environ["PYTHONPATH"] = os.pathsep.join([*([str(pythonpath)] if pythonpath is not None else []), str(REPO)])
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, cwd=REPO,
                           env=environ, timeout=120)
 
@@ -280,9 +335,13 @@ def probes(trees):
             if not name.startswith("torch_apex"):
                 jobs[name] = (run_doctor, (), dict(extra_sys_path=[path], sys_path=CLEAN_PATH))
         jobs["hostile"][2]["task_timeout"] = 2.5
+        for name in CUDA_TREES:  # the child's raw results: were blocked smoke tests run at all?
+            jobs[f"raw:{name}"] = (doctor._run_child, (SMOKE_TASKS, [str(trees[name]), *CLEAN_PATH], 30.0, 200.0),
+                                   {})
         jobs["smoke_on_cpu"] = (subprocess.run, ([sys.executable, "-c", SMOKE_ON_CPU, str(trees["torch_apex"]),
                                                   str(trees["torch_apex_wrong"])],),
-                                dict(capture_output=True, text=True, cwd=REPO, timeout=120))
+                                dict(capture_output=True, text=True, cwd=REPO, timeout=120,
+                                     env={**os.environ, "PYTHONPATH": str(REPO)}))
     if not CLI_SKIP:
         for name in ("pyramid", "python_only", "broken"):
             jobs[f"cli:{name}"] = (cli, DOCTOR_JSON, {"pythonpath": trees[name]})
@@ -291,6 +350,7 @@ def probes(trees):
         futures = {name: pool.submit(fn, *args, **kw) for name, (fn, args, kw) in jobs.items()}
         out = {name: f.result() for name, f in futures.items()}
     out["_new_modules"] = sorted(set(sys.modules) - before)
+    out["_apexish_before"] = sorted(m for m in before if m.split(".")[0] in APEXISH)
     return out
 
 
@@ -358,7 +418,8 @@ def test_this_machine_environment(reports):
 
 
 def test_this_machine_real_apex_on_cuda(reports):
-    """On a GPU machine with NVIDIA Apex built from source: complete, and the smoke tests pass."""
+    """On a GPU machine with NVIDIA Apex built from source: complete, and the smoke tests pass,
+    in under 3 s together (CUDA context creation is done before the clock starts)."""
     if importlib.util.find_spec("apex") is None or not real_has_cuda(reports):
         pytest.skip("needs NVIDIA Apex and a CUDA GPU")
     r = reports["real"]
@@ -366,7 +427,7 @@ def test_this_machine_real_apex_on_cuda(reports):
     assert all(e.status == "ok" for e in r.extensions if e.required)
     for s in r.smoke:
         assert not s.skipped and s.passed and s.max_abs_err <= s.tolerance, s
-    assert sum(s.seconds for s in r.smoke) < 3.0
+    assert all(s.seconds > 0 for s in r.smoke) and sum(s.seconds for s in r.smoke) < 3.0, r.smoke
     assert all(f.ok for f in r.features if not f.removed)
     assert r.environment.gpus and r.environment.tf32_supported is not None
     assert not r.problems, r.problems
@@ -500,9 +561,127 @@ def test_torch_that_fails_to_import(reports):
     assert r.apex.status == "not_installed"
 
 
+def smoke_text(report) -> str:
+    buf = io.StringIO()
+    print_human(report, buf, color=False)
+    return buf.getvalue().split("Smoke tests", 1)[1].split("\n", 1)[1]
+
+
+@pytest.mark.parametrize("tree, reasons", [
+    ("cuda_no_apex", ["NVIDIA Apex is not installed"] * 3),
+    ("cuda_python_only", ["amp_C missing", "fused_layer_norm_cuda missing", "fused_layer_norm_cuda missing"]),
+    ("cuda_ln_segv", [None, "fused_layer_norm_cuda broken (crashed)", "fused_layer_norm_cuda broken (crashed)"]),
+])
+def test_smoke_tests_on_cuda_skip_what_apex_cannot_run(reports, tree, reasons):
+    """With CUDA but no usable Apex feature a smoke test is skipped with the reason, never a FAIL;
+    FAIL means the kernel ran and raised or was wrong (here the fake torch raises 'no kernel image')."""
+    r = reports[tree]
+    assert r.environment.cuda_available and r.environment.torch == "2.99.0+fakecuda"
+    assert r.environment.gpus[0].capability == "9.0"
+    assert [s.name for s in r.smoke] == list(doctor.SMOKE_TESTS)
+    text = smoke_text(r)
+    for s, reason in zip(r.smoke, reasons):
+        if reason is None:  # its prerequisites are fine: it ran, and the kernel raised
+            assert not s.skipped and s.passed is False, s
+            assert s.reason.startswith("error: RuntimeError: CUDA error: no kernel image"), s.reason
+            assert 'TORCH_CUDA_ARCH_LIST="9.0"' in s.fix
+            assert f"FAIL {s.name}" in text
+            assert problem_for(r, f"{s.name} smoke test").fix == s.fix
+            feat = r.feature(s.name)
+            assert not feat.ok and feat.reason.startswith("smoke test failed")
+        else:
+            assert s.skipped and s.passed is None and s.max_abs_err is None and s.seconds is None, s
+            assert s.reason == reason and s.fix
+            assert f"skip {s.name:<16}{reason}" in text
+            assert not [p for p in r.problems if p.what.startswith(f"{s.name} smoke test")]
+    if tree == "cuda_no_apex":
+        assert s.fix == af.BUILD_HINT and "FAIL" not in text
+        assert r.apex.status == "not_installed"
+        assert problem_for(r, "NVIDIA Apex is not installed").fix == af.BUILD_HINT
+
+
+@pytest.mark.parametrize("tree, blockers", [
+    ("cuda_no_apex", ["apex"] * 3),
+    ("cuda_python_only", ["ext:amp_C", "ext:fused_layer_norm_cuda", "ext:fused_layer_norm_cuda"]),
+    # fused_layer_norm_cuda killed the first child: its successor learns that from the parent
+    ("cuda_ln_segv", [None, "ext:fused_layer_norm_cuda", "ext:fused_layer_norm_cuda"]),
+])
+def test_probe_child_does_not_run_blocked_smoke_tests(reports, tree, blockers):
+    raw = reports[f"raw:{tree}"]
+    assert raw["torch"]["ok"] and raw["torch"]["cuda_available"]
+    for name, blocker in zip(doctor.SMOKE_TESTS, blockers):
+        res = raw[f"smoke:{name}"]
+        if blocker is None:
+            assert res["ok"] is False and res["error_type"] == "RuntimeError", res
+        else:
+            assert res["skipped"] and res["blocked_by"] == blocker and "seconds" not in res, res
+    if tree == "cuda_ln_segv":
+        assert raw["ext:fused_layer_norm_cuda"]["fatal"] == "crashed"
+
+
+def _env(**kw) -> Environment:
+    base = dict(python="3.12.3", python_executable=sys.executable, platform="Linux", torch="2.11.0+cu130",
+                torch_error="", torch_cuda="13.0", cudnn="9.19.0", cuda_available=True, cuda_error="", gpus=(),
+                driver="580", nvml="ok", cuda_home="/usr/local/cuda", nvcc_path=None, nvcc_version="13.0",
+                nvcc_error="", nvcc_matches_torch=True, tf32_supported=True, bf16_supported=True)
+    return Environment(**{**base, **kw})
+
+
+def _apex(status: str, import_error: str = "") -> ApexInfo:
+    return ApexInfo(status, None if status == "not_installed" else "/x/apex", None, "0.1",
+                    None if status == "not_installed" else not import_error, import_error, "", "d", "fix-" + status)
+
+
+def _ext(name: str, status: str, kind: str = "") -> ExtensionStatus:
+    return ExtensionStatus(name, True, status, kind, "", "", None, "r", f"fix-{name}")
+
+
+def test_smoke_skip_reason_decides_skip_vs_run():
+    """The gate itself, on a "CUDA machine": what must hold for a smoke test to run."""
+    ok_exts = {n: _ext(n, "ok") for n in af.REQUIRED_EXTENSIONS}
+    env, complete, ok = _env(), _apex("complete"), {"ok": True}
+    for name in doctor.SMOKE_TESTS:
+        assert doctor.smoke_skip_reason(name, env, complete, ok_exts, ok) == ("", "")
+    skip = doctor.smoke_skip_reason
+    assert skip("FusedAdam", env, ApexInfo("not_installed", None, None, None, None, "", "",
+                                            "NVIDIA Apex is not installed", af.BUILD_HINT), {}, {}) == (
+        "NVIDIA Apex is not installed", af.BUILD_HINT)
+    assert skip("FusedAdam", env, _apex("not_nvidia"), ok_exts, ok)[0] == "the installed 'apex' is not NVIDIA's Apex"
+    assert skip("FusedAdam", env, _apex("partial", "crashed: killed by SIGSEGV"), ok_exts, ok)[0] == (
+        "import apex fails (crashed: killed by SIGSEGV)")
+    missing = {**ok_exts, "amp_C": _ext("amp_C", "missing", "missing")}
+    assert skip("FusedAdam", env, _apex("partial"), missing, ok) == ("amp_C missing", "fix-amp_C")
+    assert skip("FusedLayerNorm", env, _apex("partial"), missing, ok) == ("", "")  # needs no amp_C
+    broken = {**ok_exts, "fused_layer_norm_cuda": _ext("fused_layer_norm_cuda", "broken", "undefined_symbol")}
+    assert skip("FusedRMSNorm", env, _apex("partial"), broken, ok)[0] == (
+        "fused_layer_norm_cuda broken (undefined_symbol)")
+    bad_feature = {"ok": False, "error_type": "AttributeError", "message": "apex.optimizers has no attribute"}
+    assert skip("FusedAdam", env, complete, ok_exts, bad_feature)[0].startswith(
+        "apex.optimizers.FusedAdam is unusable (AttributeError")
+    # torch and the GPU come first: with neither, the Apex state does not matter
+    assert skip("FusedAdam", _env(cuda_available=False), complete, ok_exts, ok)[0] == (
+        "needs a CUDA GPU: torch sees no CUDA GPU")
+    assert skip("FusedAdam", _env(torch_cuda=None, cuda_available=False), complete, ok_exts, ok)[0] == (
+        "needs a CUDA GPU: torch is a CPU-only build")
+    assert skip("FusedAdam", _env(torch=None, torch_error="ImportError: x"), complete, ok_exts, ok)[0] == (
+        "torch cannot be imported (ImportError: x)")
+
+
+def test_child_smoke_gate_needs_no_torch():
+    cfg = {"smoke_needs": {"FusedAdam": ["apex", "import:apex", "ext:amp_C", "feature:FusedAdam"]}}
+    assert doctor_child.smoke_blocker("FusedAdam", cfg, {"ext:amp_C", "feature:FusedAdam"}) == "ext:amp_C"
+    assert doctor_child.smoke_blocker("FusedAdam", cfg, {"ext:syncbn"}) == ""
+    assert doctor_child._task_smoke("FusedAdam", cfg, {"apex"}) == {
+        "ok": True, "skipped": True, "reason": "not run: apex failed", "blocked_by": "apex"}
+    assert not doctor_child.usable({"ok": True, "found": False}) and doctor_child.usable({"ok": True})
+    assert not doctor_child.usable({"ok": False, "present": False})
+
+
 def test_probe_leaves_sys_modules_clean(probes):
+    # Other test modules of the same session (tests/test_gpu.py) may have imported the real Apex
+    # in this process already; the probe must add nothing.
     assert not [m for m in probes["_new_modules"] if m.split(".")[0] in APEXISH + ("torch",)]
-    assert not apexish_modules()
+    assert sorted(apexish_modules()) == probes["_apexish_before"]
 
 
 def test_report_is_immutable_and_json_ready(reports):
@@ -522,17 +701,24 @@ def test_report_is_immutable_and_json_ready(reports):
 
 @pytest.fixture
 def on_path(monkeypatch, trees):
+    """Put a fake tree first on sys.path, with any Apex that other tests imported into this
+    process (tests/test_gpu.py on a GPU machine) set aside meanwhile and restored after."""
     if FAKES_SKIP:
         pytest.skip(FAKES_SKIP)
+    stashed = {m: sys.modules.pop(m) for m in apexish_modules()}
 
     def put(name: str) -> Path:
         monkeypatch.setattr(sys, "path", [str(trees[name]), *CLEAN_PATH])
         importlib.invalidate_caches()
         return trees[name]
 
-    yield put
-    for m in apexish_modules():
-        sys.modules.pop(m, None)
+    try:
+        yield put
+    finally:
+        for m in apexish_modules():
+            sys.modules.pop(m, None)
+        sys.modules.update(stashed)
+        importlib.invalidate_caches()
 
 
 def test_check_feature_in_process(on_path):
@@ -638,9 +824,13 @@ def test_cli_human_output_plain_when_piped(cli_runs, trees):
     out = proc.stdout
     assert "\x1b[" not in out
     report = cli_runs["python_only"]  # the same tree through the library API
-    for needle in ("Environment", f"Python     {report.environment.python}",
+    env = report.environment
+    yes_no = {None: "n/a", True: "yes", False: "no"}
+    for needle in ("Environment", f"Python     {env.python}",
                    "torch      2.99.0+fake  CPU-only build",
-                   "nvcc       not found", "TF32/bf16  n/a / n/a", "Apex       PYTHON ONLY",
+                   # the fake torch sees no GPU, but on a GPU machine NVML does (and then says TF32 yes)
+                   "nvcc       not found", f"TF32/bf16  {yes_no[env.tf32_supported]} / {yes_no[env.bf16_supported]}",
+                   "Apex       PYTHON ONLY",
                    f"location   {trees['python_only'] / 'apex'}  (apex 0.1)", "Compiled extensions",
                    "missing  amp_C", "Features", "no   FusedAdam", "needs amp_C", "Smoke tests",
                    "skip FusedAdam", f"Problems ({len(report.problems)})",

@@ -36,7 +36,7 @@ from apextui.core.apex_features import (
     first_line,
     nvidia_apex_verdict,
 )
-from apextui.core.doctor_child import MARK
+from apextui.core.doctor_child import MARK, usable
 from apextui.core.doctor_env import NvccInfo, find_cuda_home, format_cudnn, probe_nvcc, probe_nvml
 from apextui.core.doctor_report import (
     ApexInfo,
@@ -49,11 +49,17 @@ from apextui.core.doctor_report import (
     SmokeResult,
 )
 
-__all__ = ["DoctorError", "DoctorReport", "run_doctor", "SMOKE_TESTS"]
+__all__ = ["DoctorError", "DoctorReport", "run_doctor", "smoke_skip_reason", "SMOKE_TESTS"]
 
 CHILD_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "doctor_child.py")
-SMOKE_TESTS: tuple[str, ...] = ("FusedAdam", "FusedLayerNorm", "FusedRMSNorm")
+SMOKE_TESTS: tuple[str, ...] = ("FusedAdam", "FusedLayerNorm", "FusedRMSNorm")  # each is a FEATURES name
 TORCH_INSTALL_FIX = "install a CUDA build of torch (https://pytorch.org/get-started/locally/), then rebuild Apex"
+
+
+def _smoke_needs() -> dict[str, list[str]]:
+    """The probe tasks each smoke test needs to have succeeded; the child skips a blocked one."""
+    return {n: ["apex", "import:apex", *(f"ext:{e}" for e in FEATURES[n].extensions), f"feature:{n}"]
+            for n in SMOKE_TESTS}
 
 
 def _arch_fix(capability: str | None) -> str:
@@ -154,7 +160,7 @@ def _run_child_once(tasks: list[str], cfg: dict, results: dict[str, dict], task_
 def _run_child(tasks: list[str], sys_path: list[str], task_timeout: float, total_timeout: float
                ) -> dict[str, dict]:
     features = {name: [f.module, f.attr] for name, f in FEATURES.items()}
-    cfg: dict = {"sys_path": sys_path, "features": features}
+    cfg: dict = {"sys_path": sys_path, "features": features, "smoke_needs": _smoke_needs()}
     results: dict[str, dict] = {}
     deadline = time.monotonic() + total_timeout
     for _ in range(len(tasks) + 1):
@@ -177,6 +183,7 @@ def _run_child(tasks: list[str], sys_path: list[str], task_timeout: float, total
                 break
         torch_res = results.get("torch")
         cfg["preload_torch"] = bool(torch_res and torch_res.get("ok"))
+        cfg["failed"] = [t for t, r in results.items() if not usable(r)]
         _run_child_once(pending, cfg, results, task_timeout, deadline)
     return results
 
@@ -287,9 +294,47 @@ def _apex(res: dict, imp: dict, required: list[ExtensionStatus]) -> ApexInfo:
                     f"not: {', '.join(bad)}", REBUILD_HINT)
 
 
-def _smoke(name: str, res: dict | None, smoke_enabled: bool, capability: str | None) -> SmokeResult:
-    if not smoke_enabled or res is None:
+def smoke_skip_reason(name: str, env: Environment, apex: ApexInfo, exts: dict[str, ExtensionStatus],
+                      feature_res: dict) -> tuple[str, str]:
+    """Why smoke test `name` cannot run here, and the fix: ("", "") when it can.
+
+    A smoke test runs only when torch sees a CUDA GPU and the NVIDIA Apex feature it
+    exercises imports with its compiled extension; otherwise it is skipped with this
+    reason (the cause is reported once, as an Apex/extension/torch problem), so a FAIL
+    always means the kernel ran and was wrong or raised.
+    """
+    if env.torch is None:
+        return f"torch cannot be imported ({env.torch_error})", TORCH_INSTALL_FIX
+    if not env.cuda_available:
+        why = "torch is a CPU-only build" if not env.torch_cuda else "torch sees no CUDA GPU"
+        return f"needs a CUDA GPU: {why}", ("" if not env.torch_cuda else
+                                            "check nvidia-smi, the NVIDIA driver and CUDA_VISIBLE_DEVICES")
+    if apex.status == "not_installed":
+        return apex.detail or "NVIDIA Apex is not installed", apex.fix
+    if apex.status == "not_nvidia":
+        return "the installed 'apex' is not NVIDIA's Apex", apex.fix
+    if apex.import_error:
+        return f"import apex fails ({apex.import_error})", apex.import_fix
+    f = FEATURES[name]
+    for ext in f.extensions:
+        e = exts.get(ext)
+        if e is None:
+            return f"{ext} missing", REBUILD_HINT
+        if e.status != "ok":
+            return f"{ext} {e.status}" + (f" ({e.kind})" if e.kind and e.kind != "missing" else ""), e.fix
+    if not usable(feature_res):
+        return f"{f.module}.{f.attr} is unusable ({_err_line(feature_res)})", REBUILD_HINT
+    return "", ""
+
+
+def _smoke(name: str, res: dict | None, smoke_enabled: bool, capability: str | None,
+           skip: tuple[str, str] = ("", "")) -> SmokeResult:
+    if not smoke_enabled:
         return SmokeResult(name, True, None, None, None, None, "smoke tests disabled", "")
+    if skip[0]:
+        return SmokeResult(name, True, None, None, None, None, skip[0], skip[1])
+    if res is None:
+        return SmokeResult(name, True, None, None, None, None, "not run", "")
     if res.get("skipped"):
         return SmokeResult(name, True, None, None, None, None, res.get("reason", ""), "")
     if not res.get("ok"):
@@ -421,8 +466,10 @@ def run_doctor(*, extra_sys_path: Sequence[str | os.PathLike[str]] = (),
             if (e := _extension(n, n in required, results.get(f"ext:{n}", {}))) is not None]
     apex = _apex(results.get("apex", {}), results.get("import:apex", {}), [e for e in exts if e.required])
     cap = env.gpus[0].capability if env.gpus else None
-    smoke_results = [_smoke(n, results.get(f"smoke:{n}"), smoke, cap) for n in SMOKE_TESTS]
     by_name = {e.name: e for e in exts}
+    smoke_results = [_smoke(n, results.get(f"smoke:{n}"), smoke, cap,
+                            smoke_skip_reason(n, env, apex, by_name, results.get(f"feature:{n}", {})))
+                     for n in SMOKE_TESTS]
     smoke_by_name = {s.name: s for s in smoke_results}
     features = [_feature(n, results.get(f"feature:{n}", {}), apex, by_name, env, smoke_by_name) for n in FEATURES]
     problems = _problems(env, apex, exts, features, smoke_results)

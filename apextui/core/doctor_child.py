@@ -20,6 +20,21 @@ import time
 MARK = "@@apextui-doctor@@ "
 
 
+def usable(result: dict) -> bool:
+    """Did a probe task succeed (for "apex": was a package found)?"""
+    return bool(result.get("ok")) and result.get("found", True) is not False
+
+
+def smoke_blocker(name: str, cfg: dict, failed: set[str] | frozenset[str]) -> str:
+    """The first prerequisite task of smoke test `name` that failed ("" when none did).
+
+    cfg["smoke_needs"][name] lists the tasks a smoke test needs (apex found and importable,
+    its compiled extension, its feature); `failed` holds the tasks that failed so far, in
+    this child or (cfg["failed"]) in an earlier one. A blocked smoke test is not run.
+    """
+    return next((t for t in cfg.get("smoke_needs", {}).get(name, []) if t in failed), "")
+
+
 def _error(exc: BaseException) -> dict:
     message = str(exc)
     if isinstance(exc, SystemExit):
@@ -209,7 +224,10 @@ SMOKE = {
 }
 
 
-def _task_smoke(name: str) -> dict:
+def _task_smoke(name: str, cfg: dict, failed: set[str]) -> dict:
+    blocker = smoke_blocker(name, cfg, failed)
+    if blocker:
+        return {"ok": True, "skipped": True, "reason": f"not run: {blocker} failed", "blocked_by": blocker}
     try:
         import torch
     except BaseException as exc:  # noqa: BLE001
@@ -217,6 +235,11 @@ def _task_smoke(name: str) -> dict:
     if not torch.cuda.is_available():
         why = "torch is a CPU-only build" if not torch.version.cuda else "torch sees no CUDA GPU"
         return {"ok": True, "skipped": True, "reason": f"needs a CUDA GPU: {why}"}
+    try:  # create the CUDA context first: its one-off cost is not the smoke test's
+        torch.zeros(1, device="cuda")
+        torch.cuda.synchronize()
+    except BaseException as exc:  # noqa: BLE001
+        return {**_error(exc), "skipped": False, "seconds": 0.0}
     start = time.perf_counter()
     try:
         err, tol = SMOKE[name](torch)
@@ -228,7 +251,7 @@ def _task_smoke(name: str) -> dict:
             "seconds": time.perf_counter() - start}
 
 
-def _run_task(task: str, cfg: dict) -> dict:
+def _run_task(task: str, cfg: dict, failed: set[str]) -> dict:
     kind, _, name = task.partition(":")
     if kind == "torch":
         return _task_torch(cfg)
@@ -242,7 +265,7 @@ def _run_task(task: str, cfg: dict) -> dict:
         module, attr = cfg["features"][name]
         return _task_feature(module, attr)
     if kind == "smoke":
-        return _task_smoke(name)
+        return _task_smoke(name, cfg, failed)
     raise ValueError(f"unknown task {task}")
 
 
@@ -263,12 +286,15 @@ def main() -> None:
             import torch  # noqa: F401  - extensions need libtorch loaded first
         except BaseException:  # noqa: BLE001
             pass
+    failed = set(cfg.get("failed", []))
     for task in cfg["tasks"]:
         emit(ev="start", task=task)
         try:
-            result = _run_task(task, cfg)
+            result = _run_task(task, cfg, failed)
         except BaseException as exc:  # noqa: BLE001
             result = _error(exc)
+        if not usable(result):
+            failed.add(task)
         emit(ev="done", task=task, result=result)
     emit(ev="end")
     # Skip interpreter teardown: atexit hooks of broken modules can neither hang nor crash us.

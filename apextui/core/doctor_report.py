@@ -93,7 +93,12 @@ class FeatureStatus:
 
 @dataclass(frozen=True)
 class SmokeResult:
-    """One CUDA smoke test against torch: passed, or skipped/errored with a reason."""
+    """One CUDA smoke test against torch.
+
+    skipped: it could not run here (no CUDA GPU, no usable Apex, or the feature/extension it
+    needs is missing or broken); `reason` says which. Otherwise it ran: passed, or failed
+    because the kernel raised (reason "error: ...") or differs from torch.
+    """
 
     name: str
     skipped: bool

@@ -1,0 +1,214 @@
+"""The article's experiments on this machine, through apextui's headless mode.
+
+    python benchmarks/bench.py [--presets a,b] [--repeats 2] [--steps N] [--device cuda] [--out-dir DIR]
+
+For every preset, `apextui --preset P --json` runs in a fresh process, `--repeats` times, the presets
+interleaved round-robin so that drift (clocks, temperature) cannot decide a comparison; the spread over
+repeats is reported. In the same invocation it measures two ceilings (a large device-to-device copy and a
+large bf16 matmul), what fraction of each step the GPU was busy (kernel time from torch.profiler over
+wall time per step), and achieved bandwidth (optimizer, norms) or model TFLOP/s (transformer).
+Writes DIR/bench.json and DIR/bench.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from apextui.core.presets import Preset, load_builtin  # noqa: E402
+from run_presets import run_one  # noqa: E402
+
+ARTICLE = {  # the original article's figures, ms/step, for the table only
+    "adamw": 12.3, "fused_adam": 6.8, "layernorm": 1.25, "fused_layernorm": 0.72,
+}
+ARTICLE_NOTE = "article: fused kernels + torch.amp 2.4x faster than fp32 vanilla on a small Transformer"
+
+
+def ceilings() -> dict[str, float]:
+    """Device-to-device copy bandwidth (bytes read + written) and bf16 matmul rate, measured now."""
+    import torch
+    from triton.testing import do_bench
+
+    n = 2**30  # 1 GiB each way
+    src = torch.randn(n // 4, device="cuda")
+    dst = torch.empty_like(src)
+    copy_ms = do_bench(lambda: dst.copy_(src), warmup=50, rep=300, return_mode="median")
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    mm_ms = do_bench(lambda: a @ b, warmup=50, rep=300, return_mode="median")
+    del src, dst, a, b
+    torch.cuda.empty_cache()
+    return {"copy_gb_s": 2 * n / copy_ms / 1e6, "bf16_tflops": 2 * 8192**3 / mm_ms / 1e9}
+
+
+def work_per_step(preset: Preset, size: dict[str, int], params: int | None) -> dict[str, float]:
+    """The fewest bytes (optimizer step, norm fwd+bwd) or the model FLOPs (transformer) of one step."""
+    if preset.workload == "optimizer":
+        n = size["layers"] * (size["width"] ** 2 + size["width"])
+        return {"bytes": 7 * 4 * n}  # AdamW: read p, g, m, v; write p, m, v (fp32)
+    if preset.workload == "norm":
+        elems = size["batch"] * size["seq"] * size["hidden"]
+        return {"bytes": 5 * 4 * elems}  # fwd: read x, write y; bwd: read x, dy, write dx
+    tokens = size["batch"] * size["seq"]
+    embed = size["vocab"] * size["d_model"] + size["seq"] * size["d_model"]
+    dense = (params or 0) - embed
+    attention = 12 * size["layers"] * size["seq"] * size["d_model"]  # QK^T and AV, fwd + bwd
+    return {"flops": (6 * dense + attention) * tokens}
+
+
+def gpu_busy_ms(preset: Preset, size: dict[str, int], steps: int = 20, warmup: int = 5) -> float:
+    """Kernel time per step (torch.profiler, CUPTI), with the workload built exactly as apextui does."""
+    import torch
+    from torch.autograd import DeviceType
+
+    from apextui.core import workloads
+
+    class NoMark:
+        def mark(self) -> None:
+            pass
+
+    w = workloads.build(preset, "cuda", size, warmup + steps)
+    for _ in range(warmup):
+        w.step(NoMark())
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            w.step(NoMark())
+        torch.cuda.synchronize()
+    busy_us = sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA)
+    del w
+    torch.cuda.empty_cache()
+    return busy_us / 1000 / steps
+
+
+def summarise(name: str, runs: list[dict], preset: Preset) -> dict[str, Any]:
+    ends = [next((e for e in r["events"] if e["event"] == "end"), None) for r in runs]
+    ok = [e["summary"] for e in ends if e and e["status"] == "ok" and e["summary"]["median_ms"]]
+    row: dict[str, Any] = {"preset": name, "workload": preset.workload, "variant": preset.variant,
+                           "baseline": preset.baseline, "runs": len(runs), "ok_runs": len(ok)}
+    if not ok:
+        unavailable = next((e for r in runs for e in r["events"] if e["event"] == "unavailable"), None)
+        row["error"] = unavailable["reason"] if unavailable else (ends[0] or {}).get("error") or runs[0]["stderr_tail"][-300:]
+        return row
+    medians = [s["median_ms"] for s in ok]
+    row.update({
+        "median_ms": statistics.median(medians),
+        "median_ms_per_run": medians,
+        "spread_pct": 100 * (max(medians) - min(medians)) / statistics.median(medians),
+        "p10_ms": statistics.median(s["p10_ms"] for s in ok),
+        "p90_ms": statistics.median(s["p90_ms"] for s in ok),
+        "opt_median_ms": statistics.median(s["opt_median_ms"] for s in ok) if ok[0]["opt_median_ms"] else None,
+        "final_loss": ok[-1]["final_loss"], "loss_floor": ok[-1]["loss_floor"],
+        "max_abs_err": (ok[-1]["check"] or {}).get("max_abs_err"),
+        "article_ms": ARTICLE.get(name),
+    })
+    setup = next((e for e in runs[0]["events"] if e["event"] == "setup"), {})
+    row["params"] = setup.get("params")
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", help="comma-separated (default: all shipped presets)")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--steps", type=int, help="override each preset's steps")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--no-profile", action="store_true", help="skip the GPU-busy pass")
+    parser.add_argument("--out-dir", type=Path, default=Path("."))
+    args = parser.parse_args()
+    presets = {p.name: p for p in load_builtin()}
+    names = args.presets.split(",") if args.presets else list(presets)
+    cuda = args.device == "cuda"
+    result: dict[str, Any] = {"device": args.device, "repeats": args.repeats, "started": time.time()}
+    if cuda:
+        import torch
+
+        result["env"] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                         "cuda": torch.version.cuda}
+        result["ceilings"] = ceilings()
+        print(f"ceilings: {result['ceilings']}", file=sys.stderr, flush=True)
+    raw: dict[str, list[dict]] = {n: [] for n in names}
+    for rep in range(args.repeats):  # interleaved: every preset once per round
+        for name in names:
+            r = run_one(name, args.device, args.steps)
+            raw[name].append(r)
+            print(f"round {rep + 1}: {name} rc={r['rc']} {r['wall_s']} s", file=sys.stderr, flush=True)
+    rows = [summarise(n, raw[n], presets[n]) for n in names]
+    by_variant = {(r["workload"], r["variant"]): r for r in rows if "median_ms" in r}
+    for row in rows:
+        if "median_ms" not in row:
+            continue
+        base = by_variant.get((row["workload"], row["baseline"]))
+        row["speedup"] = base["median_ms"] / row["median_ms"] if base else None
+        if cuda:
+            preset = presets[row["preset"]]
+            size = dict(preset.size)
+            work = work_per_step(preset, size, row.get("params"))
+            if "bytes" in work:
+                t = row["opt_median_ms"] if preset.workload == "optimizer" else row["median_ms"]
+                row["bandwidth_gb_s"] = work["bytes"] / t / 1e6
+                row["bandwidth_pct"] = 100 * row["bandwidth_gb_s"] / result["ceilings"]["copy_gb_s"]
+            else:
+                row["tflops"] = work["flops"] / row["median_ms"] / 1e9
+                row["tflops_pct"] = 100 * row["tflops"] / result["ceilings"]["bf16_tflops"]
+            if not args.no_profile:
+                try:
+                    row["gpu_busy_ms"] = gpu_busy_ms(preset, size)
+                    row["gpu_busy_pct"] = 100 * row["gpu_busy_ms"] / row["median_ms"]
+                except Exception as exc:  # noqa: BLE001
+                    row["gpu_busy_error"] = f"{type(exc).__name__}: {exc}"
+    result["rows"] = rows
+    result["raw"] = {n: [{k: v for k, v in r.items() if k != "events"} | {"end": r["events"][-1] if r["events"] else None}
+                         for r in raw[n]] for n in names}
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "bench.json").write_text(json.dumps(result, indent=1))
+    table = markdown(result)
+    (args.out_dir / "bench.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
+def f(v: Any, spec: str = ".3f") -> str:
+    return "—" if v is None else format(v, spec)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = []
+    if "ceilings" in result:
+        c = result["ceilings"]
+        lines.append(f"Ceilings measured in this run: device-to-device copy {c['copy_gb_s']:,.0f} GB/s "
+                     f"(read + write), bf16 matmul 8192³ {c['bf16_tflops']:,.0f} TFLOP/s.\n")
+    lines += ["| preset | median ms | p10–p90 ms | runs (spread) | vs baseline | article ms | achieved | "
+              "GPU busy | final loss (floor) | max err |", "|" + "---|" * 10]
+    for r in result["rows"]:
+        if "median_ms" not in r:
+            lines.append(f"| {r['preset']} | unavailable: {r.get('error', '')} |" + " |" * 8)
+            continue
+        if "bandwidth_gb_s" in r:
+            achieved = f"{r['bandwidth_gb_s']:,.0f} GB/s ({r['bandwidth_pct']:.0f} %)"
+            if r["workload"] == "optimizer":
+                achieved = f"opt step {r['opt_median_ms']:.3f} ms: " + achieved
+        elif "tflops" in r:
+            achieved = f"{r['tflops']:.1f} TFLOP/s ({r['tflops_pct']:.1f} %)"
+        else:
+            achieved = "—"
+        busy = f"{r['gpu_busy_pct']:.0f} %" if "gpu_busy_pct" in r else "—"
+        loss = "—" if r["final_loss"] is None else f"{r['final_loss']:.3f} ({f(r['loss_floor'])})"
+        lines.append(
+            f"| {r['preset']} | {r['median_ms']:.3f} | {r['p10_ms']:.3f}–{r['p90_ms']:.3f} | "
+            f"{r['ok_runs']} ({r['spread_pct']:.1f} %) | {f(r.get('speedup'), '.2f')}× | {f(r['article_ms'], '.2f')} | "
+            f"{achieved} | {busy} | {loss} | {f(r['max_abs_err'], '.1e')} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

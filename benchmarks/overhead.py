@@ -1,0 +1,154 @@
+"""What does apextui's monitoring cost the training it watches?
+
+    python benchmarks/overhead.py [--presets fp32,fused_amp] [--steps 300] [--repeats 3] [--out-dir DIR]
+
+The same preset, the same number of steps, each mode in a fresh process, modes interleaved per repeat:
+  (a) bare: the workload's own step in a plain loop — no runner, no per-step events, no sampler,
+      no snapshots; one CUDA event after warm-up and one at the end;
+  (b) json: `apextui --preset P --json`;
+  (c) tui:  the Textual app driven headless (App.run_test) running the preset with live updates.
+Compared: mean ms/step over the post-warm-up steps (a: total GPU-timeline time / steps; b and c: the
+summary's mean_ms, the mean of back-to-back step intervals, i.e. the same quantity). Ratios b/a and
+c/a are computed within each repeat. Writes DIR/overhead.json and DIR/overhead.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def bare(preset_name: str, steps: int, device: str) -> dict[str, Any]:
+    """(a): a plain loop over the workload's step function."""
+    import torch
+
+    from apextui.core import workloads
+    from apextui.core.presets import resolve
+
+    class NoMark:
+        def mark(self) -> None:
+            pass
+
+    preset = resolve(preset_name)
+    size = preset.size if device == "cuda" else preset.cpu_size
+    warmup = preset.warmup if preset.warmup < steps else steps // 5
+    w = workloads.build(preset, device, size, steps)
+    mark = NoMark()
+    for _ in range(warmup):
+        w.step(mark)
+    if device == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(steps - warmup):
+            loss, _scale = w.step(mark)
+        end.record()
+        end.synchronize()
+        total = start.elapsed_time(end)
+    else:
+        import time
+
+        t0 = time.perf_counter()
+        for _ in range(steps - warmup):
+            w.step(mark)
+        total = (time.perf_counter() - t0) * 1000
+    return {"mean_ms": total / (steps - warmup), "measured_steps": steps - warmup}
+
+
+def tui(preset_name: str, steps: int, device: str) -> dict[str, Any]:
+    """(c): the TUI running the preset, driven headless, screen updating live."""
+    from apextui.core.presets import resolve
+    from apextui.ui.app import make_app
+
+    app = make_app(preset=resolve(preset_name), device=device, steps=steps, autostart=True)
+
+    async def drive() -> dict[str, Any]:
+        async with app.run_test(size=(120, 40)) as pilot:
+            while True:
+                await pilot.pause(0.2)
+                result = app.last_result()
+                if result is not None:
+                    return result
+
+    return asyncio.run(drive())
+
+
+def json_mode(preset_name: str, steps: int, device: str) -> dict[str, Any]:
+    """(b): `apextui --preset P --json`."""
+    proc = subprocess.run([sys.executable, "-m", "apextui", "--preset", preset_name, "--json", "--steps",
+                           str(steps), "--device", device], capture_output=True, text=True, cwd=ROOT)
+    end = json.loads(proc.stdout.splitlines()[-1])
+    return end["summary"] | {"status": end["status"]}
+
+
+def child(mode: str, preset: str, steps: int, device: str) -> dict[str, Any]:
+    if mode == "json":
+        return json_mode(preset, steps, device)
+    proc = subprocess.run([sys.executable, __file__, "--child", mode, "--presets", preset, "--steps", str(steps),
+                           "--device", device], capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-1500:]}
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", default="fp32,fused_amp")
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--modes", default="bare,json,tui")
+    parser.add_argument("--out-dir", type=Path, default=Path("."))
+    parser.add_argument("--child", choices=("bare", "tui"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        fn = bare if args.child == "bare" else tui
+        out = fn(args.presets, args.steps, args.device)
+        print(json.dumps({k: out.get(k) for k in ("mean_ms", "median_ms", "measured_steps", "status")}))
+        return 0
+    modes = args.modes.split(",")
+    results: dict[str, Any] = {"steps": args.steps, "device": args.device, "repeats": []}
+    for rep in range(args.repeats):
+        for preset in args.presets.split(","):
+            row = {"repeat": rep + 1, "preset": preset}
+            for mode in modes:  # interleaved: a, b, c back to back in every repeat
+                row[mode] = child(mode, preset, args.steps, args.device)
+                print(f"repeat {rep + 1} {preset} {mode}: {row[mode].get('mean_ms')}", file=sys.stderr, flush=True)
+            for mode in modes[1:]:
+                a, x = row["bare"].get("mean_ms"), row[mode].get("mean_ms")
+                row[f"{mode}_ratio"] = x / a if a and x else None
+            results["repeats"].append(row)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "overhead.json").write_text(json.dumps(results, indent=1))
+    lines = ["| preset | repeat | (a) bare ms | (b) --json ms | (c) TUI ms | b/a | c/a |", "|---|---|---|---|---|---|---|"]
+    for r in results["repeats"]:
+        def g(m: str) -> str:
+            v = r.get(m, {}).get("mean_ms") if isinstance(r.get(m), dict) else None
+            return "—" if v is None else f"{v:.3f}"
+
+        def q(k: str) -> str:
+            return "—" if r.get(k) is None else f"{r[k]:.3f}"
+
+        lines.append(f"| {r['preset']} | {r['repeat']} | {g('bare')} | {g('json')} | {g('tui')} | {q('json_ratio')} | {q('tui_ratio')} |")
+    for preset in args.presets.split(","):
+        for mode in modes[1:]:
+            ratios = [r[f"{mode}_ratio"] for r in results["repeats"] if r["preset"] == preset and r.get(f"{mode}_ratio")]
+            if ratios:
+                lines.append(f"\n{preset}: median {mode}/bare ratio {statistics.median(ratios):.3f} "
+                             f"(min {min(ratios):.3f}, max {max(ratios):.3f}, {len(ratios)} repeats)")
+    table = "\n".join(lines)
+    (args.out_dir / "overhead.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,121 @@
+"""Does apextui's ms/step tell the truth? Compare it with independent timings of the same steps.
+
+    python benchmarks/timing_truth.py [--presets adamw,fused_adam,layernorm,fused_layernorm,fp32,fused_amp]
+
+For each preset, in one process, apextui's Runner trains while a wrapper around the workload records
+its OWN CUDA events (one before each step, one after the last) — a second, independent clock on the
+very same steps. Reported: apextui's median, the independent median of back-to-back step intervals, and
+their ratio. For the kernels alone (optimizer and norm presets) `triton.testing.do_bench` times the
+same step function separately (its own warm-up, L2 flush between calls, median).
+Writes DIR/timing_truth.json and DIR/timing_truth.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def check(name: str, steps: int | None) -> dict[str, Any]:
+    import torch
+
+    from apextui.core import workloads
+    from apextui.core.presets import resolve
+    from apextui.core.runner import Runner
+
+    preset = resolve(name)
+    events: list[Any] = []
+    built: list[Any] = []
+    original_build = workloads.build
+
+    def build_wrapped(p, device, size, n):
+        w = original_build(p, device, size, n)
+        inner = w.step
+
+        def step(clock):
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            events.append(ev)
+            return inner(clock)
+
+        w.step = step
+        built.append(inner)  # the unwrapped step, for do_bench
+        return w
+
+    workloads.build = build_wrapped
+    try:
+        runner = Runner(preset, "cuda", lambda s: None, steps=steps).start()
+        runner.join()
+    finally:
+        workloads.build = original_build
+    result = runner.result
+    torch.cuda.synchronize()
+    tail = torch.cuda.Event(enable_timing=True)
+    tail.record()
+    tail.synchronize()
+    events.append(tail)
+    intervals = [events[i].elapsed_time(events[i + 1]) for i in range(len(events) - 1)]
+    measured = intervals[runner.warmup:]
+    out: dict[str, Any] = {
+        "preset": name, "steps": result.steps_done, "warmup": runner.warmup,
+        "apextui_median_ms": result.stats.median_ms,
+        "independent_median_ms": statistics.median(measured),
+        "apextui_mean_ms": result.stats.mean_ms,
+        "independent_mean_ms": statistics.mean(measured),
+    }
+    out["ratio_median"] = out["apextui_median_ms"] / out["independent_median_ms"]
+    if preset.workload in ("optimizer", "norm"):
+        from triton.testing import do_bench
+
+        class NoMark:
+            def mark(self) -> None:
+                pass
+
+        inner_step, mark = built[0], NoMark()
+        out["do_bench_median_ms"] = do_bench(lambda: inner_step(mark), warmup=100, rep=500, return_mode="median")
+        out["ratio_do_bench"] = out["apextui_median_ms"] / out["do_bench_median_ms"]
+    del built
+    torch.cuda.empty_cache()
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", default="adamw,fused_adam,layernorm,fused_layernorm,fp32,fused_amp")
+    parser.add_argument("--steps", type=int)
+    parser.add_argument("--out-dir", type=Path, default=Path("."))
+    args = parser.parse_args()
+    rows = []
+    for name in args.presets.split(","):
+        try:
+            rows.append(check(name, args.steps))
+        except Exception as exc:  # noqa: BLE001 - one preset's failure must not lose the others
+            rows.append({"preset": name, "error": f"{type(exc).__name__}: {exc}"})
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / "timing_truth.json").write_text(json.dumps(rows, indent=1))
+    lines = ["| preset | apextui median ms | independent events median ms | ratio | do_bench median ms | ratio |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['preset']} | error: {r['error']} | | | | |")
+            continue
+        db = r.get("do_bench_median_ms")
+        lines.append(f"| {r['preset']} | {r['apextui_median_ms']:.4f} | {r['independent_median_ms']:.4f} | "
+                     f"{r['ratio_median']:.4f} | {'—' if db is None else f'{db:.4f}'} | "
+                     f"{'—' if db is None else format(r['ratio_do_bench'], '.3f')} |")
+    table = "\n".join(lines)
+    (args.out_dir / "timing_truth.md").write_text(table + "\n")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
