@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="auto (default): CUDA when present, else CPU with the preset's small size")
     parser.add_argument("--sample-interval", type=_positive_float, default=1.0, metavar="SECONDS",
                         help="how often GPU/host metrics are sampled (default 1.0)")
+    parser.add_argument("--load", action="append", default=[], metavar="RESULTS.json",
+                        help="TUI: add runs saved with w (or --json output) to the comparison table")
     sub = parser.add_subparsers(dest="command", metavar="{list,doctor}")
     lister = sub.add_parser("list", help="every preset, and whether it can run here")
     lister.add_argument("--json", action="store_true", help="print JSON")
@@ -123,4 +125,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         return headless.run(preset, device, args.steps, args.sample_interval)
     from .ui.app import run_app
 
-    return run_app(preset=preset, device=args.device, steps=args.steps, sample_interval=args.sample_interval)
+    return run_app(preset=preset, device=args.device, steps=args.steps, sample_interval=args.sample_interval,
+                   load=args.load)

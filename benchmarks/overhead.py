@@ -71,9 +71,9 @@ def tui(preset_name: str, steps: int, device: str) -> dict[str, Any]:
     app = make_app(preset=resolve(preset_name), device=device, steps=steps, autostart=True)
 
     async def drive() -> dict[str, Any]:
-        async with app.run_test(size=(120, 40)) as pilot:
+        async with app.run_test(size=(120, 40)):
             while True:
-                await pilot.pause(0.2)
+                await asyncio.sleep(0.2)  # not pilot.pause(): that waits for the app to go idle
                 result = app.last_result()
                 if result is not None:
                     return result

@@ -1,0 +1,537 @@
+"""The apextui terminal UI: doctor status, preset picker, live run, comparison table.
+
+The UI only shows and controls: the core's `Runner` trains in background
+threads and hands snapshots to a `RunBridge`, which coalesces them into at most
+one pending `RunUpdated` message; the app redraws the live numbers at most every
+`refresh_interval` (0.5 s) and the sparklines every `spark_interval` (1 s).
+Nothing here imports torch on the UI thread: the device probe (which does) and
+the Apex doctor run in background threads started after the first paint.
+
+`make_app(...)` builds the app with injectable parts (doctor report provider,
+runner factory, device probe, preset list) so tests can run it with fakes;
+`run_app(...)` is what `apextui` (without --json) calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.containers import Horizontal, Vertical
+from textual.timer import Timer
+from textual.widgets import Footer, OptionList
+
+from apextui.core.presets import Preset
+
+from . import results
+from .bridge import RunBridge, RunView
+from .doctor_view import ReportProvider, default_report_provider
+from .messages import DoctorFailed, DoctorReady, ProbeDone, ProbeFailed, RunUpdated
+from .probe import EXIT_UNAVAILABLE, Probe, ProbeFn, probe_environment
+from .widgets.comparison_table import ComparisonTable
+from .widgets.live_run import LiveRun
+from .widgets.monitor_panel import MonitorPanel
+from .widgets.preset_picker import PresetPicker
+from .widgets.status_pane import StatusPane
+
+REFRESH_S = 0.5  # live numbers: at most 2 redraws a second (the issue allows ~10; each costs the training GIL time)
+SPARK_REFRESH_S = 1.0  # the loss and step-time sparklines, the costly part of a redraw: once a second
+QUIT_JOIN_S = 30.0  # how long quitting waits for a stopped run to wind down
+
+# (preset, device, callback, steps=..., sample_interval=...) -> object with start/stop/join/is_alive
+RunnerFactory = Callable[..., Any]
+
+_gc_frozen = False
+
+
+def freeze_gc_once() -> None:
+    """Move everything alive now (torch, Textual, the widgets) out of the cyclic GC's reach, once per process.
+
+    A full collection otherwise walks those few hundred thousand long-lived objects, holding the GIL for
+    ~100 ms in whichever thread triggers it, the training thread included; after `gc.freeze()` it only
+    walks what was allocated since (about 50 ms -> a few ms on the development machine).
+    """
+    global _gc_frozen
+    if _gc_frozen:
+        return
+    _gc_frozen = True
+    gc.collect()
+    gc.freeze()
+
+
+def default_runner_factory(preset: Preset, device: str, callback: Callable[[Any], None], *,
+                           steps: int | None = None, sample_interval: float = 1.0) -> Any:
+    from apextui.core.runner import Runner
+
+    return Runner(preset, device, callback, steps=steps, sample_interval=sample_interval)
+
+
+@dataclass
+class ActiveRun:
+    run_id: int
+    preset: Preset
+    runner: Any
+    bridge: RunBridge
+    stopping: bool = False
+
+
+class ApexTuiApp(App[None]):
+    """Use `make_app` to build one."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "apextui"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS = [
+        Binding("s", "stop", "Stop"),
+        Binding("d", "doctor", "Doctor"),
+        Binding("w", "save", "Save JSON"),
+        Binding("p", "screenshot", "SVG"),
+        Binding("l", "load", "Load"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, *, presets: Sequence[Preset], report_provider: ReportProvider,
+                 runner_factory: RunnerFactory, probe: ProbeFn, device: str = "auto",
+                 steps: int | None = None, sample_interval: float = 1.0, preselect: str | None = None,
+                 autostart: bool = False, load: Iterable[str | Path] = (), save_dir: str | Path = ".",
+                 refresh_interval: float = REFRESH_S, spark_interval: float = SPARK_REFRESH_S) -> None:
+        super().__init__()
+        self.refresh_interval = refresh_interval
+        self.spark_interval = max(spark_interval, refresh_interval)
+        self.presets = list(presets)
+        self.report_provider = report_provider
+        self.runner_factory = runner_factory
+        self.probe_fn = probe
+        self.requested_device = device
+        self.steps = steps
+        self.sample_interval = sample_interval
+        self.preselect = preselect
+        self.autostart = autostart
+        self.load_paths = [Path(p) for p in load]
+        self.save_dir = Path(save_dir)
+
+        self.probe: Probe | None = None
+        self.probe_error: str | None = None
+        self.report: Any = None
+        self.report_error: str | None = None
+        self.active: ActiveRun | None = None
+        self.latest_view: RunView | None = None
+        self.renders = 0  # live-pane redraws (tests check the rate limit)
+        self._run_id = 0
+        self._pending_start: str | None = None
+        self._last_render = 0.0
+        self._last_spark = 0.0
+        self._render_timer: Timer | None = None
+        self._drawn_view: RunView | None = None
+        self._poll_timer: Timer | None = None
+        self._spark_timer: Timer | None = None
+        self._spark_stale = False
+        self._quitting = False
+
+    # ---- layout --------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="top"):
+            with Vertical(id="left"):
+                yield StatusPane(id="status")
+                yield PresetPicker(self.presets, id="picker")
+            with Vertical(id="right"):
+                yield LiveRun(id="live")
+                yield MonitorPanel(id="monitor")
+        yield ComparisonTable(id="table")
+        yield Footer()
+
+    @property
+    def picker(self) -> PresetPicker:
+        return self.query_one(PresetPicker)
+
+    @property
+    def live(self) -> LiveRun:
+        return self.query_one(LiveRun)
+
+    @property
+    def table(self) -> ComparisonTable:
+        return self.query_one(ComparisonTable)
+
+    def on_mount(self) -> None:
+        picker = self.picker
+        picker.highlight_preset(self.preselect)
+        picker.focus()
+        self._show_highlighted()
+        for path in self.load_paths:
+            self.load_results(path)
+        if self.autostart and self.preselect:
+            self._pending_start = self.preselect
+        # torch (device probe) and the doctor only after the first frame is on screen
+        self.call_after_refresh(self._start_probes)
+
+    def _start_probes(self) -> None:
+        # Daemon threads rather than Textual thread workers: those run in the loop's default executor,
+        # which the interpreter joins at exit, so quitting during a slow doctor (its child process can
+        # take up to minutes on a broken install) would hang the terminal until it finished.
+        for target, name in ((self._probe_worker, "apextui-probe"), (self._doctor_worker, "apextui-doctor")):
+            threading.Thread(target=target, name=name, daemon=True).start()
+
+    # ---- background probes (daemon threads; they only post messages) -----------------------
+    def _post_from_thread(self, message: Message) -> None:
+        try:
+            self.post_message(message)
+        except RuntimeError:  # the app has exited and its event loop is closed: nobody to tell
+            pass
+
+    def _probe_worker(self) -> None:
+        from apextui.core.env import DeviceUnavailable
+
+        try:
+            probe = self.probe_fn(self.requested_device, self.presets)
+        except DeviceUnavailable as exc:
+            self._post_from_thread(ProbeFailed(str(exc), EXIT_UNAVAILABLE))
+            return
+        except Exception as exc:  # noqa: BLE001
+            self._post_from_thread(ProbeFailed(f"device probe failed: {type(exc).__name__}: {exc}", 1))
+            return
+        self._post_from_thread(ProbeDone(probe))
+
+    def _doctor_worker(self) -> None:
+        try:
+            report = self.report_provider()
+        except Exception as exc:  # noqa: BLE001
+            self._post_from_thread(DoctorFailed(f"{type(exc).__name__}: {exc}"))
+            return
+        self._post_from_thread(DoctorReady(report))
+
+    def on_probe_done(self, message: ProbeDone) -> None:
+        freeze_gc_once()  # torch is imported now; no run is active yet
+        probe = self.probe = message.probe
+        self.query_one(StatusPane).set_device(probe.device_line, gpu=probe.gpu)
+        self.picker.set_availability(probe.availability, probe.device)
+        if probe.device == "cpu" and self.requested_device != "cpu":
+            self.notify(probe.device_note, title="no GPU", severity="warning", timeout=8)
+        self._show_highlighted()
+        self._start_pending()
+
+    @property
+    def doctor_done(self) -> bool:
+        return self.report is not None or self.report_error is not None
+
+    def _start_pending(self) -> None:
+        if self._pending_start is not None and self.probe is not None and self.doctor_done:
+            name, self._pending_start = self._pending_start, None
+            self.start_preset(name)
+
+    def on_probe_failed(self, message: ProbeFailed) -> None:
+        self.probe_error = message.error
+        self._pending_start = None
+        self.query_one(StatusPane).set_device_error(message.error)
+        if message.exit_code == EXIT_UNAVAILABLE:
+            self.exit(return_code=EXIT_UNAVAILABLE, message=f"apextui: error: {message.error}")
+        else:
+            self.notify(message.error, severity="error", timeout=10)
+
+    def on_doctor_ready(self, message: DoctorReady) -> None:
+        self.report = message.report
+        try:
+            self.query_one(StatusPane).set_report(message.report)
+        except Exception as exc:  # noqa: BLE001 - an unexpected report shape must not kill the UI
+            self.report_error = f"cannot show the report: {type(exc).__name__}: {exc}"
+            self.query_one(StatusPane).set_error(self.report_error)
+        self._start_pending()
+
+    def on_doctor_failed(self, message: DoctorFailed) -> None:
+        self.report_error = message.error
+        self.query_one(StatusPane).set_error(message.error)
+        self._start_pending()
+
+    # ---- preset picker -------------------------------------------------------------------
+    def _show_highlighted(self) -> None:
+        if self.active is not None or self.latest_view is not None:
+            return
+        preset = self.picker.highlighted_preset
+        avail = self.probe.availability.get(preset.name) if (self.probe and preset) else None
+        self.live.show_preset(preset, avail, self.probe.device if self.probe else None)
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if self.active is None:
+            self.latest_view = None  # the pane describes the highlighted preset again
+            self._show_highlighted()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option.id:
+            self.start_preset(event.option.id)
+
+    # ---- runs ----------------------------------------------------------------------------
+    def start_preset(self, name: str) -> bool:
+        """Start a preset by name; False (with a notification) when it cannot start now."""
+        preset = self.picker.preset(name)
+        if preset is None:
+            self.notify(f"unknown preset {name!r}", severity="error")
+            return False
+        if self.active is not None:
+            self.notify(f"{self.active.preset.name} is running: press s to stop it first", severity="warning")
+            return False
+        if self.probe_error is not None:
+            self.notify(f"{name} cannot start: {self.probe_error}", severity="error", timeout=10)
+            return False
+        if self.probe is None or not self.doctor_done:
+            # the doctor's CUDA smoke tests (and its torch import) would disturb the timing
+            self._pending_start = name
+            what = "device probe" if self.probe is None else "Apex doctor"
+            self.notify(f"{name} starts as soon as the {what} finishes…", timeout=3)
+            return False
+        avail = self.probe.availability.get(name)
+        if avail is None or not avail.ok:
+            reason = avail.reason if avail else "not checked"
+            fix = f"\nfix: {avail.fix}" if avail and avail.fix else ""
+            self.notify(f"{name} cannot run here: {reason}{fix}", title="unavailable", severity="error", timeout=10)
+            return False
+        self._run_id += 1
+        bridge = RunBridge(self._run_id, self.post_message, min_interval=self.refresh_interval)
+        try:
+            runner = self.runner_factory(preset, self.probe.device, bridge, steps=self.steps,
+                                         sample_interval=self.sample_interval)
+            runner.start()
+        except Exception as exc:  # noqa: BLE001
+            self.notify(f"{name} could not start: {type(exc).__name__}: {exc}", severity="error", timeout=10)
+            return False
+        self.active = ActiveRun(self._run_id, preset, runner, bridge)
+        self.latest_view = None
+        self._last_spark = 0.0  # a run's first redraw always draws its sparklines
+        self.query_one(MonitorPanel).reset()
+        self.live.border_title = f"Run · {name}"
+        self.refresh_bindings()
+        return True
+
+    def on_run_updated(self, message: RunUpdated) -> None:
+        active = self.active
+        if active is None or message.bridge is not active.bridge:
+            message.bridge.take()
+            return
+        self._pull(active)
+
+    def _pull(self, active: ActiveRun) -> None:
+        """Take the bridge's latest state; while the run lasts, look again refresh_interval later."""
+        view = active.bridge.take()
+        if view is None:
+            return
+        self.latest_view = view
+        if view.finished:
+            self._render_view()
+            self._finish(active, view)
+            return
+        self._request_render()
+        if self._poll_timer is None:
+            self._poll_timer = self.set_timer(self.refresh_interval, self._poll)
+
+    def _poll(self) -> None:
+        self._poll_timer = None
+        active = self.active
+        if active is not None and active.bridge.dirty:
+            self._pull(active)
+
+    def _request_render(self) -> None:
+        """Redraw now if the last redraw is refresh_interval old, else once when it will be (never more often)."""
+        now = time.monotonic()
+        due = self._last_render + self.refresh_interval
+        if now >= due:
+            self._render_view()
+        elif self._render_timer is None:
+            self._render_timer = self.set_timer(due - now, self._render_due)
+
+    def _render_due(self) -> None:
+        self._render_timer = None
+        if self.active is not None and (self.latest_view is not self._drawn_view or self._spark_stale):
+            self._request_render()
+
+    def _spark_due(self) -> None:
+        """The sparklines were left out of the last redraw and are due now: redraw (rate limit kept)."""
+        self._spark_timer = None
+        if self.active is not None and self._spark_stale:
+            self._request_render()
+
+    def _render_view(self) -> None:
+        view = self.latest_view
+        if view is None:
+            return
+        if self._render_timer is not None:
+            self._render_timer.stop()
+            self._render_timer = None
+        now = time.monotonic()
+        self._last_render = now
+        self._drawn_view = view
+        self.renders += 1
+        stopping = self.active is not None and self.active.stopping
+        sparklines = view.finished or now - self._last_spark >= self.spark_interval
+        self._spark_stale = not sparklines
+        if sparklines:
+            self._last_spark = now
+            if self._spark_timer is not None:
+                self._spark_timer.stop()
+                self._spark_timer = None
+        elif self._spark_timer is None:  # draw them once they are due, even if no new data comes
+            self._spark_timer = self.set_timer(self._last_spark + self.spark_interval - now, self._spark_due)
+        self.live.show_view(view, stopping=stopping, sparklines=sparklines)
+        self.query_one(MonitorPanel).update_reading(view.snapshot.monitor, view.monitor)
+
+    def _finish(self, active: ActiveRun, view: RunView) -> None:
+        for timer in (self._poll_timer, self._render_timer, self._spark_timer):
+            if timer is not None:
+                timer.stop()
+        self._poll_timer = self._render_timer = self._spark_timer = None
+        active.bridge.close()
+        self.active = None
+        snap = view.snapshot
+        device = self.probe.device if self.probe else "cpu"
+        env = self.probe.env if self.probe else None
+        self.table.add_result(results.row_from_snapshot(snap, active.preset, device, env))
+        if snap.status == "failed":
+            self.notify(f"{active.preset.name} failed: {snap.error}", severity="error", timeout=10)
+        self.refresh_bindings()
+
+    def action_stop(self) -> None:
+        active = self.active
+        if active is None:
+            self.notify("nothing is running", timeout=2)
+            return
+        if not active.stopping:
+            active.stopping = True
+            active.runner.stop()
+            self.live.show_stopping()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "stop" and self.active is None:
+            return None  # shown dimmed in the footer
+        if action == "save" and not self.table.rows_data:
+            return None
+        return True
+
+    # ---- quitting ------------------------------------------------------------------------
+    async def action_quit(self) -> None:
+        """Stop an active run and wait for it (the UI keeps drawing), then exit. Again: exit now."""
+        active = self.active
+        if active is not None and not self._quitting:
+            self._quitting = True
+            active.stopping = True
+            active.runner.stop()
+            self.live.show_stopping()
+            await asyncio.to_thread(active.runner.join, QUIT_JOIN_S)
+        self.shutdown_runs(0)
+        self.exit()
+
+    def shutdown_runs(self, timeout: float = QUIT_JOIN_S) -> bool:
+        """Stop any active run and wait up to `timeout` s; True when nothing is left running."""
+        active = self.active
+        if active is None:
+            return True
+        active.runner.stop()
+        active.bridge.close()
+        return bool(active.runner.join(timeout)) if timeout else not active.runner.is_alive()
+
+    def last_result(self) -> dict[str, Any] | None:
+        """The last run finished in this session as the headless `end` event has it: its summary plus
+        status, preset and device (None before any run finished). For scripts and benchmarks."""
+        rows = [r for r in self.table.rows_data if r.source == results.SESSION]
+        if not rows:
+            return None
+        r = rows[-1]
+        return {**r.summary, "status": r.status, "error": r.error, "preset": r.preset, "device": r.device}
+
+    # ---- doctor, results, screenshot -----------------------------------------------------
+    def action_doctor(self) -> None:
+        from .screens.report_screen import ReportScreen
+
+        self.push_screen(ReportScreen(self.report, self.report_error))
+
+    def action_save(self) -> None:
+        rows = self.table.rows_data
+        if not rows:
+            self.notify("no finished runs to save yet", severity="warning", timeout=3)
+            return
+        try:
+            path = results.save_results(rows, results.default_results_path(self.save_dir),
+                                        env=self.probe.env if self.probe else None)
+        except OSError as exc:
+            self.notify(f"could not save results: {exc}", severity="error", timeout=10)
+            return
+        self.notify(f"saved {len(rows)} run{'s' if len(rows) != 1 else ''} to {path.resolve()}",
+                    title="results saved", timeout=8)
+
+    def action_screenshot(self) -> None:
+        filename = f"apextui-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+        try:
+            path = self.save_screenshot(filename=filename, path=str(self.save_dir))
+        except OSError as exc:
+            self.notify(f"could not save the screenshot: {exc}", severity="error", timeout=10)
+            return
+        self.notify(f"screenshot saved to {Path(path).resolve()}", title="SVG saved", timeout=8)
+
+    def action_load(self) -> None:
+        from .screens.load_screen import LoadScreen
+
+        def loaded(path: str | None) -> None:
+            if path:
+                self.load_results(path)
+
+        self.push_screen(LoadScreen(), loaded)
+
+    def load_results(self, path: str | Path) -> int:
+        """Add a results file's runs to the comparison table; the number added (0 on error)."""
+        try:
+            rows = results.load_results(path)
+        except results.ResultsError as exc:
+            self.notify(str(exc), title="cannot load results", severity="error", timeout=10)
+            return 0
+        self.table.add_results(rows)
+        self.notify(f"loaded {len(rows)} run{'s' if len(rows) != 1 else ''} from {path}", timeout=4)
+        self.refresh_bindings()
+        return len(rows)
+
+
+def make_app(*, preset: Preset | None = None, device: str = "auto", steps: int | None = None,
+             sample_interval: float = 1.0, presets: Sequence[Preset] | None = None,
+             report_provider: ReportProvider | None = None, runner_factory: RunnerFactory | None = None,
+             probe: ProbeFn | None = None, autostart: bool | None = None, load: Iterable[str | Path] = (),
+             save_dir: str | Path = ".", refresh_interval: float = REFRESH_S,
+             spark_interval: float = SPARK_REFRESH_S) -> ApexTuiApp:
+    """Build the app. `preset` is preselected and (unless autostart=False) started once the device is
+    known. `refresh_interval` / `spark_interval`: the least time between redraws of the live numbers /
+    of the loss and step-time sparklines, in seconds."""
+    if presets is None:
+        from apextui.core.presets import load_builtin
+
+        presets = load_builtin()
+    presets = list(presets)
+    if preset is not None:  # a preset file given on the command line joins (or replaces) the list
+        names = [p.name for p in presets]
+        if preset.name in names:
+            presets[names.index(preset.name)] = preset
+        else:
+            last = max((i for i, p in enumerate(presets) if p.workload == preset.workload), default=len(presets) - 1)
+            presets.insert(last + 1, preset)
+    return ApexTuiApp(
+        presets=presets,
+        report_provider=report_provider or default_report_provider,
+        runner_factory=runner_factory or default_runner_factory,
+        probe=probe or probe_environment,
+        device=device, steps=steps, sample_interval=sample_interval,
+        preselect=preset.name if preset else None,
+        autostart=(preset is not None) if autostart is None else autostart,
+        load=load, save_dir=save_dir, refresh_interval=refresh_interval, spark_interval=spark_interval,
+    )
+
+
+def run_app(preset: Preset | None = None, device: str = "auto", steps: int | None = None,
+            sample_interval: float = 1.0, load: Sequence[str | Path] = ()) -> int:
+    """Run the TUI in this terminal; the process exit code (0, or 3 when --device cuda is unavailable)."""
+    app = make_app(preset=preset, device=device, steps=steps, sample_interval=sample_interval, load=load)
+    try:
+        app.run()
+    finally:
+        app.shutdown_runs(QUIT_JOIN_S)  # however the app ended, never leave a run training
+    return app.return_code or 0

@@ -1,0 +1,175 @@
+"""From the runner's delivery thread to the UI: accumulate, coalesce, post.
+
+`Runner` calls a `RunBridge` on its delivery thread for every snapshot. The
+bridge folds the snapshot's new steps into bounded histories under a lock and
+posts a `RunUpdated` message only when none is waiting and the UI has not
+taken the state for `min_interval` seconds ("push when idle"); otherwise it
+only marks itself dirty and the app, which re-checks `dirty` `min_interval`
+after each `take()`, pulls it ("pull while busy"). So however fast snapshots
+come, at most one message is queued and about 1/min_interval a second are
+posted; `take()` always returns the latest state, so nothing is lost, and the
+final snapshot is always posted at once.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from textual.message import Message
+
+from apextui.core.runner import Snapshot
+from apextui.core.sampler import METRIC_UNITS
+
+from .messages import RunUpdated
+
+LOSS_POINTS = 256  # whole-run loss curve, averaged down as the run grows
+STEP_POINTS = 240  # most recent step times
+MONITOR_POINTS = 120  # most recent monitor readings (2 minutes at 1 s)
+
+
+class Downsampled:
+    """A whole-series history of bounded size: when full, neighbours are averaged and the stride doubles."""
+
+    def __init__(self, cap: int = LOSS_POINTS) -> None:
+        self.cap = max(2, cap - cap % 2)
+        self.stride = 1
+        self.values: list[float] = []
+        self._acc = 0.0
+        self._n = 0
+
+    def add(self, value: float) -> None:
+        self._acc += value
+        self._n += 1
+        if self._n < self.stride:
+            return
+        self.values.append(self._acc / self._n)
+        self._acc, self._n = 0.0, 0
+        if len(self.values) >= self.cap:
+            v = self.values
+            self.values = [(v[i] + v[i + 1]) / 2 for i in range(0, len(v) - 1, 2)]
+            self.stride *= 2
+
+    def snapshot(self) -> tuple[float, ...]:
+        if self._n:
+            return (*self.values, self._acc / self._n)
+        return tuple(self.values)
+
+
+@dataclass(frozen=True)
+class RunView:
+    """Everything the live pane shows for one run at one moment (immutable)."""
+
+    run_id: int
+    snapshot: Snapshot
+    step_ms: tuple[float, ...]  # recent step times
+    losses: tuple[float, ...]  # whole run, downsampled
+    first_loss: float | None
+    last_ms: float | None
+    last_loss: float | None
+    loss_scale: float | None
+    monitor: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # metric -> recent readings
+    updates: int = 0  # snapshots folded in so far
+
+    @property
+    def finished(self) -> bool:
+        return self.snapshot.finished
+
+
+class RunBridge:
+    """The Runner callback for one run. `__call__` runs on the delivery thread, `take` on the UI thread."""
+
+    def __init__(self, run_id: int, post: Callable[[Message], object], min_interval: float = 0.1) -> None:
+        self.run_id = run_id
+        self._post = post
+        self.min_interval = min_interval
+        self._lock = threading.Lock()
+        self._pending = False
+        self._dirty = False
+        self._last_delivery = float("-inf")
+        self._closed = False
+        self._snapshot: Snapshot | None = None
+        self._step_ms: deque[float] = deque(maxlen=STEP_POINTS)
+        self._losses = Downsampled(LOSS_POINTS)
+        self._first_loss: float | None = None
+        self._last_ms: float | None = None
+        self._last_loss: float | None = None
+        self._scale: float | None = None
+        self._monitor: dict[str, deque[float]] = {k: deque(maxlen=MONITOR_POINTS) for k in METRIC_UNITS}
+        self._monitor_time: float | None = None
+        self._updates = 0
+        self.posted = 0  # messages posted (for tests and the overhead check)
+
+    # ---- delivery thread ----------------------------------------------------------------
+    def __call__(self, snap: Snapshot) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._fold(snap)
+            self._dirty = True
+            if self._pending:
+                return
+            now = time.monotonic()
+            if not snap.finished and now - self._last_delivery < self.min_interval:
+                return  # too soon after the last delivery: the UI pulls it (see `dirty`)
+            self._pending = True
+            self._last_delivery = now
+        try:
+            self._post(RunUpdated(self))
+            self.posted += 1
+        except Exception:  # noqa: BLE001 - the app is gone (its loop closed): nothing to show
+            with self._lock:
+                self._closed = True
+
+    def _fold(self, snap: Snapshot) -> None:
+        self._snapshot = snap
+        self._updates += 1
+        warmup = snap.info.warmup if snap.info is not None else 0
+        for rec in snap.new_steps:
+            if rec.step > warmup:  # warm-up steps would flatten the step-time sparkline
+                self._step_ms.append(rec.ms)
+            self._last_ms = rec.ms
+            if rec.loss is not None and math.isfinite(rec.loss):
+                self._losses.add(rec.loss)
+                self._last_loss = rec.loss
+                if self._first_loss is None:
+                    self._first_loss = rec.loss
+            if rec.loss_scale is not None:
+                self._scale = rec.loss_scale
+        reading = snap.monitor
+        if reading is not None and reading.time != self._monitor_time:
+            self._monitor_time = reading.time
+            for name, value in reading.metrics().items():
+                if value is not None and name in self._monitor:
+                    self._monitor[name].append(float(value))
+
+    # ---- UI thread ----------------------------------------------------------------------
+    def take(self) -> RunView | None:
+        """The latest state; re-arms posting. None before the first snapshot."""
+        with self._lock:
+            self._pending = False
+            self._dirty = False
+            self._last_delivery = time.monotonic()
+            snap = self._snapshot
+            if snap is None:
+                return None
+            return RunView(
+                run_id=self.run_id, snapshot=snap, step_ms=tuple(self._step_ms), losses=self._losses.snapshot(),
+                first_loss=self._first_loss, last_ms=self._last_ms, last_loss=self._last_loss,
+                loss_scale=self._scale, monitor={k: tuple(v) for k, v in self._monitor.items()},
+                updates=self._updates,
+            )
+
+    @property
+    def dirty(self) -> bool:
+        """Snapshots arrived since the last `take()`."""
+        return self._dirty
+
+    def close(self) -> None:
+        """Stop posting (the app is shutting down)."""
+        with self._lock:
+            self._closed = True

@@ -1,0 +1,75 @@
+"""Number formatting shared by the widgets (presentation only)."""
+
+from __future__ import annotations
+
+import math
+
+DASH = "—"
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
+
+
+def ms(value: float | None) -> str:
+    """Milliseconds with three significant digits: 0.116, 7.12, 71.2, 712."""
+    if not _finite(value):
+        return DASH
+    v = float(value)  # type: ignore[arg-type]
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    if v >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def si(value: float | None, unit: str = "") -> str:
+    """1234567 -> '1.23 M'; with a unit: '1.23 M tokens/s'."""
+    if not _finite(value):
+        return DASH
+    v = float(value)  # type: ignore[arg-type]
+    for factor, prefix in ((1e9, " G"), (1e6, " M"), (1e3, " k")):
+        if abs(v) >= factor:
+            text = f"{v / factor:.3g}{prefix}"
+            break
+    else:
+        text = f"{v:.3g}"
+    return f"{text} {unit}" if unit else text
+
+
+def loss(value: float | None) -> str:
+    if not _finite(value):
+        return DASH
+    return f"{float(value):.4f}"  # type: ignore[arg-type]
+
+
+def error(value: float | None) -> str:
+    if not _finite(value):
+        return DASH
+    return f"{float(value):.1e}"  # type: ignore[arg-type]
+
+
+def speedup(value: float | None) -> str:
+    if not _finite(value):
+        return DASH
+    return f"{float(value):.2f}×"  # type: ignore[arg-type]
+
+
+def seconds(value: float | None) -> str:
+    if not _finite(value):
+        return DASH
+    v = float(value)  # type: ignore[arg-type]
+    if v < 60:
+        return f"{v:.1f} s"
+    minutes, secs = divmod(int(v), 60)
+    return f"{minutes}:{secs:02d} min"
+
+
+def mib(value: float | None) -> str:
+    """MiB, switching to GiB above 10 GiB."""
+    if not _finite(value):
+        return DASH
+    v = float(value)  # type: ignore[arg-type]
+    return f"{v / 1024:.1f} GiB" if v >= 10 * 1024 else f"{v:.0f} MiB"

@@ -1,0 +1,53 @@
+"""Messages posted to the app from worker and runner threads."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from textual.message import Message
+
+if TYPE_CHECKING:
+    from .bridge import RunBridge
+    from .probe import Probe
+
+
+class ProbeDone(Message):
+    """The device is resolved and every preset's availability known."""
+
+    def __init__(self, probe: "Probe") -> None:
+        super().__init__()
+        self.probe = probe
+
+
+class ProbeFailed(Message):
+    """The device could not be resolved (e.g. --device cuda without a GPU)."""
+
+    def __init__(self, error: str, exit_code: int) -> None:
+        super().__init__()
+        self.error = error
+        self.exit_code = exit_code
+
+
+class DoctorReady(Message):
+    """The Apex doctor report arrived (any object with `to_dict()`, or a dict)."""
+
+    def __init__(self, report: Any) -> None:
+        super().__init__()
+        self.report = report
+
+
+class DoctorFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class RunUpdated(Message):
+    """New data for a run is waiting in its bridge; the handler takes the latest state.
+
+    At most one of these is in flight per run, whatever the step rate.
+    """
+
+    def __init__(self, bridge: "RunBridge") -> None:
+        super().__init__()
+        self.bridge = bridge

@@ -1,0 +1,1 @@
+"""Modal screens: the full doctor report, loading saved results."""

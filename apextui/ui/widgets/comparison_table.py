@@ -1,0 +1,90 @@
+"""Every run of this session (and loaded ones) against the baseline of its workload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from .. import fmt
+from ..results import SESSION, ResultRow, speedup
+
+COLUMNS = (
+    ("preset", "preset"), ("dev", "device"), ("median ms", "median"), ("p10–p90", "spread"),
+    ("speed-up", "speedup"), ("loss/floor", "loss"), ("max err", "err"),
+)
+STATUS_MARK = {"ok": "", "stopped": " ■", "failed": " ✗"}
+
+
+def cells(row: ResultRow, rows: Sequence[ResultRow], source_label: str = "") -> tuple[object, ...]:
+    """The table cells of one row (Rich text); `source_label` marks rows loaded from a file."""
+    name = Text(row.preset, style="bold" if row.status == "ok" else "dim")
+    if row.status != "ok":
+        name.append(STATUS_MARK.get(row.status, f" {row.status}"), style="yellow" if row.status == "stopped" else "red")
+    if source_label:
+        name.append(f" {source_label}", style="dim cyan")
+    spread = f"{fmt.ms(row.p10_ms)}–{fmt.ms(row.p90_ms)}" if row.p10_ms is not None else fmt.DASH
+    up = speedup(row, rows)
+    if row.is_baseline and up is not None and abs(up - 1.0) < 1e-9:
+        up_text = Text("base", style="dim")
+    else:
+        style = "" if up is None else ("bold green" if up >= 1.05 else ("bold red" if up <= 0.95 else ""))
+        up_text = Text(fmt.speedup(up), style=style)
+    if row.final_loss is not None:
+        loss = Text(f"{row.final_loss:.3f}")
+        if row.loss_floor is not None:
+            loss.append(f"/{row.loss_floor:.3f}", style="dim")
+    else:
+        loss = Text(fmt.DASH, style="dim")
+    check = row.check
+    if check and row.max_error is not None:
+        err = Text(fmt.error(row.max_error), style="green" if check.get("passed") else "bold red")
+    else:
+        err = Text(fmt.DASH, style="dim")
+    return (name, row.device, Text(fmt.ms(row.median_ms), style="bold"), spread, up_text, loss, err)
+
+
+class ComparisonTable(DataTable):
+    """Rows are rebuilt when a run finishes or results are loaded (rare), never per step."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self.border_title = "Comparison"
+        self.rows_data: list[ResultRow] = []
+
+    def on_mount(self) -> None:
+        for label, key in COLUMNS:
+            self.add_column(label, key=key)
+        self._update_subtitle()
+
+    def add_result(self, row: ResultRow) -> None:
+        self.rows_data.append(row)
+        self._rebuild()
+
+    def add_results(self, rows: Sequence[ResultRow]) -> None:
+        self.rows_data.extend(rows)
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        self.clear()
+        files: dict[str, int] = {}
+        for i, row in enumerate(self.rows_data):
+            label = ""
+            if row.source != SESSION:
+                files.setdefault(row.source, len(files) + 1)
+                label = f"f{files[row.source]}"
+            self.add_row(*cells(row, self.rows_data, label), key=str(i))
+        if self.rows_data:
+            self.move_cursor(row=len(self.rows_data) - 1)
+        self._update_subtitle()
+
+    def _update_subtitle(self) -> None:
+        files = sorted({r.source for r in self.rows_data if r.source != SESSION})
+        if not self.rows_data:
+            self.border_subtitle = "finished runs appear here"
+        elif files:
+            self.border_subtitle = " · ".join(f"f{i} {Path(f).name}" for i, f in enumerate(files, 1))
+        else:
+            self.border_subtitle = "speed-up = baseline median / median"

@@ -1,0 +1,166 @@
+"""The running (or last) preset: step timing, progress, throughput, loss against its floor, AMP scale."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import ProgressBar, Sparkline, Static
+
+from apextui.core.availability import Availability
+from apextui.core.presets import Preset
+
+from .. import fmt
+from ..bridge import RunView
+
+STATUS_STYLE = {
+    "starting": ("◌ starting", "bold cyan"), "running": ("● running", "bold green"),
+    "ok": ("✓ finished", "bold green"), "stopped": ("■ stopped", "bold yellow"), "failed": ("✗ failed", "bold red"),
+}
+
+
+class LiveRun(Vertical):
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.border_title = "Run"
+        self._cache: dict[str, object] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static("select a preset and press enter", id="run-title")
+        with Horizontal(id="progress-row"):
+            yield ProgressBar(total=None, show_eta=False, id="run-progress")
+            yield Static("", id="run-steps")
+        yield Static(self._timing(None, None), id="run-timing")
+        with Horizontal(id="rate-row"):
+            yield Static("— /s", id="run-rate")
+            yield Sparkline([], id="ms-spark")
+        yield Static("", id="amp-row")
+        with Horizontal(id="loss-row"):
+            yield Static("loss —", id="loss-value")
+            yield Sparkline([], id="loss-spark")
+            yield Static("", id="loss-floor")
+
+    def on_mount(self) -> None:
+        self.query_one("#amp-row").display = False
+        self.set_class(True, "-idle")
+
+    # ---- helpers -------------------------------------------------------------------------
+    def _set(self, wid: str, content: object, layout: bool = False) -> None:
+        """Update a Static only when its content changed; without a relayout unless asked (the rows
+        have fixed sizes), so a redraw repaints only what changed."""
+        key = content.plain + repr(content.spans) if isinstance(content, Text) else content
+        if self._cache.get(wid) != key:
+            self._cache[wid] = key
+            self.query_one(f"#{wid}", Static).update(content, layout=layout)  # type: ignore[arg-type]
+
+    def _spark(self, wid: str, data: tuple[float, ...]) -> None:
+        spark = self.query_one(f"#{wid}", Sparkline)
+        if self._cache.get(wid) != data:
+            self._cache[wid] = data
+            spark.data = list(data)
+
+    @staticmethod
+    def _timing(now: float | None, stats: object) -> Text:
+        """now 4.90  med 5.12  p10 4.91  p90 5.30 ms (fits 48 columns even for sub-ms steps)."""
+        t = Text()
+        for label, value in (("now", now), ("med", getattr(stats, "median_ms", None)),
+                             ("p10", getattr(stats, "p10_ms", None)), ("p90", getattr(stats, "p90_ms", None))):
+            t.append(f"{label} ", style="dim")
+            t.append(fmt.ms(value), style="bold" if label == "med" else "")
+            t.append("  ")
+        t.append("ms/step", style="dim")
+        return t
+
+    # ---- idle ----------------------------------------------------------------------------
+    def show_preset(self, preset: Preset | None, avail: Availability | None, device: str | None) -> None:
+        """Nothing running: describe the highlighted preset (and why it cannot run, with the fix)."""
+        self.set_class(False, "-running")
+        self.set_class(True, "-idle")
+        if preset is None:
+            self._set("run-title", Text("select a preset and press enter", style="dim"), layout=True)
+            return
+        self._title(f"Run · {preset.name}")
+        t = Text.assemble((preset.name, "bold"), " ", (preset.description, "dim"))
+        if avail is not None and not avail.ok:
+            t.append(f"\n✗ {avail.reason}", style="red")
+            if avail.fix:
+                t.append(f"\nfix: {avail.fix}", style="cyan")
+        elif avail is not None and device == "cpu":
+            t.append("\nCPU run: the preset's small size · enter: start", style="yellow")
+        elif avail is not None:
+            t.append("\nenter: start", style="dim")
+        self._set("run-title", t, layout=True)
+
+    # ---- running -------------------------------------------------------------------------
+    def _title(self, title: str) -> None:
+        if self.border_title != title:
+            self.border_title = title
+
+    def show_view(self, view: RunView, stopping: bool = False, sparklines: bool = True) -> None:
+        """Show a run's state; the sparklines (the costly part of a redraw) only when `sparklines`."""
+        self.set_class(True, "-running")
+        self.set_class(False, "-idle")
+        snap = view.snapshot
+        info = snap.info
+        label, style = STATUS_STYLE.get(snap.status, (snap.status, "bold"))
+        if stopping and not snap.finished:
+            label, style = "■ stopping…", "bold yellow"
+        title = Text.assemble((label, style), "  ")
+        if info is not None:
+            size = "small size" if info.size_name == "cpu" else "full size"
+            title.append(f"{info.preset}", style="bold")
+            if snap.status == "running" and snap.steps_done < info.warmup:
+                title.append(" warm-up", style="cyan")
+            title.append(f" · {info.device} · {size}", style="dim")
+            if info.params:
+                title.append(f" · {fmt.si(info.params, 'params')}", style="dim")
+        if snap.error:
+            title.append(f"  {snap.error}", style="red")
+        self._set("run-title", title)
+        self._title(f"Run · {info.preset}" if info else "Run")
+
+        bar = self.query_one("#run-progress", ProgressBar)
+        if info is not None:
+            if bar.total != info.steps:
+                bar.update(total=info.steps)
+            if bar.progress != snap.steps_done:
+                bar.update(progress=snap.steps_done)
+        steps = f"{snap.steps_done}/{info.steps}" if info else "…"
+        self._set("run-steps", f" {steps} · {fmt.seconds(snap.elapsed_s)}")
+        self._set("run-timing", self._timing(view.last_ms, snap.stats))
+
+        unit = f"{info.units}/s" if info else "/s"
+        self._set("run-rate", Text.assemble((fmt.si(snap.throughput, unit), "bold"), ("  step ms ", "dim")))
+        if sparklines:
+            self._spark("ms-spark", view.step_ms)
+
+        floor = info.loss_floor if info else None
+        if view.losses:
+            self._set("loss-value", Text.assemble(("loss ", "bold"), fmt.loss(view.last_loss)))
+            if sparklines:
+                self._spark("loss-spark", view.losses)
+            self._set("loss-floor", Text.assemble(("floor ", "dim"), (fmt.loss(floor), "bold cyan"))
+                      if floor is not None else "")
+        else:  # the norm workloads time forward + backward and have no loss
+            self._set("loss-value", Text("loss n/a", style="dim"))
+            self._set("loss-floor", Text("fwd+bwd only", style="dim"))
+        spark = self.query_one("#loss-spark")
+        if spark.display != bool(view.losses):
+            spark.display = bool(view.losses)
+
+        amp = bool(info and info.uses_grad_scaler)
+        row = self.query_one("#amp-row")
+        if row.display != amp:
+            row.display = amp
+        if amp and info is not None:
+            scale = fmt.si(view.loss_scale) if view.loss_scale is not None else "—"
+            self._set("amp-row", Text.assemble(
+                (f"AMP {info.amp}", "bold"), (" · loss scale ", "dim"), (scale, ""),
+                (" · skipped ", "dim"), (str(snap.skipped_steps), "bold yellow" if snap.skipped_steps else ""),
+                (" step" if snap.skipped_steps == 1 else " steps", "dim"),
+            ))
+
+    def show_stopping(self) -> None:
+        title = self.query_one("#run-title", Static)
+        self._cache.pop("run-title", None)
+        title.update(Text("■ stopping after the current step…", style="bold yellow"), layout=False)

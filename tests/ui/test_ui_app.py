@@ -1,0 +1,333 @@
+"""Pilot tests of the app with a fake doctor report, a fake device probe and a scripted engine (fast)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from ui_fakes import (
+    FakeEngine,
+    cpu_probe_no_apex,
+    fake_probe,
+    gpu_report,
+    highlight,
+    no_gpu_report,
+    provider,
+    static_text,
+    wait_for,
+)
+
+from apextui.core.env import DeviceUnavailable
+from apextui.core.presets import load_builtin, resolve
+from apextui.ui.app import make_app
+from apextui.ui.screens.load_screen import LoadScreen
+from apextui.ui.screens.report_screen import ReportScreen
+from apextui.ui.widgets.comparison_table import ComparisonTable
+from apextui.ui.widgets.preset_picker import PresetPicker
+
+pytestmark = pytest.mark.asyncio
+
+SIZE = (100, 30)
+
+
+def gpu_app(engine: FakeEngine | None = None, **kw):
+    kw.setdefault("report_provider", provider(gpu_report()))
+    kw.setdefault("probe", fake_probe("cuda"))
+    kw.setdefault("device", "cuda")
+    return make_app(runner_factory=engine or FakeEngine(), **kw)
+
+
+async def ready(pilot, app) -> None:
+    await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+
+
+async def test_probing_then_report_and_availability():
+    gate = threading.Event()
+    app = make_app(device="cpu", report_provider=provider(no_gpu_report(), gate),
+                   probe=fake_probe("cpu", {"fused_adam": "needs Apex"}, gate), runner_factory=FakeEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        body = static_text(app, "#status-body")
+        assert "probing…" in body
+        assert app.query_one(PresetPicker).border_subtitle == "probing…"
+        gate.set()
+        await ready(pilot, app)
+        body = static_text(app, "#status-body")
+        assert "probing" not in body
+        assert "NOT INSTALLED" in body
+        assert "✗ FusedAdam" in body and "NVIDIA Apex is not installed" in body
+        picker = app.query_one(PresetPicker)
+        assert not picker.is_available("fused_adam") and picker.is_available("adamw")
+        assert "10/11 runnable on cpu" in str(picker.border_subtitle)
+
+
+async def test_enter_runs_highlighted_preset_and_table_row():
+    engine = FakeEngine()
+    app = gpu_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        await highlight(pilot, app, "fp32")
+        await pilot.press("enter")
+        table = app.query_one(ComparisonTable)
+        await wait_for(pilot, lambda: len(table.rows_data) == 1, 5, "fp32 row")
+        await highlight(pilot, app, "fused_amp")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(table.rows_data) == 2, 5, "fused_amp row")
+        fp32, amp = table.rows_data
+        assert (fp32.preset, fp32.status, amp.preset, amp.status) == ("fp32", "ok", "fused_amp", "ok")
+        cells = [str(c) for c in table.get_row_at(1)]
+        assert cells[0] == "fused_amp"
+        assert cells[4] == f"{fp32.median_ms / amp.median_ms:.2f}×"  # speed-up against fp32
+        assert str(table.get_row_at(0)[4]) == "base"
+        assert [r.steps for r in engine.runners] == [400, 400]
+        last = app.last_result()  # the headless `end` summary of the last run, for scripts
+        assert last["status"] == "ok" and last["preset"] == "fused_amp" and last["median_ms"] == amp.median_ms
+
+
+async def test_stop_key_stops_the_run():
+    engine = FakeEngine(hold={"fp32": 120})
+    app = gpu_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        app.start_preset("fp32")
+        await wait_for(pilot, lambda: app.latest_view is not None and app.latest_view.snapshot.steps_done == 120,
+                       5, "120 steps")
+        assert "120/400" in static_text(app, "#run-steps")
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.active is None, 5, "stopped")
+        assert engine.runners[0].stopped
+        row = app.query_one(ComparisonTable).rows_data[-1]
+        assert row.status == "stopped" and row.summary["steps"] == 120
+        assert "■" in str(app.query_one(ComparisonTable).get_row_at(0)[0])
+
+
+async def test_a_second_start_is_refused_while_running():
+    engine = FakeEngine(hold={"fp32": 50})
+    app = gpu_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        assert app.start_preset("fp32")
+        assert not app.start_preset("adamw")
+        assert len(engine.runners) == 1
+        await pilot.pause()
+        assert any("press s to stop" in n.message for n in app._notifications)
+        engine.runners[0].release()
+        await wait_for(pilot, lambda: app.active is None, 5, "run end")
+
+
+async def test_unavailable_preset_is_refused_with_reason_and_fix():
+    app = make_app(device="auto", report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex(),
+                   runner_factory=FakeEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        await highlight(pilot, app, "fused_adam")
+        title = static_text(app, "#run-title")
+        assert "CUDA only" in title and "fix:" in title  # the full reason and the fix
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.active is None
+        messages = [n.message for n in app._notifications]
+        assert any("fused_adam cannot run here" in m for m in messages)
+
+
+async def test_starts_with_neither_gpu_nor_apex_and_says_so():
+    engine = FakeEngine()
+    app = make_app(device="auto", report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex(),
+                   runner_factory=engine)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await ready(pilot, app)
+        assert "No GPU" in static_text(app, "#status-body")
+        assert any("No GPU here" in n.message for n in app._notifications)
+        picker = app.query_one(PresetPicker)
+        runnable = [p.name for p in picker.presets if picker.is_available(p.name)]
+        assert runnable == [p.name for p in load_builtin() if not p.needs_apex]
+        app.start_preset("layernorm")
+        await wait_for(pilot, lambda: app.query_one(ComparisonTable).rows_data, 5, "layernorm row")
+        assert engine.runners[0].device == "cpu"
+        assert "GPU n/a: running on CPU" in static_text(app, "#gpu-na")
+
+
+async def test_cli_preset_is_preselected_and_started_after_the_probe():
+    engine = FakeEngine()
+    gate = threading.Event()
+    app = make_app(preset=resolve("adamw_fused"), device="cuda", steps=25, report_provider=provider(gpu_report()),
+                   probe=fake_probe("cuda", event=gate), runner_factory=engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert app.query_one(PresetPicker).highlighted_preset.name == "adamw_fused"
+        assert not engine.runners  # nothing starts before the device is known
+        gate.set()
+        await wait_for(pilot, lambda: app.query_one(ComparisonTable).rows_data, 5, "autostarted run")
+        assert engine.runners[0].preset.name == "adamw_fused" and engine.runners[0].steps == 25
+
+
+async def test_device_cuda_unavailable_exits_3():
+    def probe(requested, presets):
+        raise DeviceUnavailable("--device cuda was asked for but no CUDA GPU is visible")
+
+    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=probe, runner_factory=FakeEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.return_code is not None, 5, "exit")
+    assert app.return_code == 3
+
+
+async def test_quit_stops_the_active_run_and_waits():
+    engine = FakeEngine(hold={"fp32": 30})
+    app = gpu_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        app.start_preset("fp32")
+        await pilot.press("q")
+        await pilot.pause()
+    runner = engine.runners[0]
+    assert runner.stopped and runner.joined and not runner.is_alive()
+
+
+async def test_doctor_key_opens_full_report():
+    app = gpu_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        await pilot.press("d")
+        await pilot.pause()
+        assert isinstance(app.screen, ReportScreen)
+        body = static_text(app.screen, "#report-body")
+        assert "Features" in body and "FusedLayerNorm" in body
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, ReportScreen)
+
+
+async def test_doctor_failure_is_shown():
+    def broken():
+        raise RuntimeError("child process died")
+
+    app = make_app(report_provider=broken, probe=fake_probe("cuda"), runner_factory=FakeEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.report_error is not None, 5, "doctor error")
+        assert "doctor failed: RuntimeError: child process died" in static_text(app, "#status-body")
+
+
+async def test_save_load_and_screenshot_keys(tmp_path):
+    app = gpu_app(save_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        await pilot.press("w")  # nothing to save yet
+        assert not list(tmp_path.glob("*.json"))
+        app.start_preset("layernorm")
+        app.query_one(PresetPicker).focus()
+        await wait_for(pilot, lambda: app.active is None and app.query_one(ComparisonTable).rows_data, 5, "run")
+        app.start_preset("fused_layernorm")
+        await wait_for(pilot, lambda: len(app.query_one(ComparisonTable).rows_data) == 2, 5, "second run")
+        await pilot.press("w")
+        saved = list(tmp_path.glob("apextui-results-*.json"))
+        assert len(saved) == 1
+        doc = json.loads(saved[0].read_text())
+        assert doc["kind"] == "apextui-results" and [r["preset"] for r in doc["runs"]] == ["layernorm", "fused_layernorm"]
+        assert doc["runs"][1]["summary"]["check"]["passed"] is True and doc["runs"][1]["speedup"] > 1
+
+        await pilot.press("p")
+        await pilot.pause()
+        shots = list(tmp_path.glob("apextui-*.svg"))
+        assert len(shots) == 1 and shots[0].read_text().lstrip().startswith("<svg")
+
+        await pilot.press("l")
+        await pilot.pause()
+        assert isinstance(app.screen, LoadScreen)
+        app.screen.query_one("#load-path").value = str(saved[0])  # typing a long tmp path key by key is slow
+        await pilot.press("enter")
+        await pilot.pause()
+        rows = app.query_one(ComparisonTable).rows_data
+        assert len(rows) == 4 and rows[2].source == str(saved[0])
+        assert str(app.query_one(ComparisonTable).get_row_at(2)[0]) == "layernorm f1"
+
+
+async def test_load_at_start_and_bad_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("not json at all\n")
+    app = gpu_app(load=[bad])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert not app.query_one(ComparisonTable).rows_data
+        assert any("cannot load results" in (n.title or "") for n in app._notifications)
+
+
+async def test_updates_are_coalesced_and_rate_limited():
+    """A flood of snapshots from another thread: one message in flight at a time, at most one redraw per refresh_interval."""
+    import time
+
+    engine = FakeEngine(hold={"adamw": 0})
+    app = gpu_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        app.start_preset("adamw")
+        runner = engine.runners[0]
+        bridge = app.active.bridge
+        runner.batch = 1
+        t0 = time.monotonic()
+
+        def produce() -> None:  # ~1.5 s of 1 kHz snapshots, then a burst
+            for step in range(1, 1501):
+                runner._advance(step)
+                time.sleep(0.001)
+            runner._advance(3000)
+
+        flood = threading.Thread(target=produce)
+        flood.start()
+        while flood.is_alive():
+            await pilot.pause(0.05)
+        runner.release()
+        await wait_for(pilot, lambda: app.active is None, 10, "end")
+        elapsed = time.monotonic() - t0
+        assert app.latest_view.snapshot.steps_done == 3000
+        posted = app.latest_view.updates  # snapshots folded in
+        assert posted >= 3000
+        assert app.renders <= elapsed / app.refresh_interval + 3, (app.renders, elapsed)
+        assert bridge.posted <= elapsed / app.refresh_interval + 3, (bridge.posted, elapsed)  # never one message per snapshot
+        print(f"snapshots {posted}, messages {bridge.posted}, redraws {app.renders} in {elapsed:.2f} s")
+        assert len(app.latest_view.step_ms) <= 240 and len(app.latest_view.losses) <= 256
+
+
+async def test_runs_wait_for_the_doctor():
+    """The doctor's CUDA smoke tests must not overlap a measured run: enter queues until it is done."""
+    gate = threading.Event()
+    engine = FakeEngine()
+    app = make_app(device="cuda", report_provider=provider(gpu_report(), gate), probe=fake_probe("cuda"),
+                   runner_factory=engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.probe is not None, 5, "probe")
+        assert not app.start_preset("fp32")
+        await pilot.pause()
+        assert not engine.runners and any("Apex doctor finishes" in n.message for n in app._notifications)
+        gate.set()
+        await wait_for(pilot, lambda: app.table.rows_data, 5, "the queued run")
+        assert engine.runners[0].preset.name == "fp32"
+
+
+async def test_a_broken_probe_is_reported_and_runs_refused():
+    def probe(requested, presets):
+        raise OSError("libcudart.so.12: cannot open shared object file")
+
+    engine = FakeEngine()
+    app = make_app(report_provider=provider(gpu_report()), probe=probe, runner_factory=engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.probe_error is not None, 5, "probe error")
+        assert "libcudart" in static_text(app, "#status-body")
+        assert not app.start_preset("fp32") and not engine.runners
+        assert app.return_code is None  # only an unusable --device cuda ends the app
+
+
+async def test_preset_file_from_the_command_line_joins_the_picker(tmp_path):
+    src = Path(resolve("fp32").path).read_text()
+    path = tmp_path / "my_fp32.toml"
+    path.write_text(src.replace("Transformer, vanilla fp32", "my own fp32"))
+    engine = FakeEngine()
+    app = gpu_app(engine, preset=resolve(str(path)))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.table.rows_data, 5, "the preset file's run")
+        picker = app.query_one(PresetPicker)
+        names = [p.name for p in picker.presets]
+        assert names.index("my_fp32") == names.index("torch_amp") + 1  # with the other transformer presets
+        assert engine.runners[0].preset.path == str(path)
+        assert app.table.rows_data[0].preset == "my_fp32"

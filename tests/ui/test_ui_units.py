@@ -1,0 +1,211 @@
+"""Unit tests of the UI's non-widget parts: the bridge, results files, doctor condensing, formatting."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+from ui_fakes import FakeRunner, gpu_report, no_gpu_report
+
+from apextui.core import events
+from apextui.core.presets import resolve
+from apextui.ui import doctor_view, fmt
+from apextui.ui.bridge import Downsampled, RunBridge
+from apextui.ui.messages import RunUpdated
+from apextui.ui.results import (
+    ResultRow,
+    ResultsError,
+    load_results,
+    row_from_snapshot,
+    save_results,
+    speedup,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# ---- bridge -----------------------------------------------------------------------------------
+
+
+def test_downsampled_keeps_whole_series_bounded():
+    d = Downsampled(64)
+    for i in range(10_000):
+        d.add(float(i))
+    values = d.snapshot()
+    assert len(values) <= 64
+    assert values[0] < 200 and values[-1] > 9_700  # first and last parts of the run are both there
+    assert abs(sum(d.values) / len(d.values) - 4_999.5) < 200
+
+
+def snapshots(name: str = "fp32", steps: int = 50, device: str = "cuda") -> list:
+    out: list = []
+    runner = FakeRunner(resolve(name), device, out.append, steps=steps)
+    runner.start()
+    return out
+
+
+def test_bridge_posts_when_idle_and_marks_dirty_while_busy():
+    posted: list = []
+    bridge = RunBridge(1, posted.append, min_interval=60.0)
+    snaps = snapshots()
+    bridge(snaps[0])
+    assert len(posted) == 1 and isinstance(posted[0], RunUpdated) and posted[0].bridge is bridge
+    for s in snaps[1:-1]:
+        bridge(s)
+    assert len(posted) == 1  # a message is still pending
+    view = bridge.take()
+    assert view.snapshot is snaps[-2] and view.updates == len(snaps) - 1
+    assert not bridge.dirty
+    bridge(snaps[-2])
+    assert len(posted) == 1 and bridge.dirty  # within min_interval of the take: the UI pulls it
+    bridge(snaps[-1])  # the final snapshot is always posted
+    assert len(posted) == 2
+    final = bridge.take()
+    assert final.finished and final.snapshot.status == "ok"
+
+
+def test_bridge_histories():
+    bridge = RunBridge(1, lambda m: None)
+    for s in snapshots("fused_amp", steps=60):
+        bridge(s)
+    view = bridge.take()
+    warmup = view.snapshot.info.warmup
+    assert len(view.step_ms) == 60 - warmup  # warm-up steps are left out of the step-time sparkline
+    assert len(view.losses) == 60 and view.first_loss > view.last_loss
+    assert view.loss_scale == 32768.0
+    assert len(view.monitor["gpu_util_pct"]) == len({s.monitor.time for s in snapshots("fused_amp", steps=60)})
+
+
+def test_bridge_survives_a_closed_app():
+    def post(message):
+        raise RuntimeError("Event loop is closed")
+
+    bridge = RunBridge(1, post)
+    snaps = snapshots(steps=20)
+    bridge(snaps[0])  # must not raise into the runner's delivery thread
+    for s in snaps[1:]:
+        bridge(s)
+    bridge.close()
+    bridge(snaps[-1])
+
+
+# ---- results ----------------------------------------------------------------------------------
+
+
+def finished_row(name: str, device: str = "cuda", source: str = "session", steps: int = 40) -> ResultRow:
+    snaps = snapshots(name, steps=steps, device=device)
+    row = row_from_snapshot(snaps[-1], resolve(name), device)
+    return ResultRow(**{**row.__dict__, "source": source})
+
+
+def test_speedup_pairs_with_the_baseline_of_the_same_workload_device_and_source():
+    fp32, amp = finished_row("fp32"), finished_row("fused_amp")
+    adam = finished_row("fused_adam")
+    amp_cpu = finished_row("fused_amp", device="cpu")
+    amp_file = finished_row("fused_amp", source="old.json")
+    rows = [fp32, amp, adam, amp_cpu, amp_file]
+    assert speedup(fp32, rows) == pytest.approx(1.0)
+    assert speedup(amp, rows) == pytest.approx(fp32.median_ms / amp.median_ms)
+    assert speedup(adam, rows) is None  # no adamw run yet
+    assert speedup(amp_cpu, rows) is None  # the fp32 baseline ran on cuda
+    assert speedup(amp_file, rows) is None  # another file, maybe another machine
+
+
+def test_save_and_load_round_trip(tmp_path):
+    rows = [finished_row("layernorm"), finished_row("fused_layernorm")]
+    path = save_results(rows, tmp_path / "r.json", env={"gpu": "NVIDIA H200"})
+    doc = json.loads(path.read_text())
+    assert doc["kind"] == "apextui-results" and doc["env"] == {"gpu": "NVIDIA H200"}
+    assert doc["runs"][0]["summary"] == rows[0].summary
+    assert doc["runs"][1]["summary"]["check"]["passed"] is True
+    loaded = load_results(path)
+    assert [r.preset for r in loaded] == ["layernorm", "fused_layernorm"]
+    assert all(r.source == str(path) for r in loaded)
+    assert loaded[1].max_error == rows[1].max_error and loaded[0].median_ms == rows[0].median_ms
+    assert speedup(loaded[1], loaded) == pytest.approx(speedup(rows[1], rows))
+
+
+def test_load_headless_json_lines(tmp_path):
+    lines = []
+    for name in ("adamw", "fused_adam"):
+        preset = resolve(name)
+        snaps = snapshots(name, steps=30)
+        lines.append(events.start_event(preset, "cuda", 30, snaps[-1].info.warmup, {"gpu": "H200"}))
+        lines.append(events.setup_event(snaps[-1].info))
+        lines.append(events.end_event(snaps[-1]))
+    path = tmp_path / "run.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    rows = load_results(path)
+    assert [(r.preset, r.device, r.status) for r in rows] == [("adamw", "cuda", "ok"), ("fused_adam", "cuda", "ok")]
+    assert speedup(rows[1], rows) > 1
+
+
+@pytest.mark.parametrize("content, error", [
+    (None, "no such file"), ("", "empty file"), ("hello\n", "not JSON"), ('{"event": "step"}\n', None),
+    ('{"kind": "apextui-results", "runs": 3}', "'runs' must be a list"),
+    ('{"kind": "apextui-results", "runs": [{"preset": "x"}]}', r"runs\[0\]: missing field 'workload'"),
+])
+def test_load_errors_name_the_file(tmp_path, content, error):
+    path = tmp_path / "x.json"
+    if content is not None:
+        path.write_text(content)
+    if error is None:  # events but no start/end pair: simply no rows
+        assert load_results(path) == []
+        return
+    with pytest.raises(ResultsError, match=error) as info:
+        load_results(path)
+    assert str(path) in str(info.value)
+
+
+# ---- doctor view ------------------------------------------------------------------------------
+
+
+def test_condensed_report_from_object_and_dict_agree():
+    for report in (gpu_report(), no_gpu_report()):
+        as_object = [t.plain for t in doctor_view.feature_lines(doctor_view.as_dict(report))]
+        as_dict = [t.plain for t in doctor_view.feature_lines(json.loads(report.to_json()))]
+        assert as_object == as_dict and len(as_object) == len(report.features)
+    lines = [t.plain for t in doctor_view.feature_lines(no_gpu_report().to_dict())]
+    assert lines[0] == "✗ FusedAdam  NVIDIA Apex is not installed"
+    assert doctor_view.apex_line(gpu_report().to_dict()).plain == "Apex COMPLETE 0.1"
+    assert "2 problems" in doctor_view.problems_line(no_gpu_report().to_dict()).plain
+
+
+def test_full_report_uses_the_doctors_renderer_and_falls_back_to_json():
+    text = "\n".join(t.plain for t in doctor_view.full_report_lines(gpu_report()))
+    assert "Compiled extensions" in text and "NVIDIA H200" in text
+    text = "\n".join(t.plain for t in doctor_view.full_report_lines({"apex": {"status": "complete"}}))
+    assert '"status": "complete"' in text
+    with pytest.raises(TypeError):
+        doctor_view.as_dict(42)
+
+
+# ---- formatting -------------------------------------------------------------------------------
+
+
+def test_formatting():
+    assert [fmt.ms(v) for v in (0.11612, 7.123, 71.23, 712.3, None, float("nan"))] == \
+        ["0.116", "7.12", "71.2", "712", "—", "—"]
+    assert fmt.si(1_634_000, "tokens/s") == "1.63 M tokens/s" and fmt.si(512) == "512"
+    assert fmt.speedup(1.234) == "1.23×" and fmt.speedup(None) == "—"
+    assert fmt.mib(2310) == "2310 MiB" and fmt.mib(20480) == "20.0 GiB"
+    assert fmt.seconds(7.5) == "7.5 s" and fmt.seconds(80) == "1:20 min"
+
+
+# ---- packaging --------------------------------------------------------------------------------
+
+
+def test_pyproject_ships_every_ui_package_and_stylesheet():
+    """The wheel lists packages explicitly: a new UI package or .tcss must be added to pyproject.toml."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = set(config["packages"])
+    ui = ROOT / "apextui" / "ui"
+    for init in ui.rglob("__init__.py"):
+        name = ".".join(init.parent.relative_to(ROOT).parts)
+        assert name in packages, f"add {name!r} to [tool.setuptools] packages in pyproject.toml"
+    data = config["package-data"]
+    for tcss in ui.rglob("*.tcss"):
+        package = ".".join(tcss.parent.relative_to(ROOT).parts)
+        assert "*.tcss" in data.get(package, []), f"add *.tcss for {package!r} to package-data"
