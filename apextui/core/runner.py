@@ -94,8 +94,10 @@ class Runner:
         self._stop = threading.Event()
         self._finished = threading.Event()
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-        self._train = threading.Thread(target=self._train_loop, name="apextui-train", daemon=True)
-        self._deliver = threading.Thread(target=self._delivery_loop, name="apextui-deliver", daemon=True)
+        # not daemons: the interpreter must not exit while torch is still tearing a workload down in
+        # them (that aborts the process with "terminate called without an active exception")
+        self._train = threading.Thread(target=self._train_loop, name="apextui-train")
+        self._deliver = threading.Thread(target=self._delivery_loop, name="apextui-deliver")
         self._t0 = 0.0
         self.result: Snapshot | None = None
 
@@ -132,6 +134,15 @@ class Runner:
 
     # ---- training thread -----------------------------------------------------------------
     def _train_loop(self) -> None:
+        status, error = "failed", "internal error"
+        try:
+            status, error = self._train_steps()
+        finally:
+            # the workload (model, optimizer, CUDA tensors) is freed by now: _train_steps returned
+            self._inbox.put(("end", (status, error)))
+
+    def _train_steps(self) -> tuple[str, str | None]:
+        """Build the workload and train; every finished step goes to the inbox. Returns (status, error)."""
         status, error = "ok", None
         clock = None
         try:
@@ -164,8 +175,7 @@ class Runner:
                         self._inbox.put(("steps", records))
                 except BaseException:  # noqa: BLE001
                     pass
-        finally:
-            self._inbox.put(("end", (status, error)))
+        return status, error
 
     def _setup(self) -> tuple[RunInfo, Any, Any]:
         import torch
