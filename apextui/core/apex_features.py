@@ -192,16 +192,9 @@ def apex_is_nvidia() -> tuple[bool, str]:
         return False, f"finding 'apex' failed: {_first_line(exc)}"
     if spec is None:
         return False, "NVIDIA Apex is not installed"
-    locations = list(spec.submodule_search_locations or [])
-    location = locations[0] if locations else spec.origin
-    source = ""
-    if spec.origin and spec.origin.endswith(".py"):
-        try:
-            with open(spec.origin, encoding="utf-8", errors="replace") as fh:
-                source = fh.read(20000)
-        except OSError:
-            pass
-    return nvidia_apex_verdict(location, source)
+    from .doctor_child import locate_apex  # stdlib-only, shared with the doctor's child process
+
+    return nvidia_apex_verdict(*locate_apex(spec))
 
 
 def check_feature(name: str, cuda_available: bool | None = None) -> FeatureCheck:

@@ -112,10 +112,8 @@ def _apex_distribution() -> dict:
     return {}
 
 
-def _task_apex(cfg: dict) -> dict:
-    spec = importlib.util.find_spec("apex")
-    if spec is None:
-        return {"ok": True, "found": False}
+def locate_apex(spec) -> tuple[str | None, str]:
+    """Where a found `apex` lives and the start of its __init__ source (to tell NVIDIA's from others)."""
     locations = list(spec.submodule_search_locations or [])
     location = locations[0] if locations else spec.origin
     source = ""
@@ -125,6 +123,14 @@ def _task_apex(cfg: dict) -> dict:
                 source = fh.read(20000)
         except OSError:
             pass
+    return location, source
+
+
+def _task_apex(cfg: dict) -> dict:
+    spec = importlib.util.find_spec("apex")
+    if spec is None:
+        return {"ok": True, "found": False}
+    location, source = locate_apex(spec)
     return {"ok": True, "found": True, "location": location, "init_source": source, **_apex_distribution()}
 
 
