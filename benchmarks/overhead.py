@@ -63,6 +63,18 @@ def bare(preset_name: str, steps: int, device: str) -> dict[str, Any]:
     return {"mean_ms": total / (steps - warmup), "measured_steps": steps - warmup}
 
 
+def bare_thread(preset_name: str, steps: int, device: str) -> dict[str, Any]:
+    """(a') the bare loop, but in a background thread while the main thread waits: isolates what running
+    the training off the main thread costs, with none of apextui's monitoring."""
+    import threading
+
+    out: dict[str, Any] = {}
+    t = threading.Thread(target=lambda: out.update(bare(preset_name, steps, device)))
+    t.start()
+    t.join()
+    return out
+
+
 def tui(preset_name: str, steps: int, device: str) -> dict[str, Any]:
     """(c): the TUI running the preset, driven headless, screen updating live."""
     from apextui.core.presets import resolve
@@ -81,10 +93,10 @@ def tui(preset_name: str, steps: int, device: str) -> dict[str, Any]:
     return asyncio.run(drive())
 
 
-def json_mode(preset_name: str, steps: int, device: str) -> dict[str, Any]:
+def json_mode(preset_name: str, steps: int, device: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
     """(b): `apextui --preset P --json`."""
     proc = subprocess.run([sys.executable, "-m", "apextui", "--preset", preset_name, "--json", "--steps",
-                           str(steps), "--device", device], capture_output=True, text=True, cwd=ROOT)
+                           str(steps), "--device", device, *extra], capture_output=True, text=True, cwd=ROOT)
     end = json.loads(proc.stdout.splitlines()[-1])
     return end["summary"] | {"status": end["status"]}
 
@@ -92,6 +104,8 @@ def json_mode(preset_name: str, steps: int, device: str) -> dict[str, Any]:
 def child(mode: str, preset: str, steps: int, device: str) -> dict[str, Any]:
     if mode == "json":
         return json_mode(preset, steps, device)
+    if mode == "json_nosampler":  # the NVML/psutil sampler effectively off (one reading an hour)
+        return json_mode(preset, steps, device, ("--sample-interval", "3600"))
     proc = subprocess.run([sys.executable, __file__, "--child", mode, "--presets", preset, "--steps", str(steps),
                            "--device", device], capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
@@ -105,12 +119,13 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    parser.add_argument("--modes", default="bare,json,tui")
+    parser.add_argument("--modes", default="bare,json,tui",
+                        help="first is the reference; also: bare_thread, json_nosampler")
     parser.add_argument("--out-dir", type=Path, default=Path("."))
-    parser.add_argument("--child", choices=("bare", "tui"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("bare", "bare_thread", "tui"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        fn = bare if args.child == "bare" else tui
+        fn = {"bare": bare, "bare_thread": bare_thread, "tui": tui}[args.child]
         out = fn(args.presets, args.steps, args.device)
         print(json.dumps({k: out.get(k) for k in ("mean_ms", "median_ms", "measured_steps", "status")}))
         return 0
@@ -128,7 +143,8 @@ def main() -> int:
             results["repeats"].append(row)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "overhead.json").write_text(json.dumps(results, indent=1))
-    lines = ["| preset | repeat | (a) bare ms | (b) --json ms | (c) TUI ms | b/a | c/a |", "|---|---|---|---|---|---|---|"]
+    lines = ["| preset | repeat | " + " | ".join(f"{m} ms" for m in modes) + " | "
+             + " | ".join(f"{m}/bare" for m in modes[1:]) + " |", "|---|---|" + "---|" * (2 * len(modes) - 1)]
     for r in results["repeats"]:
         def g(m: str) -> str:
             v = r.get(m, {}).get("mean_ms") if isinstance(r.get(m), dict) else None
@@ -137,7 +153,8 @@ def main() -> int:
         def q(k: str) -> str:
             return "—" if r.get(k) is None else f"{r[k]:.3f}"
 
-        lines.append(f"| {r['preset']} | {r['repeat']} | {g('bare')} | {g('json')} | {g('tui')} | {q('json_ratio')} | {q('tui_ratio')} |")
+        lines.append(f"| {r['preset']} | {r['repeat']} | " + " | ".join(g(m) for m in modes) + " | "
+                     + " | ".join(q(f"{m}_ratio") for m in modes[1:]) + " |")
     for preset in args.presets.split(","):
         for mode in modes[1:]:
             ratios = [r[f"{mode}_ratio"] for r in results["repeats"] if r["preset"] == preset and r.get(f"{mode}_ratio")]
