@@ -78,7 +78,8 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
     interrupted = 0
 
     def on_signal(signum: int, frame: Any) -> None:
-        # a handler instead of KeyboardInterrupt: nothing is interrupted half-way
+        # a handler instead of KeyboardInterrupt: nothing is interrupted half-way (it runs between the
+        # training loop's bytecodes, asks the runner to stop, and training ends after the current step)
         nonlocal interrupted
         interrupted += 1
         if interrupted == 1:
@@ -92,11 +93,8 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
         os._exit(EXIT_INTERRUPTED)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    runner.start()
     try:
-        while not runner.wait(timeout=0.2):
-            pass
-        runner.join()
+        runner.run()  # trains in this (main) thread; the handler above stops it after the current step
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

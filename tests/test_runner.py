@@ -124,3 +124,26 @@ def test_short_runs_keep_measured_steps():
     assert Runner(preset, "cpu", lambda s: None).warmup == preset.warmup
     with pytest.raises(ValueError):
         Runner(preset, "cpu", lambda s: None, steps=0)
+
+
+def test_run_trains_in_the_calling_thread_and_delivers_everything(monkeypatch):
+    seen_threads: set[str] = set()
+    snaps: list[Snapshot] = []
+    original = workloads.build
+
+    class Spy(workloads.Workload):
+        def __init__(self, inner):
+            self.inner = inner
+            self.units, self.units_per_step = inner.units, inner.units_per_step
+
+        def step(self, clock):
+            seen_threads.add(threading.current_thread().name)
+            return self.inner.step(clock)
+
+    monkeypatch.setattr(workloads, "build", lambda *a: Spy(original(*a)))
+    runner = Runner(presets.resolve("adamw"), "cpu", snaps.append, steps=12)
+    final = runner.run()
+    assert seen_threads == {threading.current_thread().name}
+    assert final is runner.result and final.status == "ok"
+    assert steps_of(snaps) == list(range(1, 13))
+    assert runner.join(timeout=5) and not runner.is_alive()
