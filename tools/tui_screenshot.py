@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a sourc
 from apextui.core.presets import BASELINES, PresetError, resolve  # noqa: E402
 from apextui.ui import fmt  # noqa: E402
 from apextui.ui.app import make_app  # noqa: E402
-from apextui.ui.widgets.preset_picker import PresetPicker  # noqa: E402
+from apextui.ui.keys import highlight_preset  # noqa: E402
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,14 +55,7 @@ async def wait_until(pilot, condition, deadline: float, what: str) -> None:
 
 async def choose(pilot, app, name: str) -> None:
     """Highlight `name` in the preset picker with the arrow keys and press enter, as a user would."""
-    picker = app.query_one(PresetPicker)
-    picker.focus()
-    await pilot.press("home")
-    for _ in range(len(picker.options)):
-        if picker.highlighted_preset is not None and picker.highlighted_preset.name == name:
-            break
-        await pilot.press("down")
-    else:
+    if not await highlight_preset(pilot, app, name):
         raise RuntimeError(f"preset {name} is not in the picker")
     await pilot.press("enter")
 

@@ -321,13 +321,7 @@ def static_text(app: Any, selector: str) -> str:
 
 async def highlight(pilot: Any, app: Any, name: str) -> None:
     """Move the preset picker's highlight to `name` with the keyboard (home, then down)."""
-    from apextui.ui.widgets.preset_picker import PresetPicker
+    from apextui.ui.keys import highlight_preset
 
-    picker = app.query_one(PresetPicker)
-    picker.focus()
-    await pilot.press("home")
-    for _ in range(len(picker.options)):
-        if picker.highlighted_preset is not None and picker.highlighted_preset.name == name:
-            return
-        await pilot.press("down")
-    raise AssertionError(f"could not highlight {name}")
+    if not await highlight_preset(pilot, app, name):
+        raise AssertionError(f"could not highlight {name}")
