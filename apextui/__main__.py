@@ -1,3 +1,4 @@
 from .cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # not when multiprocessing re-imports it in a worker process
+    raise SystemExit(main())

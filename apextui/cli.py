@@ -5,30 +5,38 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from .core.env import DEVICE_CHOICES
+from .core.presets import MAX_STEPS
 
 EXIT_USAGE, EXIT_UNAVAILABLE = 2, 3
 
 
+SAMPLE_INTERVAL_RANGE = (0.01, 86400.0)  # seconds
+
+
 def _positive_int(text: str) -> int:
+    allowed = f"must be a whole number from 1 to {MAX_STEPS}"
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number >= 1, got {value}")
+        raise argparse.ArgumentTypeError(f"{allowed}, got {text[:40]!r}") from None
+    if not 1 <= value <= MAX_STEPS:
+        raise argparse.ArgumentTypeError(f"{allowed}, got {text.strip()[:40]}")
     return value
 
 
 def _positive_float(text: str) -> float:
+    lo, hi = SAMPLE_INTERVAL_RANGE
+    allowed = f"must be a number of seconds from {lo:g} to {hi:g}"
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be a number > 0, got {value}")
+        raise argparse.ArgumentTypeError(f"{allowed}, got {text[:40]!r}") from None
+    if not lo <= value <= hi:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(f"{allowed}, got {text.strip()[:40]}")
     return value
 
 
@@ -65,30 +73,40 @@ def _error(message: str, code: int) -> int:
 def cmd_list(as_json: bool, requested_device: str) -> int:
     from .core.availability import availability
     from .core.env import DeviceUnavailable, resolve_device
-    from .core.presets import PresetError, load_builtin
+    from .core.presets import WORKLOADS, PresetError, builtin_dir, load_all, user_dir
 
     try:
         device = resolve_device(requested_device)
-        presets = load_builtin()
+        presets, errors = load_all()  # a bad user file is reported below, never fatal; a bad shipped one is
     except (DeviceUnavailable, PresetError) as exc:
         return _error(str(exc), EXIT_USAGE if isinstance(exc, PresetError) else EXIT_UNAVAILABLE)
+    shipped = builtin_dir()
     rows = []
     for p in presets:
         a = availability(p, device)
         rows.append({"name": p.name, "workload": p.workload, "variant": p.variant, "amp": p.amp,
                      "needs_apex": list(p.needs_apex), "available": a.ok, "reason": a.reason or None,
-                     "fix": a.fix or None, "description": p.description})
+                     "fix": a.fix or None, "description": p.description,
+                     "source": "builtin" if Path(p.path).parent == shipped else "user", "path": p.path})
+    for e in errors:
+        print(f"apextui: warning: skipped a user preset: {e.message}", file=sys.stderr)
     if as_json:
-        print(json.dumps({"device": device, "presets": rows}))
+        print(json.dumps({"device": device, "presets": rows, "user_dir": str(user_dir()),
+                          "errors": [{"path": e.path, "message": e.message} for e in errors]}))
         return 0
     print(f"presets on {device}:")
     workload = None
-    for r in rows:
+    order = list(WORKLOADS)
+    for r in sorted(rows, key=lambda r: order.index(r["workload"])):  # stable: shipped ones first
         if r["workload"] != workload:
             workload = r["workload"]
             print(f"\n  {workload}")
         mark = "available" if r["available"] else f"unavailable: {r['reason']}"
-        print(f"    {r['name']:<16} {mark}")
+        user = f" (user: {r['path']})" if r["source"] == "user" else ""
+        print(f"    {r['name']:<16} {mark}{user}")
+    if errors:
+        print(f"\n  {len(errors)} user preset file{'s' if len(errors) != 1 else ''} in {user_dir()} could not "
+              "be loaded (see stderr)")
     return 0
 
 

@@ -15,6 +15,9 @@ from .core.presets import Preset
 from .core.runner import Runner, Snapshot
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_TERMINATED = 143  # 128 + SIGTERM, as shells report a process killed by SIGTERM
+SIGNAL_EXIT = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
+SIGNAL_WORD = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
 
 
 class JsonLinePrinter:
@@ -76,21 +79,25 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
     if device == "cpu":
         log(f"running {preset.name} on CPU with its small size {dict(preset.cpu_size)}")
     interrupted = 0
+    exit_code = EXIT_INTERRUPTED  # of the latest signal: 130 for SIGINT, 143 for SIGTERM
 
     def on_signal(signum: int, frame: Any) -> None:
         # a handler instead of KeyboardInterrupt: nothing is interrupted half-way (it runs between the
         # training loop's bytecodes, asks the runner to stop, and training ends after the current step)
-        nonlocal interrupted
+        nonlocal interrupted, exit_code
         interrupted += 1
+        exit_code = SIGNAL_EXIT.get(signum, EXIT_INTERRUPTED)
+        word = SIGNAL_WORD.get(signum, "interrupted")
         if interrupted == 1:
-            log("interrupted: stopping after the current step (Ctrl-C again to quit at once)")
+            again = "Ctrl-C again" if signum == signal.SIGINT else "another signal"
+            log(f"{word}: stopping after the current step ({again} to quit at once)")
             runner.stop()
             return
         if printer.last is not None:  # what was measured so far is still reported
             printer.emit(events.end_event(replace(printer.last, status="stopped", new_steps=(),
-                                                  error="interrupted twice")))
+                                                  error=f"{word} twice")))
         sys.stdout.flush()
-        os._exit(EXIT_INTERRUPTED)
+        os._exit(exit_code)
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -102,7 +109,7 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
     if printer.broken:
         return EXIT_FAILED
     if interrupted or (result is not None and result.status == "stopped"):
-        return EXIT_INTERRUPTED
+        return exit_code
     if result is None or result.status != "ok":
         log(f"run failed: {result.error if result else 'no result'}")
         return EXIT_FAILED

@@ -4,15 +4,18 @@
 
 For every preset, `apextui --preset P --json` runs in a fresh process, `--repeats` times, the presets
 interleaved round-robin so that drift (clocks, temperature) cannot decide a comparison; the spread over
-repeats is reported. In the same invocation it measures two ceilings (a large device-to-device copy and a
-large bf16 matmul), what fraction of each step the GPU was busy (kernel time from torch.profiler over
-wall time per step), and achieved bandwidth (optimizer, norms) or model TFLOP/s (transformer).
+repeats is reported. In the same invocation it measures the ceilings (a large device-to-device copy and
+large bf16/fp16/fp32 matmuls; `apextui.core.roofline`, which also caches them for apextui's runs;
+`--cached-ceilings` reuses the cached ones), what fraction of each step the GPU was busy (kernel time from
+torch.profiler over wall time per step), achieved bandwidth (optimizer, norms) or model TFLOP/s
+(transformer) against the ceiling of the run's precision, and the bottleneck label (`roofline.classify`).
 Writes DIR/bench.json and DIR/bench.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -24,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from apextui.core import roofline  # noqa: E402
 from apextui.core.presets import Preset, load_builtin  # noqa: E402
 from run_presets import run_one  # noqa: E402
 
@@ -33,42 +37,24 @@ ARTICLE = {  # the original article's figures, ms/step, for the table only
 ARTICLE_NOTE = "article: fused kernels + torch.amp 2.4x faster than fp32 vanilla on a small Transformer"
 
 
-def ceilings() -> dict[str, float]:
-    """Device-to-device copy bandwidth (bytes read + written) and bf16 matmul rate, measured now."""
-    import torch
-    from triton.testing import do_bench
-
-    n = 2**30  # 1 GiB each way
-    src = torch.randn(n // 4, device="cuda")
-    dst = torch.empty_like(src)
-    copy_ms = do_bench(lambda: dst.copy_(src), warmup=50, rep=300, return_mode="median")
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-    mm_ms = do_bench(lambda: a @ b, warmup=50, rep=300, return_mode="median")
-    del src, dst, a, b
-    torch.cuda.empty_cache()
-    return {"copy_gb_s": 2 * n / copy_ms / 1e6, "bf16_tflops": 2 * 8192**3 / mm_ms / 1e9}
+def ceilings(remeasure: bool = True) -> dict[str, Any]:
+    """Device-to-device copy bandwidth (bytes read + written) and matmul rates per precision
+    (apextui.core.roofline: measured now, or the cached ones with remeasure=False)."""
+    c = roofline.get_ceilings("cuda", remeasure=remeasure)
+    return {"copy_gb_s": c.copy_gb_s, "bf16_tflops": c.matmul_tflops.get("bf16"),
+            "fp16_tflops": c.matmul_tflops.get("fp16"), "fp32_tflops": c.matmul_tflops.get("fp32"),
+            "key": c.key, "cached": c.cached, "details": dict(c.details)}
 
 
-def work_per_step(preset: Preset, size: dict[str, int], params: int | None) -> dict[str, float]:
-    """The fewest bytes (optimizer step, norm fwd+bwd) or the model FLOPs (transformer) of one step."""
-    if preset.workload == "optimizer":
-        n = size["layers"] * (size["width"] ** 2 + size["width"])
-        return {"bytes": 7 * 4 * n}  # AdamW: read p, g, m, v; write p, m, v (fp32)
-    if preset.workload == "norm":
-        elems = size["batch"] * size["seq"] * size["hidden"]
-        return {"bytes": 5 * 4 * elems}  # fwd: read x, write y; bwd: read x, dy, write dx
-    tokens = size["batch"] * size["seq"]
-    embed = size["vocab"] * size["d_model"] + size["seq"] * size["d_model"]
-    dense = (params or 0) - embed
-    attention = 12 * size["layers"] * size["seq"] * size["d_model"]  # QK^T and AV, fwd + bwd
-    return {"flops": (6 * dense + attention) * tokens}
+def work_per_step(preset: Preset, size: dict[str, int], params: int | None) -> roofline.Work:
+    """The fewest bytes and the FLOPs of one step (roofline.work_per_step; `primary` is the headline)."""
+    return roofline.work_per_step(preset.workload, preset.variant, size, params, preset.amp)
 
 
 def gpu_busy_ms(preset: Preset, size: dict[str, int], steps: int = 20, warmup: int = 5) -> float:
-    """Kernel time per step (torch.profiler, CUPTI), with the workload built exactly as apextui does."""
+    """Kernel time per step (torch.profiler, CUPTI), with the workload built exactly as apextui does
+    (compiled / captured variants warmed up as the runner does)."""
     import torch
-    from torch.autograd import DeviceType
 
     from apextui.core import workloads
 
@@ -77,17 +63,14 @@ def gpu_busy_ms(preset: Preset, size: dict[str, int], steps: int = 20, warmup: i
             pass
 
     w = workloads.build(preset, "cuda", size, warmup + steps)
-    for _ in range(warmup):
-        w.step(NoMark())
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(steps):
-            w.step(NoMark())
-        torch.cuda.synchronize()
-    busy_us = sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA)
+    w.warm_up()
+    skip = roofline.profile_skip_reason(w, "cuda", steps)
+    if skip:
+        raise RuntimeError(skip)
+    kernel_ms = roofline.profile_kernel_ms(functools.partial(w.step, NoMark()), steps=steps, warmup=warmup)
     del w
     torch.cuda.empty_cache()
-    return busy_us / 1000 / steps
+    return kernel_ms
 
 
 def summarise(name: str, runs: list[dict], preset: Preset) -> dict[str, Any]:
@@ -123,6 +106,8 @@ def main() -> int:
     parser.add_argument("--steps", type=int, help="override each preset's steps")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--no-profile", action="store_true", help="skip the GPU-busy pass")
+    parser.add_argument("--cached-ceilings", action="store_true",
+                        help="reuse the ceilings apextui cached for this GPU instead of measuring them again")
     parser.add_argument("--out-dir", type=Path, default=Path("."))
     args = parser.parse_args()
     presets = {p.name: p for p in load_builtin()}
@@ -134,7 +119,7 @@ def main() -> int:
 
         result["env"] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                          "cuda": torch.version.cuda}
-        result["ceilings"] = ceilings()
+        result["ceilings"] = ceilings(remeasure=not args.cached_ceilings)
         print(f"ceilings: {result['ceilings']}", file=sys.stderr, flush=True)
     raw: dict[str, list[dict]] = {n: [] for n in names}
     for rep in range(args.repeats):  # interleaved: every preset once per round
@@ -153,19 +138,28 @@ def main() -> int:
             preset = presets[row["preset"]]
             size = dict(preset.size)
             work = work_per_step(preset, size, row.get("params"))
-            if "bytes" in work:
-                t = row["opt_median_ms"] if preset.workload == "optimizer" else row["median_ms"]
-                row["bandwidth_gb_s"] = work["bytes"] / t / 1e6
-                row["bandwidth_pct"] = 100 * row["bandwidth_gb_s"] / result["ceilings"]["copy_gb_s"]
+            c = result["ceilings"]
+            ceil = roofline.Ceilings(key=c["key"], device="cuda", name=result["env"]["gpu"], copy_gb_s=c["copy_gb_s"],
+                                     matmul_tflops={p: c[f"{p}_tflops"] for p in roofline.PRECISIONS
+                                                    if c.get(f"{p}_tflops")})
+            t = row["opt_median_ms"] if work.scope == "opt_step" else row["median_ms"]
+            got = roofline.achieved(work, t, ceil)
+            if work.primary == "bytes":
+                row["bandwidth_gb_s"] = got.gb_s
+                row["bandwidth_pct"] = 100 * got.bandwidth_fraction
             else:
-                row["tflops"] = work["flops"] / row["median_ms"] / 1e9
-                row["tflops_pct"] = 100 * row["tflops"] / result["ceilings"]["bf16_tflops"]
+                row["tflops"] = got.tflops
+                row["tflops_pct"] = 100 * got.compute_fraction
+                row["tflops_ceiling"] = got.precision
+            busy = None
             if not args.no_profile:
                 try:
                     row["gpu_busy_ms"] = gpu_busy_ms(preset, size)
                     row["gpu_busy_pct"] = 100 * row["gpu_busy_ms"] / row["median_ms"]
+                    busy = min(1.0, row["gpu_busy_ms"] / row["median_ms"])
                 except Exception as exc:  # noqa: BLE001
                     row["gpu_busy_error"] = f"{type(exc).__name__}: {exc}"
+            row["bottleneck"] = roofline.classify(busy, got, ceil).to_dict()
     result["rows"] = rows
     result["raw"] = {n: [{k: v for k, v in r.items() if k != "events"} | {"end": r["events"][-1] if r["events"] else None}
                          for r in raw[n]] for n in names}
@@ -185,28 +179,32 @@ def markdown(result: dict[str, Any]) -> str:
     lines = []
     if "ceilings" in result:
         c = result["ceilings"]
-        lines.append(f"Ceilings measured in this run: device-to-device copy {c['copy_gb_s']:,.0f} GB/s "
-                     f"(read + write), bf16 matmul 8192³ {c['bf16_tflops']:,.0f} TFLOP/s.\n")
+        when = "cached by apextui" if c.get("cached") else "measured in this run"
+        n = (c.get("details") or {}).get("matmul_n", 8192)
+        lines.append(f"Ceilings {when}: device-to-device copy {c['copy_gb_s']:,.0f} GB/s "
+                     f"(read + write), matmul {n}³ bf16 {f(c.get('bf16_tflops'), ',.0f')}, "
+                     f"fp16 {f(c.get('fp16_tflops'), ',.0f')}, fp32 {f(c.get('fp32_tflops'), ',.0f')} TFLOP/s.\n")
     lines += ["| preset | median ms | p10–p90 ms | runs (spread) | vs baseline | article ms | achieved | "
-              "GPU busy | final loss (floor) | max err |", "|" + "---|" * 10]
+              "GPU busy | bottleneck | final loss (floor) | max err |", "|" + "---|" * 11]
     for r in result["rows"]:
         if "median_ms" not in r:
-            lines.append(f"| {r['preset']} | unavailable: {r.get('error', '')} |" + " |" * 8)
+            lines.append(f"| {r['preset']} | unavailable: {r.get('error', '')} |" + " |" * 9)
             continue
         if "bandwidth_gb_s" in r:
             achieved = f"{r['bandwidth_gb_s']:,.0f} GB/s ({r['bandwidth_pct']:.0f} %)"
             if r["workload"] == "optimizer":
                 achieved = f"opt step {r['opt_median_ms']:.3f} ms: " + achieved
         elif "tflops" in r:
-            achieved = f"{r['tflops']:.1f} TFLOP/s ({r['tflops_pct']:.1f} %)"
+            achieved = f"{r['tflops']:.1f} TFLOP/s ({r['tflops_pct']:.1f} % of {r.get('tflops_ceiling') or 'bf16'})"
         else:
             achieved = "—"
         busy = f"{r['gpu_busy_pct']:.0f} %" if "gpu_busy_pct" in r else "—"
+        bottleneck = (r.get("bottleneck") or {}).get("label", "—")
         loss = "—" if r["final_loss"] is None else f"{r['final_loss']:.3f} ({f(r['loss_floor'])})"
         lines.append(
             f"| {r['preset']} | {r['median_ms']:.3f} | {r['p10_ms']:.3f}–{r['p90_ms']:.3f} | "
             f"{r['ok_runs']} ({r['spread_pct']:.1f} %) | {f(r.get('speedup'), '.2f')}× | {f(r['article_ms'], '.2f')} | "
-            f"{achieved} | {busy} | {loss} | {f(r['max_abs_err'], '.1e')} |")
+            f"{achieved} | {busy} | {bottleneck} | {loss} | {f(r['max_abs_err'], '.1e')} |")
     return "\n".join(lines)
 
 

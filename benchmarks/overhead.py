@@ -6,7 +6,9 @@ The same preset, the same number of steps, each mode in a fresh process, modes i
   (a) bare: the workload's own step in a plain loop — no runner, no per-step events, no sampler,
       no snapshots; one CUDA event after warm-up and one at the end;
   (b) json: `apextui --preset P --json`;
-  (c) tui:  the Textual app driven headless (App.run_test) running the preset with live updates.
+  (c) tui:  the Textual app driven headless (App.run_test) running the preset with live updates; it
+      trains in a worker process (as `apextui` does); tui_thread: the same app training in a thread
+      of its own process (APEXTUI_WORKER=thread, the design before the worker process).
 Compared: mean ms/step over the post-warm-up steps (a: total GPU-timeline time / steps; b and c: the
 summary's mean_ms, the mean of back-to-back step intervals, i.e. the same quantity). Ratios b/a and
 c/a are computed within each repeat. Writes DIR/overhead.json and DIR/overhead.md.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -42,6 +45,7 @@ def bare(preset_name: str, steps: int, device: str) -> dict[str, Any]:
     size = preset.size if device == "cuda" else preset.cpu_size
     warmup = preset.warmup if preset.warmup < steps else steps // 5
     w = workloads.build(preset, device, size, steps)
+    w.warm_up()  # compile / CUDA-graph capture (compile presets), as the runner does before its clock starts
     mark = NoMark()
     for _ in range(warmup):
         w.step(mark)
@@ -106,8 +110,12 @@ def child(mode: str, preset: str, steps: int, device: str) -> dict[str, Any]:
         return json_mode(preset, steps, device)
     if mode == "json_nosampler":  # the NVML/psutil sampler effectively off (one reading an hour)
         return json_mode(preset, steps, device, ("--sample-interval", "3600"))
-    proc = subprocess.run([sys.executable, __file__, "--child", mode, "--presets", preset, "--steps", str(steps),
-                           "--device", device], capture_output=True, text=True, cwd=ROOT)
+    env = dict(os.environ)
+    if mode == "tui_thread":
+        env["APEXTUI_WORKER"] = "thread"
+    proc = subprocess.run([sys.executable, __file__, "--child", "tui" if mode == "tui_thread" else mode,
+                           "--presets", preset, "--steps", str(steps), "--device", device],
+                          capture_output=True, text=True, cwd=ROOT, env=env)
     if proc.returncode != 0:
         return {"error": proc.stderr[-1500:]}
     return json.loads(proc.stdout.splitlines()[-1])
@@ -120,7 +128,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--modes", default="bare,json,tui",
-                        help="first is the reference; also: bare_thread, json_nosampler")
+                        help="first is the reference; also: bare_thread, json_nosampler, tui_thread")
     parser.add_argument("--out-dir", type=Path, default=Path("."))
     parser.add_argument("--child", choices=("bare", "bare_thread", "tui"), help=argparse.SUPPRESS)
     args = parser.parse_args()

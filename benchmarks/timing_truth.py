@@ -46,12 +46,21 @@ def check(name: str, steps: int | None) -> dict[str, Any]:
             return inner(clock)
 
         w.step = step
+        warm_up = w.warm_up
+
+        def warm_up_unrecorded():  # compile / capture steps (compile presets) are not the run's steps
+            seconds = warm_up()
+            events.clear()
+            return seconds
+
+        w.warm_up = warm_up_unrecorded
         built.append(inner)  # the unwrapped step, for do_bench
         return w
 
     workloads.build = build_wrapped
     try:
-        runner = Runner(preset, "cuda", lambda s: None, steps=steps).start()
+        # analyse=False: no profiled steps after the run (they would add events)
+        runner = Runner(preset, "cuda", lambda s: None, steps=steps, analyse=False).start()
         runner.join()
     finally:
         workloads.build = original_build

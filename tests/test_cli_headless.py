@@ -11,13 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from apextui.core.presets import load_builtin
+from apextui import cli
+from apextui.core import presets
+from apextui.core.compilation import needs
+from apextui.core.presets import MAX_STEPS, load_builtin
 from apextui.core.sampler import METRIC_UNITS
 
 from helpers import ROOT, cli_env, json_lines, run_cli
 
-TORCH_PRESETS = [p.name for p in load_builtin() if not p.needs_apex]
+# torch presets that run on any CPU; the torch.compile / CUDA-graph ones (compilation.NEEDS) are tested in
+# test_compile_presets.py
+TORCH_PRESETS = [p.name for p in load_builtin() if not p.needs_apex and not needs(p.workload, p.variant)]
 APEX_PRESETS = [p.name for p in load_builtin() if p.needs_apex]
+COMPILE_PRESETS = [p.name for p in load_builtin() if not p.needs_apex and needs(p.workload, p.variant)]
 NUM = (int, float)
 
 
@@ -95,12 +101,14 @@ def test_device_cuda_without_a_gpu_exits_3():
     assert proc.returncode == 3
     (event,) = json_lines(proc.stdout)
     assert event["event"] == "unavailable" and "--device cuda" in event["reason"]
+    assert event["fix"] == "use --device auto or --device cpu"
+    assert "--device cuda was asked for but" in proc.stderr and "Traceback" not in proc.stderr
 
 
 @pytest.mark.parametrize("args, needle", [
     (["--preset", "nope", "--json"], "unknown preset 'nope'"),
     (["--json"], "--json needs --preset"),
-    (["--preset", "adamw", "--json", "--steps", "0"], "--steps: must be a whole number >= 1"),
+    (["--preset", "adamw", "--json", "--steps", "0"], "--steps: must be a whole number from 1 to 10000000, got 0"),
     (["--preset", "adamw", "--json", "--device", "tpu"], "invalid choice: 'tpu'"),
 ])
 def test_usage_errors_exit_2_with_a_message(args, needle):
@@ -109,6 +117,121 @@ def test_usage_errors_exit_2_with_a_message(args, needle):
     assert needle in proc.stderr
     assert proc.stdout == ""
     assert "Traceback" not in proc.stderr
+
+
+BAD_STEPS = ["0", "-1", "abc", "1.5", "", str(10**12), str(MAX_STEPS + 1), "1" + "0" * 5000]
+BAD_INTERVALS = ["0", "-1", "nan", "inf", "-inf", "abc", "", "0.001", "1e9"]
+
+
+def main_exit(capsys, *args: str) -> tuple[int, str, str]:
+    """`apextui ARGS` in this process: (exit code, stdout, stderr); argparse's SystemExit becomes a code."""
+    capsys.readouterr()
+    try:
+        code = cli.main(list(args))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+@pytest.mark.parametrize("value", BAD_STEPS)
+def test_bad_steps_exit_2_naming_the_allowed_range(capsys, value):
+    code, out, err = main_exit(capsys, "--preset", "adamw", "--json", "--device", "cpu", "--steps", value)
+    assert code == 2 and out == ""
+    assert f"argument --steps: must be a whole number from 1 to {MAX_STEPS}, got" in err
+    assert len(err) < 2000  # a 5000-digit value is not echoed back whole
+
+
+def test_steps_limit_is_the_presets_limit():
+    assert cli.build_parser().parse_args(["--steps", str(MAX_STEPS)]).steps == MAX_STEPS == presets.LIMITS["steps"][1]
+
+
+@pytest.mark.parametrize("value", BAD_INTERVALS)
+def test_bad_sample_interval_exits_2_naming_the_allowed_range(capsys, value):
+    code, out, err = main_exit(capsys, "--preset", "adamw", "--json", f"--sample-interval={value}")
+    assert code == 2 and out == ""
+    assert "argument --sample-interval: must be a number of seconds from 0.01 to 86400, got" in err
+
+
+def test_sample_interval_bounds_are_accepted():
+    parse = cli.build_parser().parse_args
+    assert parse(["--sample-interval", "0.01"]).sample_interval == 0.01
+    assert parse(["--sample-interval", "3600"]).sample_interval == 3600  # benchmarks/overhead.py uses it
+
+
+def test_bad_device_names_the_choices(capsys):
+    code, out, err = main_exit(capsys, "--preset", "adamw", "--json", "--device", "tpu")
+    assert code == 2 and "invalid choice: 'tpu'" in err and "cpu" in err and "cuda" in err
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--preset", "nope", "--json"], "unknown preset 'nope'; choose one of: adamw,"),
+    (["--preset", "nope"], "unknown preset 'nope'"),  # the TUI: refused before the app starts
+    (["--preset", "/no/such/dir/p.toml", "--json"], "/no/such/dir/p.toml: no such preset file"),
+    (["--preset", "/", "--json"], "/: is a directory, not a preset file"),
+])
+def test_bad_presets_exit_2_in_process(capsys, args, needle):
+    code, out, err = main_exit(capsys, *args)
+    assert code == 2 and out == "" and needle in err and err.count("\n") == 1
+
+
+def test_bad_preset_file_in_tui_mode_exits_2_before_the_app(capsys, tmp_path: Path):
+    bad = tmp_path / "huge.toml"
+    bad.write_text((ROOT / "presets" / "fp32.toml").read_text().replace("vocab = 1024", f"vocab = {10**12}"))
+    code, out, err = main_exit(capsys, "--preset", str(bad))
+    assert code == 2
+    assert f"{bad}: field 'size.vocab': got {10**12}; must be an integer from 1 to 32768" in err
+
+
+def test_list_device_cuda_without_a_gpu_exits_3(capsys):
+    code, out, err = main_exit(capsys, "list", "--device", "cuda")
+    assert code == 3 and out == "" and "--device cuda was asked for" in err
+
+
+GOOD_USER = (ROOT / "presets" / "layernorm.toml").read_text().replace("hidden = 256", "hidden = 16")
+
+
+@pytest.fixture
+def user_presets(tmp_path: Path, monkeypatch) -> Path:
+    d = tmp_path / "user"
+    d.mkdir()
+    (d / "tiny_norm.toml").write_text(GOOD_USER)
+    (d / "broken.toml").write_text("steps = [")
+    (d / "huge.toml").write_text(GOOD_USER.replace("steps = 300", f"steps = {10**12}"))
+    monkeypatch.setenv("APEXTUI_PRESET_DIR", str(d))
+    return d
+
+
+def test_list_shows_user_presets_and_reports_bad_files_exit_0(capsys, user_presets: Path):
+    code, out, err = main_exit(capsys, "list", "--json", "--device", "cpu")
+    assert code == 0  # the shipped presets are fine: a bad user file is reported, not fatal
+    data = json.loads(out)
+    rows = {r["name"]: r for r in data["presets"]}
+    assert rows["tiny_norm"]["source"] == "user" and rows["tiny_norm"]["available"]
+    assert rows["tiny_norm"]["path"] == str(user_presets / "tiny_norm.toml")
+    assert rows["fp32"]["source"] == "builtin" and set(TORCH_PRESETS) <= set(rows)
+    assert data["user_dir"] == str(user_presets)
+    errors = {Path(e["path"]).name: e["message"] for e in data["errors"]}
+    assert set(errors) == {"broken.toml", "huge.toml"}
+    assert "not valid TOML" in errors["broken.toml"]
+    assert f"field 'steps': got {10**12}; must be an integer from 1 to {MAX_STEPS}" in errors["huge.toml"]
+    assert err.count("apextui: warning: skipped a user preset: ") == 2
+    code, out, err = main_exit(capsys, "list", "--device", "cpu")
+    assert code == 0
+    assert f"tiny_norm        available (user: {user_presets / 'tiny_norm.toml'})" in out
+    assert out.index("tiny_norm") < out.index("transformer")  # in its workload's group
+    assert f"2 user preset files in {user_presets} could not be loaded" in out
+
+
+def test_a_user_preset_runs_by_name(user_presets: Path):
+    env = {**cli_env(), "APEXTUI_PRESET_DIR": str(user_presets)}
+    proc = subprocess.run([sys.executable, "-m", "apextui", "--preset", "tiny_norm", "--json", "--steps", "3",
+                           "--device", "cpu"], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    events = json_lines(proc.stdout)
+    assert events[0]["preset"] == "tiny_norm" and events[0]["preset_file"] == str(user_presets / "tiny_norm.toml")
+    assert events[-1]["event"] == "end" and events[-1]["status"] == "ok"
 
 
 def test_invalid_preset_file_exits_2_naming_file_and_field(tmp_path: Path):
@@ -130,7 +253,11 @@ def test_a_users_own_preset_file_runs(tmp_path: Path):
     check_end(events[-1], "ok", 4)
 
 
-def test_ctrl_c_prints_the_end_line_and_exits_130():
+@pytest.mark.parametrize("sig, code, word", [
+    (signal.SIGINT, 130, "interrupted"),
+    (signal.SIGTERM, 143, "terminated (SIGTERM)"),
+])
+def test_a_signal_prints_the_end_line_and_exits_128_plus_its_number(sig, code, word):
     proc = subprocess.Popen([sys.executable, "-m", "apextui", "--preset", "fp32", "--json", "--steps", "100000",
                              "--device", "cpu"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=cli_env(), cwd=ROOT)
@@ -142,18 +269,20 @@ def test_ctrl_c_prints_the_end_line_and_exits_130():
         lines.append(line)
         if json.loads(line)["event"] == "step" and json.loads(line)["step"] >= 25:  # past warm-up
             break
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     out = proc.stdout.read()  # not communicate(): it would skip lines readline() already buffered
     err = proc.stderr.read()
     proc.wait(timeout=60)
     events = [json.loads(line) for line in lines + out.splitlines()]
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     end = events[-1]
     assert end["event"] == "end" and end["status"] == "stopped"
+    assert [e["event"] for e in events].count("end") == 1
     steps = [e["step"] for e in events if e["event"] == "step"]
     assert steps == list(range(1, len(steps) + 1)) and end["summary"]["steps"] == len(steps)
-    assert end["summary"]["median_ms"] > 0
-    assert "interrupted" in err and "Traceback" not in err
+    assert 25 <= len(steps) < 100000
+    assert end["summary"]["median_ms"] > 0 and end["summary"]["measured_steps"] == len(steps) - 20
+    assert f"{word}: stopping after the current step" in err and "Traceback" not in err
 
 
 def test_list_shows_every_preset_with_availability():
@@ -161,7 +290,7 @@ def test_list_shows_every_preset_with_availability():
     assert proc.returncode == 0
     data = json.loads(proc.stdout)
     rows = {r["name"]: r for r in data["presets"]}
-    assert set(rows) == set(TORCH_PRESETS) | set(APEX_PRESETS)
+    assert set(rows) == set(TORCH_PRESETS) | set(APEX_PRESETS) | set(COMPILE_PRESETS)
     assert all(rows[n]["available"] for n in TORCH_PRESETS)
     for n in APEX_PRESETS:
         assert rows[n]["available"] is False and rows[n]["reason"] and rows[n]["fix"]

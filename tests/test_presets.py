@@ -1,5 +1,8 @@
 """Preset files: the shipped ones load, bad ones name the file and the field."""
 
+import json
+import math
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -81,3 +84,303 @@ def test_broken_toml_and_missing_file(tmp_path: Path):
         presets.resolve(str(tmp_path / "nothing.toml"))
     with pytest.raises(PresetError, match="unknown preset 'nope'.*adamw"):
         presets.resolve("nope")
+
+
+# ---- limits -------------------------------------------------------------------------------------
+
+TRANSFORMER = """
+workload = "transformer"
+variant = "fp32"
+steps = 10
+warmup = 2
+[size]
+vocab = 64
+d_model = 256
+layers = 2
+heads = 4
+seq = 4
+batch = 2
+branching = 4
+[cpu_size]
+vocab = 64
+d_model = 64
+layers = 2
+heads = 4
+seq = 4
+batch = 2
+branching = 4
+"""
+
+OPTIMIZER = """
+workload = "optimizer"
+variant = "adamw"
+steps = 10
+warmup = 2
+[size]
+layers = 1
+width = 8
+batch = 2
+[cpu_size]
+layers = 1
+width = 8
+batch = 2
+"""
+
+BASE = {"norm": GOOD, "transformer": TRANSFORMER, "optimizer": OPTIMIZER}
+
+
+def toml_of(data: dict) -> str:
+    """A small TOML writer for the flat-plus-two-tables shape of a preset (tomllib only reads)."""
+    def value(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return json.dumps(v)
+        return repr(v)
+    head = [f"{k} = {value(v)}" for k, v in data.items() if not isinstance(v, dict)]
+    tables = [f"[{k}]\n" + "\n".join(f"{kk} = {value(vv)}" for kk, vv in v.items())
+              for k, v in data.items() if isinstance(v, dict)]
+    return "\n".join(head + tables) + "\n"
+
+
+def load_text(tmp_path: Path, text: str | bytes, name: str = "bad.toml"):
+    f = tmp_path / name
+    f.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return f, presets.load_file(f)
+
+
+def rejected(tmp_path: Path, text: str | bytes, name: str = "bad.toml") -> str:
+    f = tmp_path / name
+    f.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(PresetError) as info:
+        presets.load_file(f)
+    message = str(info.value)
+    assert message.startswith(f"{f}: "), message
+    assert "\n" not in message, "one message, on one line"
+    return message
+
+
+def test_limits_cover_every_numeric_field_and_every_size_key():
+    assert set(presets.LIMITS) == {"steps", "warmup", "seed"}
+    for workload, keys in presets.SIZE_KEYS.items():
+        assert set(presets.SIZE_LIMITS[workload]) == set(keys), workload
+        assert all(1 <= lo < hi for lo, hi in presets.SIZE_LIMITS[workload].values())
+        product_keys, _, most = presets.PRODUCT_LIMITS[workload]
+        assert set(product_keys) <= set(keys) and most > 0
+    assert presets.LIMITS["steps"] == (1, presets.MAX_STEPS)
+
+
+def test_every_shipped_preset_is_within_the_limits():
+    for p in presets.load_builtin():
+        for table in (p.size, p.cpu_size):
+            for key, v in table.items():
+                lo, hi = presets.SIZE_LIMITS[p.workload][key]
+                assert lo <= v <= hi, (p.name, key)
+            keys, _, most = presets.PRODUCT_LIMITS[p.workload]
+            assert math.prod(table[k] for k in keys) <= most
+
+
+def _set(text: str, table: str, key: str, value) -> str:
+    data = tomllib.loads(text)
+    (data[table] if table else data)[key] = value
+    return toml_of(data)
+
+
+SIZE_CASES = [(w, k) for w, keys in presets.SIZE_KEYS.items() for k in keys]
+
+
+@pytest.mark.parametrize("workload, key", SIZE_CASES)
+def test_each_size_key_accepts_its_largest_value_and_rejects_one_more(tmp_path: Path, workload, key):
+    lo, hi = presets.SIZE_LIMITS[workload][key]
+    text = _set(BASE[workload], "size", key, hi)
+    if key == "branching":  # branching <= vocab
+        text = _set(text, "size", "vocab", hi)
+    _, p = load_text(tmp_path, text, "edge.toml")
+    assert p.size[key] == hi
+    for bad in (hi + 1, lo - 1, 10**12, -5):
+        message = rejected(tmp_path, _set(BASE[workload], "size", key, bad))
+        assert f"field 'size.{key}'" in message
+        assert f"got {bad}; must be an integer from {lo} to {hi}" in message
+
+
+@pytest.mark.parametrize("key", ["steps", "seed"])
+def test_top_level_integers_have_a_range(tmp_path: Path, key):
+    lo, hi = presets.LIMITS[key]
+    _, p = load_text(tmp_path, _set(GOOD, "", key, hi), "edge.toml")
+    assert getattr(p, key) == hi
+    for bad in (hi + 1, lo - 1, 10**18):
+        message = rejected(tmp_path, _set(GOOD, "", key, bad))
+        assert f"field '{key}': got {bad}; must be an integer from {lo} to {hi}" in message
+
+
+@pytest.mark.parametrize("text, field, allowed", [
+    # the two examples of the issue
+    (TRANSFORMER.replace("vocab = 64\nd_model = 256", f"vocab = {10**12}\nd_model = 256"), "size.vocab",
+     "from 1 to 32768"),
+    (OPTIMIZER.replace("[size]\nlayers = 1", f"[size]\nlayers = {10**9}"), "size.layers", "from 1 to 1024"),
+    # products: each key in range, the biggest tensor not
+    (OPTIMIZER.replace("[size]\nlayers = 1\nwidth = 8", "[size]\nlayers = 1024\nwidth = 65536"), "size",
+     "layers x width x width = 4398046511104 parameters; at most 4294967296 allowed"),
+    (GOOD.replace("[size]\nbatch = 2\nseq = 4\nhidden = 8", "[size]\nbatch = 65536\nseq = 65536\nhidden = 8"),
+     "size", "at most 4294967296 allowed"),
+    (TRANSFORMER.replace("seq = 4\nbatch = 2\nbranching = 4\n[cpu", "seq = 65536\nbatch = 65536\nbranching = 4\n[cpu"),
+     "size", "batch x seq x vocab = 274877906944 logits"),
+    # lr: NaN, infinities, out of range, wrong type
+    (GOOD + "lr = nan\n", "cpu_size.lr", "unknown size for norm"),  # after a table: it belongs to [cpu_size]
+    (GOOD.replace("steps = 10", "steps = 10\nlr = nan"), "lr", "got nan; must be a finite number greater than 0"),
+    (GOOD.replace("steps = 10", "steps = 10\nlr = inf"), "lr", "got inf; must be a finite number"),
+    (GOOD.replace("steps = 10", "steps = 10\nlr = -inf"), "lr", "got -inf"),
+    (GOOD.replace("steps = 10", "steps = 10\nlr = 0"), "lr", "greater than 0 and less than 10"),
+    (GOOD.replace("steps = 10", f"steps = 10\nlr = {10**18}"), "lr", "less than 10"),
+    (GOOD.replace("steps = 10", "steps = 10\nlr = '1e-3'"), "lr", "got '1e-3'"),
+    (GOOD.replace("steps = 10", "steps = 10\nlr = true"), "lr", "got True"),
+    # wrong types, nested tables and arrays where a scalar belongs
+    (GOOD.replace("steps = 10", "steps = 10.0"), "steps", "got 10.0; must be an integer from 1 to 10000000"),
+    (GOOD.replace("steps = 10", "steps = true"), "steps", "got True"),
+    (GOOD.replace("steps = 10", "steps = {n = 10}"), "steps", "got {'n': 10}"),
+    (GOOD.replace("steps = 10", "steps = 1979-05-27"), "steps", "datetime.date"),
+    (GOOD.replace('workload = "norm"', 'workload = ["norm"]'), "workload", "allowed: optimizer, norm, transformer"),
+    (GOOD.replace('workload = "norm"', "workload = {name = 'norm'}"), "workload", "allowed: optimizer"),
+    (GOOD.replace('variant = "layernorm"', "variant = ['layernorm']"), "variant", "allowed for norm: layernorm"),
+    (GOOD.replace('variant = "layernorm"', "variant = {a = 1}"), "variant", "allowed for norm"),
+    (GOOD.replace("steps = 10", "steps = 10\namp = ['fp16']"), "amp", "allowed: none, fp16, bf16"),
+    (GOOD.replace("steps = 10", "steps = 10\ndescription = 3"), "description", "must be a string"),
+    (GOOD.replace("steps = 10", "steps = 10\ndescription = '" + "x" * 1001 + "'"), "description",
+     "at most 1000 allowed"),
+    (GOOD.split("[size]")[0] + "size = 3\n[cpu_size]\nbatch = 1\nseq = 4\nhidden = 8\n", "size",
+     "got 3; must be a table [size] with keys batch, seq, hidden"),
+    (GOOD.split("[size]")[0] + "size = [1, 2]\n[cpu_size]\nbatch = 1\nseq = 4\nhidden = 8\n", "size", "must be a table"),
+    (GOOD.replace("hidden = 8\n[cpu_size]", "hidden = 8\n[size.extra]\nx = 1\n[cpu_size]"), "size.extra",
+     "unknown size for norm; allowed: batch, seq, hidden"),
+    (GOOD.replace("[size]\nbatch = 2", "[size]\nbatch = {n = 2}"), "size.batch", "must be an integer from 1 to 65536"),
+    (GOOD.replace("[size]\nbatch = 2", "[size]\nbatch = '2'"), "size.batch", "got '2'"),
+    (GOOD.replace("[size]\nbatch = 2", "[size]\nbatch = 2.5"), "size.batch", "got 2.5"),
+    (GOOD.replace("[size]\nbatch = 2", "[size]\nbatch = nan"), "size.batch", "got nan"),
+    (GOOD.replace("[size]\nbatch = 2", "[[size.x]]\nbatch = 2\n[size]"), "size.x", "allowed: batch, seq, hidden"),
+    # zero and negative
+    (GOOD.replace("steps = 10", "steps = 0"), "steps", "got 0; must be an integer from 1 to"),
+    (GOOD.replace("warmup = 2", "warmup = -1"), "warmup", "got -1; must be an integer from 0 to"),
+    (GOOD.replace("steps = 10", "steps = 10\nseed = -1"), "seed", "from 0 to 4294967295"),
+    (GOOD.replace("warmup = 2", ""), "warmup", "got 10 (the default); must be smaller than steps (10)"),
+    # unknown or missing keys, unknown workload or variant
+    ("Workload = 'norm'\n" + GOOD, "Workload", "unknown field; allowed: amp, cpu_size, description"),
+    (GOOD.replace('workload = "norm"\n', ""), "workload", "missing; allowed: optimizer, norm, transformer"),
+    (GOOD.replace('variant = "layernorm"\n', ""), "variant", "missing; allowed for norm: layernorm, fused_layernorm"),
+    (GOOD.replace('variant = "layernorm"', 'variant = "fp32"'), "variant", "got 'fp32'; allowed for norm"),
+    (GOOD.replace('workload = "norm"', 'workload = "vision"'), "workload", "got 'vision'; allowed"),
+    (GOOD.replace("steps = 10\n", ""), "steps", "missing; give an integer from 1 to 10000000"),
+    (GOOD.split("[cpu_size]")[0], "cpu_size", "missing table [cpu_size] with keys batch, seq, hidden"),
+    (GOOD.replace("[size]\nbatch = 2\n", "[size]\n"), "size.batch", "missing; give an integer from 1 to 65536"),
+    (TRANSFORMER.replace("d_model = 256", "d_model = 250"), "size.heads", "d_model (250) must be divisible by heads"),
+    (TRANSFORMER.replace("branching = 4\n[cpu", "branching = 65\n[cpu"), "size.branching",
+     "got 65; must not exceed vocab (64)"),
+])
+def test_bad_values_give_one_message_with_file_field_and_allowed(tmp_path: Path, text, field, allowed):
+    message = rejected(tmp_path, text)
+    assert f"field '{field}': " in message
+    assert allowed in message
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("workload = [", "not valid TOML: "),
+    ('workload = "norm"\nworkload = "norm"\n', "not valid TOML: "),  # a key twice
+    ("steps = 1" + "0" * 5000 + "\n", "not valid TOML for a preset"),  # too many digits for Python's int()
+    ("a = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply"),
+    ("a = " + "{b = " * 3000 + "1" + "}" * 3000 + "\n", "nested too deeply"),
+    (b"workload = \"norm\xff\"\n", "not UTF-8 text (byte 16)"),
+    (b"\x00\x01\x02", "not valid TOML"),
+    ("x" * (presets.MAX_FILE_BYTES + 1), "too large for a preset file"),
+])
+def test_unreadable_files(tmp_path: Path, content, needle):
+    assert needle in rejected(tmp_path, content)
+
+
+def test_toml_error_says_where(tmp_path: Path):
+    message = rejected(tmp_path, GOOD.replace("steps = 10", "steps = = 10"))
+    assert "not valid TOML" in message and "line 4, column 9" in message
+
+
+def test_a_utf8_bom_is_accepted(tmp_path: Path):
+    _, p = load_text(tmp_path, "\ufeff" + GOOD, "bom.toml")
+    assert p.workload == "norm"
+
+
+def test_a_folder_or_a_nul_in_the_path_is_a_preset_error(tmp_path: Path):
+    (tmp_path / "dir.toml").mkdir()
+    with pytest.raises(PresetError, match="is a directory"):
+        presets.load_file(tmp_path / "dir.toml")
+    with pytest.raises(PresetError, match="cannot read"):
+        presets.resolve("a\x00b.toml")
+
+
+def test_parse_rejects_a_non_table(tmp_path: Path):
+    with pytest.raises(PresetError, match=r"^x\.toml: field '<top level>': got list"):
+        presets.parse([1, 2], name="x", path="x.toml")  # type: ignore[arg-type]
+
+
+# ---- user presets ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def user_dir(tmp_path: Path, monkeypatch) -> Path:
+    d = tmp_path / "user-presets"
+    d.mkdir()
+    monkeypatch.setenv("APEXTUI_PRESET_DIR", str(d))
+    return d
+
+
+def test_user_dir_comes_from_the_environment(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("APEXTUI_PRESET_DIR", str(tmp_path / "mine"))
+    assert presets.user_dir() == tmp_path / "mine"
+    monkeypatch.delenv("APEXTUI_PRESET_DIR")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
+    assert presets.user_dir() == tmp_path / "cfg" / "apextui" / "presets"
+    monkeypatch.setenv("XDG_CONFIG_HOME", "relative/ignored")  # the XDG spec: relative paths are invalid
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert presets.user_dir() == tmp_path / "home" / ".config" / "apextui" / "presets"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    assert presets.user_dir() == tmp_path / "home" / ".config" / "apextui" / "presets"
+
+
+def test_load_all_adds_good_user_presets_and_collects_bad_ones(user_dir: Path):
+    (user_dir / "tiny.toml").write_text(GOOD)
+    (user_dir / "big_vocab.toml").write_text(TRANSFORMER.replace("vocab = 64\nd_model = 256", "vocab = 99999999\nd_model = 256"))
+    (user_dir / "broken.toml").write_text("steps = [")
+    (user_dir / "fp32.toml").write_text(TRANSFORMER)  # the name of a shipped preset
+    (user_dir / "notes.txt").write_text("not a preset")
+    (user_dir / ".hidden.toml").write_text("junk")
+    found, errors = presets.load_all()
+    names = [p.name for p in found]
+    builtin = [p.name for p in presets.load_builtin()]
+    assert names == builtin + ["tiny"]
+    assert [Path(e.path).name for e in errors] == ["big_vocab.toml", "broken.toml", "fp32.toml"]
+    by_name = {Path(path).name: message for path, message in errors}  # (path, message) pairs
+    assert by_name["big_vocab.toml"].startswith(str(user_dir / "big_vocab.toml"))
+    assert "field 'size.vocab'" in by_name["big_vocab.toml"] and "from 1 to 32768" in by_name["big_vocab.toml"]
+    assert "not valid TOML" in by_name["broken.toml"]
+    assert "taken by a shipped preset" in by_name["fp32.toml"]
+    # a user preset can be run by name too
+    assert presets.resolve("tiny").path == str(user_dir / "tiny.toml")
+    assert presets.resolve("fp32").path != str(user_dir / "fp32.toml")
+    with pytest.raises(PresetError, match=r"unknown preset 'nope'; choose one of: .*torch_amp, .*tiny, or give"):
+        presets.resolve("nope")
+
+
+def test_no_user_folder_is_no_error(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("APEXTUI_PRESET_DIR", str(tmp_path / "absent"))
+    found, errors = presets.load_all()
+    assert errors == [] and len(found) == len(presets.load_builtin())
+
+
+def test_a_user_folder_that_is_a_file_is_reported(tmp_path: Path, monkeypatch):
+    f = tmp_path / "file"
+    f.write_text("x")
+    monkeypatch.setenv("APEXTUI_PRESET_DIR", str(f))
+    found, errors = presets.load_all()
+    assert len(found) == len(presets.load_builtin())
+    assert errors == [(str(f), f"{f}: the user preset folder is not a directory")]
+
+
+def test_a_key_with_a_newline_keeps_the_message_on_one_line(tmp_path: Path):
+    message = rejected(tmp_path, '"a\\nb" = 1\n' + GOOD)
+    assert "field 'a\\nb': unknown field" in message

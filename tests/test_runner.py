@@ -112,6 +112,7 @@ def test_a_failing_step_reports_failed_and_keeps_earlier_steps(monkeypatch, caps
     final = runner.result
     assert final.status == "failed"
     assert final.error.startswith("RuntimeError: CUDA error")
+    assert final.error.endswith("was encountered (at step 4)")  # the failing step is named
     assert steps_of(snaps) == [1, 2, 3]
     assert final.final_loss == pytest.approx(1 / 3)
     assert "Traceback" in capsys.readouterr().err

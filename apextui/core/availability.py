@@ -1,4 +1,5 @@
-"""Can a preset run here? Apex presets need working Apex kernels and a CUDA device."""
+"""Can a preset run here? Apex presets need working Apex kernels and a CUDA device; CUDA-graph presets a
+CUDA device; torch.compile presets a working inductor backend (see compilation.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,13 @@ class Availability:
 
 
 def availability(preset: Preset, device: str) -> Availability:
-    """Check the Apex features a preset needs; never substitutes another implementation."""
+    """Check the Apex features, CUDA graphs or torch.compile backend a preset needs; never substitutes
+    another implementation."""
+    from .compilation import check as check_needs
+
+    needs = check_needs(preset.workload, preset.variant, device)
+    if not needs.ok:
+        return Availability(False, needs.reason, needs.fix)
     if not preset.needs_apex:
         return Availability(True)
     if device != "cuda":

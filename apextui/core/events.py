@@ -49,6 +49,37 @@ def setup_event(info: RunInfo) -> dict[str, Any]:
         "loss_floor": _num(info.loss_floor, 6),
         "check": dict(info.check) if info.check else None,
         "grad_scaler": info.uses_grad_scaler,
+        "compile_s": _num(info.compile_s, 3),
+        "flops_per_step": _num(info.flops_per_step, 1),
+        "bytes_per_step": _num(info.bytes_per_step, 1),
+        "work_scope": info.work.scope if info.work is not None else None,
+    }
+
+
+def _clean(value: Any) -> Any:
+    """JSON-ready: floats to 6 significant digits (non-finite ones null), containers copied."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}") if math.isfinite(value) else None  # 6 significant digits
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def analysis_fields(snap: Snapshot) -> dict[str, Any]:
+    """The roofline and bottleneck of a finished run (all null when there is no analysis)."""
+    a = getattr(snap, "analysis", None)
+    if a is None:
+        return {"gpu_busy": None, "gpu_busy_source": None, "gpu_busy_note": None, "gpu_kernel_ms": None,
+                "roofline": None, "bottleneck": None}
+    return {
+        "gpu_busy": _num(a.busy.fraction, 4),
+        "gpu_busy_source": a.busy.source,
+        "gpu_busy_note": a.busy.note,
+        "gpu_kernel_ms": _num(a.busy.kernel_ms),
+        "roofline": _clean(a.roofline_dict()),
+        "bottleneck": _clean(a.bottleneck.to_dict()),
     }
 
 
@@ -89,8 +120,11 @@ def summary(snap: Snapshot) -> dict[str, Any]:
         "final_loss": _num(snap.final_loss, 6),
         "loss_floor": _num(info.loss_floor, 6) if info else None,
         "skipped_steps": snap.skipped_steps if info and info.uses_grad_scaler else None,
+        "loss_scale": _num(snap.loss_scale, 1) if info and info.uses_grad_scaler else None,
         "check": dict(info.check) if info and info.check else None,
         "elapsed_s": _num(snap.elapsed_s, 3),
+        "compile_s": _num(info.compile_s, 3) if info else None,
+        **analysis_fields(snap),
     }
 
 

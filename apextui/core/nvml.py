@@ -1,7 +1,9 @@
 """A tolerant NVML shim over nvidia-ml-py (module `pynvml`).
 
 Every call returns a `Metric`: a value, or None with the reason. No driver, no
-GPU, an unsupported metric or a missing library never raise.
+GPU, an unsupported metric, a missing or broken library, or a GPU lost mid-run
+(NVMLError_GpuIsLost: from then on every metric is None with "GPU lost: ...")
+never raise.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ class Metric:
     @property
     def ok(self) -> bool:
         return self.value is not None
+
+
+# pynvml error classes after which the GPU will not answer again in this process
+GPU_GONE = frozenset({"NVMLError_GpuIsLost", "NVMLError_GpuNotFound"})
 
 
 def _describe(exc: BaseException) -> str:
@@ -87,8 +93,15 @@ class Nvml:
             try:
                 return Metric(fn(self._lib, self._handle))
             except BaseException as exc:  # noqa: BLE001
-                if type(exc).__name__ == "NVMLError_NotSupported":
+                kind = type(exc).__name__
+                if kind == "NVMLError_NotSupported":
                     return Metric(None, "not supported on this GPU")
+                if kind in GPU_GONE:
+                    # the GPU fell off the bus (or was reset): every later call would fail the same way,
+                    # possibly slowly, so stop asking; each metric reads None with this reason from now on
+                    self._handle = None
+                    self._error = f"GPU lost: {_describe(exc)}"
+                    return Metric(None, self._error)
                 return Metric(None, _describe(exc))
 
     def name(self) -> Metric:

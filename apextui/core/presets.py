@@ -3,16 +3,25 @@
 A preset names a workload and a variant, the sizes to run it at (a default size
 for a GPU and a small size for CPU), steps, warm-up, precision, lr and seed.
 Loading validates every field and raises `PresetError` naming the file and field.
+Every number has an allowed range (`LIMITS`, `SIZE_LIMITS`, `PRODUCT_LIMITS`) that the
+error message quotes.
+
+User presets: `*.toml` files in `user_dir()` (`$APEXTUI_PRESET_DIR`, else
+`$XDG_CONFIG_HOME/apextui/presets`, else `~/.config/apextui/presets`) are listed next to
+the shipped ones; `load_all()` returns the good ones and collects the bad ones as
+(path, message) pairs instead of raising.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 # workload -> variant -> Apex features the variant needs
 WORKLOADS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType({
@@ -20,6 +29,7 @@ WORKLOADS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType({
         "adamw": (),
         "adamw_fused": (),
         "fused_adam": ("FusedAdam",),
+        "adamw_capturable_graph": (),  # CUDA only: see compilation.NEEDS
     }),
     "norm": MappingProxyType({
         "layernorm": (),
@@ -32,6 +42,8 @@ WORKLOADS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType({
         "fused_fp32": ("FusedAdam", "FusedLayerNorm"),
         "fused_amp": ("FusedAdam", "FusedLayerNorm"),
         "torch_amp": (),
+        "torch_compile": (),  # torch.compile: see compilation.NEEDS
+        "torch_compile_cg": (),  # torch.compile + CUDA graphs
     }),
 })
 
@@ -54,9 +66,47 @@ TOP_KEYS = {
     "description", "workload", "variant", "steps", "warmup", "amp", "lr", "seed", "size", "cpu_size",
 }
 
+MAX_STEPS = 10_000_000  # also the largest `--steps`
+MAX_FILE_BYTES = 1 << 20  # a preset file is a few hundred bytes; anything over 1 MiB is not one
+MAX_DESCRIPTION = 1000  # characters
+
+# top-level integer fields: (smallest, largest) allowed, both inclusive. warmup must also be < steps.
+LIMITS: Mapping[str, tuple[int, int]] = MappingProxyType({
+    "steps": (1, MAX_STEPS),
+    "warmup": (0, MAX_STEPS - 1),
+    "seed": (0, 2**32 - 1),
+})
+# lr: a finite number with LR_RANGE[0] < lr < LR_RANGE[1] (both exclusive)
+LR_RANGE = (0.0, 10.0)
+
+# workload -> size key -> (smallest, largest), inclusive. Generous for an H200-class GPU; the
+# transformer's vocab is bounded by its dense vocab x vocab Markov matrix, built on the host.
+SIZE_LIMITS: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType({
+    "optimizer": MappingProxyType({"layers": (1, 1024), "width": (1, 65536), "batch": (1, 65536)}),
+    "norm": MappingProxyType({"batch": (1, 65536), "seq": (1, 1_048_576), "hidden": (1, 65536)}),
+    "transformer": MappingProxyType({
+        "vocab": (1, 32768), "d_model": (1, 16384), "layers": (1, 256), "heads": (1, 256),
+        "seq": (1, 65536), "batch": (1, 65536), "branching": (1, 32768),  # and branching <= vocab
+    }),
+})
+
+# workload -> (size keys multiplied, what the product is, its largest value): the biggest tensor
+PRODUCT_LIMITS: Mapping[str, tuple[tuple[str, ...], str, int]] = MappingProxyType({
+    "optimizer": (("layers", "width", "width"), "parameters", 2**32),
+    "norm": (("batch", "seq", "hidden"), "input elements", 2**32),
+    "transformer": (("batch", "seq", "vocab"), "logits", 2**32),
+})
+
 
 class PresetError(ValueError):
     """A preset file is missing, unreadable or invalid; the message names file and field."""
+
+
+class PresetFileError(NamedTuple):
+    """A preset file that could not be loaded (from `load_all`): its path and the `PresetError` message."""
+
+    path: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -108,87 +158,188 @@ def load_builtin() -> list[Preset]:
     return sorted(presets, key=lambda p: (order[p.workload], variants[p.workload].index(p.variant), p.name))
 
 
+def user_dir() -> Path:
+    """Folder of the user's own presets: $APEXTUI_PRESET_DIR, else $XDG_CONFIG_HOME/apextui/presets,
+    else ~/.config/apextui/presets (it need not exist)."""
+    explicit = os.environ.get("APEXTUI_PRESET_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    config = os.environ.get("XDG_CONFIG_HOME")
+    base = Path(config).expanduser() if config and Path(config).is_absolute() else Path.home() / ".config"
+    return base / "apextui" / "presets"
+
+
+def load_user(directory: str | Path | None = None,
+              taken: set[str] | frozenset[str] = frozenset()) -> tuple[list[Preset], list[PresetFileError]]:
+    """The user's presets (sorted by file name) and the files that could not be loaded; never raises.
+
+    A missing folder is no error; a file whose name is in `taken` (the shipped presets' names) is one."""
+    folder = Path(directory) if directory is not None else user_dir()
+    good: list[Preset] = []
+    bad: list[PresetFileError] = []
+    try:
+        if not folder.exists():
+            return good, bad
+        if not folder.is_dir():
+            return good, [PresetFileError(str(folder), f"{folder}: the user preset folder is not a directory")]
+        files = sorted(f for f in folder.glob("*.toml") if not f.name.startswith("."))
+    except (OSError, ValueError) as exc:
+        return good, [PresetFileError(str(folder), f"{folder}: cannot list the preset folder: {exc}")]
+    for f in files:
+        if f.stem in taken:
+            bad.append(PresetFileError(str(f), f"{f}: field 'name': the file name {f.stem!r} is taken by a "
+                                               "shipped preset; rename the file"))
+            continue
+        try:
+            good.append(load_file(f))
+        except PresetError as exc:
+            bad.append(PresetFileError(str(f), str(exc)))
+    return good, bad
+
+
+def load_all(directory: str | Path | None = None) -> tuple[list[Preset], list[PresetFileError]]:
+    """The shipped presets followed by the user's (each group ordered by workload), and the user files
+    that could not be loaded as (path, message) pairs. A broken shipped preset still raises PresetError."""
+    builtin = load_builtin()
+    user, errors = load_user(directory, taken=frozenset(p.name for p in builtin))
+    order = {w: i for i, w in enumerate(WORKLOADS)}
+    return builtin + sorted(user, key=lambda p: (order[p.workload], p.name)), errors
+
+
 def resolve(name_or_path: str) -> Preset:
-    """A shipped preset by name, or a user's preset file by path (anything ending in .toml)."""
-    if name_or_path.endswith(".toml") or "/" in name_or_path:
+    """A shipped preset by name, a user preset (in `user_dir()`) by name, or a preset file by path
+    (anything ending in .toml or containing a /)."""
+    if name_or_path.endswith(".toml") or "/" in name_or_path or os.sep in name_or_path:
         return load_file(Path(name_or_path))
     path = builtin_dir() / f"{name_or_path}.toml"
-    if not path.is_file():
-        known = ", ".join(builtin_names())
-        raise PresetError(f"unknown preset {name_or_path!r}; choose one of: {known}, or give a path to a .toml file")
-    return load_file(path)
+    if path.is_file():
+        return load_file(path)
+    mine = user_dir() / f"{name_or_path}.toml"
+    if name_or_path and not name_or_path.startswith(".") and mine.is_file():
+        return load_file(mine)
+    known = ", ".join(p.name for p in load_all()[0])
+    raise PresetError(f"unknown preset {name_or_path!r}; choose one of: {known}, or give a path to a .toml file")
 
 
-def load_file(path: Path) -> Preset:
-    """Read and validate one preset file."""
+def load_file(path: str | Path) -> Preset:
+    """Read and validate one preset file; any problem raises PresetError (never another exception)."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise PresetError(f"{path}: no such preset file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except IsADirectoryError:
+        raise PresetError(f"{path}: is a directory, not a preset file") from None
+    except (OSError, ValueError) as exc:  # ValueError: e.g. a NUL byte in the path
         raise PresetError(f"{path}: cannot read: {exc}") from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise PresetError(f"{path}: too large for a preset file (over {MAX_FILE_BYTES} bytes)")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise PresetError(f"{path}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PresetError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise PresetError(f"{path}: not valid TOML for a preset: arrays or tables nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal with thousands of digits
+        raise PresetError(f"{path}: not valid TOML for a preset: {exc}") from None
     return parse(data, name=path.stem, path=str(path))
+
+
+def _range(lo: int, hi: int) -> str:
+    return f"an integer from {lo} to {hi}"
 
 
 def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
     """Validate a preset's decoded TOML table."""
 
     def fail(fld: str, why: str) -> PresetError:
+        if not fld.isprintable():  # a key with a newline or a control character: keep the message on one line
+            fld = repr(fld)[1:-1]
         return PresetError(f"{path}: field '{fld}': {why}")
 
-    unknown = sorted(set(data) - TOP_KEYS)
+    def show(value: Any) -> str:
+        try:
+            text = repr(value)
+        except ValueError:  # an int too long to print
+            return "a number with thousands of digits"
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    if not isinstance(data, Mapping):
+        raise PresetError(f"{path}: field '<top level>': got {type(data).__name__}; a preset is a TOML table")
+    unknown = sorted(str(k) for k in set(data) - TOP_KEYS)
     if unknown:
         raise fail(unknown[0], f"unknown field; allowed: {', '.join(sorted(TOP_KEYS))}")
     workload = data.get("workload")
-    if workload not in WORKLOADS:
-        raise fail("workload", f"got {workload!r}; allowed: {', '.join(WORKLOADS)}")
+    if workload is None:
+        raise fail("workload", f"missing; allowed: {', '.join(WORKLOADS)}")
+    if not isinstance(workload, str) or workload not in WORKLOADS:
+        raise fail("workload", f"got {show(workload)}; allowed: {', '.join(WORKLOADS)}")
     variant = data.get("variant")
-    if variant not in WORKLOADS[workload]:
-        raise fail("variant", f"got {variant!r}; allowed for {workload}: {', '.join(WORKLOADS[workload])}")
+    if variant is None:
+        raise fail("variant", f"missing; allowed for {workload}: {', '.join(WORKLOADS[workload])}")
+    if not isinstance(variant, str) or variant not in WORKLOADS[workload]:
+        raise fail("variant", f"got {show(variant)}; allowed for {workload}: {', '.join(WORKLOADS[workload])}")
 
-    def integer(fld: str, minimum: int, default: int | None = None) -> int:
+    def integer(fld: str, default: int | None = None) -> int:
+        lo, hi = LIMITS[fld]
         value = data.get(fld, default)
         if value is None:
-            raise fail(fld, "missing; give an integer")
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise fail(fld, f"got {value!r}; must be an integer >= {minimum}")
+            raise fail(fld, f"missing; give {_range(lo, hi)}")
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise fail(fld, f"got {show(value)}; must be {_range(lo, hi)}")
         return value
 
-    steps = integer("steps", 1)
-    warmup = integer("warmup", 0, default=10)
+    steps = integer("steps")
+    warmup = integer("warmup", default=10)
     if warmup >= steps:
-        raise fail("warmup", f"got {warmup}; must be smaller than steps ({steps})")
-    seed = integer("seed", 0, default=0)
+        given = "" if "warmup" in data else " (the default)"
+        raise fail("warmup", f"got {warmup}{given}; must be smaller than steps ({steps})")
+    seed = integer("seed", default=0)
     amp = data.get("amp", "none")
-    if amp not in AMP_MODES:
-        raise fail("amp", f"got {amp!r}; allowed: {', '.join(AMP_MODES)}")
+    if not isinstance(amp, str) or amp not in AMP_MODES:
+        raise fail("amp", f"got {show(amp)}; allowed: {', '.join(AMP_MODES)}")
     lr = data.get("lr", 1e-3)
-    if isinstance(lr, bool) or not isinstance(lr, (int, float)) or not 0 < lr < 10:
-        raise fail("lr", f"got {lr!r}; must be a number between 0 and 10")
+    lo_lr, hi_lr = LR_RANGE
+    if (isinstance(lr, bool) or not isinstance(lr, (int, float))
+            or (isinstance(lr, float) and not math.isfinite(lr)) or not lo_lr < lr < hi_lr):
+        raise fail("lr", f"got {show(lr)}; must be a finite number greater than {lo_lr:g} and less than {hi_lr:g}")
     description = data.get("description", "")
     if not isinstance(description, str):
-        raise fail("description", "must be a string")
+        raise fail("description", f"got {show(description)}; must be a string")
+    if len(description) > MAX_DESCRIPTION:
+        raise fail("description", f"{len(description)} characters; at most {MAX_DESCRIPTION} allowed")
 
     def sizes(fld: str) -> Mapping[str, int]:
-        table = data.get(fld)
-        if not isinstance(table, dict):
-            raise fail(fld, f"missing table [{fld}] with keys {', '.join(SIZE_KEYS[workload])}")
         allowed = SIZE_KEYS[workload]
+        limits = SIZE_LIMITS[workload]
+        table = data.get(fld)
+        if table is None:
+            raise fail(fld, f"missing table [{fld}] with keys {', '.join(allowed)}")
+        if not isinstance(table, dict):
+            raise fail(fld, f"got {show(table)}; must be a table [{fld}] with keys {', '.join(allowed)}")
         for key, value in table.items():
             if key not in allowed:
                 raise fail(f"{fld}.{key}", f"unknown size for {workload}; allowed: {', '.join(allowed)}")
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise fail(f"{fld}.{key}", f"got {value!r}; must be a positive integer")
+            lo, hi = limits[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise fail(f"{fld}.{key}", f"got {show(value)}; must be {_range(lo, hi)}")
         missing = [k for k in allowed if k not in table]
         if missing:
-            raise fail(f"{fld}.{missing[0]}", "missing")
+            lo, hi = limits[missing[0]]
+            raise fail(f"{fld}.{missing[0]}", f"missing; give {_range(lo, hi)}")
         if workload == "transformer" and table["d_model"] % table["heads"]:
             raise fail(f"{fld}.heads", f"d_model ({table['d_model']}) must be divisible by heads")
         if workload == "transformer" and table["branching"] > table["vocab"]:
-            raise fail(f"{fld}.branching", "must not exceed vocab")
+            raise fail(f"{fld}.branching", f"got {table['branching']}; must not exceed vocab ({table['vocab']})")
+        keys, what, most = PRODUCT_LIMITS[workload]
+        product = math.prod(table[k] for k in keys)
+        if product > most:
+            raise fail(fld, f"{' x '.join(keys)} = {product} {what}; at most {most} allowed")
         return MappingProxyType(dict(table))
 
     return Preset(

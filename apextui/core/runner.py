@@ -9,7 +9,10 @@ training; a `Sampler` thread reads NVML/psutil at a fixed interval.
 
 from __future__ import annotations
 
+import gc
+import math
 import queue
+import re
 import threading
 import time
 import traceback
@@ -17,12 +20,17 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .presets import Preset
+from .roofline import PROFILE_STEPS, Probe, RunAnalysis, UtilAverage, Work, analyse_run, probe_after_run
 from .sampler import MonitorReading, Sampler
 from .stats import Stats, StepStats
 from .timing import StepRecord
 
 HARVEST_INTERVAL_S = 0.1
 TERMINAL = ("ok", "stopped", "failed")
+# An fp16 run (GradScaler) fails once this many steps in a row were skipped: each skip halves the loss
+# scale, so 20 in a row take the default 2**16 down to 2**-4 -- gradients that overflow fp16 even then
+# are inf/NaN, not merely large (the training diverged). Occasional skips (normal) never fail a run.
+MAX_CONSECUTIVE_SKIPS = 20
 
 
 @dataclass(frozen=True)
@@ -45,13 +53,25 @@ class RunInfo:
     check: Mapping[str, Any] | None = None
     uses_grad_scaler: bool = False
     params: int | None = None
+    work: Work | None = None  # the workload's FLOPs and bytes a step (roofline model), where modelled
+    compile_s: float | None = None  # compile / CUDA-graph capture in set-up, never in a step; None: none
+
+    @property
+    def flops_per_step(self) -> float | None:
+        return self.work.flops if self.work is not None else None
+
+    @property
+    def bytes_per_step(self) -> float | None:
+        return self.work.bytes if self.work is not None else None
 
 
 @dataclass(frozen=True)
 class Snapshot:
     """The run as it stands; `new_steps` are the steps finished since the previous snapshot."""
 
-    status: str  # "starting" | "running" | "ok" | "stopped" | "failed"
+    # "starting" | "compiling" (torch.compile / CUDA-graph capture, before info) | "running" |
+    # "profiling" (after the last step: GPU-busy window and ceilings) | "ok" | "stopped" | "failed"
+    status: str
     info: RunInfo | None
     steps_done: int
     new_steps: tuple[StepRecord, ...]
@@ -63,6 +83,8 @@ class Snapshot:
     error: str | None = None
     final_loss: float | None = None
     opt_stats: Stats | None = None  # the optimizer step alone, where the workload marks it
+    loss_scale: float | None = None  # GradScaler's latest scale (fp16 runs)
+    analysis: RunAnalysis | None = None  # roofline + bottleneck: the final snapshot of an "ok" run
 
     @property
     def last(self) -> StepRecord | None:
@@ -76,12 +98,118 @@ class Snapshot:
 Callback = Callable[[Snapshot], None]
 
 
+class SkipCounter:
+    """Steps GradScaler skipped, inferred from its scale: it lowers the scale only after skipping a step
+    (inf/NaN gradients) and raises it only after a run of clean steps. The training thread (to fail a run
+    that keeps skipping) and the delivery thread (to report the count) each feed it the same records."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.in_a_row = 0
+        self.first_of_row = 0  # the first step of the current row of skips
+        self.scale: float | None = None
+
+    def add(self, rec: StepRecord) -> bool:
+        """Feed the next step; True when it was skipped."""
+        if rec.loss_scale is None:
+            return False
+        skipped = self.scale is not None and rec.loss_scale < self.scale
+        self.scale = rec.loss_scale
+        if skipped:
+            self.total += 1
+            self.in_a_row += 1
+            if self.in_a_row == 1:
+                self.first_of_row = rec.step
+        else:
+            self.in_a_row = 0
+        return skipped
+
+
+class LossGuard:
+    """Checks harvested steps in the training thread (no extra synchronisation): a run without GradScaler
+    fails at its first non-finite loss; a GradScaler run fails after MAX_CONSECUTIVE_SKIPS skips in a row."""
+
+    def __init__(self, uses_grad_scaler: bool) -> None:
+        self.uses_grad_scaler = uses_grad_scaler
+        self.skips = SkipCounter()
+
+    def check(self, records: list[StepRecord]) -> str | None:
+        """The reason to fail the run, or None."""
+        for rec in records:
+            if self.uses_grad_scaler:
+                self.skips.add(rec)
+                if self.skips.in_a_row >= MAX_CONSECUTIVE_SKIPS:
+                    return (f"GradScaler skipped {self.skips.in_a_row} steps in a row (steps "
+                            f"{self.skips.first_of_row}-{rec.step}, loss scale now {self.skips.scale:.3g}): "
+                            f"the gradients stay inf/NaN, the training diverged (try a lower lr)")
+            elif rec.loss is not None and not math.isfinite(rec.loss):
+                return f"loss became {rec.loss} at step {rec.step} (the training diverged; try a lower lr)"
+        return None
+
+
+_OOM_ALLOC = re.compile(r"[Tt]ried to allocate ([\d.]+ ?[KMGTPE]?i?B|\d+ bytes)")
+_OOM_GPU = re.compile(r"GPU (\d+) has a total capacity of ([\d.]+ \w+) of which ([\d.]+ \w+) is free")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """torch.OutOfMemoryError (torch.cuda.OutOfMemoryError), MemoryError, or an allocator's OOM RuntimeError."""
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    text = str(exc).lower()
+    return "out of memory" in text or "can't allocate memory" in text
+
+
+def _amount(text: str) -> str:
+    """'70368744177664 bytes' -> '64.0 TiB'; torch's own '64.00 GiB' is kept."""
+    if not text.endswith(" bytes"):
+        return text
+    n = float(text.split()[0])
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} bytes" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return text
+
+
+def describe_failure(exc: BaseException, step: int, device: str) -> str:
+    """The `error` of a failed run: what went wrong and at which step (0: while setting up)."""
+    where = f"at step {step}" if step else "while setting up the workload"
+    if is_out_of_memory(exc):
+        text = str(exc)
+        alloc, gpu = _OOM_ALLOC.search(text), _OOM_GPU.search(text)
+        detail = f"tried to allocate {_amount(alloc.group(1))}" if alloc else (text.splitlines() or [type(exc).__name__])[0]
+        if gpu:
+            detail += f"; GPU {gpu.group(1)} has {gpu.group(3)} free of {gpu.group(2)}"
+        table = "[cpu_size]" if device == "cpu" else "[size]"
+        return (f"out of memory {where} ({detail[:300]}): use a smaller size (lower batch, seq, d_model/width "
+                f"or layers in the preset's {table}), or free the memory other processes hold")
+    lines = f"{type(exc).__name__}: {exc}".strip().split("\n", 1)
+    lines[0] += f" ({where})"
+    return "\n".join(lines)
+
+
+def release_memory(device: str) -> None:
+    """After a failed run, once its workload is unreachable: collect it (cycles included) and, on CUDA,
+    give the caching allocator's blocks back, so the next run in this process starts clean. Never raises."""
+    try:
+        gc.collect()
+        if device == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()
+    except BaseException:  # noqa: BLE001 - e.g. a CUDA context broken by the failure
+        pass
+
+
 class Runner:
     """Trains one preset in a background thread. `stop()` is thread-safe and prompt."""
 
     def __init__(self, preset: Preset, device: str, callback: Callback, steps: int | None = None,
-                 sample_interval: float = 1.0, sampler: Sampler | None = None) -> None:
+                 sample_interval: float = 1.0, sampler: Sampler | None = None, analyse: bool = True,
+                 profile_steps: int = PROFILE_STEPS) -> None:
         self.preset = preset
+        self.analyse = analyse  # after an ok run: GPU-busy profile window + ceilings (roofline.py)
+        self.profile_steps = profile_steps
         self.device = device
         self.callback = callback
         self.steps = steps if steps is not None else preset.steps
@@ -152,15 +280,19 @@ class Runner:
         try:
             status, error = self._train_steps()
         finally:
-            # the workload (model, optimizer, CUDA tensors) is freed by now: _train_steps returned
+            # the workload (model, optimizer, CUDA tensors) is unreachable by now: _train_steps returned
+            if status == "failed":
+                release_memory(self.device)
             self._inbox.put(("end", (status, error)))
 
     def _train_steps(self) -> tuple[str, str | None]:
         """Build the workload and train; every finished step goes to the inbox. Returns (status, error)."""
         status, error = "ok", None
         clock = None
+        step = 0
         try:
             info, workload, clock = self._setup()
+            guard = LossGuard(info.uses_grad_scaler)
             self._inbox.put(("info", info))
             clock.start()
             next_harvest = time.perf_counter() + HARVEST_INTERVAL_S
@@ -176,11 +308,22 @@ class Runner:
                     records = clock.harvest()
                     if records:
                         self._inbox.put(("steps", records))
+                        problem = guard.check(records)
+                        if problem:
+                            status, error = "failed", problem
+                            break
             records = clock.harvest(wait=True)
             if records:
                 self._inbox.put(("steps", records))
+                problem = guard.check(records)
+                if problem and status != "failed":
+                    status, error = "failed", problem
+            if status == "ok" and self.analyse:  # extra steps, after the measured ones: never in the stats
+                self._inbox.put(("status", "profiling"))
+                self._inbox.put(("probe", probe_after_run(workload, self.device, self.profile_steps,
+                                                          getattr(workload, "work", None) is not None)))
         except BaseException as exc:  # noqa: BLE001 - report, never lose what was measured
-            status, error = "failed", f"{type(exc).__name__}: {exc}".strip()
+            status, error = "failed", describe_failure(exc, step, self.device)
             self._inbox.put(("traceback", traceback.format_exc()))
             if clock is not None:
                 try:
@@ -206,6 +349,10 @@ class Runner:
             gpu = self.device == "cuda"
             self.sampler = Sampler(self.sample_interval, gpu=gpu, pci_bus_id=pci_bus_id() if gpu else None)
         self.sampler.start()
+        compile_s = None
+        if getattr(workload, "compiles", False):  # before the clock starts: never part of a step
+            self._inbox.put(("status", "compiling"))
+            compile_s = workload.warm_up()
         if self.device == "cuda":
             torch.cuda.synchronize()
             clock: Any = CudaClock(torch)
@@ -217,6 +364,7 @@ class Runner:
             amp=self.preset.amp, units=workload.units, units_per_step=workload.units_per_step,
             baseline=self.preset.baseline, loss_floor=workload.loss_floor, check=workload.check,
             uses_grad_scaler=workload.uses_grad_scaler, params=workload.params,
+            work=getattr(workload, "work", None), compile_s=compile_s,
         )
         return info, workload, clock
 
@@ -224,26 +372,45 @@ class Runner:
     def _delivery_loop(self) -> None:
         stats, opt_stats = StepStats(self.warmup), StepStats(self.warmup)
         info: RunInfo | None = None
-        done, skipped, final_loss, last_scale = 0, 0, None, None
+        done, final_loss = 0, None
+        skips = SkipCounter()
         status, error = "starting", None
+        held: tuple[str, Any] | None = None
+        probe: Probe | None = None
+        gpu_util = UtilAverage()  # NVML, over the measured steps: the busy fraction if profiling fails
         while True:
-            kind, payload = self._inbox.get()
+            kind, payload = held if held is not None else self._inbox.get()
+            held = None
             new: tuple[StepRecord, ...] = ()
             if kind == "info":
                 info, status = payload, "running"
+            elif kind == "status":
+                status = payload
+            elif kind == "probe":
+                probe = payload
+                continue
             elif kind == "steps":
-                new = tuple(payload)
+                batch = list(payload)
+                while True:  # a backlog (slow consumer) becomes one snapshot: the inbox stays short
+                    try:
+                        held = self._inbox.get_nowait()
+                    except queue.Empty:
+                        break
+                    if held[0] != "steps":
+                        break
+                    batch.extend(held[1])
+                    held = None
+                new = tuple(batch)
                 for rec in new:
                     stats.add(rec.ms)
                     if rec.opt_ms is not None:
                         opt_stats.add(rec.opt_ms)
                     if rec.loss is not None:
                         final_loss = rec.loss
-                    if rec.loss_scale is not None:
-                        if last_scale is not None and rec.loss_scale < last_scale:
-                            skipped += 1  # GradScaler lowers the scale only after skipping a step
-                        last_scale = rec.loss_scale
+                    skips.add(rec)
                 done += len(new)
+                if done > self.warmup and self.sampler is not None:
+                    gpu_util.add(self.sampler.latest)
             elif kind == "traceback":
                 import sys
 
@@ -254,12 +421,20 @@ class Runner:
                 if self.sampler is not None:
                     self.sampler.stop()
             summary = stats.summary()
+            analysis = None
+            if kind == "end" and status == "ok" and probe is not None:
+                try:
+                    analysis = analyse_run(info, summary, opt_stats.summary(), probe, gpu_util.mean)
+                except Exception:  # noqa: BLE001 - the run's figures matter more than their analysis
+                    import sys
+
+                    traceback.print_exc(file=sys.stderr)
             snap = Snapshot(
                 status=status, info=info, steps_done=done, new_steps=new, stats=summary,
                 throughput=summary.throughput(info.units_per_step) if summary and info else None,
-                skipped_steps=skipped, monitor=self.sampler.latest if self.sampler else None,
+                skipped_steps=skips.total, monitor=self.sampler.latest if self.sampler else None,
                 elapsed_s=time.perf_counter() - self._t0, error=error, final_loss=final_loss,
-                opt_stats=opt_stats.summary(),
+                opt_stats=opt_stats.summary(), loss_scale=skips.scale, analysis=analysis,
             )
             if snap.finished:
                 self.result = snap

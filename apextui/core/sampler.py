@@ -109,14 +109,25 @@ class Sampler:
 
     def start(self) -> "Sampler":
         if self._thread is None:
-            self.latest = self.sample()
+            try:
+                self.latest = self.sample()
+            except Exception as exc:  # noqa: BLE001
+                self.latest = self._failed_reading(f"sampling failed: {type(exc).__name__}: {exc}")
             self._thread = threading.Thread(target=self._run, name="apextui-sampler", daemon=True)
             self._thread.start()
         return self
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
-            self.latest = self.sample()
+            try:
+                self.latest = self.sample()
+            except Exception as exc:  # noqa: BLE001 - a broken metric source must not end sampling
+                self.latest = self._failed_reading(f"sampling failed: {type(exc).__name__}: {exc}")
+
+    @staticmethod
+    def _failed_reading(reason: str) -> MonitorReading:
+        """A reading with every metric None and `reason` as the why."""
+        return MonitorReading(time=time.time(), na=MappingProxyType({name: reason for name in METRIC_UNITS}))
 
     def stop(self) -> None:
         self._stop.set()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import random
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -39,26 +40,61 @@ class Stats:
         return units_per_step * 1000.0 / self.median_ms if self.median_ms > 0 else 0.0
 
 
-class StepStats:
-    """Accumulates step times, ignores the first `warmup` steps, keeps them sorted
-    so that percentiles cost O(1) however long the run."""
+EXACT_STEPS = 2**16  # measured steps kept exactly; beyond, a uniform reservoir of this many (see StepStats)
 
-    def __init__(self, warmup: int) -> None:
+
+class StepStats:
+    """Accumulates step times, ignores the first `warmup` steps, keeps them sorted so that
+    percentiles cost O(1) however long the run.
+
+    Memory is bounded: at most `cap` (EXACT_STEPS, 65 536) values are kept, about 2 MiB. Up to `cap`
+    measured steps every statistic is exact. Beyond, the kept values are a uniform random sample of all
+    measured steps (reservoir sampling, Algorithm R, seeded so a run's statistics are reproducible):
+    count, mean, min and max stay exact; median, p10 and p90 are those of the sample, whose rank error is
+    about sqrt(q(1-q)/cap), i.e. within ±0.2 % of the distribution (one standard error) at the median.
+    """
+
+    def __init__(self, warmup: int, cap: int = EXACT_STEPS) -> None:
+        if cap < 1:
+            raise ValueError(f"cap must be >= 1, got {cap}")
         self.warmup = warmup
+        self.cap = cap
         self._seen = 0
-        self._sorted: list[float] = []
+        self._count = 0  # measured steps
+        self._sorted: list[float] = []  # all measured values, or a uniform sample of `cap` of them
         self._total = 0.0
+        self._min = math.inf
+        self._max = -math.inf
+        self._rng = random.Random(0)
+
+    @property
+    def exact(self) -> bool:
+        """True while every measured step is kept (percentiles are exact)."""
+        return self._count <= self.cap
 
     def add(self, ms: float) -> None:
         """Record the next step's time in milliseconds."""
         self._seen += 1
-        if self._seen > self.warmup:
-            bisect.insort(self._sorted, ms)
-            self._total += ms
+        if self._seen <= self.warmup:
+            return
+        self._count += 1
+        self._total += ms
+        self._min = min(self._min, ms)
+        self._max = max(self._max, ms)
+        s = self._sorted
+        if len(s) < self.cap:
+            bisect.insort(s, ms)
+        elif self._rng.random() * self._count < self.cap:  # keep the n-th value with probability cap/n
+            del s[self._rng.randrange(len(s))]  # ... in place of a uniformly chosen kept one
+            bisect.insort(s, ms)
 
     def extend(self, values: Iterable[float]) -> None:
         for v in values:
             self.add(v)
+
+    def __len__(self) -> int:
+        """Values held in memory (at most `cap`)."""
+        return len(self._sorted)
 
     def summary(self) -> Stats | None:
         """Statistics of the measured steps, or None while still warming up."""
@@ -66,13 +102,13 @@ class StepStats:
         if not s:
             return None
         return Stats(
-            count=len(s),
+            count=self._count,
             median_ms=percentile(s, 50),
             p10_ms=percentile(s, 10),
             p90_ms=percentile(s, 90),
-            mean_ms=self._total / len(s),
-            min_ms=s[0],
-            max_ms=s[-1],
+            mean_ms=self._total / self._count,
+            min_ms=self._min,
+            max_ms=self._max,
         )
 
 

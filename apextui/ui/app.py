@@ -1,7 +1,8 @@
 """The apextui terminal UI: doctor status, preset picker, live run, comparison table.
 
-The UI only shows and controls: the core's `Runner` trains in background
-threads and hands snapshots to a `RunBridge`, which coalesces them into at most
+The UI only shows and controls: a run trains in a worker process
+(`core.worker.ProcessRunner`; its snapshots come back on a reader thread) and
+its snapshots go to a `RunBridge`, which coalesces them into at most
 one pending `RunUpdated` message; the app redraws the live numbers at most every
 `refresh_interval` (0.5 s) and the sparklines every `spark_interval` (1 s).
 Nothing here imports torch on the UI thread: the device probe (which does) and
@@ -16,6 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
+import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -49,7 +53,17 @@ QUIT_JOIN_S = 30.0  # how long quitting waits for a stopped run to wind down
 # (preset, device, callback, steps=..., sample_interval=...) -> object with start/stop/join/is_alive
 RunnerFactory = Callable[..., Any]
 
+EXIT_HANGUP = 128 + signal.SIGHUP
+
 _gc_frozen = False
+
+
+def _stderr(message: str) -> None:
+    """Best effort: after a hang-up there may be no terminal left to print to."""
+    try:
+        print(f"apextui: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def freeze_gc_once() -> None:
@@ -69,9 +83,24 @@ def freeze_gc_once() -> None:
 
 def default_runner_factory(preset: Preset, device: str, callback: Callable[[Any], None], *,
                            steps: int | None = None, sample_interval: float = 1.0) -> Any:
+    """Train in a worker process: a training thread beside the UI's cost a host-bound step 5-8 % on
+    the H200 (GIL), and a crash or out-of-memory in the worker cannot take the UI down."""
+    from apextui.core.worker import ProcessRunner
+
+    return ProcessRunner(preset, device, callback, steps=steps, sample_interval=sample_interval)
+
+
+def thread_runner_factory(preset: Preset, device: str, callback: Callable[[Any], None], *,
+                          steps: int | None = None, sample_interval: float = 1.0) -> Any:
+    """Train in a thread of this process (tests, and `APEXTUI_WORKER=thread`)."""
     from apextui.core.runner import Runner
 
     return Runner(preset, device, callback, steps=steps, sample_interval=sample_interval)
+
+
+def env_runner_factory() -> RunnerFactory:
+    """The worker process, or a thread of this process when APEXTUI_WORKER=thread."""
+    return thread_runner_factory if os.environ.get("APEXTUI_WORKER") == "thread" else default_runner_factory
 
 
 @dataclass
@@ -102,8 +131,10 @@ class ApexTuiApp(App[None]):
                  runner_factory: RunnerFactory, probe: ProbeFn, device: str = "auto",
                  steps: int | None = None, sample_interval: float = 1.0, preselect: str | None = None,
                  autostart: bool = False, load: Iterable[str | Path] = (), save_dir: str | Path = ".",
-                 refresh_interval: float = REFRESH_S, spark_interval: float = SPARK_REFRESH_S) -> None:
+                 refresh_interval: float = REFRESH_S, spark_interval: float = SPARK_REFRESH_S,
+                 preset_errors: Iterable[tuple[str, str]] = ()) -> None:
         super().__init__()
+        self.preset_errors = [tuple(e) for e in preset_errors]  # (path, message): user files that did not load
         self.refresh_interval = refresh_interval
         self.spark_interval = max(spark_interval, refresh_interval)
         self.presets = list(presets)
@@ -135,6 +166,8 @@ class ApexTuiApp(App[None]):
         self._spark_timer: Timer | None = None
         self._spark_stale = False
         self._quitting = False
+        self.hangup_saved: Path | None = None  # where the results went when the terminal hung up
+        self._hung_up = False
 
     # ---- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -165,12 +198,24 @@ class ApexTuiApp(App[None]):
         picker.highlight_preset(self.preselect)
         picker.focus()
         self._show_highlighted()
+        for _path, message in self.preset_errors:  # user preset files that did not load; the app runs on
+            self.notify(message, title="preset file skipped", severity="error", timeout=30, markup=False)
         for path in self.load_paths:
             self.load_results(path)
         if self.autostart and self.preselect:
             self._pending_start = self.preselect
         # torch (device probe) and the doctor only after the first frame is on screen
         self.call_after_refresh(self._start_probes)
+        try:  # the SSH connection drops: stop the run, save the results, exit
+            asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.on_hangup)
+        except (NotImplementedError, RuntimeError, ValueError):  # not on the main thread, or not POSIX
+            pass
+
+    def on_unmount(self) -> None:
+        try:
+            asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
 
     def _start_probes(self) -> None:
         # Daemon threads rather than Textual thread workers: those run in the loop's default executor,
@@ -198,6 +243,13 @@ class ApexTuiApp(App[None]):
             self._post_from_thread(ProbeFailed(f"device probe failed: {type(exc).__name__}: {exc}", 1))
             return
         self._post_from_thread(ProbeDone(probe))
+        if self.runner_factory is default_runner_factory:
+            try:  # fork the workers from a server that has imported torch: later runs start at once
+                from apextui.core.worker import prestart
+
+                prestart()
+            except Exception:  # noqa: BLE001 - the first run then starts the server itself
+                pass
 
     def _doctor_worker(self) -> None:
         try:
@@ -298,7 +350,8 @@ class ApexTuiApp(App[None]):
                                          sample_interval=self.sample_interval)
             runner.start()
         except Exception as exc:  # noqa: BLE001
-            self.notify(f"{name} could not start: {type(exc).__name__}: {exc}", severity="error", timeout=10)
+            self.notify(f"{name} could not start: {type(exc).__name__}: {exc}", severity="error", timeout=10,
+                        markup=False)
             return False
         self.active = ActiveRun(self._run_id, preset, runner, bridge)
         self.latest_view = None
@@ -391,7 +444,7 @@ class ApexTuiApp(App[None]):
         env = self.probe.env if self.probe else None
         self.table.add_result(results.row_from_snapshot(snap, active.preset, device, env))
         if snap.status == "failed":
-            self.notify(f"{active.preset.name} failed: {snap.error}", severity="error", timeout=10)
+            self.notify(f"{active.preset.name} failed: {snap.error}", severity="error", timeout=10, markup=False)
         self.refresh_bindings()
 
     def action_stop(self) -> None:
@@ -423,6 +476,35 @@ class ApexTuiApp(App[None]):
             await asyncio.to_thread(active.runner.join, QUIT_JOIN_S)
         self.shutdown_runs(0)
         self.exit()
+
+    def on_hangup(self) -> None:
+        """SIGHUP: the terminal is gone. Stop the run, save every result of the session, exit 129."""
+        if not self._hung_up:
+            self._hung_up = True
+            asyncio.get_running_loop().create_task(self._save_and_exit_after_hangup())
+
+    async def _save_and_exit_after_hangup(self) -> None:
+        active = self.active
+        rows = []
+        if active is not None:
+            active.stopping = True
+            active.runner.stop()
+            await asyncio.to_thread(active.runner.join, QUIT_JOIN_S)
+            final = getattr(active.runner, "result", None)
+            if final is not None and self.active is active:  # its last update is not in the table yet
+                rows.append(results.row_from_snapshot(final, active.preset, self.probe.device if self.probe else
+                                                      "cpu", self.probe.env if self.probe else None))
+        rows = list(self.table.rows_data) + rows
+        if rows:
+            try:
+                self.hangup_saved = results.save_results(rows, results.default_results_path(self.save_dir),
+                                                         env=self.probe.env if self.probe else None)
+            except OSError as exc:
+                _stderr(f"terminal hung up; could not save the results: {exc}")
+            else:
+                _stderr(f"terminal hung up; saved {len(rows)} run(s) to {self.hangup_saved.resolve()}")
+        self.shutdown_runs(0)
+        self.exit(return_code=EXIT_HANGUP)
 
     def shutdown_runs(self, timeout: float = QUIT_JOIN_S) -> bool:
         """Stop any active run and wait up to `timeout` s; True when nothing is left running."""
@@ -485,7 +567,7 @@ class ApexTuiApp(App[None]):
         try:
             rows = results.load_results(path)
         except results.ResultsError as exc:
-            self.notify(str(exc), title="cannot load results", severity="error", timeout=10)
+            self.notify(str(exc), title="cannot load results", severity="error", timeout=10, markup=False)
             return 0
         self.table.add_results(rows)
         self.notify(f"loaded {len(rows)} run{'s' if len(rows) != 1 else ''} from {path}", timeout=4)
@@ -498,14 +580,17 @@ def make_app(*, preset: Preset | None = None, device: str = "auto", steps: int |
              report_provider: ReportProvider | None = None, runner_factory: RunnerFactory | None = None,
              probe: ProbeFn | None = None, autostart: bool | None = None, load: Iterable[str | Path] = (),
              save_dir: str | Path = ".", refresh_interval: float = REFRESH_S,
-             spark_interval: float = SPARK_REFRESH_S) -> ApexTuiApp:
+             spark_interval: float = SPARK_REFRESH_S,
+             preset_errors: Iterable[tuple[str, str]] | None = None) -> ApexTuiApp:
     """Build the app. `preset` is preselected and (unless autostart=False) started once the device is
     known. `refresh_interval` / `spark_interval`: the least time between redraws of the live numbers /
-    of the loss and step-time sparklines, in seconds."""
+    of the loss and step-time sparklines, in seconds. Without `presets`: the shipped and the user's
+    presets (`core.presets.load_all`); user files that do not load are shown as errors."""
+    found: Iterable[tuple[str, str]] = ()
     if presets is None:
-        from apextui.core.presets import load_builtin
+        from apextui.core.presets import load_all
 
-        presets = load_builtin()
+        presets, found = load_all()
     presets = list(presets)
     if preset is not None:  # a preset file given on the command line joins (or replaces) the list
         names = [p.name for p in presets]
@@ -517,12 +602,13 @@ def make_app(*, preset: Preset | None = None, device: str = "auto", steps: int |
     return ApexTuiApp(
         presets=presets,
         report_provider=report_provider or default_report_provider,
-        runner_factory=runner_factory or default_runner_factory,
+        runner_factory=runner_factory or env_runner_factory(),
         probe=probe or probe_environment,
         device=device, steps=steps, sample_interval=sample_interval,
         preselect=preset.name if preset else None,
         autostart=(preset is not None) if autostart is None else autostart,
         load=load, save_dir=save_dir, refresh_interval=refresh_interval, spark_interval=spark_interval,
+        preset_errors=found if preset_errors is None else preset_errors,
     )
 
 
@@ -530,6 +616,10 @@ def run_app(preset: Preset | None = None, device: str = "auto", steps: int | Non
             sample_interval: float = 1.0, load: Sequence[str | Path] = ()) -> int:
     """Run the TUI in this terminal; the process exit code (0, or 3 when --device cuda is unavailable)."""
     app = make_app(preset=preset, device=device, steps=steps, sample_interval=sample_interval, load=load)
+    if app.runner_factory is default_runner_factory:
+        from apextui.core.worker import prestart
+
+        prestart()  # before Textual takes over sys.stderr; torch loads in the server meanwhile
     try:
         app.run()
     finally:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,41 +153,111 @@ def default_results_path(directory: str | Path = ".") -> Path:
 
 
 def save_results(rows: Sequence[ResultRow], path: str | Path, env: Mapping[str, Any] | None = None) -> Path:
+    """Write the rows atomically: a temporary file in the same folder, flushed and fsynced, then renamed
+    over `path`. Whatever fails (serialising, writing, the rename), the file at `path` is left as it was
+    and the temporary file is removed; the exception propagates."""
     path = Path(path)
-    doc = results_document(rows, env)
-    path.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    text = json.dumps(results_document(rows, env), indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a saved file gets the usual mode
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    _fsync_dir(path.parent)
     return path
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make the rename itself durable (best effort: not every platform or file system allows it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def load_results(path: str | Path) -> list[ResultRow]:
-    """Rows from a file saved with `save_results`, or from headless `--json` output."""
+    """Rows from a file saved with `save_results`, or from headless `--json` output.
+
+    Anything wrong with the file (missing, unreadable, empty, not UTF-8, not JSON, truncated, the wrong
+    shape) raises `ResultsError`, whose message starts with the path and says what is wrong."""
     path = Path(path).expanduser()
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise ResultsError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except IsADirectoryError:
+        raise ResultsError(f"{path}: is a directory, not a results file") from None
+    except (OSError, ValueError) as exc:
         raise ResultsError(f"{path}: cannot read: {exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{path}: not UTF-8 text (byte {exc.start}): not an apextui results file") from None
     source = str(path)
     stripped = text.lstrip()
     if not stripped:
         raise ResultsError(f"{path}: empty file")
     try:
         doc = json.loads(text)
-    except json.JSONDecodeError:
-        doc = None
+    except json.JSONDecodeError as exc:
+        first = stripped.splitlines()[0]
+        if not _is_json(first):  # neither a whole JSON document nor JSON lines
+            raise ResultsError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}): "
+                               "truncated or corrupt, or not an apextui results file") from None
+        return _rows_from_json_lines(text, source, path)  # headless output: one object a line
+    except RecursionError:
+        raise ResultsError(f"{path}: not an apextui results file: JSON nested too deeply") from None
     if isinstance(doc, dict) and doc.get("kind") == RESULTS_KIND:
         return _rows_from_document(doc, source, path)
-    return _rows_from_json_lines(text, source, path)
+    if isinstance(doc, dict) and "event" in doc:  # headless output of a single line
+        return _rows_from_json_lines(text, source, path)
+    what = {dict: "an object without \"kind\": \"apextui-results\"", list: "a list"}.get(type(doc), "a single value")
+    raise ResultsError(f"{path}: JSON of the wrong shape ({what}): neither an apextui results file "
+                       "(saved with w) nor `apextui --json` output")
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _rows_from_document(doc: Mapping[str, Any], source: str, path: Path) -> list[ResultRow]:
+    schema = doc.get("schema")
+    if isinstance(schema, int) and not isinstance(schema, bool) and schema > RESULTS_SCHEMA:
+        raise ResultsError(f"{path}: field 'schema': {schema} is newer than this apextui reads "
+                           f"({RESULTS_SCHEMA}); update apextui")
     runs = doc.get("runs")
     if not isinstance(runs, list):
         raise ResultsError(f"{path}: field 'runs' must be a list")
     env = doc.get("env") if isinstance(doc.get("env"), dict) else None
     rows = []
     for i, run in enumerate(runs):
+        if not isinstance(run, dict):
+            raise ResultsError(f"{path}: runs[{i}]: must be an object, got {type(run).__name__}")
         try:
             rows.append(_row(run, source, env))
         except KeyError as exc:
@@ -197,8 +269,8 @@ def _rows_from_document(doc: Mapping[str, Any], source: str, path: Path) -> list
 
 def _row(run: Mapping[str, Any], source: str, env: Mapping[str, Any] | None) -> ResultRow:
     workload = run["workload"]
-    if workload not in BASELINES:
-        raise ValueError(f"unknown workload {workload!r}")
+    if not isinstance(workload, str) or workload not in BASELINES:
+        raise ValueError(f"unknown workload {workload!r}; known: {', '.join(BASELINES)}")
     summary = run.get("summary") or {}
     if not isinstance(summary, dict):
         raise ValueError("'summary' must be an object")
@@ -222,8 +294,10 @@ def _rows_from_json_lines(text: str, source: str, path: Path) -> list[ResultRow]
         try:
             obj = json.loads(line)
         except json.JSONDecodeError:
-            raise ResultsError(f"{path}: line {n} is not JSON: neither an apextui results file "
+            raise ResultsError(f"{path}: line {n} is not JSON (cut short?): neither an apextui results file "
                                "(saved with w) nor `apextui --json` output") from None
+        except RecursionError:
+            raise ResultsError(f"{path}: line {n}: JSON nested too deeply") from None
         if not isinstance(obj, dict) or "event" not in obj:
             raise ResultsError(f"{path}: line {n}: not an apextui event")
         seen_event = True

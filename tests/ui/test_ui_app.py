@@ -60,7 +60,8 @@ async def test_probing_then_report_and_availability():
         assert "✗ FusedAdam" in body and "NVIDIA Apex is not installed" in body
         picker = app.query_one(PresetPicker)
         assert not picker.is_available("fused_adam") and picker.is_available("adamw")
-        assert "10/11 runnable on cpu" in str(picker.border_subtitle)
+        total = len(app.presets)
+        assert total >= 11 and f"{total - 1}/{total} runnable on cpu" in str(picker.border_subtitle)
 
 
 async def test_enter_runs_highlighted_preset_and_table_row():
@@ -328,6 +329,8 @@ async def test_preset_file_from_the_command_line_joins_the_picker(tmp_path):
         await wait_for(pilot, lambda: app.table.rows_data, 5, "the preset file's run")
         picker = app.query_one(PresetPicker)
         names = [p.name for p in picker.presets]
-        assert names.index("my_fp32") == names.index("torch_amp") + 1  # with the other transformer presets
+        last_transformer = max(i for i, n in enumerate(names) if n != "my_fp32"
+                               and picker.presets[i].workload == "transformer")
+        assert names.index("my_fp32") == last_transformer + 1  # with the other transformer presets
         assert engine.runners[0].preset.path == str(path)
         assert app.table.rows_data[0].preset == "my_fp32"

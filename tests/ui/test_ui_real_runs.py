@@ -41,11 +41,11 @@ async def test_real_fp32_on_cpu_live_then_stop(apps):
         await wait_for(pilot, lambda: app.probe is not None, 60, "device probe")
         await highlight(pilot, app, "fp32")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: app.latest_view is not None and app.latest_view.snapshot.stats is not None
+        await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.snapshot.stats is not None
                        and len(app.query_one("#loss-spark").data or ()) >= 5, 60, "measured steps on screen")
         timing_1 = static_text(app, "#run-timing")
         loss_1 = list(app.query_one("#loss-spark").data)
-        steps_1 = app.latest_view.snapshot.steps_done
+        steps_1 = app._drawn_view.snapshot.steps_done
         assert "med" in timing_1 and "—" not in timing_1.split("med")[1].split("·")[0]
         await wait_for(pilot, lambda: app._drawn_view.snapshot.steps_done >= steps_1 + 20
                        and len(app.query_one("#loss-spark").data) > len(loss_1), 60, "more steps on screen")

@@ -7,6 +7,8 @@ from typing import Any, ContextManager, Mapping, Protocol
 
 import torch
 
+from ..roofline import Work
+
 
 class Marker(Protocol):
     def mark(self) -> None: ...
@@ -22,6 +24,22 @@ class Workload:
     check: Mapping[str, Any] | None = None  # correctness check done at set-up
     uses_grad_scaler: bool = False
     params: int | None = None  # trainable parameters
+    work: Work | None = None  # FLOPs and bytes of one step (roofline model), where modelled
+    compiles: bool = False  # True: warm_up() compiles or captures before the first step
+    uses_cuda_graphs: bool = False  # replays captured CUDA graphs (the GPU-busy profiler skips these)
+
+    @property
+    def flops_per_step(self) -> float | None:
+        return self.work.flops if self.work is not None else None
+
+    @property
+    def bytes_per_step(self) -> float | None:
+        return self.work.bytes if self.work is not None else None
+
+    def warm_up(self) -> float | None:
+        """Compile / capture (workloads with `compiles`), leaving model, optimizer and data as they were;
+        returns the seconds it took, or None when there is nothing to compile."""
+        return None
 
     def step(self, clock: Marker) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         raise NotImplementedError

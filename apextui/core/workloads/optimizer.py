@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import time
 from typing import Mapping
 
 import torch
 from torch import nn
 
+from ..compilation import WARMUP_STEPS, TrainingState
+from ..roofline import optimizer_work
 from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
+
+GRAPHED = ("adamw_capturable_graph",)  # variants whose optimizer step is replayed from a CUDA graph
 
 
 def make_optimizer(variant: str, params: list[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
-    """torch AdamW (defaults), torch AdamW fused=True, or apex FusedAdam in AdamW mode."""
+    """torch AdamW (defaults), torch AdamW fused=True, fused + capturable (for CUDA graphs), or apex
+    FusedAdam in AdamW mode."""
     if variant == "adamw":
         return torch.optim.AdamW(params, lr=lr)
     if variant == "adamw_fused":
         return torch.optim.AdamW(params, lr=lr, fused=True)
+    if variant == "adamw_capturable_graph":
+        return torch.optim.AdamW(params, lr=lr, fused=True, capturable=True)
     if variant == "fused_adam":
         from apex.optimizers import FusedAdam
 
@@ -24,7 +32,13 @@ def make_optimizer(variant: str, params: list[torch.nn.Parameter], lr: float) ->
 
 
 class OptimizerWorkload(Workload):
-    """`layers` x (Linear(width, width) + ReLU), MSE on random targets."""
+    """`layers` x (Linear(width, width) + ReLU), MSE on random targets.
+
+    `adamw_capturable_graph`: torch AdamW(fused=True, capturable=True) whose step is captured once in a
+    torch.cuda.CUDAGraph during set-up and replayed every step (one launch instead of the optimizer's
+    Python and launches); gradients are zeroed in place (never set to None) so that they keep the memory
+    the graph reads. Forward and backward stay eager.
+    """
 
     units = "samples"
 
@@ -34,16 +48,64 @@ class OptimizerWorkload(Workload):
         for _ in range(size["layers"]):
             blocks += [nn.Linear(width, width), nn.ReLU()]
         self.model = nn.Sequential(*blocks).to(device)
+        self.variant = variant
+        self.graphed = variant in GRAPHED
+        if self.graphed and device != "cuda":
+            raise ValueError(f"{variant} needs CUDA (a CUDA graph); this run is on {device}")
         self.opt = make_optimizer(variant, list(self.model.parameters()), lr)
         self.x = torch.randn(batch, width, device=device)
         self.y = torch.randn(batch, width, device=device)
         self.device, self.amp = device, amp
         self.scaler = grad_scaler(device, amp)
+        if self.graphed and self.scaler is not None:
+            raise ValueError(f"{variant} cannot use GradScaler (amp = fp16): its step reads the scale on the "
+                             "host; use amp = none or bf16")
         self.uses_grad_scaler = self.scaler is not None
         self.units_per_step = batch
         self.params = sum(p.numel() for p in self.model.parameters())
+        self.work = optimizer_work(self.params)
+        self.compiles = self.uses_cuda_graphs = self.graphed
+        self.graph: torch.cuda.CUDAGraph | None = None
+
+    def _forward_backward(self) -> torch.Tensor:
+        self.opt.zero_grad(set_to_none=False)  # in place: the captured step reads these gradients
+        with autocast(self.device, self.amp):
+            loss = nn.functional.mse_loss(self.model(self.x).float(), self.y)
+        loss.backward()
+        return loss
+
+    def warm_up(self) -> float | None:
+        """Capture the optimizer step in a CUDA graph: eager steps on a side stream first (the optimizer's
+        state is created lazily, and must exist before capture), then the capture; model and optimizer
+        state are put back in place afterwards."""
+        if not self.graphed:
+            return None
+        state = TrainingState(self.model.parameters(), self.opt)
+        t0 = time.perf_counter()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(WARMUP_STEPS):
+                self._forward_backward()
+                self.opt.step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.opt.step()
+        torch.cuda.synchronize()
+        self.graph = graph
+        state.restore(zero_grads=True)
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
 
     def step(self, clock: Marker) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        if self.graphed:
+            if self.graph is None:
+                raise RuntimeError("warm_up() must capture the optimizer step before the first step")
+            loss = self._forward_backward()
+            clock.mark()
+            self.graph.replay()
+            return loss, None
         self.opt.zero_grad()  # set_to_none is the default; apex FusedAdam takes no argument
         with autocast(self.device, self.amp):
             loss = nn.functional.mse_loss(self.model(self.x).float(), self.y)

@@ -8,6 +8,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..compilation import TrainingState, compile_warmup
+from ..roofline import transformer_work
 from . import markov
 from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
 
@@ -56,10 +58,35 @@ class TinyDecoder(nn.Module):
         return self.head(self.ln_f(x))
 
 
+# variant -> torch.compile mode ("reduce-overhead": CUDA graphs through cudagraph trees)
+COMPILE_MODES = {"torch_compile": "default", "torch_compile_cg": "reduce-overhead"}
+
+
+class LossModel(nn.Module):
+    """Model + loss in one module, for torch.compile to see (and fuse) both. Exactly the eager step's maths:
+    the model under autocast, the cross-entropy on fp32 logits outside it."""
+
+    def __init__(self, model: nn.Module, device: str, amp: str) -> None:
+        super().__init__()
+        self.model, self.device, self.amp = model, device, amp
+
+    def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        with autocast(self.device, self.amp):
+            logits = self.model(inputs)
+        return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+
+
+class _NoMark:
+    def mark(self) -> None:
+        pass
+
+
 def parts(variant: str) -> tuple[NormFactory, str]:
     """(norm factory, optimizer kind) for a variant: torch, or Apex fused kernels."""
     if variant in ("fp32", "torch_amp"):
         return nn.LayerNorm, ("adamw" if variant == "fp32" else "adamw_fused")
+    if variant in COMPILE_MODES:
+        return nn.LayerNorm, "adamw_fused"
     if variant in ("fused_fp32", "fused_amp"):
         from apex.normalization import FusedLayerNorm
 
@@ -68,7 +95,13 @@ def parts(variant: str) -> tuple[NormFactory, str]:
 
 
 class TransformerWorkload(Workload):
-    """Next-token prediction on Markov-chain tokens; the loss floor is the chain's entropy rate."""
+    """Next-token prediction on Markov-chain tokens; the loss floor is the chain's entropy rate.
+
+    `torch_compile` / `torch_compile_cg`: the same model, data and seed as the eager variants, model + loss
+    through torch.compile (mode "default" / "reduce-overhead"), torch fused AdamW eager. `warm_up()` compiles
+    (and records the CUDA graphs) on the first batches, then restores parameters, optimizer state and the data
+    position, so that step N sees the same batch and starting weights as fp32's step N.
+    """
 
     units = "tokens"
 
@@ -92,16 +125,39 @@ class TransformerWorkload(Workload):
         self.uses_grad_scaler = self.scaler is not None
         self.units_per_step = batch * seq
         self.params = sum(p.numel() for p in self.model.parameters())
+        self.work = transformer_work(size, self.params, amp)
         self._i = 0
+        self.compiled: nn.Module | None = None
+        self.uses_cuda_graphs = COMPILE_MODES.get(variant) == "reduce-overhead"
+        if variant in COMPILE_MODES:
+            self.compiled = torch.compile(LossModel(self.model, device, amp), mode=COMPILE_MODES[variant])
+            self.compiles = True
+
+    def warm_up(self) -> float | None:
+        if self.compiled is None:
+            return None
+        marker = _NoMark()
+
+        def rewind() -> None:
+            self._i = 0
+            self.scaler = grad_scaler(self.device, self.amp)  # a fresh scale and growth tracker
+
+        state = TrainingState(self.model.parameters(), self.opt)
+        return compile_warmup(lambda: self.step(marker), state, self.device, after=rewind)
 
     def step(self, clock: Marker) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         batch = self.batches[self._i % self.pool]
         self._i += 1
         inputs, targets = batch[:, :-1], batch[:, 1:]
         self.opt.zero_grad()  # set_to_none is the default; apex FusedAdam takes no argument
-        with autocast(self.device, self.amp):
-            logits = self.model(inputs)
-        loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+        if self.compiled is not None:
+            if self.uses_cuda_graphs:
+                torch.compiler.cudagraph_mark_step_begin()  # a new iteration: earlier graph outputs are dead
+            loss = self.compiled(inputs, targets)
+        else:
+            with autocast(self.device, self.amp):
+                logits = self.model(inputs)
+            loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.opt)

@@ -1,0 +1,181 @@
+"""torch.compile and CUDA graphs: whether the variants that use them can run here, and the warm-up that
+keeps compile and capture time out of the measured steps.
+
+Which variants need what (`NEEDS`):
+
+- "compile": a working inductor backend: on CPU a C++ compiler (`$CXX`, else `g++`; inductor's own
+  choice) and Python's headers (its generated kernels include Python.h); on CUDA the triton package, a C
+  compiler (`$CC`, else clang, gcc or cc: triton builds its kernel launcher with it) and Python's headers.
+- "cuda_graphs": a CUDA device.
+
+The checks are cheap (a PATH lookup, a file test, a module spec): they never import torch._dynamo or
+compile anything. A compile that still fails at run time fails that run with the error.
+
+Warm-up (`compile_warmup`): the workload runs its compiled/captured step `WARMUP_STEPS` times during
+set-up (tracing, compiling, autotuning, CUDA-graph recording), waits for the device, and then puts
+parameters, gradients, optimizer state and the data position back exactly as they were, in place (a
+captured graph keeps pointing at the same memory), so the run's step 1 starts from the same state as
+an eager run's step 1 and losses stay comparable step for step. The time it took is `compile_s`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+import sysconfig
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+WARMUP_STEPS = 3  # cudagraph trees: 1 warm-up run, 1 recording, then replays
+
+# (workload, variant) -> what the variant needs beyond torch itself
+NEEDS: Mapping[tuple[str, str], tuple[str, ...]] = {
+    ("transformer", "torch_compile"): ("compile",),
+    ("transformer", "torch_compile_cg"): ("compile", "cuda_graphs"),
+    ("optimizer", "adamw_capturable_graph"): ("cuda_graphs",),
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    """Whether a requirement is met here, and if not why and how to fix it."""
+
+    ok: bool
+    reason: str = ""
+    fix: str = ""
+
+
+def needs(workload: str, variant: str) -> tuple[str, ...]:
+    """What a variant needs beyond torch: "compile" and/or "cuda_graphs" (empty for the others)."""
+    return NEEDS.get((workload, variant), ())
+
+
+def cxx_compiler() -> tuple[str, str | None]:
+    """(the C++ compiler inductor would use on CPU, its path or None): $CXX, else g++ (clang++ on macOS)."""
+    name = os.environ.get("CXX") or ("clang++" if sys.platform == "darwin" else "g++")
+    return name, shutil.which(name)
+
+
+def c_compiler() -> tuple[str, str | None]:
+    """(the C compiler triton builds its CUDA launcher with, its path or None): $CC, else clang, gcc or cc."""
+    if os.environ.get("CC"):
+        return os.environ["CC"], shutil.which(os.environ["CC"])
+    for name in ("clang", "gcc", "cc"):
+        path = shutil.which(name)
+        if path:
+            return name, path
+    return "cc", None
+
+
+def python_header() -> Path:
+    return Path(sysconfig.get_paths()["include"]) / "Python.h"
+
+
+def check_cuda_graphs(device: str) -> Check:
+    if device != "cuda":
+        return Check(False, "CUDA graphs need a CUDA device; this run is on CPU",
+                     "run on a machine with an NVIDIA GPU (--device cuda), or pick a preset without CUDA graphs "
+                     "(torch_compile, torch_amp, adamw_fused)")
+    return Check(True)
+
+
+def check_compile(device: str) -> Check:
+    """Can torch.compile's default (inductor) backend build kernels for `device` here?"""
+    if sys.version_info >= (3, 15):
+        return Check(False, f"torch.compile does not support Python {sys.version_info.major}.{sys.version_info.minor}",
+                     "use Python 3.10-3.14 for the compile presets")
+    where = "on CUDA" if device == "cuda" else "on CPU"
+    if device == "cuda":
+        if importlib.util.find_spec("triton") is None:
+            return Check(False, "torch.compile (inductor) needs the triton package for CUDA kernels; it is not installed",
+                         "pip install triton (the version your torch pins: it comes with the CUDA torch wheels)")
+        name, path = c_compiler()
+        if path is None:
+            missing = f"$CC {name!r} is not on PATH" if os.environ.get("CC") else "none of clang, gcc, cc is on PATH"
+            return Check(False, f"torch.compile (inductor) on CUDA needs a C compiler for triton's launcher; {missing}",
+                         "install one (e.g. apt-get install gcc) or set CC to a C compiler; or pick torch_amp")
+    else:
+        name, path = cxx_compiler()
+        if path is None:
+            via = "$CXX" if os.environ.get("CXX") else "the default"
+            return Check(False, f"torch.compile (inductor) on CPU needs a C++ compiler; {via} {name!r} is not on PATH",
+                         "install one (e.g. apt-get install g++) or set CXX to a C++ compiler; or pick torch_amp")
+    header = python_header()
+    if not header.is_file():
+        return Check(False, f"torch.compile (inductor) {where} needs Python's C headers; {header} is missing",
+                     f"install the Python development headers (e.g. apt-get install python{sys.version_info.major}."
+                     f"{sys.version_info.minor}-dev)")
+    return Check(True)
+
+
+CHECKS: Mapping[str, Callable[[str], Check]] = {"cuda_graphs": check_cuda_graphs, "compile": check_compile}
+
+
+def check(workload: str, variant: str, device: str) -> Check:
+    """The first unmet requirement of a variant on `device`, or ok."""
+    for need in needs(workload, variant):
+        result = CHECKS[need](device)
+        if not result.ok:
+            return result
+    return Check(True)
+
+
+# ---- warm-up that leaves no trace --------------------------------------------------------------------
+class TrainingState:
+    """A copy of parameters (values) and a way to put them, their gradients and the optimizer's state back,
+    all in place: tensors captured in a CUDA graph (or static inputs of a compiled one) keep their memory."""
+
+    def __init__(self, params: Iterable[Any], optimizer: Any) -> None:
+        self.params = list(params)
+        self.optimizer = optimizer
+        self.saved = [p.detach().clone() for p in self.params]
+
+    def restore(self, zero_grads: bool = False) -> None:
+        """Parameters back to their saved values; gradients set to None (or zeroed in place if `zero_grads`:
+        for graphs that captured them); optimizer state back to 'no step taken yet'."""
+        import torch
+
+        with torch.no_grad():
+            for p, saved in zip(self.params, self.saved):
+                p.copy_(saved)
+                if p.grad is not None:
+                    if zero_grads:
+                        p.grad.zero_()
+                    else:
+                        p.grad = None
+            reset_optimizer_state(self.optimizer)
+
+
+def reset_optimizer_state(optimizer: Any) -> None:
+    """Every tensor of the optimizer's state zeroed in place: for Adam/AdamW (moments 0, step 0) this is
+    the state of a fresh optimizer, except that the buffers exist (and keep their addresses)."""
+    import torch
+
+    with torch.no_grad():
+        for state in optimizer.state.values():
+            for value in state.values():
+                if isinstance(value, torch.Tensor):
+                    value.zero_()
+
+
+def compile_warmup(run_step: Callable[[], Any], state: TrainingState, device: str, steps: int = WARMUP_STEPS,
+                   zero_grads: bool = False, after: Callable[[], None] | None = None) -> float:
+    """Run `run_step` `steps` times (compiling/capturing), wait for the device, restore `state`; call `after`
+    (e.g. rewind the data); return the seconds it all took."""
+    import torch
+
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        run_step()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    state.restore(zero_grads=zero_grads)
+    if after is not None:
+        after()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0

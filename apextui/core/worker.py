@@ -1,0 +1,284 @@
+"""Train a preset in a worker process; the caller gets the same `Snapshot`s as from `Runner`.
+
+Why a process: on the H200 a host-bound step (fused_amp) ran 5-8 % slower when its training loop ran
+in a background thread of a busy interpreter than on a main thread (docs/results-h200.md). The TUI
+owns its main thread, so it trains here instead: the worker's main thread only trains (`Runner.run`),
+and a crash in an extension, an out-of-memory or a hang cannot take the UI down with it; everything
+a run allocated goes when its process exits.
+
+Workers are forked from a multiprocessing forkserver that has imported torch already, so after the
+first run a new one starts in a fraction of a second. The worker ignores SIGINT and SIGHUP (its
+parent decides when a run stops), stops by itself when its parent goes away, and writes its
+stdout/stderr to a log file, not to the terminal the TUI draws on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import multiprocessing
+import os
+import signal
+import sys
+import tempfile
+import threading
+from multiprocessing.connection import Connection
+from multiprocessing.reduction import ForkingPickler
+from types import MappingProxyType
+from typing import Any, Callable, Iterator
+
+from .presets import Preset
+from .runner import Callback, Snapshot, Runner
+
+# torch._dynamo: the first optimizer step imports it (~1.5 s); imported once here, not in every worker
+PRELOAD = ["torch", "torch._dynamo", "torch.optim", "apextui.core.runner", "apextui.core.workloads"]
+LOG_TAIL_LINES = 12
+EXIT_GRACE_S = 10.0  # how long a finished worker gets to exit before it is killed
+
+_context_lock = threading.Lock()
+_stderr_lock = threading.Lock()
+_context: Any = None
+
+
+def context() -> Any:
+    """The multiprocessing context workers come from: a forkserver with torch preloaded (spawn where
+    there is no forkserver)."""
+    global _context
+    with _context_lock:
+        if _context is None:
+            if "forkserver" in multiprocessing.get_all_start_methods():
+                _context = multiprocessing.get_context("forkserver")
+                _context.set_forkserver_preload(PRELOAD)
+            else:
+                _context = multiprocessing.get_context("spawn")
+        return _context
+
+
+@contextlib.contextmanager
+def _real_stderr() -> Iterator[None]:
+    """multiprocessing hands its helper processes `sys.stderr.fileno()`; under Textual sys.stderr is a
+    capture object whose fileno() is -1, which fails that. Lend it the process's real stderr meanwhile."""
+    try:
+        ok = sys.stderr is not None and sys.stderr.fileno() >= 0
+    except (AttributeError, OSError, ValueError):
+        ok = False
+    if ok or sys.__stderr__ is None:
+        yield
+        return
+    with _stderr_lock:
+        saved, sys.stderr = sys.stderr, sys.__stderr__
+        try:
+            yield
+        finally:
+            sys.stderr = saved
+
+
+def prestart() -> None:
+    """Start the forkserver now (it imports torch in the background), so that runs start quickly."""
+    ctx = context()
+    if ctx.get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        with _real_stderr():
+            forkserver.ensure_running()
+
+
+def _mappingproxy(d: dict[Any, Any]) -> MappingProxyType:
+    return MappingProxyType(d)
+
+
+def _reduce_mappingproxy(m: MappingProxyType) -> tuple[Any, tuple[dict[Any, Any]]]:
+    return _mappingproxy, (dict(m),)
+
+
+# presets and run info keep their tables in read-only mappings, which do not pickle by themselves
+ForkingPickler.register(MappingProxyType, _reduce_mappingproxy)
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "the worker process did not exit"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the worker process was killed by {name}"
+    return f"the worker process exited with code {code}"
+
+
+def _log_tail(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            lines = [line.rstrip() for line in fh.readlines() if line.strip()]
+    except OSError:
+        return ""
+    return "\n".join(lines[-LOG_TAIL_LINES:])
+
+
+# ---- worker side ---------------------------------------------------------------------------
+def _redirect_output(log_path: str) -> None:
+    import sys
+
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+
+
+def worker_main(preset: Preset, device: str, steps: int | None, sample_interval: float,
+                conn: Connection, stop: Any, log_path: str) -> None:
+    """The worker process: train on this main thread, send every snapshot to the parent."""
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    _redirect_output(log_path)
+    runner: Runner | None = None
+
+    def send(snap: Snapshot) -> None:
+        try:
+            conn.send(snap)
+        except (BrokenPipeError, EOFError, OSError):  # the parent is gone: nobody is watching, stop
+            if runner is not None:
+                runner.stop()
+        except Exception:  # a snapshot that cannot be sent: stop; the parent reports this log's tail
+            import traceback
+
+            traceback.print_exc()
+            if runner is not None:
+                runner.stop()
+            raise
+
+    runner = Runner(preset, device, send, steps=steps, sample_interval=sample_interval)
+    threading.Thread(target=lambda: (stop.wait(), runner.stop()), name="apextui-stop-watch", daemon=True).start()
+    runner.run()
+    conn.close()
+
+
+# ---- parent side ---------------------------------------------------------------------------
+class ProcessRunner:
+    """`Runner`'s interface (start, stop, wait, join, is_alive, result), training in a worker process.
+
+    `callback` runs on a reader thread of this process, once per snapshot, in order; the last one is
+    final. A worker that dies without a final snapshot (a crash, a kill) gives a "failed" one, with
+    the exit signal or code and the tail of its log, and the steps measured until then.
+    """
+
+    def __init__(self, preset: Preset, device: str, callback: Callback, steps: int | None = None,
+                 sample_interval: float = 1.0, target: Callable[..., None] | None = None) -> None:
+        self.preset = preset
+        self.device = device
+        self.callback = callback
+        self.steps = steps if steps is not None else preset.steps
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        ctx = context()
+        with _real_stderr():  # creating the event may start multiprocessing's resource tracker
+            self._stop = ctx.Event()
+        self._recv, self._send = ctx.Pipe(duplex=False)
+        fd, self.log_path = tempfile.mkstemp(prefix="apextui-worker-", suffix=".log")
+        os.close(fd)
+        self._proc = ctx.Process(
+            target=target or worker_main, name=f"apextui-worker-{preset.name}",
+            args=(preset, device, self.steps, sample_interval, self._send, self._stop, self.log_path),
+        )
+        self._reader = threading.Thread(target=self._read_loop, name="apextui-worker-reader")
+        self._finished = threading.Event()
+        self.result: Snapshot | None = None
+        self.last: Snapshot | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
+    def start(self) -> "ProcessRunner":
+        with _real_stderr():
+            self._proc.start()
+        self._send.close()  # the worker holds the only sending end now: its exit means EOF here
+        self._reader.start()
+        return self
+
+    def stop(self) -> None:
+        """Ask the run to stop after the current step; safe from any thread."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the final snapshot has been delivered; True when it has."""
+        return self._finished.wait(timeout)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the final snapshot and the worker's exit; True when both happened."""
+        if self._reader.ident is not None:
+            self._reader.join(timeout)
+        return not self.is_alive()
+
+    def is_alive(self) -> bool:
+        return self._reader.is_alive() or self._proc.is_alive()
+
+    def kill(self) -> None:
+        """End the worker at once (the run's final snapshot then says it was killed)."""
+        if self._proc.is_alive():
+            self._proc.kill()
+
+    # ---- reader thread ---------------------------------------------------------------------
+    def _deliver(self, snap: Snapshot) -> None:
+        self.last = snap
+        if snap.finished:
+            self.result = snap
+        try:
+            self.callback(snap)
+        except Exception:  # noqa: BLE001 - a broken consumer must not stop the reader
+            import sys
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+
+    def _read_loop(self) -> None:
+        error: str | None = None
+        try:
+            while True:
+                try:
+                    snap = self._recv.recv()
+                except (EOFError, OSError):
+                    break
+                except Exception as exc:  # noqa: BLE001 - e.g. a snapshot that does not unpickle
+                    error = f"cannot read the worker's snapshot: {type(exc).__name__}: {exc}"
+                    self._proc.kill()
+                    break
+                if snap.finished and snap.status == "failed" and _log_tail(self.log_path):
+                    snap = dataclasses.replace(snap, error=f"{snap.error} (worker log: {self.log_path})")
+                self._deliver(snap)
+                if snap.finished:
+                    break
+            self._proc.join(EXIT_GRACE_S)
+            if self._proc.is_alive():  # finished but stuck in teardown
+                self._proc.kill()
+                self._proc.join(EXIT_GRACE_S)
+            if self.result is None:
+                self._deliver(self._crash_snapshot(error or describe_exit(self._proc.exitcode)))
+            elif self.result.status != "failed":
+                self._remove_log()
+        finally:
+            self._recv.close()
+            self._finished.set()
+
+    def _crash_snapshot(self, reason: str) -> Snapshot:
+        tail = _log_tail(self.log_path)
+        error = f"{reason} before the run ended"
+        if tail:
+            error += f"; its last output (full log: {self.log_path}):\n{tail}"
+        if self.last is not None:
+            return dataclasses.replace(self.last, status="failed", new_steps=(), error=error)
+        return Snapshot(status="failed", info=None, steps_done=0, new_steps=(), stats=None, throughput=None,
+                        skipped_steps=0, monitor=None, elapsed_s=0.0, error=error)
+
+    def _remove_log(self) -> None:
+        try:
+            os.unlink(self.log_path)
+        except OSError:
+            pass

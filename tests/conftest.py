@@ -1,0 +1,12 @@
+"""Every test (and every CLI subprocess it starts) sees an empty user preset folder and its own ceilings
+cache, whatever the developer keeps in ~/.config/apextui and ~/.cache/apextui."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _private_user_dirs(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("APEXTUI_PRESET_DIR", str(tmp_path_factory.mktemp("user-presets")))
+    monkeypatch.setenv("APEXTUI_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))

@@ -1,0 +1,286 @@
+"""Results files: written atomically (a crash mid-save leaves the previous file and no temporary file),
+and any broken file gives a ResultsError naming the path and what is wrong."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from apextui.ui import results
+from apextui.ui.results import ResultRow, ResultsError, load_results, save_results
+
+
+def row(preset: str = "fp32", variant: str = "fp32", median: float = 10.0, **summary) -> ResultRow:
+    return ResultRow(preset=preset, workload="transformer", variant=variant, device="cuda", size="default",
+                     amp="none", status="ok", summary={"steps": 50, "median_ms": median, **summary})
+
+
+ROWS_A = [row(), row("fused_amp", "fused_amp", 5.0)]
+ROWS_B = [row(median=20.0)]
+
+
+def saved(path: Path) -> Path:
+    save_results(ROWS_A, path, env={"gpu": "H200"})
+    return path
+
+
+def only_file(path: Path) -> None:
+    """The folder holds just the results file: no temporary file was left behind."""
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
+def medians(path: Path) -> list[float]:
+    return [r.median_ms for r in load_results(path)]
+
+
+# ---- atomic save ---------------------------------------------------------------------------------------
+
+def test_save_round_trips_and_replaces(tmp_path: Path):
+    path = saved(tmp_path / "r.json")
+    assert medians(path) == [10.0, 5.0]
+    save_results(ROWS_B, path)
+    assert medians(path) == [20.0]
+    only_file(path)
+    assert json.loads(path.read_text())["kind"] == "apextui-results"
+
+
+def test_a_saved_file_gets_the_usual_mode_not_0600(tmp_path: Path):
+    mask = os.umask(0o022)
+    try:
+        path = saved(tmp_path / "r.json")
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_unserialisable_rows_leave_the_previous_file(tmp_path: Path):
+    path = saved(tmp_path / "r.json")
+    before = path.read_bytes()
+    with pytest.raises(TypeError):
+        save_results([row(check=object())], path)  # a real serialisation error, no mock
+    assert path.read_bytes() == before
+    only_file(path)
+
+
+class Boom(Exception):
+    pass
+
+
+def test_a_crash_in_the_middle_of_the_write_leaves_the_previous_file(tmp_path: Path, monkeypatch):
+    path = saved(tmp_path / "r.json")
+    before = path.read_bytes()
+    real_fdopen = os.fdopen
+    written = []
+
+    class HalfWriter:
+        """The real temporary file; its write puts half the text on disk and then fails."""
+
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def write(self, text):
+            self.fh.write(text[: len(text) // 2])
+            self.fh.flush()
+            written.append(Path(self.fh.name if isinstance(self.fh.name, str) else f"/proc/self/fd/{self.fh.name}"))
+            raise Boom("disk on fire")
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+    monkeypatch.setattr(results.os, "fdopen", lambda *a, **k: HalfWriter(real_fdopen(*a, **k)))
+    with pytest.raises(Boom):
+        save_results(ROWS_B, path)
+    assert written, "the write really started"
+    assert path.read_bytes() == before
+    only_file(path)
+
+
+@pytest.mark.parametrize("step", ["fsync", "replace"])
+def test_a_failing_fsync_or_rename_leaves_the_previous_file(tmp_path: Path, monkeypatch, step):
+    path = saved(tmp_path / "r.json")
+    before = path.read_bytes()
+
+    def fail(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(results.os, step, fail)
+    with pytest.raises(OSError, match="No space left"):
+        save_results(ROWS_B, path)
+    assert path.read_bytes() == before
+    only_file(path)
+
+
+def test_keyboard_interrupt_during_the_save_leaves_no_temporary_file(tmp_path: Path, monkeypatch):
+    path = saved(tmp_path / "r.json")
+    before = path.read_bytes()
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(results.os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        save_results(ROWS_B, path)
+    assert path.read_bytes() == before
+    only_file(path)
+
+
+def test_the_temporary_file_is_fsynced_then_renamed_within_the_folder(tmp_path: Path, monkeypatch):
+    calls = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        calls.append(("fsync", stat.S_ISREG(os.fstat(fd).st_mode)))
+        real_fsync(fd)
+
+    def replace(src, dst):
+        calls.append(("replace", Path(src).parent == Path(dst).parent, Path(src).read_text().endswith("}\n")))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(results.os, "fsync", fsync)
+    monkeypatch.setattr(results.os, "replace", replace)
+    save_results(ROWS_A, tmp_path / "r.json")
+    # the file's data is on disk before the rename, complete; then the folder entry
+    assert calls[:2] == [("fsync", True), ("replace", True, True)]
+    assert calls[2:] == [("fsync", False)]
+    only_file(tmp_path / "r.json")
+
+
+def test_saving_into_a_missing_folder_is_an_os_error(tmp_path: Path):
+    with pytest.raises(FileNotFoundError):
+        save_results(ROWS_A, tmp_path / "nope" / "r.json")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---- broken files ----------------------------------------------------------------------------------------
+
+def _truncated(path: Path) -> None:
+    text = saved(path).read_text()
+    path.write_text(text[: len(text) // 2])
+
+
+def _corrupt(path: Path) -> None:
+    text = saved(path).read_text()
+    path.write_text(text.replace('"runs": [', '"runs": [#', 1))
+
+
+DOC = {"kind": "apextui-results", "schema": 1}
+START = b'{"event": "start", "preset": "p", "workload": "norm", "variant": "layernorm", "device": "cpu"}\n'
+
+
+@pytest.mark.parametrize("make, needle", [
+    (None, "no such file"),
+    (b"", "empty file"),
+    (b"  \n\t\n", "empty file"),
+    (b"\xff\xfe{\x00", "not UTF-8 text (byte 0)"),
+    ('{"kind": "apextui-results", "runs": []}\n'.encode("utf-16"), "not UTF-8 text"),
+    (_truncated, "not JSON (Expecting"),
+    (_corrupt, "not JSON (Expecting value at line"),
+    (b"[1, 2, 3]\n", "JSON of the wrong shape (a list)"),
+    (b"42\n", "JSON of the wrong shape (a single value)"),
+    (b'"hello"\n', "JSON of the wrong shape (a single value)"),
+    (b'{"runs": []}\n', 'JSON of the wrong shape (an object without "kind": "apextui-results")'),
+    (json.dumps({**DOC, "runs": {"a": 1}}).encode(), "field 'runs' must be a list"),
+    (json.dumps({**DOC, "runs": ["fp32"]}).encode(), "runs[0]: must be an object, got str"),
+    (json.dumps({**DOC, "runs": [{"preset": "x"}]}).encode(), "runs[0]: missing field 'workload'"),
+    (json.dumps({**DOC, "runs": [{"preset": "x", "workload": ["norm"], "variant": "v", "device": "cpu"}]}).encode(),
+     "runs[0]: unknown workload ['norm']; known: optimizer, norm, transformer"),
+    (json.dumps({**DOC, "runs": [{"preset": "x", "workload": "norm", "variant": "v", "device": "cpu",
+                                  "summary": [1]}]}).encode(), "runs[0]: 'summary' must be an object"),
+    (json.dumps({**DOC, "schema": 99, "runs": []}).encode(), "field 'schema': 99 is newer than this apextui reads (1)"),
+    (b"[" * 100_000 + b"]" * 100_000, "JSON nested too deeply"),
+    (START + b'{"event": "end", "status": "ok"}\nnot json\n', "line 3 is not JSON"),
+    (START + b'{"event": "end", "status": "ok", "summary": 3}\n', "line 2: 'summary' must be an object"),
+    (b'{"event": "start"}\n[1]\n', "line 2: not an apextui event"),
+    (b'{"event": "start", "preset": "p"}\n{"event": "end", "status": "ok"}\n', "line 2: missing field 'workload'"),
+])
+def test_broken_results_files_raise_results_error_with_path_and_reason(tmp_path: Path, make, needle):
+    path = tmp_path / "results.json"
+    if callable(make):
+        make(path)
+    elif make is not None:
+        path.write_bytes(make)
+    with pytest.raises(ResultsError) as info:
+        load_results(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: "), message
+    assert needle in message, message
+
+
+def test_headless_output_loads(tmp_path: Path):
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(START + b'{"event": "step", "step": 1}\n{"event": "end", "status": "stopped", '
+                             b'"summary": {"median_ms": 2.5}}\n')
+    (r,) = load_results(path)
+    assert (r.preset, r.workload, r.status, r.median_ms, r.source) == ("p", "norm", "stopped", 2.5, str(path))
+
+
+def test_a_folder_is_not_a_results_file(tmp_path: Path):
+    with pytest.raises(ResultsError, match="is a directory"):
+        load_results(tmp_path)
+
+
+def test_results_error_is_a_value_error():  # callers that catch ValueError keep working
+    assert issubclass(ResultsError, ValueError)
+
+
+# ---- fuzz ------------------------------------------------------------------------------------------
+
+JSONISH = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=10),
+              st.sampled_from(["apextui-results", "start", "end", "transformer", "norm", "fp32"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.sampled_from(["kind", "schema", "runs", "event", "preset", "workload",
+                                                             "variant", "device", "summary", "status", "env", "x"]),
+                                            inner, max_size=6)),
+    max_leaves=20,
+)
+
+
+@st.composite
+def result_files(draw) -> bytes:
+    kind = draw(st.sampled_from(["bytes", "text", "json", "lines", "prefix"]))
+    if kind == "bytes":
+        return draw(st.binary(max_size=300))
+    if kind == "text":
+        return draw(st.text(max_size=300)).encode()
+    if kind == "json":
+        doc = draw(JSONISH)
+        if draw(st.booleans()):
+            doc = {"kind": "apextui-results", "runs": draw(st.lists(JSONISH, max_size=3))}
+        return json.dumps(doc).encode()
+    if kind == "lines":
+        return "".join(json.dumps(draw(JSONISH)) + "\n" for _ in range(draw(st.integers(1, 4)))).encode()
+    full = json.dumps(results.results_document(ROWS_A), indent=2).encode()
+    return full[: draw(st.integers(0, len(full)))]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("results-fuzz")
+
+
+@settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(content=result_files())
+def test_fuzz_load_results_returns_rows_or_results_error(folder: Path, content: bytes):
+    path = folder / "fuzz.json"
+    path.write_bytes(content)
+    try:
+        rows = load_results(path)
+    except ResultsError as exc:
+        assert str(exc).startswith(f"{path}: ")
+        return
+    assert isinstance(rows, list) and all(isinstance(r, ResultRow) for r in rows)
+    for r in rows:  # what the table reads from a row never raises
+        r.median_ms, r.p10_ms, r.final_loss, r.max_error, r.comparable_key, r.to_dict()

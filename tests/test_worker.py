@@ -1,0 +1,111 @@
+"""The worker-process runner on CPU: real runs, stop, signals, crashes, a parent that goes away."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Callable
+
+import pytest
+import worker_fakes
+
+from apextui.core import worker
+from apextui.core.presets import resolve
+from apextui.core.runner import Snapshot
+from apextui.core.worker import ProcessRunner
+
+
+def collect() -> tuple[list[Snapshot], threading.Event, Callable[[Snapshot], None]]:
+    """The snapshots a run delivers, an event set at its first step, and the callback filling them."""
+    snaps: list[Snapshot] = []
+    first_step = threading.Event()
+
+    def cb(s: Snapshot) -> None:
+        snaps.append(s)
+        if s.steps_done:
+            first_step.set()
+
+    return snaps, first_step, cb
+
+
+def test_runs_to_the_end_in_another_process_and_cleans_up():
+    snaps, _, cb = collect()
+    r = ProcessRunner(resolve("adamw"), "cpu", cb, steps=25).start()
+    assert r.join(120)
+    assert r.pid != os.getpid() and r._proc.exitcode == 0 and not r.is_alive()
+    final = r.result
+    assert final is snaps[-1] and final.status == "ok" and final.error is None
+    assert [s.finished for s in snaps].count(True) == 1
+    assert final.steps_done == 25 and sum(len(s.new_steps) for s in snaps) == 25
+    assert [rec.step for s in snaps for rec in s.new_steps] == list(range(1, 26))
+    assert final.info is not None and final.info.preset == "adamw" and dict(final.info.size) == dict(resolve("adamw").cpu_size)
+    assert final.stats is not None and final.stats.median_ms > 0
+    assert not os.path.exists(r.log_path)  # nothing to keep after a good run
+
+
+def test_stop_ends_a_long_run_promptly():
+    snaps, first_step, cb = collect()
+    r = ProcessRunner(resolve("fp32"), "cpu", cb, steps=1_000_000).start()
+    assert first_step.wait(120)
+    t0 = time.monotonic()
+    r.stop()
+    assert r.join(60), "the worker did not stop"
+    assert time.monotonic() - t0 < 30
+    assert r.result.status == "stopped" and 0 < r.result.steps_done < 1_000_000
+
+
+def test_worker_ignores_sighup_and_sigint():
+    """A dropped SSH connection or Ctrl-C reaches the whole process group: the parent decides."""
+    snaps, first_step, cb = collect()
+    r = ProcessRunner(resolve("adamw"), "cpu", cb, steps=150).start()
+    assert first_step.wait(120)
+    os.kill(r.pid, signal.SIGHUP)
+    os.kill(r.pid, signal.SIGINT)
+    assert r.join(120)
+    assert r.result.status == "ok" and r.result.steps_done == 150
+
+
+def test_segfault_is_a_failed_run_that_keeps_its_steps_and_log():
+    snaps, _, cb = collect()
+    r = ProcessRunner(resolve("adamw"), "cpu", cb, steps=10_000, target=worker_fakes.segfault_after_three_steps)
+    r.start()
+    assert r.join(120)
+    final = r.result
+    assert final.status == "failed" and "SIGSEGV" in final.error
+    assert "fake extension: about to crash" in final.error and r.log_path in final.error
+    assert final.steps_done >= final.info.warmup + 3 and final.stats.count >= 3  # what was measured is kept
+    assert final.info is not None and final.info.preset == "adamw"
+    os.unlink(r.log_path)
+
+
+def test_exit_without_a_snapshot_is_reported():
+    snaps, _, cb = collect()
+    r = ProcessRunner(resolve("adamw"), "cpu", cb, steps=10, target=worker_fakes.exit_before_reporting).start()
+    assert r.join(120)
+    assert [s.status for s in snaps] == ["failed"]
+    assert "exited with code 7" in snaps[0].error and snaps[0].steps_done == 0 and snaps[0].info is None
+
+
+def test_worker_stops_when_its_parent_stops_listening():
+    """The TUI died without stopping the run: the worker notices its pipe is gone and stops."""
+    ctx = worker.context()
+    recv, send = ctx.Pipe(duplex=False)
+    stop = ctx.Event()
+    proc = ctx.Process(target=worker.worker_main, args=(resolve("fp32"), "cpu", 1_000_000, 1.0, send, stop,
+                                                         os.devnull))
+    proc.start()
+    send.close()
+    while True:
+        snap = recv.recv()
+        if snap.steps_done:
+            break
+    recv.close()
+    proc.join(60)
+    assert proc.exitcode == 0, "the worker kept training with nobody listening"
+
+
+def test_bad_steps_rejected_before_a_process_starts():
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        ProcessRunner(resolve("adamw"), "cpu", lambda s: None, steps=0)

@@ -1,0 +1,95 @@
+"""The TUI when the SSH connection drops (SIGHUP on a real pseudo-terminal), and 100 start/stop cycles."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from ui_fakes import highlight, no_gpu_report, provider, wait_for
+
+from apextui.ui.app import make_app
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _drain(fd: int, seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                os.read(fd, 65536)
+            except OSError:
+                return
+
+
+def test_sighup_stops_the_run_saves_results_and_exits(tmp_path):
+    """`apextui --preset adamw` in a real pty; the terminal hangs up mid-run: exit 129, the run saved as
+    stopped with its steps, no process left behind."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color"}
+    proc = subprocess.Popen([sys.executable, "-m", "apextui", "--preset", "adamw", "--device", "cpu",
+                             "--steps", "1000000"], stdin=slave, stdout=slave, stderr=slave, cwd=tmp_path,
+                            env=env, start_new_session=True)
+    os.close(slave)
+    app = psutil.Process(proc.pid)
+    descendants: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 120
+        worker = None
+        while worker is None and time.monotonic() < deadline:  # the worker: a grandchild via the forkserver
+            _drain(master, 0.5)
+            descendants = app.children(recursive=True)
+            worker = next((p for p in descendants if p.ppid() != proc.pid), None)
+        assert worker is not None, "no worker process started"
+        _drain(master, 6)  # let it train a while
+        os.close(master)  # the terminal goes away ...
+        os.killpg(proc.pid, signal.SIGHUP)  # ... and the whole session gets SIGHUP
+        assert proc.wait(90) == 128 + signal.SIGHUP
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    (saved,) = glob.glob(str(tmp_path / "apextui-results-*.json"))
+    (run,) = json.loads(Path(saved).read_text())["runs"]
+    assert run["preset"] == "adamw" and run["status"] == "stopped" and run["summary"]["steps"] > 0
+    assert run["summary"]["median_ms"] is not None, json.dumps(run)
+    time.sleep(1)
+    assert not [p for p in descendants if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.asyncio
+async def test_start_and_stop_100_times_leaks_nothing(tmp_path):
+    """Start a real run and stop it, 100 times: every run ends, no thread or worker process is left."""
+    app = make_app(device="cpu", steps=1_000_000, report_provider=provider(no_gpu_report()), save_dir=tmp_path)
+    threads_before = set(threading.enumerate())
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_for(pilot, lambda: app.probe is not None, 60, "device probe")
+            await highlight(pilot, app, "adamw")
+            helpers = {p.pid for p in psutil.Process().children()}  # forkserver, resource tracker
+            for i in range(100):
+                await pilot.press("enter")
+                await wait_for(pilot, lambda: app.active is not None, 30, f"run {i} to start")
+                await pilot.press("s")
+                await wait_for(pilot, lambda: app.active is None, 60, f"run {i} to stop")
+            rows = app.table.rows_data
+            assert len(rows) == 100 and {r.status for r in rows} <= {"stopped", "ok"}
+            workers = [p for p in psutil.Process().children(recursive=True)
+                       if p.pid not in helpers and p.status() != psutil.STATUS_ZOMBIE]
+            assert not workers, f"worker processes left: {workers}"
+    finally:
+        assert app.shutdown_runs(30)
+    leaked = [t for t in threading.enumerate() if t not in threads_before and t.is_alive()
+              and t.name.startswith("apextui")]
+    assert not leaked, f"threads left: {leaked}"

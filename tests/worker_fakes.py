@@ -1,0 +1,27 @@
+"""Worker-process stand-ins for failures that a healthy CPU run cannot produce (a segfaulting
+extension, a process that dies before reporting). Module level: the worker imports them by name."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from apextui.core import worker
+from apextui.core.runner import Runner
+
+
+def segfault_after_three_steps(preset, device, steps, sample_interval, conn, stop, log_path) -> None:
+    """Train for real, then die of SIGSEGV once three measured steps have been sent to the parent."""
+    worker._redirect_output(log_path)
+
+    def send(snap) -> None:
+        conn.send(snap)
+        if snap.info is not None and snap.steps_done >= snap.info.warmup + 3:
+            print("fake extension: about to crash", flush=True)
+            os.kill(os.getpid(), signal.SIGSEGV)
+
+    Runner(preset, device, send, steps=steps, sample_interval=sample_interval).run()
+
+
+def exit_before_reporting(preset, device, steps, sample_interval, conn, stop, log_path) -> None:
+    os._exit(7)
