@@ -56,12 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how often GPU/host metrics are sampled (default 1.0)")
     parser.add_argument("--load", action="append", default=[], metavar="RESULTS.json",
                         help="TUI: add runs saved with w (or --json output) to the comparison table")
-    sub = parser.add_subparsers(dest="command", metavar="{list,doctor}")
+    sub = parser.add_subparsers(dest="command", metavar="{list,doctor,advise}")
     lister = sub.add_parser("list", help="every preset, and whether it can run here")
     lister.add_argument("--json", action="store_true", help="print JSON")
     lister.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     doctor = sub.add_parser("doctor", help="which Apex fused kernels work here, and why not")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
+    from .advise_cli import add_arguments as add_advise_arguments
+
+    add_advise_arguments(sub.add_parser("advise", help="which configuration is fastest on this machine, measured here"))
     return parser
 
 
@@ -114,6 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "list":
         return cmd_list(args.json, args.device)
+    if args.command == "advise":
+        from .advise_cli import run as run_advise
+
+        return run_advise(args)
     if args.command == "doctor":
         from .doctor_cli import run as run_doctor
 

@@ -23,6 +23,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -88,13 +89,30 @@ def tui(preset_name: str, steps: int, device: str) -> dict[str, Any]:
 
     async def drive() -> dict[str, Any]:
         async with app.run_test(size=(120, 40)):
+            while app.active is None:
+                await asyncio.sleep(0.05)
+            wall, cpu = time.perf_counter(), time.process_time()
             while True:
                 await asyncio.sleep(0.2)  # not pilot.pause(): that waits for the app to go idle
                 result = app.last_result()
-                if result is not None:
-                    return result
+                if result is not None:  # the UI process's own CPU use while the run trained
+                    return result | {"ui_cpu_frac": (time.process_time() - cpu) / (time.perf_counter() - wall)}
 
     return asyncio.run(drive())
+
+
+def worker(preset_name: str, steps: int, device: str) -> dict[str, Any]:
+    """(c') the TUI's worker process alone: ProcessRunner from a plain script, no Textual, a callback
+    that keeps only the last snapshot. Separates what the worker process costs from what the UI costs."""
+    from apextui.core import events
+    from apextui.core.presets import resolve
+    from apextui.core.worker import ProcessRunner, prestart
+
+    prestart()
+    runner = ProcessRunner(resolve(preset_name), device, lambda snap: None, steps=steps).start()
+    runner.join()
+    assert runner.result is not None
+    return events.summary(runner.result) | {"status": runner.result.status}
 
 
 def json_mode(preset_name: str, steps: int, device: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -113,7 +131,10 @@ def child(mode: str, preset: str, steps: int, device: str) -> dict[str, Any]:
     env = dict(os.environ)
     if mode == "tui_thread":
         env["APEXTUI_WORKER"] = "thread"
-    proc = subprocess.run([sys.executable, __file__, "--child", "tui" if mode == "tui_thread" else mode,
+    if mode == "worker_spawn":  # a freshly spawned interpreter instead of a fork of the torch-loaded server
+        env["APEXTUI_WORKER_START"] = "spawn"
+    base = {"tui_thread": "tui", "worker_spawn": "worker"}.get(mode, mode)
+    proc = subprocess.run([sys.executable, __file__, "--child", base,
                            "--presets", preset, "--steps", str(steps), "--device", device],
                           capture_output=True, text=True, cwd=ROOT, env=env)
     if proc.returncode != 0:
@@ -128,14 +149,14 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--modes", default="bare,json,tui",
-                        help="first is the reference; also: bare_thread, json_nosampler, tui_thread")
+                        help="first is the reference; also: bare_thread, json_nosampler, tui_thread, worker, worker_spawn")
     parser.add_argument("--out-dir", type=Path, default=Path("."))
-    parser.add_argument("--child", choices=("bare", "bare_thread", "tui"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=("bare", "bare_thread", "tui", "worker"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        fn = {"bare": bare, "bare_thread": bare_thread, "tui": tui}[args.child]
+        fn = {"bare": bare, "bare_thread": bare_thread, "tui": tui, "worker": worker}[args.child]
         out = fn(args.presets, args.steps, args.device)
-        print(json.dumps({k: out.get(k) for k in ("mean_ms", "median_ms", "measured_steps", "status")}))
+        print(json.dumps({k: out.get(k) for k in ("mean_ms", "median_ms", "measured_steps", "status", "ui_cpu_frac")}))
         return 0
     modes = args.modes.split(",")
     results: dict[str, Any] = {"steps": args.steps, "device": args.device, "repeats": []}
@@ -144,7 +165,9 @@ def main() -> int:
             row = {"repeat": rep + 1, "preset": preset}
             for mode in modes:  # interleaved: a, b, c back to back in every repeat
                 row[mode] = child(mode, preset, args.steps, args.device)
-                print(f"repeat {rep + 1} {preset} {mode}: {row[mode].get('mean_ms')}", file=sys.stderr, flush=True)
+                print(f"repeat {rep + 1} {preset} {mode}: {row[mode].get('mean_ms')}"
+                      + (f" (UI process CPU {row[mode]['ui_cpu_frac']:.1%})" if row[mode].get("ui_cpu_frac") else ""),
+                      file=sys.stderr, flush=True)
             for mode in modes[1:]:
                 a, x = row["bare"].get("mean_ms"), row[mode].get("mean_ms")
                 row[f"{mode}_ratio"] = x / a if a and x else None

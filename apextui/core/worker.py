@@ -32,6 +32,7 @@ from .runner import Callback, Snapshot, Runner
 
 # torch._dynamo: the first optimizer step imports it (~1.5 s); imported once here, not in every worker
 PRELOAD = ["torch", "torch._dynamo", "torch.optim", "apextui.core.runner", "apextui.core.workloads"]
+START_METHOD_ENV = "APEXTUI_WORKER_START"
 LOG_TAIL_LINES = 12
 EXIT_GRACE_S = 10.0  # how long a finished worker gets to exit before it is killed
 
@@ -42,15 +43,17 @@ _context: Any = None
 
 def context() -> Any:
     """The multiprocessing context workers come from: a forkserver with torch preloaded (spawn where
-    there is no forkserver)."""
+    there is no forkserver); $APEXTUI_WORKER_START (spawn, forkserver) overrides it."""
     global _context
     with _context_lock:
         if _context is None:
-            if "forkserver" in multiprocessing.get_all_start_methods():
-                _context = multiprocessing.get_context("forkserver")
+            methods = multiprocessing.get_all_start_methods()
+            chosen = os.environ.get(START_METHOD_ENV)
+            if chosen not in methods:
+                chosen = "forkserver" if "forkserver" in methods else "spawn"
+            _context = multiprocessing.get_context(chosen)
+            if chosen == "forkserver":
                 _context.set_forkserver_preload(PRELOAD)
-            else:
-                _context = multiprocessing.get_context("spawn")
         return _context
 
 

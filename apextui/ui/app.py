@@ -121,6 +121,7 @@ class ApexTuiApp(App[None]):
     BINDINGS = [
         Binding("s", "stop", "Stop"),
         Binding("d", "doctor", "Doctor"),
+        Binding("a", "advise", "Advise"),
         Binding("w", "save", "Save JSON"),
         Binding("p", "screenshot", "SVG"),
         Binding("l", "load", "Load"),
@@ -167,6 +168,7 @@ class ApexTuiApp(App[None]):
         self._spark_stale = False
         self._quitting = False
         self.hangup_saved: Path | None = None  # where the results went when the terminal hung up
+        self.advice_job: Any = None  # `a`: the advice measuring in the background (screens/advise_screen.py)
         self._hung_up = False
 
     # ---- layout --------------------------------------------------------------------------
@@ -327,6 +329,9 @@ class ApexTuiApp(App[None]):
             return False
         if self.active is not None:
             self.notify(f"{self.active.preset.name} is running: press s to stop it first", severity="warning")
+            return False
+        if self.advice_job is not None and self.advice_job.running:
+            self.notify("the advice is measuring: press a, then s to stop it first", severity="warning")
             return False
         if self.probe_error is not None:
             self.notify(f"{name} cannot start: {self.probe_error}", severity="error", timeout=10)
@@ -507,13 +512,14 @@ class ApexTuiApp(App[None]):
         self.exit(return_code=EXIT_HANGUP)
 
     def shutdown_runs(self, timeout: float = QUIT_JOIN_S) -> bool:
-        """Stop any active run and wait up to `timeout` s; True when nothing is left running."""
+        """Stop any active run (and advice) and wait up to `timeout` s; True when nothing is left running."""
+        advice_over = self.advice_job.shutdown(timeout) if self.advice_job is not None else True
         active = self.active
         if active is None:
-            return True
+            return advice_over
         active.runner.stop()
         active.bridge.close()
-        return bool(active.runner.join(timeout)) if timeout else not active.runner.is_alive()
+        return (bool(active.runner.join(timeout)) if timeout else not active.runner.is_alive()) and advice_over
 
     def last_result(self) -> dict[str, Any] | None:
         """The last run finished in this session as the headless `end` event has it: its summary plus
@@ -525,6 +531,11 @@ class ApexTuiApp(App[None]):
         return {**r.summary, "status": r.status, "error": r.error, "preset": r.preset, "device": r.device}
 
     # ---- doctor, results, screenshot -----------------------------------------------------
+    def action_advise(self) -> None:
+        from .screens.advise_screen import open_advice
+
+        open_advice(self)
+
     def action_doctor(self) -> None:
         from .screens.report_screen import ReportScreen
 

@@ -1,0 +1,200 @@
+"""`apextui advise`: which configuration to use on this machine, from runs made here (core/advise.py).
+
+Human-readable output by default, one JSON document with --json; progress on stderr (a line per run).
+Exit codes: 0 ok, 1 every run failed, 2 usage, 3 device unavailable, 130 interrupted (Ctrl-C; 143 for
+SIGTERM), with the partial advice printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from typing import Any, Sequence
+
+from .core.advise import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, AdviceError, parse_workloads
+from .core.env import DEVICE_CHOICES
+from .core.presets import MAX_STEPS, WORKLOADS
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
+SIGNAL_EXIT = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
+
+
+def _int_in(lo: int, hi: int):
+    def parse(text: str) -> int:
+        allowed = f"must be a whole number from {lo} to {hi}"
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{allowed}, got {text[:40]!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{allowed}, got {value}")
+        return value
+
+    return parse
+
+
+def _workloads(text: str) -> tuple[str, ...]:
+    try:
+        return parse_workloads(text)
+    except AdviceError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+DESCRIPTION = ("Which configuration is fastest on this machine, and is Apex worth installing here: runs every "
+               "available preset of each workload, interleaved, and computes the verdict from those runs only.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.description = parser.description or DESCRIPTION
+    parser.add_argument("--json", action="store_true", help="print the advice as one JSON document")
+    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto",
+                        help="auto (default): CUDA when present, else CPU at the presets' small size")
+    parser.add_argument("--steps", type=_int_in(1, MAX_STEPS), metavar="N",
+                        help=f"steps a run (default {DEFAULT_STEPS['cuda']} on CUDA, {DEFAULT_STEPS['cpu']} on CPU)")
+    parser.add_argument("--repeats", type=_int_in(1, MAX_REPEATS), metavar="R",
+                        help=f"runs of each preset, interleaved (default {DEFAULT_REPEATS})")
+    parser.add_argument("--workloads", type=_workloads, metavar="LIST",
+                        help=f"comma-separated, from {','.join(WORKLOADS)} (default: all)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="reuse the last advice stored for this environment (GPU, driver, torch, Apex) if any")
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return add_arguments(argparse.ArgumentParser(prog="apextui advise"))
+
+
+def log(message: str) -> None:
+    try:
+        print(f"apextui: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _print(text: str) -> bool:
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+        return True
+    except (BrokenPipeError, ValueError):
+        return False
+
+
+def _output(doc: dict[str, Any], as_json: bool) -> bool:
+    from .core.advise import format_text
+
+    return _print(json.dumps(doc, indent=2) if as_json else format_text(doc))
+
+
+class ProgressPrinter:
+    """A line on stderr per run (its end), per skipped preset, and when a run starts compiling."""
+
+    def __init__(self) -> None:
+        self._compiling: set[tuple[int, str]] = set()
+
+    def __call__(self, p: Any) -> None:
+        if p.event in ("plan", "skip"):
+            log(p.message)
+        elif p.event == "run_end":
+            log(p.line())
+        elif p.event == "run" and p.status == "compiling" and (p.index, p.preset) not in self._compiling:
+            self._compiling.add((p.index, p.preset))
+            log(p.line() + " (compile time is reported apart, never in ms/step)")
+
+
+def run(args: argparse.Namespace, runner_factory: Any = None) -> int:
+    """`apextui advise` with parsed arguments; the exit code. `runner_factory`: tests."""
+    try:
+        return _run(args, runner_factory)
+    except KeyboardInterrupt:  # before the signal handlers are in place (e.g. while torch imports)
+        log("interrupted before any run started")
+        return EXIT_INTERRUPTED
+
+
+def _run(args: argparse.Namespace, runner_factory: Any) -> int:
+    from .core.advise import Advisor, store
+    from .core.env import DeviceUnavailable, resolve_device
+    from .core.presets import PresetError, load_all
+
+    try:
+        device = resolve_device(args.device)
+    except DeviceUnavailable as exc:
+        log(f"error: {exc}")
+        if args.json:
+            _print(json.dumps({"kind": "apextui-advice", "schema": 1, "status": "unavailable", "device": args.device,
+                               "reason": str(exc), "fix": "use --device auto or --device cpu"}))
+        return EXIT_UNAVAILABLE
+    try:
+        presets, errors = load_all()
+    except PresetError as exc:
+        log(f"error: {exc}")
+        return EXIT_USAGE
+    for e in errors:
+        log(f"warning: skipped a user preset: {e.message}")
+    try:
+        advisor = Advisor(device, steps=args.steps, repeats=args.repeats or DEFAULT_REPEATS,
+                          workloads=args.workloads, presets=presets, runner_factory=runner_factory,
+                          on_progress=ProgressPrinter())
+    except AdviceError as exc:
+        log(f"error: {exc}")
+        return EXIT_USAGE
+    if args.reuse:
+        doc, why = advisor.reusable(steps=args.steps, repeats=args.repeats)
+        if doc is not None:
+            log(f"{doc['reuse_note']}; run without --reuse to measure again")
+            return EXIT_OK if _output(doc, args.json) else EXIT_FAILED
+        log(f"--reuse: nothing to reuse: {why}; measuring now")
+    if device == "cpu":
+        log("on CPU the presets run at their small size; the Apex presets cannot run (CUDA only)")
+
+    interrupted = 0
+    exit_code = EXIT_INTERRUPTED
+
+    def on_signal(signum: int, frame: Any) -> None:
+        # stops the current run after its current step; run() then returns the partial advice
+        nonlocal interrupted, exit_code
+        interrupted += 1
+        exit_code = SIGNAL_EXIT.get(signum, EXIT_INTERRUPTED)
+        if interrupted == 1:
+            log("interrupted: stopping after the current step, then printing the partial advice "
+                "(again to quit at once)")
+            advisor.stop()
+            return
+        advisor.interrupted = True
+        try:
+            _output(advisor.document(), args.json)
+        finally:
+            os._exit(exit_code)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        doc = advisor.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    try:
+        path = store(doc)
+        log(f"advice stored in {path} (reuse it with --reuse)")
+    except OSError as exc:
+        log(f"warning: could not store the advice: {exc}")
+    printed = _output(doc, args.json)
+    if interrupted or advisor.interrupted:
+        return exit_code
+    if not printed:
+        return EXIT_FAILED
+    if doc["runs"]["ok"] == 0:
+        log("every run failed" if doc["runs"]["total"] else "no preset could run here")
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None, runner_factory: Any = None) -> int:
+    """`python -m apextui.advise_cli ...` / tests: parse and run."""
+    return run(build_parser().parse_args(argv), runner_factory=runner_factory)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,390 @@
+"""`a`: what to use on this machine (`apextui advise` in the TUI).
+
+The advice runs in an `AdviceJob`: a background thread of the app drives `core.advise.Advisor` through
+the app's runner factory (so each run trains in a worker process, as the app's own runs do). The job
+belongs to the app (`app.advice_job`), not to the screen: closing the screen (escape) leaves it
+measuring, and the app says when it is done; `s` on the screen stops it (the partial advice is kept).
+The screen polls the job's state a few times a second (never per step), and redraws the verdicts once.
+Opening the screen reuses the advice stored for this environment when there is one; `r` measures again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Mapping, Sequence
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
+from textual.screen import ModalScreen
+from textual.widgets import Footer, ProgressBar, Static
+
+from apextui.core.advise import DEFAULT_REPEATS, Advisor, Progress, not_measured_text, roofline_text, store
+
+from .. import fmt
+
+POLL_S = 0.25  # how often the screen looks at the job
+FINISHED_LINES = 200  # finished-run lines kept for the screen
+
+
+class AdviceJob:
+    """One advice measured (or reused) in a background thread; its state is read by the UI thread."""
+
+    def __init__(self, *, device: str, presets: Sequence[Any], availability: Mapping[str, Any],
+                 runner_factory: Any, steps: int | None = None, repeats: int = DEFAULT_REPEATS,
+                 workloads: Sequence[str] | None = None, sample_interval: float = 1.0, reuse: bool = True,
+                 env: Mapping[str, Any] | None = None) -> None:
+        self.reuse = reuse
+        self.steps_given = steps
+        self.advisor = Advisor(device, steps=steps, repeats=repeats, workloads=workloads, presets=presets,
+                               availability_fn=lambda p: availability.get(p.name), runner_factory=runner_factory,
+                               on_progress=self._on_progress, sample_interval=sample_interval, env=env)
+        self._lock = threading.Lock()
+        self.latest: Progress | None = None  # the current run's latest update
+        self.total = 0
+        self.finished_runs = 0
+        self.lines: list[str] = []  # one a finished run (its numbers), and the presets not run
+        self.doc: dict[str, Any] | None = None
+        self.error: str | None = None
+        self.reuse_note: str | None = None  # why stored advice was not reused
+        self.store_note: str | None = None
+        self.started = time.monotonic()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="apextui-advice", daemon=True)
+
+    # ---- background thread ----------------------------------------------------------------
+    def _on_progress(self, p: Progress) -> None:
+        with self._lock:
+            if p.event == "plan":
+                self.total = p.total
+            elif p.event == "run":
+                self.latest = p
+            elif p.event == "run_end":
+                self.finished_runs += 1
+                self.lines.append(p.line())
+            elif p.event == "skip":
+                self.lines.append(p.message)
+            del self.lines[:-FINISHED_LINES]
+
+    def _main(self) -> None:
+        try:
+            if self.reuse:
+                doc, why = self.advisor.reusable(steps=self.steps_given)
+                if doc is not None:
+                    self.doc = doc
+                    return
+                self.reuse_note = why
+            doc = self.advisor.run()
+            try:
+                store(doc)
+            except OSError as exc:
+                self.store_note = f"could not store the advice: {exc}"
+            self.doc = doc
+        except Exception as exc:  # noqa: BLE001 - shown on the screen, never kills the app
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._done.set()
+
+    # ---- any thread -----------------------------------------------------------------------
+    def start(self) -> "AdviceJob":
+        self.started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.advisor.stop()
+
+    @property
+    def stopping(self) -> bool:
+        return self.advisor.stopping
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive() and not self._done.is_set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+    def shutdown(self, timeout: float | None) -> bool:
+        """Stop and wait up to `timeout` s (0: do not wait); True when the job is over."""
+        if self.done or self._thread.ident is None:
+            return True
+        self.stop()
+        return self.join(timeout) if timeout else self.done
+
+    def state(self) -> tuple[Progress | None, int, int, list[str]]:
+        with self._lock:
+            return self.latest, self.finished_runs, self.total, list(self.lines)
+
+
+def start_job(app: Any, *, reuse: bool = True, workloads: Sequence[str] | None = None,
+              repeats: int = DEFAULT_REPEATS, steps: int | None = None, env: Mapping[str, Any] | None = None) -> str | None:
+    """Start an advice for `app` (if it can start now); None when started, else why not."""
+    job = getattr(app, "advice_job", None)
+    if job is not None and job.running:
+        return "the advice is already measuring"
+    if getattr(app, "probe_error", None):
+        return f"cannot advise: {app.probe_error}"
+    if app.probe is None or not app.doctor_done:
+        return "waiting for the device probe and the Apex doctor…"
+    if app.active is not None:
+        return f"{app.active.preset.name} is running: stop it (s on the main screen) first, then press r here"
+    app.advice_job = AdviceJob(
+        device=app.probe.device, presets=app.presets, availability=app.probe.availability,
+        runner_factory=app.runner_factory, steps=steps if steps is not None else app.steps, repeats=repeats,
+        workloads=workloads, sample_interval=app.sample_interval, reuse=reuse, env=env,
+    ).start()
+    _watch(app, app.advice_job)
+    return None
+
+
+def _watch(app: Any, job: AdviceJob) -> None:
+    """Tell the user when a job finishes while its screen is closed."""
+    timer: Any = None
+
+    def check() -> None:
+        if not job.done:
+            return
+        timer.stop()
+        if not isinstance(app.screen, AdviseScreen):
+            what = "failed" if job.error else ("stopped (partial)" if job.doc and job.doc["status"] == "partial"
+                                               else "ready")
+            app.notify(f"the advice is {what}: press a to see it", title="advice", timeout=10)
+        app.refresh_bindings()
+
+    timer = app.set_interval(0.5, check)
+
+
+def open_advice(app: Any, **kw: Any) -> "AdviseScreen":
+    """`a`: show the advice screen (it starts or reuses an advice when there is none yet)."""
+    screen = AdviseScreen(**kw)
+    app.push_screen(screen)
+    return screen
+
+
+# ---- rendering ----------------------------------------------------------------------------------
+def _x(v: float | None) -> str:
+    return fmt.DASH if v is None else f"{v:.2f}×"
+
+
+def render_progress(job: AdviceJob) -> Text:
+    latest, done, total, _ = job.state()
+    t = Text()
+    if job.stopping:
+        t.append("stopping after the current step… ", style="bold yellow")
+    if latest is None:
+        t.append("starting…" if not job.reuse else "looking for stored advice…", style="dim")
+        return t
+    t.append(f"run {latest.index}/{total} ", style="bold")
+    t.append(f"{latest.workload} · {latest.preset} · repeat {latest.repeat}/{latest.repeats} · ")
+    if latest.status == "compiling":
+        el = f" {latest.elapsed_s:.0f} s" if latest.elapsed_s is not None else ""
+        t.append(f"compiling…{el} (not counted in ms/step)", style="bold magenta")
+    elif latest.status in ("starting", "profiling"):
+        t.append(f"{latest.status}…", style="dim")
+    else:
+        t.append(f"{latest.status} {latest.steps_done}/{latest.steps} steps")
+    return t
+
+
+def render_lines(lines: Sequence[str]) -> Text:
+    t = Text("Finished runs (evidence so far):\n", style="bold")
+    for line in lines[-30:]:
+        t.append(line + "\n", style="dim" if ": not run:" in line else "")
+    return t
+
+
+def render_doc(doc: Mapping[str, Any]) -> Text:
+    """The verdict per workload with its evidence, and the Apex line."""
+    t = Text()
+    apex = doc["apex"]
+    style = {"worth_it": "bold green", "mixed": "bold yellow", "not_worth_it": "bold", "not_measurable": "yellow"}
+    t.append("Apex here: ", style="bold")
+    t.append(apex["text"] + "\n", style=style.get(apex["status"], ""))
+    for w in doc["workloads"]:
+        t.append("\n")
+        t.append(f"{w['workload']}", style="bold underline")
+        t.append(f"  baseline {w['baseline']}", style="dim")
+        if w["status"] != "complete":
+            t.append(f"  [{w['status'].replace('_', ' ')}]", style="bold yellow")
+        t.append("\n")
+        if w.get("recommended"):
+            t.append("  ➜ use ", style="bold")
+            t.append(w["recommended"], style="bold green")
+            rec = next((p for p in w["presets"] if p["preset"] == w["recommended"]), None)
+            if rec is not None and not rec["is_baseline"] and rec["speedup_vs_baseline"] is not None:
+                t.append(f"  {_x(rec['speedup_vs_baseline'])} the baseline")
+            if w.get("within_noise"):
+                t.append(f"  (runner-up {w['runner_up']} within noise)", style="yellow")
+            t.append("\n")
+        t.append(f"  {w['verdict']}\n")
+        for f in w.get("flags", []):
+            t.append(f"  ⚑ {f['text']}\n", style="bold red")
+        if w["apex"]["status"] != "none":
+            t.append("  Apex: ", style="bold")
+            t.append(w["apex"]["text"] + "\n")
+        t.append(f"  {'preset':<22}{'median':>8} {'p10–p90':>13} {'n':>2} {'spread':>7} {'vs base':>7} {'loss':>7}\n",
+                 style="dim")
+        for p in sorted(w["presets"], key=lambda p: (p["median_ms"] is None, p["median_ms"] or 0)):
+            name = p["preset"][:20] + (" *" if p["is_baseline"] else "") + (" ⚑" if p["flagged"] else "")
+            if p["median_ms"] is None:
+                why = (f"unavailable: {p['reason']}" if p["status"] == "unavailable" else not_measured_text(p))
+                t.append(f"  ✗ {p['preset']}: {why}\n", style="dim")
+                continue
+            rng = f"{fmt.ms(p['p10_ms'])}–{fmt.ms(p['p90_ms'])}"
+            spread = f"{100 * p['spread']:.1f}%" if p["spread"] is not None else fmt.DASH
+            up = "base" if p["is_baseline"] else _x(p["speedup_vs_baseline"])
+            loss = f"{p['final_loss']:.4g}" if p["final_loss"] is not None else fmt.DASH
+            t.append(f"  {name:<22}", style="bold" if p["preset"] == w.get("recommended") else "")
+            t.append(f"{fmt.ms(p['median_ms']):>8} {rng:>13} {p['repeats']:>2} {spread:>7} {up:>7} {loss:>7}\n")
+            extra = [] if roofline_text(p) == fmt.DASH else [roofline_text(p)]
+            if p["compile_s"] is not None:
+                extra.append(f"compile {p['compile_s']:.1f} s (not in ms/step)")
+            if extra:
+                t.append(f"      {' · '.join(extra)}\n", style="dim")
+        for n in w.get("notes", []):
+            t.append(f"  note: {n}\n", style="italic")
+    t.append(f"\nms = median of the repeats' median ms/step · * baseline · ⚑ flagged · within noise: "
+             f"{doc['rules']['noise']}\n", style="dim")
+    return t
+
+
+class AdviseScreen(ModalScreen[None]):
+    """Progress of the running advice, then the verdict per workload with its evidence."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss", "Close"),
+        Binding("q", "dismiss", "Close", show=False),
+        Binding("a", "dismiss", "Close", show=False),
+        Binding("s", "stop_advice", "Stop advice"),
+        Binding("r", "remeasure", "Measure again"),
+    ]
+
+    def __init__(self, *, workloads: Sequence[str] | None = None, repeats: int = DEFAULT_REPEATS,
+                 steps: int | None = None, env: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        self.workloads = workloads
+        self.repeats = repeats
+        self.steps = steps
+        self.env = env
+        self._pending = False  # start (or reuse) as soon as the app can
+        self._shown: Any = None
+        self.message = ""
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="advise-scroll") as scroll:
+            scroll.border_title = "Advice — what to use on this machine"
+            scroll.border_subtitle = "s stop · r measure again · esc close"
+            yield Static(id="advise-status")
+            yield ProgressBar(id="advise-progress", show_eta=False)
+            yield Static(id="advise-body")
+        yield Footer()
+
+    @property
+    def job(self) -> AdviceJob | None:
+        return getattr(self.app, "advice_job", None)
+
+    def on_mount(self) -> None:
+        self.query_one("#advise-scroll").focus()
+        job = self.job
+        if job is None or (not job.running and job.doc is None and job.error is None):
+            self._pending = True
+        self._tick()
+        self.set_interval(POLL_S, self._tick)
+
+    def _start(self, reuse: bool) -> None:
+        why = start_job(self.app, reuse=reuse, workloads=self.workloads, repeats=self.repeats, steps=self.steps,
+                        env=self.env)
+        waiting = self.app.probe is None or not self.app.doctor_done
+        if why is None or not waiting or getattr(self.app, "probe_error", None):
+            self._pending = False  # started, or blocked by something only the user can change (r retries)
+        if why is None:
+            self._shown = None
+        self.message = why or ""
+        self.app.refresh_bindings()
+
+    def _tick(self) -> None:
+        if self._pending:
+            self._start(reuse=True)
+        job = self.job
+        try:
+            status = self.query_one("#advise-status", Static)
+            body = self.query_one("#advise-body", Static)
+            bar = self.query_one("#advise-progress", ProgressBar)
+        except NoMatches:  # being torn down (the app is exiting)
+            return
+        if job is None:
+            status.update(Text(self.message or "…", style="yellow"))
+            bar.display = False
+            return
+        if job.running:
+            _, done, total, lines = job.state()
+            status.update(render_progress(job))
+            bar.display = True
+            bar.update(total=max(total, 1), progress=done)
+            body.update(render_lines(lines) if lines else Text(""))
+            self._shown = None
+            return
+        bar.display = False
+        if self._shown is job:
+            return
+        self._shown = job
+        head = Text()
+        if self.message and self._pending:
+            head.append(self.message + "\n", style="yellow")
+        if job.error:
+            head.append(f"the advice failed: {job.error}", style="bold red")
+            status.update(head)
+            body.update("")
+            return
+        doc = job.doc or {}
+        if doc.get("reused"):
+            head.append(doc.get("reuse_note") or "reused stored advice", style="cyan")
+            head.append("  · r measures again", style="dim")
+        else:
+            head.append(f"measured {doc.get('measured_at')} on {doc.get('device')}: {doc['runs']['ok']} of "
+                        f"{doc['runs']['total']} runs ok, {doc['settings']['repeats']} repeat(s) × "
+                        f"{doc['settings']['steps']} steps, in {doc.get('elapsed_s', 0):.0f} s")
+            if job.reuse_note:
+                head.append(f"\n(nothing to reuse: {job.reuse_note})", style="dim")
+        if doc.get("status") == "partial":
+            head.append("\nPARTIAL: stopped before every run was made; the verdicts use what was measured",
+                        style="bold yellow")
+        if job.store_note:
+            head.append(f"\n{job.store_note}", style="red")
+        status.update(head)
+        body.update(render_doc(doc))
+
+    def action_stop_advice(self) -> None:
+        job = self.job
+        if job is None or not job.running:
+            self.app.notify("the advice is not measuring", timeout=2)
+            return
+        job.stop()
+        self._tick()
+
+    def action_remeasure(self) -> None:
+        job = self.job
+        if job is not None and job.running:
+            self.app.notify("the advice is measuring already (s stops it)", timeout=3)
+            return
+        self._start(reuse=False)
+        if self.message:
+            self.app.notify(self.message, severity="warning", timeout=5)
+        self._tick()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        job = self.job
+        running = job is not None and job.running
+        if action == "stop_advice" and not running:
+            return None
+        if action == "remeasure" and running:
+            return None
+        return True

@@ -1,0 +1,590 @@
+"""`apextui advise`: the verdict rules (pure), the engine with scripted runners, the store and reuse,
+and the CLI end to end on CPU (optimizer workload only: cheap, no torch.compile)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+from apextui import advise_cli, cli
+from apextui.core import advise
+from apextui.core.advise import Advisor, AdviceError, Measurement, RunResult, overall_apex, verdict
+from apextui.core.availability import Availability
+from apextui.core.presets import load_builtin, parse
+from apextui.core.runner import RunInfo, Snapshot
+from apextui.core.stats import Stats
+
+from helpers import ROOT, cli_env, run_cli
+
+ENV = {"device": "cpu", "name": "Test CPU", "torch": "2.13.0+cpu", "apex": "not installed", "threads": 2,
+       "key": "cpu|Test CPU|2 threads|torch 2.13.0+cpu|apex not installed"}
+NUM = (int, float)
+
+
+# ---- helpers ---------------------------------------------------------------------------------------
+def m(name, medians, *, variant=None, workload="optimizer", apex=(), loss=None, status="ok", planned=None,
+      spread_p=0.05, check=None, available=True, reason="") -> Measurement:
+    """A measurement whose runs had these medians (p10/p90 at -/+ spread_p)."""
+    runs = tuple(RunResult(i + 1, status, median_ms=v if status == "ok" else None,
+                           p10_ms=v * (1 - spread_p) if status == "ok" else None,
+                           p90_ms=v * (1 + spread_p) if status == "ok" else None, final_loss=loss, steps=30,
+                           measured_steps=24, error=None if status == "ok" else "RuntimeError: boom", check=check)
+                 for i, v in enumerate(medians))
+    return Measurement(name, variant or name, workload, tuple(apex), runs=runs if available else (),
+                       planned=(len(medians) if planned is None else planned) if available else 0,
+                       available=available, reason=reason)
+
+
+def unavailable(name, workload="optimizer", apex=("FusedAdam",)):
+    return m(name, [], workload=workload, apex=apex, available=False,
+             reason="needs NVIDIA Apex (FusedAdam), whose fused kernels run on CUDA only; this run is on CPU")
+
+
+def stats(median: float) -> Stats:
+    return Stats(count=24, median_ms=median, p10_ms=median * 0.9, p90_ms=median * 1.2, mean_ms=median,
+                 min_ms=median * 0.8, max_ms=median * 1.5)
+
+
+class ScriptedRunner:
+    """The Runner interface (start/stop/join/is_alive/result), no training: one final snapshot whose median
+    is the next value scripted for its preset; "fail" gives a failed run; "hold" waits for stop()."""
+
+    def __init__(self, engine, preset, device, callback, steps):
+        self.engine, self.preset, self.device, self.callback, self.steps = engine, preset, device, callback, steps
+        self.result = None
+        self.stopped = False
+
+    def _info(self):
+        p = self.preset
+        return RunInfo(preset=p.name, workload=p.workload, variant=p.variant, device=self.device, size_name="cpu",
+                       size=dict(p.cpu_size), steps=self.steps, warmup=6, amp=p.amp, units="samples",
+                       units_per_step=16, baseline=p.baseline)
+
+    def _finish(self, status, median=None, loss=None, error=None):
+        snap = Snapshot(status=status, info=self._info(), steps_done=self.steps if status == "ok" else 3,
+                        new_steps=(), stats=stats(median) if median else None, throughput=None, skipped_steps=0,
+                        monitor=None, elapsed_s=0.5, error=error, final_loss=loss)
+        self.result = snap
+        self.callback(snap)
+
+    def start(self):
+        self.engine.order.append(self.preset.name)
+        self.callback(Snapshot(status="starting", info=None, steps_done=0, new_steps=(), stats=None,
+                               throughput=None, skipped_steps=0, monitor=None, elapsed_s=0.0))
+        script = self.engine.script[self.preset.name]
+        value = script.pop(0) if len(script) > 1 else script[0]
+        if value == "hold":
+            self.engine.held = self
+            return self
+        if value == "fail":
+            self._finish("failed", error="RuntimeError: scripted failure (at step 3)")
+        else:
+            self._finish("ok", value, loss=self.engine.loss.get(self.preset.name))
+        return self
+
+    def stop(self):
+        self.stopped = True
+        if self.result is None:
+            self._finish("stopped", 9.0)
+
+    def join(self, timeout=None):
+        return True
+
+    def is_alive(self):
+        return self.result is None
+
+
+class Scripted:
+    """A runner factory: preset name -> medians (ms) of its successive runs, or "fail"/"hold"."""
+
+    def __init__(self, script, loss=None):
+        self.script = {k: list(v) for k, v in script.items()}
+        self.loss = loss or {}
+        self.order: list[str] = []
+        self.held = None
+
+    def __call__(self, preset, device, callback, *, steps=None, sample_interval=1.0):
+        return ScriptedRunner(self, preset, device, callback, steps)
+
+
+def cpu_availability(p):
+    return Availability(False, "needs NVIDIA Apex, CUDA only; this run is on CPU", "use a GPU") if p.needs_apex \
+        else Availability(True)
+
+
+def optimizer_presets():
+    return [p for p in load_builtin() if p.workload == "optimizer"]
+
+
+def advisor(script, *, workloads=("optimizer",), repeats=2, availability_fn=None, presets=None, loss=None, **kw):
+    engine = Scripted(script, loss)
+    a = Advisor("cpu", steps=30, repeats=repeats, workloads=workloads, presets=presets or load_builtin(),
+                availability_fn=availability_fn or (lambda p: Availability(True)), runner_factory=engine,
+                env=ENV, **kw)
+    return a, engine
+
+
+# ---- the verdict rules ---------------------------------------------------------------------------
+def test_a_clear_win():
+    v = verdict("optimizer", [m("adamw", [3.0, 3.02]), m("adamw_fused", [1.30, 1.31]), unavailable("fused_adam")])
+    assert v.fastest == "adamw_fused" and v.runner_up == "adamw" and v.recommended == "adamw_fused"
+    assert v.speedup_vs_baseline == pytest.approx(3.01 / 1.305)
+    assert v.within_noise is False and v.baseline_within_noise is False and v.status == "complete"
+    assert "adamw_fused is fastest here" in v.text and "2.31× the baseline adamw" in v.text
+    assert "beyond noise" in v.text and v.text.endswith("Use: adamw_fused")
+
+
+def test_within_noise_by_the_floor():
+    v = verdict("optimizer", [m("adamw", [3.0, 3.0]), m("adamw_fused", [1.30, 1.30]), m("fused_adam", [1.313, 1.313],
+                                                                                      apex=("FusedAdam",))])
+    assert v.fastest == "adamw_fused" and v.runner_up == "fused_adam"
+    assert v.within_noise is True and v.noise_threshold == advise.NOISE_FLOOR  # no spread: the 2 % floor
+    assert v.difference == pytest.approx(0.01) and v.tied == ("fused_adam",)
+    assert "within noise (1.0 % slower, noise ±2.0 %)" in v.text and "(or fused_adam: within noise)" in v.text
+    assert v.apex.status == "within_noise" and "not worth installing" in v.apex.text
+
+
+def test_within_noise_by_the_run_to_run_spread():
+    # 4 % apart: beyond the 2 % floor, but a preset whose repeats differ by 6 % cannot tell them apart
+    noisy = verdict("norm", [m("layernorm", [1.00, 1.06]), m("rmsnorm", [1.07, 1.07])])
+    assert noisy.within_noise is True and noisy.noise_threshold == pytest.approx(0.06 / 1.03, rel=1e-6)
+    assert noisy.recommended == "layernorm"
+    steady = verdict("norm", [m("layernorm", [1.03, 1.03]), m("rmsnorm", [1.07, 1.071])])
+    assert steady.within_noise is False and steady.fastest == "layernorm"
+
+
+def test_the_baseline_is_fastest():
+    v = verdict("norm", [m("layernorm", [0.9, 0.9]), m("rmsnorm", [1.2, 1.2]), unavailable("fused_layernorm", "norm")])
+    assert v.fastest == "layernorm" and v.recommended == "layernorm" and v.speedup_vs_baseline == 1.0
+    assert v.text.startswith("norm: the baseline layernorm is fastest here")
+    assert v.baseline_within_noise is True
+
+
+def test_a_gain_within_noise_of_the_baseline_recommends_the_baseline():
+    v = verdict("optimizer", [m("adamw", [3.0, 3.0]), m("adamw_fused", [2.97, 2.97])])
+    assert v.fastest == "adamw_fused" and v.recommended == "adamw"
+    assert "nothing is measurably faster than the baseline" in v.text
+
+
+def test_apex_not_installed_is_never_given_a_number():
+    v = verdict("optimizer", [m("adamw", [3.0, 3.0]), m("adamw_fused", [1.3, 1.3]), unavailable("fused_adam")])
+    a = v.apex
+    assert a.status == "not_measurable" and a.best_apex is None and a.best_apex_ms is None and a.speedup is None
+    assert "cannot be measured here" in a.text and "best torch-only option is adamw_fused" in a.text
+    assert "CUDA only" in a.reason
+    d = v.to_dict()
+    assert d["apex"]["speedup"] is None and d["apex"]["best_apex_ms"] is None
+    fused = next(p for p in d["presets"] if p["preset"] == "fused_adam")
+    assert fused["status"] == "unavailable" and fused["median_ms"] is None and fused["runs"] == []
+    over = overall_apex([d])
+    assert over["status"] == "not_measurable" and "optimizer: adamw_fused" in over["text"]
+
+
+def test_apex_slower_than_torch_native():
+    v = verdict("optimizer", [m("adamw", [3.0, 3.0]), m("adamw_fused", [1.0, 1.0]), m("fused_adam", [1.2, 1.2],
+                                                                                  apex=("FusedAdam",))])
+    assert v.apex.status == "slower" and v.apex.speedup == pytest.approx(1.0 / 1.2)
+    assert "torch-only adamw_fused is 1.20× faster than the best Apex fused_adam" in v.apex.text
+    assert overall_apex([v.to_dict()])["status"] == "not_worth_it"
+
+
+def test_apex_faster_is_worth_it_and_mixed_across_workloads():
+    opt = verdict("optimizer", [m("adamw", [3.0, 3.0]), m("adamw_fused", [1.3, 1.3]), m("fused_adam", [1.1, 1.1],
+                                                                                   apex=("FusedAdam",))])
+    assert opt.apex.status == "faster" and opt.apex.speedup == pytest.approx(1.3 / 1.1)
+    norm = verdict("norm", [m("layernorm", [0.9, 0.9]), m("fused_layernorm", [0.9, 0.9], apex=("FusedLayerNorm",))])
+    assert norm.apex.status == "within_noise"
+    assert overall_apex([opt.to_dict()])["status"] == "worth_it"
+    mixed = overall_apex([opt.to_dict(), norm.to_dict()])
+    assert mixed["status"] == "mixed" and "fused_adam 1.18× vs adamw_fused" in mixed["text"]
+
+
+def test_transformer_loss_flag():
+    t = "transformer"
+    v = verdict(t, [m("fp32", [12.0, 12.0], workload=t, loss=2.00),
+                    m("fused_amp", [5.0, 5.0], workload=t, loss=2.10, apex=("FusedAdam", "FusedLayerNorm")),
+                    m("torch_amp", [5.6, 5.6], workload=t, loss=2.03)])
+    assert v.fastest == "fused_amp" and v.recommended == "torch_amp"
+    (flag,) = v.flags
+    assert flag["preset"] == "fused_amp" and flag["kind"] == "loss" and flag["worse_by"] == pytest.approx(0.05)
+    assert "FLAGGED" in v.text and "Use: torch_amp" in v.text
+    assert v.apex.status == "faster_flagged"  # faster, but not a clear gain
+    assert overall_apex([v.to_dict()])["status"] == "not_worth_it"
+    d = v.to_dict()
+    assert next(p for p in d["presets"] if p["preset"] == "fused_amp")["flagged"] is True
+    # only the transformer's losses are compared
+    o = verdict("optimizer", [m("adamw", [3.0, 3.0], loss=2.0), m("adamw_fused", [1.3, 1.3], loss=2.5)])
+    assert o.flags == () and o.recommended == "adamw_fused"
+
+
+def test_a_failed_accuracy_check_is_flagged():
+    v = verdict("norm", [m("layernorm", [0.9, 0.9]), m("fused_layernorm", [0.4, 0.4], apex=("FusedLayerNorm",),
+                                                      check={"passed": False, "max_abs_err": 0.1})])
+    assert [f["kind"] for f in v.flags] == ["check"] and v.recommended == "layernorm"
+
+
+def test_failed_runs_are_reported_never_counted():
+    some = verdict("optimizer", [m("adamw", [3.0, 3.0]), m("adamw_fused", [1.3, 1.3], status="failed")])
+    assert some.fastest == "adamw" and some.status == "complete"
+    assert any("adamw_fused failed: RuntimeError: boom" in n for n in some.notes)
+    d = some.to_dict()
+    failed = next(p for p in d["presets"] if p["preset"] == "adamw_fused")
+    assert failed["status"] == "failed" and failed["median_ms"] is None and failed["errors"]
+    # one repeat of two failed: the other counts, and the note says so
+    half = Measurement("adamw_fused", "adamw_fused", "optimizer", runs=(
+        RunResult(1, "failed", error="OOM"), RunResult(2, "ok", median_ms=1.3, p10_ms=1.2, p90_ms=1.4)), planned=2)
+    v = verdict("optimizer", [m("adamw", [3.0, 3.0]), half])
+    assert v.fastest == "adamw_fused" and half.medians_ms == [1.3]
+    assert any("1 of 2 runs did not finish ok" in n for n in v.notes)
+    every = verdict("optimizer", [m("adamw", [3.0], status="failed"), m("adamw_fused", [1.0], status="failed")])
+    assert every.status == "failed" and every.fastest is None and every.recommended is None
+    assert "every run failed" in every.text
+
+
+def test_partial_results():
+    v = verdict("optimizer", [m("adamw", [3.0, 3.0]), m("adamw_fused", [1.3], planned=2),
+                              m("fused_adam", [], planned=2, apex=("FusedAdam",))])
+    assert v.status == "partial" and v.fastest == "adamw_fused"
+    assert any(n.startswith("partial") for n in v.notes)
+    assert v.apex.status == "not_measured" and v.apex.speedup is None
+    none = verdict("optimizer", [m("adamw", [], planned=2), m("adamw_fused", [], planned=2)])
+    assert none.status == "not_measured" and none.fastest is None
+
+
+def test_one_repeat_says_the_spread_is_unknown():
+    v = verdict("optimizer", [m("adamw", [3.0]), m("adamw_fused", [1.3])])
+    assert any("one repeat" in n for n in v.notes) and v.noise_threshold == advise.NOISE_FLOOR
+
+
+def test_parse_workloads():
+    assert advise.parse_workloads(None) == ("optimizer", "norm", "transformer")
+    assert advise.parse_workloads("norm, optimizer,norm") == ("norm", "optimizer")
+    with pytest.raises(AdviceError, match="unknown workload 'gpu'"):
+        advise.parse_workloads("optimizer,gpu")
+    with pytest.raises(AdviceError, match="no workload"):
+        advise.parse_workloads(" , ")
+
+
+# ---- the engine --------------------------------------------------------------------------------
+def test_engine_interleaves_abba_and_reports_the_runs_numbers():
+    events = []
+    a, engine = advisor({"adamw": [3.0, 3.2], "adamw_fused": [1.3, 1.25], "fused_adam": [1.1, 1.12]},
+                        availability_fn=lambda p: Availability(p.name != "adamw_capturable_graph", "CUDA graphs",
+                                                               "use a GPU"), on_progress=events.append)
+    doc = a.run()
+    assert engine.order == ["adamw", "adamw_fused", "fused_adam", "fused_adam", "adamw_fused", "adamw"]
+    assert doc["status"] == "complete" and doc["runs"] == {"total": 6, "ok": 6, "failed": 0, "stopped": 0}
+    (w,) = doc["workloads"]
+    by = {p["preset"]: p for p in w["presets"]}
+    assert by["adamw"]["repeat_medians_ms"] == [3.0, 3.2] and by["adamw"]["median_ms"] == pytest.approx(3.1)
+    assert by["adamw"]["spread"] == round(0.2 / 3.1, 4)
+    assert by["adamw"]["p10_ms"] == pytest.approx(statistics.median([2.7, 3.2 * 0.9]))
+    assert by["adamw_capturable_graph"]["status"] == "unavailable" and by["adamw_capturable_graph"]["runs"] == []
+    assert w["fastest"] == "fused_adam" and w["apex"]["status"] == "faster"
+    kinds = [e.event for e in events]
+    assert kinds[0] == "plan" and kinds[1] == "skip" and kinds[-1] == "done" and kinds.count("run_end") == 6
+    ends = [e for e in events if e.event == "run_end"]
+    assert [(e.index, e.preset, e.repeat) for e in ends][:3] == [(1, "adamw", 1), (2, "adamw_fused", 1),
+                                                                 (3, "fused_adam", 1)]
+    assert "ok, median 3.00 ms/step" in ends[0].line()
+
+
+def test_engine_uses_run_when_the_runner_has_it():
+    calls = []
+
+    class WithRun(ScriptedRunner):
+        def run(self):
+            calls.append(self.preset.name)
+            self.start()
+            return self.result
+
+    engine = Scripted({"adamw": [2.0], "adamw_fused": [1.0]})
+    factory = lambda p, d, cb, *, steps=None, sample_interval=1.0: WithRun(engine, p, d, cb, steps)  # noqa: E731
+    a = Advisor("cpu", steps=10, repeats=1, workloads="optimizer", presets=optimizer_presets(),
+                availability_fn=lambda p: Availability(not p.needs_apex and "graph" not in p.name),
+                runner_factory=factory, env=ENV)
+    doc = a.run()
+    assert calls == ["adamw", "adamw_fused"] and doc["workloads"][0]["recommended"] == "adamw_fused"
+
+
+def test_a_preset_of_another_size_is_not_compared():
+    base = load_builtin()
+    mine = parse({"workload": "optimizer", "variant": "adamw_fused", "steps": 50,
+                  "size": {"layers": 60, "width": 512, "batch": 32},
+                  "cpu_size": {"layers": 2, "width": 64, "batch": 4}}, name="tiny_fused")
+    a, engine = advisor({"adamw": [3.0], "adamw_fused": [1.3], "fused_adam": [1.1], "adamw_capturable_graph": [2.0]},
+                        presets=base + [mine], repeats=1)
+    doc = a.run()
+    tiny = next(p for p in doc["workloads"][0]["presets"] if p["preset"] == "tiny_fused")
+    assert tiny["status"] == "unavailable" and "not comparable" in tiny["reason"] and "tiny_fused" not in engine.order
+
+
+def test_stop_gives_a_partial_advice():
+    a, engine = advisor({"adamw": [3.0], "adamw_fused": ["hold"], "fused_adam": [1.1], "adamw_capturable_graph": [2.0],
+                         "layernorm": [1.0]}, workloads=("optimizer", "norm"))
+
+    def stop_when_held(p):
+        if p.event == "run" and p.preset == "adamw_fused":
+            a.stop()
+
+    a.on_progress = stop_when_held
+    doc = a.run()
+    assert engine.order == ["adamw", "adamw_fused"] and engine.held.stopped
+    assert doc["status"] == "partial" and doc["runs"] == {"total": 2, "ok": 1, "failed": 0, "stopped": 1}
+    opt, norm = doc["workloads"]
+    assert opt["status"] == "partial" and norm["status"] == "not_measured"
+    assert opt["fastest"] == "adamw"  # what was measured; the stopped run is listed, never counted
+    fused = next(p for p in opt["presets"] if p["preset"] == "adamw_fused")
+    assert fused["status"] == "stopped" and fused["median_ms"] is None and fused["runs"][0]["median_ms"] == 9.0
+
+
+def test_a_runner_that_cannot_start_is_a_failed_run():
+    def broken(preset, device, callback, *, steps=None, sample_interval=1.0):
+        raise OSError("no worker")
+
+    a = Advisor("cpu", steps=10, repeats=1, workloads="optimizer", presets=optimizer_presets(),
+                availability_fn=cpu_availability, runner_factory=broken, env=ENV)
+    doc = a.run()
+    assert doc["runs"]["ok"] == 0 and doc["workloads"][0]["status"] == "failed"
+    assert "could not start: OSError: no worker" in doc["workloads"][0]["presets"][0]["errors"][0]
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(AdviceError, match="repeats"):
+        Advisor("cpu", repeats=0, presets=[], env=ENV)
+    with pytest.raises(AdviceError, match="unknown workload"):
+        Advisor("cpu", workloads="gpu", presets=[], env=ENV)
+    with pytest.raises(AdviceError, match="steps"):
+        Advisor("cpu", steps=0, presets=[], env=ENV)
+
+
+# ---- store and reuse ----------------------------------------------------------------------------
+def test_store_is_atomic_and_reuse_needs_the_same_environment(tmp_path):
+    path = tmp_path / "advice.json"
+    a, _ = advisor({"adamw": [3.0], "adamw_fused": [1.3], "fused_adam": [1.1], "adamw_capturable_graph": [2.0]},
+                   availability_fn=cpu_availability, repeats=1)
+    doc = a.run()
+    advise.store(doc, path)
+    assert [p.name for p in tmp_path.iterdir()] == ["advice.json"]  # no temporary file left behind
+    plans = a.plans()
+    got, why = advise.find_reusable(ENV, ("optimizer",), plans, path=path)
+    assert why == "reused" and got["reused"] is True and got["workloads"] == doc["workloads"]
+    assert doc["measured_at"] in got["reuse_note"] and got["measured_at"] == doc["measured_at"]
+    other = dict(ENV, key=ENV["key"].replace("torch 2.13.0", "torch 2.12.0"))
+    assert advise.find_reusable(other, ("optimizer",), plans, path=path)[0] is None
+    assert "does not cover norm" in advise.find_reusable(ENV, ("optimizer", "norm"), path=path)[1]
+    assert got["runs"] == doc["runs"] and got["apex"] == doc["apex"]
+    assert "ran 30 steps, not 50" in advise.find_reusable(ENV, ("optimizer",), path=path, steps=50)[1]
+    assert "1 repeats, not 2" in advise.find_reusable(ENV, ("optimizer",), path=path, repeats=2)[1]
+    # a partial advice is stored, never reused
+    advise.store(dict(doc, status="partial"), path)
+    assert "partial" in advise.find_reusable(ENV, ("optimizer",), path=path)[1]
+    path.write_text("{not json")
+    got, why = advise.find_reusable(ENV, ("optimizer",), path=path)
+    assert got is None and "unreadable" in why
+    advise.store(doc, path)  # a corrupt store is replaced
+    assert advise.find_reusable(ENV, ("optimizer",), path=path)[0] is not None
+
+
+def test_apex_fingerprint_without_importing_apex():
+    assert "apex" not in sys.modules
+    fp = advise.apex_fingerprint()
+    assert isinstance(fp, str) and fp
+    assert "apex" not in sys.modules
+
+
+# ---- the CLI -------------------------------------------------------------------------------------
+def check_schema(doc: dict) -> None:
+    """The documented `apextui advise --json` schema (README)."""
+    assert doc["kind"] == "apextui-advice" and doc["schema"] == 1
+    assert doc["status"] in ("complete", "partial") and isinstance(doc["reused"], bool)
+    assert isinstance(doc["measured_at"], str) and isinstance(doc["measured_at_unix"], NUM)
+    assert doc["device"] in ("cpu", "cuda") and isinstance(doc["elapsed_s"], NUM)
+    for k in ("device", "name", "torch", "apex", "key"):
+        assert isinstance(doc["environment"][k], str), k
+    s = doc["settings"]
+    assert isinstance(s["steps"], int) and isinstance(s["repeats"], int) and isinstance(s["workloads"], list)
+    assert doc["rules"]["noise_floor"] == 0.02 and doc["rules"]["loss_tolerance"] == 0.02
+    assert set(doc["runs"]) == {"total", "ok", "failed", "stopped"}
+    assert set(doc["apex"]) == {"status", "text", "workloads"}
+    for w in doc["workloads"]:
+        assert w["status"] in ("complete", "partial", "not_measured", "failed")
+        for k in ("fastest", "runner_up", "recommended", "baseline"):
+            assert w[k] is None or isinstance(w[k], str)
+        for k in ("speedup_vs_baseline", "speedup_vs_runner_up", "difference", "noise_threshold"):
+            assert w[k] is None or isinstance(w[k], NUM)
+        assert w["within_noise"] in (None, True, False) and isinstance(w["verdict"], str)
+        assert isinstance(w["tied"], list) and isinstance(w["flags"], list) and isinstance(w["notes"], list)
+        assert set(w["apex"]) == {"status", "text", "best_apex", "best_apex_ms", "best_torch", "best_torch_ms",
+                                  "speedup", "difference", "noise_threshold", "reason"}
+        for p in w["presets"]:
+            assert p["status"] in ("ok", "failed", "stopped", "unavailable", "not_run")
+            for k in ("median_ms", "p10_ms", "p90_ms", "spread", "speedup_vs_baseline", "final_loss", "compile_s"):
+                assert p[k] is None or isinstance(p[k], NUM), k
+            assert isinstance(p["repeats"], int) and isinstance(p["repeat_medians_ms"], list)
+            assert p["bottleneck"] is None or {"label", "reason", "figures"} <= set(p["bottleneck"])
+            for r in p["runs"]:
+                assert r["status"] in ("ok", "stopped", "failed") and isinstance(r["repeat"], int)
+                assert r["median_ms"] is None or isinstance(r["median_ms"], NUM)
+
+
+def check_consistent(doc: dict) -> None:
+    """Every aggregate is computed from the runs listed with it."""
+    for w in doc["workloads"]:
+        base = next(p for p in w["presets"] if p["is_baseline"])
+        for p in w["presets"]:
+            ok = [r for r in p["runs"] if r["status"] == "ok"]
+            assert p["repeat_medians_ms"] == [r["median_ms"] for r in ok] and p["repeats"] == len(ok)
+            if ok:
+                assert p["median_ms"] == statistics.median(r["median_ms"] for r in ok)
+                assert p["p10_ms"] == statistics.median(r["p10_ms"] for r in ok)
+                assert p["speedup_vs_baseline"] == round(base["median_ms"] / p["median_ms"], 4)
+        fastest = min((p for p in w["presets"] if p["median_ms"] is not None), key=lambda p: p["median_ms"])
+        assert w["fastest"] == fastest["preset"]
+
+
+def test_cli_end_to_end_on_cpu_then_reuse():
+    proc = run_cli("advise", "--workloads", "optimizer", "--steps", "20", "--repeats", "2", "--device", "cpu",
+                   "--json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)  # one JSON document, nothing else on stdout
+    check_schema(doc)
+    check_consistent(doc)
+    assert doc["status"] == "complete" and doc["reused"] is False and doc["device"] == "cpu"
+    assert doc["settings"] == dict(doc["settings"], steps=20, repeats=2, workloads=["optimizer"])
+    assert doc["runs"] == {"total": 4, "ok": 4, "failed": 0, "stopped": 0}
+    (w,) = doc["workloads"]
+    by = {p["preset"]: p for p in w["presets"]}
+    assert by["adamw"]["repeats"] == by["adamw_fused"]["repeats"] == 2
+    assert all(r["steps"] == 20 for p in (by["adamw"], by["adamw_fused"]) for r in p["runs"])
+    assert by["adamw"]["bottleneck"]["label"] in ("memory-bound", "compute-bound", "host-bound", "unknown")
+    assert by["adamw"]["roofline"]["scope"] == "opt_step"
+    assert by["fused_adam"]["status"] == "unavailable" and by["adamw_capturable_graph"]["status"] == "unavailable"
+    assert w["apex"]["status"] == "not_measurable" and w["apex"]["speedup"] is None
+    assert doc["apex"]["status"] == "not_measurable"
+    # progress: a line per run on stderr, the unavailable presets named
+    assert [line for line in proc.stderr.splitlines() if "] optimizer " in line and ": ok, median" in line].__len__() == 4
+    assert "fused_adam: not run: needs NVIDIA Apex" in proc.stderr
+
+    again = run_cli("advise", "--workloads", "optimizer", "--device", "cpu", "--reuse", "--json", timeout=120)
+    assert again.returncode == 0, again.stderr
+    reused = json.loads(again.stdout)
+    assert reused["reused"] is True and reused["measured_at"] == doc["measured_at"]
+    assert reused["workloads"] == doc["workloads"] and "] optimizer" not in again.stderr
+    assert "reused advice measured" in again.stderr
+    text = run_cli("advise", "--workloads", "optimizer", "--device", "cpu", "--reuse", timeout=120)
+    assert text.returncode == 0 and "reused advice measured" in text.stdout
+    assert "verdict: optimizer:" in text.stdout and "Apex on this machine: Apex cannot be measured here" in text.stdout
+    # another number of steps: nothing to reuse, so it measures (and says why)
+    fresh = run_cli("advise", "--workloads", "optimizer", "--device", "cpu", "--reuse", "--steps", "8",
+                    "--repeats", "1", timeout=300)
+    assert fresh.returncode == 0, fresh.stderr
+    assert "nothing to reuse: the stored advice ran 20 steps, not 8" in fresh.stderr and "measured " in fresh.stdout
+
+
+def test_cli_numbers_are_those_of_the_runs_it_made(capsys):
+    from apextui.core import events
+    from apextui.core.runner import Runner
+
+    made = []
+
+    def recording(preset, device, callback, *, steps=None, sample_interval=1.0):
+        def record(snap):
+            if snap.finished:
+                made.append((preset.name, events.summary(snap)))
+            callback(snap)
+
+        return Runner(preset, device, record, steps=steps, sample_interval=sample_interval)
+
+    rc = advise_cli.main(["--workloads", "optimizer", "--steps", "12", "--repeats", "2", "--device", "cpu", "--json"],
+                         runner_factory=recording)
+    out = capsys.readouterr().out
+    assert rc == 0
+    doc = json.loads(out)
+    check_schema(doc)
+    assert [name for name, _ in made] == ["adamw", "adamw_fused", "adamw_fused", "adamw"]
+    by = {p["preset"]: p for p in doc["workloads"][0]["presets"]}
+    for name in ("adamw", "adamw_fused"):
+        runs = [s for n, s in made if n == name]
+        assert [r["median_ms"] for r in by[name]["runs"]] == [s["median_ms"] for s in runs]
+        assert [r["p90_ms"] for r in by[name]["runs"]] == [s["p90_ms"] for s in runs]
+        assert by[name]["median_ms"] == statistics.median(s["median_ms"] for s in runs)
+        assert by[name]["final_loss"] == round(statistics.median(s["final_loss"] for s in runs), 6)
+    rep = by["adamw"]["evidence_run"]
+    assert by["adamw"]["bottleneck"] == [s for n, s in made if n == "adamw"][rep - 1]["bottleneck"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--workloads", "optimizer,gpu"], "unknown workload 'gpu'; choose from optimizer, norm, transformer"),
+    (["--repeats", "0"], "argument --repeats: must be a whole number from 1 to 100, got 0"),
+    (["--steps", "0"], "argument --steps: must be a whole number from 1 to"),
+    (["--device", "tpu"], "argument --device: invalid choice"),
+])
+def test_cli_bad_input_exits_2(capsys, args, message):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["advise", *args])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_device_cuda_unavailable_exits_3(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert cli.main(["advise", "--device", "cuda", "--json"]) == 3
+    out, err = capsys.readouterr()
+    assert json.loads(out)["status"] == "unavailable" and "--device cuda was asked for" in err
+
+
+def test_cli_every_run_failed_exits_1(capsys):
+    def failing(preset, device, callback, *, steps=None, sample_interval=1.0):
+        return Scripted({preset.name: ["fail"]})(preset, device, callback, steps=steps)
+
+    rc = advise_cli.main(["--workloads", "optimizer", "--repeats", "1", "--device", "cpu"], runner_factory=failing)
+    out, err = capsys.readouterr()
+    assert rc == 1 and "every run failed" in err and "optimizer: every run failed: no verdict" in out
+
+
+def test_cli_ctrl_c_prints_the_partial_advice_and_exits_130():
+    proc = subprocess.Popen([sys.executable, "-m", "apextui", "advise", "--json", "--device", "cpu", "--workloads",
+                             "optimizer,norm", "--steps", "1000000", "--repeats", "2"], cwd=ROOT, env=cli_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        seen = ""
+        while "not run:" not in seen and time.monotonic() < deadline:  # the plan is out: the first run starts
+            seen += proc.stderr.readline()
+        time.sleep(3)  # some steps of the first run
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    doc = json.loads(out)
+    check_schema(doc)
+    assert doc["status"] == "partial" and doc["runs"]["stopped"] == 1 and doc["runs"]["total"] == 1
+    assert [w["status"] for w in doc["workloads"]] == ["partial", "not_measured"]
+    assert "interrupted" in err
+
+
+def test_reuse_keeps_only_the_workloads_asked_for(tmp_path):
+    path = tmp_path / "advice.json"
+    a, _ = advisor({"adamw": [3.0], "adamw_fused": [1.3], "layernorm": [1.0], "rmsnorm": [0.8]},
+                   workloads=("optimizer", "norm"), availability_fn=cpu_availability, repeats=1,
+                   presets=[p for p in load_builtin() if p.workload in ("optimizer", "norm")
+                            and p.name != "adamw_capturable_graph"])
+    doc = a.run()
+    advise.store(doc, path)
+    got, why = advise.find_reusable(ENV, ("norm",), path=path)
+    assert why == "reused" and [w["workload"] for w in got["workloads"]] == ["norm"]
+    assert got["settings"]["workloads"] == ["norm"] and got["runs"] == {"total": 2, "ok": 2, "failed": 0, "stopped": 0}
+    assert got["apex"]["workloads"] == {"norm": "not_measurable"}
+    check_schema(got)

@@ -1,0 +1,184 @@
+"""Pilot tests of the advice screen (`a`): progress while it measures, then the verdicts; stop, close,
+reuse. Fake runners through the app's runner factory (deterministic), plus one real CPU run."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+from ui_fakes import FakeEngine, FakeRunner, cpu_probe_no_apex, fake_probe, gpu_report, no_gpu_report, provider, \
+    static_text, wait_for
+
+from apextui.core import advise
+from apextui.ui.app import make_app
+from apextui.ui.screens.advise_screen import AdviseScreen, open_advice
+
+pytestmark = pytest.mark.asyncio
+
+SIZE = (100, 40)
+ENV = {"device": "cuda", "name": "NVIDIA H200", "driver": "570.133.20", "torch": "2.11.0+cu128",
+       "apex": "version 0.1 commit 0123456789ab", "key": "cuda|NVIDIA H200|driver 570.133.20|torch 2.11.0+cu128|apex x"}
+
+
+class HoldFirst(FakeEngine):
+    """Holds the first run of `name` at step `at` (later runs of it go to the end)."""
+
+    def __init__(self, name: str, at: int) -> None:
+        super().__init__()
+        self.name, self.at = name, at
+        self.held: FakeRunner | None = None
+
+    def __call__(self, preset, device, callback, *, steps=None, sample_interval=1.0):
+        hold = self.at if preset.name == self.name and self.held is None else None
+        runner = FakeRunner(preset, device, callback, steps=steps, sample_interval=sample_interval, hold_at=hold)
+        if hold is not None:
+            self.held = runner
+        self.runners.append(runner)
+        return runner
+
+
+def gpu_app(engine, **kw):
+    return make_app(runner_factory=engine, report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
+                    device="cuda", **kw)
+
+
+async def ready(pilot, app) -> None:
+    await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+
+
+def body(app) -> str:
+    return static_text(app.screen, "#advise-body")
+
+
+def status(app) -> str:
+    return static_text(app.screen, "#advise-status")
+
+
+async def test_a_measures_with_the_apps_runner_shows_progress_then_verdicts(monkeypatch):
+    monkeypatch.setattr(advise, "environment", lambda device: dict(ENV))
+    engine = HoldFirst("adamw_fused", 50)
+    app = gpu_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        await pilot.press("a")
+        assert isinstance(app.screen, AdviseScreen)
+        await wait_for(pilot, lambda: engine.held is not None and "50/100" in status(app), 10, "progress")
+        text = status(app)
+        assert "run 2/28" in text and "optimizer · adamw_fused · repeat 1/2" in text and "running" in text
+        assert "[1/28] optimizer adamw repeat 1/2: ok" in body(app)  # the evidence so far
+        assert not app.start_preset("fp32")  # the app trains one thing at a time
+        engine.held.release()
+        job = app.advice_job
+        await wait_for(pilot, lambda: job.done and "➜ use" in body(app), 20, "the verdicts")
+        doc = job.doc
+        assert doc["status"] == "complete" and doc["runs"] == {"total": 28, "ok": 28, "failed": 0, "stopped": 0}
+        assert len(engine.runners) == 28 and all(r.device == "cuda" and r.steps == 100 for r in engine.runners)
+        opt = doc["workloads"][0]
+        assert opt["workload"] == "optimizer" and opt["recommended"] == "fused_adam"
+        assert opt["apex"]["status"] == "faster"
+        # every number is the runs' own: median of the two repeat medians the fake runners produced
+        for p in opt["presets"]:
+            runs = [r for r in engine.runners if r.preset.name == p["preset"]]
+            medians = [round(r.stats.summary().median_ms, 4) for r in runs]
+            assert p["repeat_medians_ms"] == medians and p["median_ms"] == round(statistics.median(medians), 4)
+        shown = body(app)
+        assert "➜ use fused_adam" in shown and "Apex here:" in shown and "transformer" in shown
+        assert "measured" in status(app)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, AdviseScreen)
+
+
+async def test_escape_leaves_it_measuring_then_the_app_says_it_is_ready():
+    engine = HoldFirst("adamw", 20)
+    app = gpu_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        open_advice(app, workloads=("optimizer",), env=ENV)
+        await wait_for(pilot, lambda: engine.held is not None, 10, "the first run")
+        await pilot.press("escape")
+        assert not isinstance(app.screen, AdviseScreen) and app.advice_job.running
+        engine.held.release()
+        await wait_for(pilot, lambda: any("advice is ready" in n.message for n in app._notifications), 10,
+                       "the notification")
+        await pilot.press("a")  # shows the finished advice, measures nothing new
+        await wait_for(pilot, lambda: "➜ use" in body(app), 5, "the verdict")
+        assert len(engine.runners) == 8
+
+
+async def test_s_stops_the_advice_and_keeps_a_partial_verdict():
+    engine = HoldFirst("adamw_fused", 30)
+    app = gpu_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        open_advice(app, workloads=("optimizer", "norm"), env=ENV)
+        await wait_for(pilot, lambda: engine.held is not None, 10, "the held run")
+        await pilot.press("s")
+        job = app.advice_job
+        await wait_for(pilot, lambda: job.done and "PARTIAL" in status(app), 10, "the partial advice")
+        assert engine.held.stopped and len(engine.runners) == 2  # nothing starts after the stop
+        doc = job.doc
+        assert doc["status"] == "partial" and doc["runs"]["stopped"] == 1
+        opt, norm = doc["workloads"]
+        assert opt["status"] == "partial" and norm["status"] == "not_measured"
+        assert "adamw_fused: stopped" in body(app) or "✗ adamw_fused: stopped" in body(app)
+        assert app.start_preset("adamw")  # the app can run again
+
+
+async def test_stored_advice_is_reused_then_r_measures_again():
+    engine = FakeEngine()
+    app = gpu_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        open_advice(app, workloads=("optimizer",), env=ENV)
+        await wait_for(pilot, lambda: app.advice_job is not None and app.advice_job.done, 10, "the first advice")
+        assert len(engine.runners) == 8
+    engine2 = FakeEngine()
+    app2 = gpu_app(engine2)
+    async with app2.run_test(size=SIZE) as pilot:
+        await ready(pilot, app2)
+        open_advice(app2, workloads=("optimizer",), env=ENV)
+        await wait_for(pilot, lambda: app2.advice_job is not None and app2.advice_job.done
+                       and "reused" in status(app2), 10, "the reused advice")
+        assert engine2.runners == [] and app2.advice_job.doc["reused"] is True
+        assert "➜ use fused_adam" in body(app2)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app2.advice_job.done and len(engine2.runners) == 8, 10, "measured again")
+        assert app2.advice_job.doc["reused"] is False
+
+
+async def test_waits_for_the_probe_and_refuses_while_a_run_is_active():
+    engine = FakeEngine(hold={"fp32": 10})
+    app = gpu_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        app.start_preset("fp32")
+        await pilot.press("a")
+        await wait_for(pilot, lambda: "fp32 is running" in status(app), 5, "the refusal")
+        assert app.advice_job is None and len(engine.runners) == 1
+        await pilot.press("escape")
+        engine.runners[0].release()
+        await wait_for(pilot, lambda: app.active is None, 5, "the run's end")
+
+
+async def test_real_optimizer_advice_on_cpu_in_the_worker_process():
+    """The real thing: the app's default runner factory (a worker process), optimizer presets on CPU."""
+    from apextui.ui.app import default_runner_factory
+
+    app = make_app(device="cpu", report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex(),
+                   runner_factory=default_runner_factory)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await ready(pilot, app)
+            open_advice(app, workloads=("optimizer",), steps=15, repeats=1)
+            await wait_for(pilot, lambda: app.advice_job is not None and app.advice_job.done, 180, "the advice")
+            doc = app.advice_job.doc
+            assert doc is not None, app.advice_job.error
+            (opt,) = doc["workloads"]
+            ran = {p["preset"]: p for p in opt["presets"] if p["status"] == "ok"}
+            assert set(ran) == {"adamw", "adamw_fused"}, opt["presets"]
+            assert all(p["runs"][0]["steps"] == 15 and p["median_ms"] > 0 for p in ran.values())
+            assert opt["apex"]["status"] == "not_measurable" and opt["apex"]["best_apex_ms"] is None
+            await wait_for(pilot, lambda: "➜ use" in body(app), 5, "the verdict on screen")
+            assert "Apex cannot be measured here" in body(app)
+    finally:
+        app.shutdown_runs(30)
