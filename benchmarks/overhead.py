@@ -133,7 +133,7 @@ def child(mode: str, preset: str, steps: int, device: str) -> dict[str, Any]:
         env["APEXTUI_WORKER"] = "thread"
     if mode == "worker_spawn":  # a freshly spawned interpreter instead of a fork of the torch-loaded server
         env["APEXTUI_WORKER_START"] = "spawn"
-    base = {"tui_thread": "tui", "worker_spawn": "worker"}.get(mode, mode)
+    base = {"tui_thread": "tui", "worker_spawn": "worker", "bare_again": "bare"}.get(mode, mode)
     proc = subprocess.run([sys.executable, __file__, "--child", base,
                            "--presets", preset, "--steps", str(steps), "--device", device],
                           capture_output=True, text=True, cwd=ROOT, env=env)
@@ -149,7 +149,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--modes", default="bare,json,tui",
-                        help="first is the reference; also: bare_thread, json_nosampler, tui_thread, worker, worker_spawn")
+                        help="first is the reference; also: bare_thread, json_nosampler, tui_thread, worker, "
+                        "worker_spawn, bare_again (an A/A control: the bare loop again, to show the noise)")
     parser.add_argument("--out-dir", type=Path, default=Path("."))
     parser.add_argument("--child", choices=("bare", "bare_thread", "tui", "worker"), help=argparse.SUPPRESS)
     args = parser.parse_args()

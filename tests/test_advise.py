@@ -588,3 +588,13 @@ def test_reuse_keeps_only_the_workloads_asked_for(tmp_path):
     assert got["settings"]["workloads"] == ["norm"] and got["runs"] == {"total": 2, "ok": 2, "failed": 0, "stopped": 0}
     assert got["apex"]["workloads"] == {"norm": "not_measurable"}
     check_schema(got)
+
+
+def test_compile_time_is_the_cold_compile_not_the_median_of_cached_repeats():
+    """On the H200 repeat 1 of torch_compile compiled in 20.1 s and repeat 2 in 0.07 s (torch's in-process
+    cache): the user pays the first, so that is what the advice reports."""
+    runs = (RunResult(1, "ok", median_ms=16.4, compile_s=20.09), RunResult(2, "ok", median_ms=19.1, compile_s=0.073),
+            RunResult(3, "ok", median_ms=17.0, compile_s=0.08))
+    meas = Measurement("torch_compile", "torch_compile", "transformer", (), runs=runs)
+    assert meas.compile_s == pytest.approx(20.09)
+    assert Measurement("fp32", "fp32", "transformer", (), runs=(RunResult(1, "ok", median_ms=33.0),)).compile_s is None

@@ -164,13 +164,31 @@ def test_busy_fraction_sources():
         "fraction": None, "kernel_ms": None, "source": None, "note": "profiler failed"}
 
 
-def test_util_average_counts_each_reading_once():
-    u = roofline.UtilAverage()
-    assert u.mean is None
-    r1, r2 = SimpleNamespace(time=1.0, gpu_util_pct=20.0), SimpleNamespace(time=2.0, gpu_util_pct=40.0)
-    for r in (r1, r1, r1, r2, None, SimpleNamespace(time=3.0, gpu_util_pct=None)):
+def test_util_average_counts_each_reading_of_the_measured_steps_once():
+    u = roofline.UtilAverage(min_samples=2)
+    before = SimpleNamespace(time=0.5, gpu_util_pct=0.0)  # taken while compiling: must not count
+    u.add(before)
+    u.start(1.0)  # measured steps from t=1; readings count from t=1+NVML_WINDOW_S
+    early = SimpleNamespace(time=1.0 + roofline.NVML_WINDOW_S / 2, gpu_util_pct=0.0)
+    r1 = SimpleNamespace(time=5.0, gpu_util_pct=20.0)
+    r2 = SimpleNamespace(time=6.0, gpu_util_pct=40.0)
+    u.add(early)
+    u.add(r1)
+    assert u.mean is None and "1 utilisation reading(s)" in u.note  # one is not enough
+    for r in (r1, r1, r2, None, SimpleNamespace(time=7.0, gpu_util_pct=None)):
         u.add(r)
-    assert u.mean == pytest.approx(30.0)
+    assert u.mean == pytest.approx(30.0) and u.note is None
+
+
+def test_too_few_nvml_readings_give_no_busy_figure_and_no_host_bound_label():
+    """A 0.5 s CUDA-graph run (not profiled) with no NVML reading during its steps is 'unknown', not host-bound."""
+    info = SimpleNamespace(work=optimizer_work(1_000_000))
+    probe = Probe(kernel_ms=None, busy_note="CUDA graphs: not profiled", ceilings=ceil(copy=1000.0, fp32=50.0))
+    u = roofline.UtilAverage()
+    u.start(0.0)
+    a = analyse_run(info, SimpleNamespace(median_ms=5.0), SimpleNamespace(median_ms=1.0), probe, u.mean, u.note)
+    assert a.busy.fraction is None and a.bottleneck.label != "host-bound"
+    assert "not profiled" in a.busy.note and "fewer than" in a.busy.note
 
 
 def test_analyse_run_uses_the_optimizer_step_time_for_the_optimizer():

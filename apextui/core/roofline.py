@@ -505,18 +505,33 @@ def busy_from(kernel_ms: float | None, step_ms: float | None, nvml_util_pct: flo
     return Busy(None, None, None, note)
 
 
-class UtilAverage:
-    """Mean NVML GPU utilisation over the readings it is given (each reading counted once)."""
+MIN_NVML_SAMPLES = 3  # fewer utilisation readings than this over the measured steps: no NVML busy figure
+NVML_WINDOW_S = 1.0  # a reading averages up to the last second: count only those taken this long after the
+#                      measured steps began (earlier ones also saw set-up, compiling or warm-up)
 
-    def __init__(self) -> None:
+
+class UtilAverage:
+    """Mean NVML GPU utilisation over readings taken while the measured steps ran (each counted once);
+    None, with a note saying why, when there were too few of them (a short run, a slow sampler)."""
+
+    def __init__(self, min_samples: int = MIN_NVML_SAMPLES) -> None:
+        self.min_samples = min_samples
+        self._since: float | None = None
         self._last_time: float | None = None
         self._sum = 0.0
         self._n = 0
 
+    def start(self, now: float) -> None:
+        """The measured steps began at `now` (the readings' clock, time.time())."""
+        if self._since is None:
+            self._since = now + NVML_WINDOW_S
+
     def add(self, reading: Any) -> None:
         value = getattr(reading, "gpu_util_pct", None)
         when = getattr(reading, "time", None)
-        if value is None or when == self._last_time:
+        if value is None or when is None or when == self._last_time:
+            return
+        if self._since is None or when < self._since:
             return
         self._last_time = when
         self._sum += float(value)
@@ -524,7 +539,14 @@ class UtilAverage:
 
     @property
     def mean(self) -> float | None:
-        return self._sum / self._n if self._n else None
+        return self._sum / self._n if self._n >= self.min_samples else None
+
+    @property
+    def note(self) -> str | None:
+        if self._n >= self.min_samples:
+            return None
+        return (f"NVML gave {self._n} utilisation reading(s) during the measured steps, fewer than "
+                f"{self.min_samples}: too short a run for it (run more steps, or lower --sample-interval)")
 
 
 class _NoMark:
@@ -631,7 +653,7 @@ class RunAnalysis:
 
 
 def analyse_run(info: Any, stats: Any, opt_stats: Any, probe: Probe | None,
-                nvml_util_pct: float | None = None) -> RunAnalysis | None:
+                nvml_util_pct: float | None = None, nvml_note: str | None = None) -> RunAnalysis | None:
     """Place a finished run on the roofline: `info` a RunInfo (its `work`), `stats`/`opt_stats` the
     step and optimizer-step Stats (median), `probe` what probe_after_run found. None without a work model."""
     work = getattr(info, "work", None) if info is not None else None
@@ -639,7 +661,10 @@ def analyse_run(info: Any, stats: Any, opt_stats: Any, probe: Probe | None,
         return None
     probe = probe or Probe()
     step_ms = stats.median_ms if stats is not None else None
-    busy = busy_from(probe.kernel_ms, step_ms, nvml_util_pct, probe.busy_note)
+    note = probe.busy_note
+    if probe.kernel_ms is None and nvml_util_pct is None and nvml_note:
+        note = f"{note}; {nvml_note}" if note else nvml_note
+    busy = busy_from(probe.kernel_ms, step_ms, nvml_util_pct, note)
     time_ms = (opt_stats.median_ms if opt_stats is not None else None) if work.scope == "opt_step" else step_ms
     got = achieved(work, time_ms, probe.ceilings) if time_ms else None
     return RunAnalysis(work=work, ceilings=probe.ceilings, ceilings_note=probe.ceilings_note, achieved=got,

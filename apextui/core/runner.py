@@ -410,6 +410,7 @@ class Runner:
                     skips.add(rec)
                 done += len(new)
                 if done > self.warmup and self.sampler is not None:
+                    gpu_util.start(time.time())
                     gpu_util.add(self.sampler.latest)
             elif kind == "traceback":
                 import sys
@@ -424,7 +425,8 @@ class Runner:
             analysis = None
             if kind == "end" and status == "ok" and probe is not None:
                 try:
-                    analysis = analyse_run(info, summary, opt_stats.summary(), probe, gpu_util.mean)
+                    analysis = analyse_run(info, summary, opt_stats.summary(), probe, gpu_util.mean,
+                                               gpu_util.note if self.device == "cuda" else None)
                 except Exception:  # noqa: BLE001 - the run's figures matter more than their analysis
                     import sys
 
