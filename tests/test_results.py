@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from apextui.core import atomic
 from apextui.ui import results
 from apextui.ui.results import ResultRow, ResultsError, load_results, save_results
 
@@ -99,7 +100,7 @@ def test_a_crash_in_the_middle_of_the_write_leaves_the_previous_file(tmp_path: P
         def __getattr__(self, name):
             return getattr(self.fh, name)
 
-    monkeypatch.setattr(results.os, "fdopen", lambda *a, **k: HalfWriter(real_fdopen(*a, **k)))
+    monkeypatch.setattr(atomic.os, "fdopen", lambda *a, **k: HalfWriter(real_fdopen(*a, **k)))
     with pytest.raises(Boom):
         save_results(ROWS_B, path)
     assert written, "the write really started"
@@ -115,7 +116,7 @@ def test_a_failing_fsync_or_rename_leaves_the_previous_file(tmp_path: Path, monk
     def fail(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(results.os, step, fail)
+    monkeypatch.setattr(atomic.os, step, fail)
     with pytest.raises(OSError, match="No space left"):
         save_results(ROWS_B, path)
     assert path.read_bytes() == before
@@ -129,7 +130,7 @@ def test_keyboard_interrupt_during_the_save_leaves_no_temporary_file(tmp_path: P
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(results.os, "replace", interrupted)
+    monkeypatch.setattr(atomic.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         save_results(ROWS_B, path)
     assert path.read_bytes() == before
@@ -148,8 +149,8 @@ def test_the_temporary_file_is_fsynced_then_renamed_within_the_folder(tmp_path: 
         calls.append(("replace", Path(src).parent == Path(dst).parent, Path(src).read_text().endswith("}\n")))
         real_replace(src, dst)
 
-    monkeypatch.setattr(results.os, "fsync", fsync)
-    monkeypatch.setattr(results.os, "replace", replace)
+    monkeypatch.setattr(atomic.os, "fsync", fsync)
+    monkeypatch.setattr(atomic.os, "replace", replace)
     save_results(ROWS_A, tmp_path / "r.json")
     # the file's data is on disk before the rename, complete; then the folder entry
     assert calls[:2] == [("fsync", True), ("replace", True, True)]

@@ -42,13 +42,14 @@ import json
 import math
 import os
 import statistics
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from .atomic import write_atomic
+from .fmt import ms as _ms
 from .presets import BASELINES, WORKLOADS, Preset
 
 KIND = "apextui-advice"
@@ -248,18 +249,6 @@ def within_noise(a: Measurement, b: Measurement, floor: float = NOISE_FLOOR) -> 
 
 
 # ---- the verdict ---------------------------------------------------------------------------------
-def _fmt_ms(v: float | None) -> str:
-    if v is None:
-        return "—"
-    if v >= 100:
-        return f"{v:.0f}"
-    if v >= 10:
-        return f"{v:.1f}"
-    if v >= 1:
-        return f"{v:.2f}"
-    return f"{v:.3f}"
-
-
 def _pct(v: float) -> str:
     return f"{100 * v:.1f} %"
 
@@ -390,7 +379,7 @@ def apex_verdict(measurements: Sequence[Measurement], flagged: Iterable[str] = (
     if best_torch is not None:
         up = (f", {_x(base.median_ms / best_torch.median_ms)} the baseline"  # type: ignore[operator]
               if base is not None and base.measured and base is not best_torch else "")
-        torch_text = f"the best torch-only option is {best_torch.preset} ({_fmt_ms(best_torch.median_ms)} ms/step{up})"
+        torch_text = f"the best torch-only option is {best_torch.preset} ({_ms(best_torch.median_ms)} ms/step{up})"
     else:
         torch_text = "no torch-only preset was measured either"
     if not apex:
@@ -415,13 +404,13 @@ def apex_verdict(measurements: Sequence[Measurement], flagged: Iterable[str] = (
     assert best_apex is not None
     kw.update(best_apex=best_apex.preset, best_apex_ms=best_apex.median_ms)
     if best_torch is None:
-        return ApexVerdict("no_torch", f"{best_apex.preset} ran ({_fmt_ms(best_apex.median_ms)} ms/step) but no "
+        return ApexVerdict("no_torch", f"{best_apex.preset} ran ({_ms(best_apex.median_ms)} ms/step) but no "
                            "torch-only preset was measured to compare it with", **kw)
     same, diff, thr = within_noise(best_apex, best_torch)
     up = best_torch.median_ms / best_apex.median_ms  # type: ignore[operator]
     kw.update(speedup=up, difference=diff, noise_threshold=thr)
-    pair = (f"best Apex {best_apex.preset} {_fmt_ms(best_apex.median_ms)} vs best torch-only {best_torch.preset} "
-            f"{_fmt_ms(best_torch.median_ms)} ms/step")
+    pair = (f"best Apex {best_apex.preset} {_ms(best_apex.median_ms)} vs best torch-only {best_torch.preset} "
+            f"{_ms(best_torch.median_ms)} ms/step")
     if same:
         return ApexVerdict("within_noise", f"not worth installing for this: {pair}, within noise "
                            f"({_pct(diff)} apart, noise ±{_pct(thr)})", **kw)
@@ -503,11 +492,11 @@ def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | 
         recommended = best.preset
 
     if base is fastest:
-        text = f"{workload}: the baseline {base.preset} is fastest here ({_fmt_ms(fastest.median_ms)} ms/step)"
+        text = f"{workload}: the baseline {base.preset} is fastest here ({_ms(fastest.median_ms)} ms/step)"
     else:
-        vs = (f", {_x(up_base)} the baseline {base.preset}'s {_fmt_ms(base.median_ms)} ms/step"  # type: ignore[union-attr]
+        vs = (f", {_x(up_base)} the baseline {base.preset}'s {_ms(base.median_ms)} ms/step"  # type: ignore[union-attr]
               if up_base is not None else " (the baseline was not measured: no speed-up)")
-        text = f"{workload}: {fastest.preset} is fastest here at {_fmt_ms(fastest.median_ms)} ms/step{vs}"
+        text = f"{workload}: {fastest.preset} is fastest here at {_ms(fastest.median_ms)} ms/step{vs}"
         if base_same and runner is not base:
             text += ", but within noise of the baseline"
     if runner is not None:
@@ -736,17 +725,7 @@ def store(document: Mapping[str, Any], path: Path | None = None) -> Path:
     doc = {k: v for k, v in document.items() if k not in ("reused", "reused_from", "reuse_note")}
     entries[str(document["environment"]["key"])] = doc
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".advice-", suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"version": CACHE_VERSION, "advice": entries}, fh, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, json.dumps({"version": CACHE_VERSION, "advice": entries}, indent=1))
     return path
 
 
@@ -851,14 +830,14 @@ def format_text(doc: Mapping[str, Any]) -> str:
             if p["median_ms"] is None:
                 lines.append(f"  {name:<24} {not_measured_text(p)}")
                 continue
-            rng = f"{_fmt_ms(p['p10_ms'])}–{_fmt_ms(p['p90_ms'])}"
+            rng = f"{_ms(p['p10_ms'])}–{_ms(p['p90_ms'])}"
             spread = f"{100 * p['spread']:.1f}%" if p["spread"] is not None else "—"
             up = "base" if p["is_baseline"] else _x(p["speedup_vs_baseline"])
             loss = f"{p['final_loss']:.4g}" if p["final_loss"] is not None else "—"
             extra = _roofline_text(p)
             if p["compile_s"] is not None:
                 extra += f" · compile {p['compile_s']:.1f} s (not in ms/step)"
-            lines.append(f"  {name:<24} {_fmt_ms(p['median_ms']):>10} {rng:>16} {p['repeats']:>2} {spread:>7} "
+            lines.append(f"  {name:<24} {_ms(p['median_ms']):>10} {rng:>16} {p['repeats']:>2} {spread:>7} "
                          f"{up:>8} {loss:>8}  {extra}")
         lines.append(f"  verdict: {w['verdict']}")
         for f in w.get("flags", []):
@@ -935,8 +914,8 @@ class Progress:
             r = self.result
             comp = f", compiled in {r.compile_s:.1f} s (not in ms/step)" if r.compile_s is not None else ""
             if r.ok:
-                return (f"{where}: ok, median {_fmt_ms(r.median_ms)} ms/step (p10 {_fmt_ms(r.p10_ms)}, "
-                        f"p90 {_fmt_ms(r.p90_ms)}) over {r.measured_steps} steps{comp}")
+                return (f"{where}: ok, median {_ms(r.median_ms)} ms/step (p10 {_ms(r.p10_ms)}, "
+                        f"p90 {_ms(r.p90_ms)}) over {r.measured_steps} steps{comp}")
             err = f": {(r.error or '').splitlines()[0][:200]}" if r.error else ""
             return f"{where}: {r.status} after {r.steps} steps{err}"
         if self.event == "run":

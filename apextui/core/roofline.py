@@ -30,11 +30,12 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
+
+from .atomic import write_atomic
 
 CACHE_ENV = "APEXTUI_CACHE_DIR"
 PROFILE_GRAPHS_ENV = "APEXTUI_PROFILE_GRAPHS"  # "1": profile CUDA-graph workloads too (see profile_skip_reason)
@@ -261,17 +262,7 @@ def save_cache(entries: Mapping[str, Any], path: Path | None = None) -> None:
     """Write the cache atomically (a temporary file renamed over it); raises OSError."""
     path = path or cache_file()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".ceilings-", suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({"version": CACHE_VERSION, "ceilings": dict(entries)}, fh, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, json.dumps({"version": CACHE_VERSION, "ceilings": dict(entries)}, indent=1, sort_keys=True))
 
 
 def get_ceilings(device: str, remeasure: bool = False, path: Path | None = None, key: str | None = None,

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from apextui.core.atomic import write_atomic
 from apextui.core import events
 from apextui.core.presets import BASELINES, Preset
 from apextui.core.runner import Snapshot
@@ -153,47 +152,9 @@ def default_results_path(directory: str | Path = ".") -> Path:
 
 
 def save_results(rows: Sequence[ResultRow], path: str | Path, env: Mapping[str, Any] | None = None) -> Path:
-    """Write the rows atomically: a temporary file in the same folder, flushed and fsynced, then renamed
-    over `path`. Whatever fails (serialising, writing, the rename), the file at `path` is left as it was
-    and the temporary file is removed; the exception propagates."""
-    path = Path(path)
-    text = json.dumps(results_document(rows, env), indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a saved file gets the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    _fsync_dir(path.parent)
-    return path
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make the rename itself durable (best effort: not every platform or file system allows it)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    """Write the rows atomically (`core.atomic.write_atomic`): whatever fails, the file at `path` is left as
+    it was and no temporary file remains; the exception propagates."""
+    return write_atomic(path, json.dumps(results_document(rows, env), indent=2) + "\n")
 
 
 def load_results(path: str | Path) -> list[ResultRow]:
