@@ -63,7 +63,9 @@ def test_sighup_stops_the_run_saves_results_and_exits(tmp_path):
     (saved,) = glob.glob(str(tmp_path / "apextui-results-*.json"))
     (run,) = json.loads(Path(saved).read_text())["runs"]
     assert run["preset"] == "adamw" and run["status"] == "stopped" and run["summary"]["steps"] > 0
-    assert run["summary"]["median_ms"] is not None, json.dumps(run)
+    summary = run["summary"]  # what was measured is kept (how far it got depends on the machine's load)
+    assert summary["final_loss"] is not None and summary["elapsed_s"] > 0, json.dumps(run)
+    assert summary["measured_steps"] == max(0, summary["steps"] - summary["warmup"])
     time.sleep(1)
     assert not [p for p in descendants if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
