@@ -67,17 +67,22 @@ def child_main(args: argparse.Namespace) -> int:
             emit({"event": "app_started", "t": time.time()})
             seen = 0
             run_started: float | None = None
-            while not quit_requested.is_set():
-                await asyncio.sleep(0.5)  # not pilot.pause(): that waits for the app to go idle
-                if app.probe_error is not None:
-                    emit({"event": "error", "error": app.probe_error})
-                    return
+
+            def emit_finished_runs() -> None:
+                nonlocal seen
                 rows = [r for r in app.table.rows_data if r.source == results.SESSION]
                 for r in rows[seen:]:
                     emit({"event": "run", "n": seen + 1, "status": r.status, "error": r.error,
                           "steps": r.summary.get("steps"), "median_ms": r.summary.get("median_ms"),
                           "t": time.time()})
                     seen += 1
+
+            while not quit_requested.is_set():
+                await asyncio.sleep(0.5)  # not pilot.pause(): that waits for the app to go idle
+                if app.probe_error is not None:
+                    emit({"event": "error", "error": app.probe_error})
+                    return
+                emit_finished_runs()
                 if app.active is not None:
                     if run_started is None:
                         run_started = time.monotonic()
@@ -95,6 +100,7 @@ def child_main(args: argparse.Namespace) -> int:
                 deadline = time.monotonic() + 60
                 while app.active is not None and time.monotonic() < deadline:
                     await asyncio.sleep(0.2)
+            emit_finished_runs()  # the run stopped at the end counts too (one long run: the only one)
 
     try:
         asyncio.run(drive())

@@ -1,6 +1,7 @@
-"""Run a preset in a background thread and hand immutable snapshots to a callback.
+"""Run a preset and hand immutable snapshots to a callback.
 
-Threads: the *training* thread only trains, records step events and hands
+Threads: the *training* thread (the caller's with `Runner.run()`, which the headless front end and the
+TUI's worker process use; a background one with `Runner.start()`) only trains, records step events and hands
 finished step records over in batches (at most ~10 times a second); a
 *delivery* thread turns them into `Snapshot`s (statistics, latest monitor
 reading) and calls the consumer's callback, so a slow consumer never holds up
@@ -202,7 +203,8 @@ def release_memory(device: str) -> None:
 
 
 class Runner:
-    """Trains one preset in a background thread. `stop()` is thread-safe and prompt."""
+    """Trains one preset, in the calling thread (`run`) or a background one (`start`). `stop()` is
+    thread-safe and prompt."""
 
     def __init__(self, preset: Preset, device: str, callback: Callback, steps: int | None = None,
                  sample_interval: float = 1.0, sampler: Sampler | None = None, analyse: bool = True,
