@@ -100,13 +100,14 @@ def cmd_list(as_json: bool, requested_device: str) -> int:
     print(f"presets on {device}:")
     workload = None
     order = list(WORKLOADS)
+    width = max((len(r["name"]) for r in rows), default=16)
     for r in sorted(rows, key=lambda r: order.index(r["workload"])):  # stable: shipped ones first
         if r["workload"] != workload:
             workload = r["workload"]
             print(f"\n  {workload}")
         mark = "available" if r["available"] else f"unavailable: {r['reason']}"
         user = f" (user: {r['path']})" if r["source"] == "user" else ""
-        print(f"    {r['name']:<16} {mark}{user}")
+        print(f"    {r['name']:<{width}} {mark}{user}")
     if errors:
         print(f"\n  {len(errors)} user preset file{'s' if len(errors) != 1 else ''} in {user_dir()} could not "
               "be loaded (see stderr)")

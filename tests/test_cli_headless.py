@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -219,7 +220,7 @@ def test_list_shows_user_presets_and_reports_bad_files_exit_0(capsys, user_prese
     assert err.count("apextui: warning: skipped a user preset: ") == 2
     code, out, err = main_exit(capsys, "list", "--device", "cpu")
     assert code == 0
-    assert f"tiny_norm        available (user: {user_presets / 'tiny_norm.toml'})" in out
+    assert re.search(rf"\n    tiny_norm +available \(user: {re.escape(str(user_presets / 'tiny_norm.toml'))}\)\n", out), out
     assert out.index("tiny_norm") < out.index("transformer")  # in its workload's group
     assert f"2 user preset files in {user_presets} could not be loaded" in out
 
@@ -298,3 +299,11 @@ def test_list_shows_every_preset_with_availability():
     human = run_cli("list", "--device", "cpu")
     assert human.returncode == 0
     assert "fused_amp" in human.stdout and "unavailable" in human.stdout and "transformer" in human.stdout
+
+
+def test_list_text_lines_up_the_status_column():
+    human = run_cli("list", "--device", "cpu")
+    rows = [re.match(r"    (\S+) +((?:un)?available)", line) for line in human.stdout.splitlines()
+            if line.startswith("    ")]
+    assert len(rows) >= 14 and all(rows), human.stdout
+    assert len({m.start(2) for m in rows}) == 1, human.stdout  # one column, however long a name
