@@ -14,26 +14,13 @@ import signal
 import sys
 from typing import Any, Sequence
 
+from .argtypes import int_in
 from .core.advise import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, AdviceError, parse_workloads
 from .core.env import DEVICE_CHOICES
 from .core.presets import MAX_STEPS, WORKLOADS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
 SIGNAL_EXIT = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
-
-
-def _int_in(lo: int, hi: int):
-    def parse(text: str) -> int:
-        allowed = f"must be a whole number from {lo} to {hi}"
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{allowed}, got {text[:40]!r}") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{allowed}, got {value}")
-        return value
-
-    return parse
 
 
 def _workloads(text: str) -> tuple[str, ...]:
@@ -52,9 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the advice as one JSON document")
     parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto",
                         help="auto (default): CUDA when present, else CPU at the presets' small size")
-    parser.add_argument("--steps", type=_int_in(1, MAX_STEPS), metavar="N",
+    parser.add_argument("--steps", type=int_in(1, MAX_STEPS), metavar="N",
                         help=f"steps a run (default {DEFAULT_STEPS['cuda']} on CUDA, {DEFAULT_STEPS['cpu']} on CPU)")
-    parser.add_argument("--repeats", type=_int_in(1, MAX_REPEATS), metavar="R",
+    parser.add_argument("--repeats", type=int_in(1, MAX_REPEATS), metavar="R",
                         help=f"runs of each preset, interleaved (default {DEFAULT_REPEATS})")
     parser.add_argument("--workloads", type=_workloads, metavar="LIST",
                         help=f"comma-separated, from {','.join(WORKLOADS)} (default: all)")

@@ -9,35 +9,13 @@ from pathlib import Path
 from typing import Sequence
 
 from .core.env import DEVICE_CHOICES
+from .argtypes import int_in, seconds_in
 from .core.presets import MAX_STEPS
 
 EXIT_USAGE, EXIT_UNAVAILABLE = 2, 3
 
 
 SAMPLE_INTERVAL_RANGE = (0.01, 86400.0)  # seconds
-
-
-def _positive_int(text: str) -> int:
-    allowed = f"must be a whole number from 1 to {MAX_STEPS}"
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{allowed}, got {text[:40]!r}") from None
-    if not 1 <= value <= MAX_STEPS:
-        raise argparse.ArgumentTypeError(f"{allowed}, got {text.strip()[:40]}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    lo, hi = SAMPLE_INTERVAL_RANGE
-    allowed = f"must be a number of seconds from {lo:g} to {hi:g}"
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{allowed}, got {text[:40]!r}") from None
-    if not lo <= value <= hi:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(f"{allowed}, got {text.strip()[:40]}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,10 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--preset", metavar="NAME|FILE.toml",
                         help="preset name (see `apextui list`) or a path to your own preset file")
     parser.add_argument("--json", action="store_true", help="run headless; JSON lines on stdout")
-    parser.add_argument("--steps", type=_positive_int, metavar="N", help="override the preset's step count")
+    parser.add_argument("--steps", type=int_in(1, MAX_STEPS), metavar="N", help="override the preset's step count")
     parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto",
                         help="auto (default): CUDA when present, else CPU with the preset's small size")
-    parser.add_argument("--sample-interval", type=_positive_float, default=1.0, metavar="SECONDS",
+    parser.add_argument("--sample-interval", type=seconds_in(*SAMPLE_INTERVAL_RANGE), default=1.0, metavar="SECONDS",
                         help="how often GPU/host metrics are sampled (default 1.0)")
     parser.add_argument("--load", action="append", default=[], metavar="RESULTS.json",
                         help="TUI: add runs saved with w (or --json output) to the comparison table")
