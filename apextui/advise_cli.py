@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import sys
 from typing import Any, Sequence
 
@@ -18,9 +16,9 @@ from .argtypes import int_in
 from .core.advise import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, AdviceError, parse_workloads
 from .core.env import DEVICE_CHOICES
 from .core.presets import MAX_STEPS, WORKLOADS
+from .signals import EXIT_INTERRUPTED, StopOnSignals
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 3, 130, 143
-SIGNAL_EXIT = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
 
 def _workloads(text: str) -> tuple[str, ...]:
@@ -137,39 +135,25 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
     if device == "cpu":
         log("on CPU the presets run at their small size; the Apex presets cannot run (CUDA only)")
 
-    interrupted = 0
-    exit_code = EXIT_INTERRUPTED
+    def first(signum: int) -> None:  # the current run stops after its step; run() returns the partial advice
+        log("interrupted: stopping after the current step, then printing the partial advice "
+            "(again to quit at once)")
+        advisor.stop()
 
-    def on_signal(signum: int, frame: Any) -> None:
-        # stops the current run after its current step; run() then returns the partial advice
-        nonlocal interrupted, exit_code
-        interrupted += 1
-        exit_code = SIGNAL_EXIT.get(signum, EXIT_INTERRUPTED)
-        if interrupted == 1:
-            log("interrupted: stopping after the current step, then printing the partial advice "
-                "(again to quit at once)")
-            advisor.stop()
-            return
+    def again(signum: int) -> None:
         advisor.interrupted = True
-        try:
-            _output(advisor.document(), args.json)
-        finally:
-            os._exit(exit_code)
+        _output(advisor.document(), args.json)
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    with StopOnSignals(first, again) as signals:
         doc = advisor.run()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
     try:
         path = store(doc)
         log(f"advice stored in {path} (reuse it with --reuse)")
     except OSError as exc:
         log(f"warning: could not store the advice: {exc}")
     printed = _output(doc, args.json)
-    if interrupted or advisor.interrupted:
-        return exit_code
+    if signals.count or advisor.interrupted:
+        return signals.exit_code
     if not printed:
         return EXIT_FAILED
     if doc["runs"]["ok"] == 0:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 import threading
@@ -13,11 +12,9 @@ from typing import Any, TextIO
 from .core import events
 from .core.presets import Preset
 from .core.runner import Runner, Snapshot
+from .signals import SIGNAL_WORD, StopOnSignals
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-EXIT_TERMINATED = 143  # 128 + SIGTERM, as shells report a process killed by SIGTERM
-SIGNAL_EXIT = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
-SIGNAL_WORD = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
 
 class JsonLinePrinter:
@@ -78,38 +75,24 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
     printer.emit(events.start_event(preset, device, runner.steps, runner.warmup, describe(device)))
     if device == "cpu":
         log(f"running {preset.name} on CPU with its small size {dict(preset.cpu_size)}")
-    interrupted = 0
-    exit_code = EXIT_INTERRUPTED  # of the latest signal: 130 for SIGINT, 143 for SIGTERM
+    def first(signum: int) -> None:
+        again = "Ctrl-C again" if signum == signal.SIGINT else "another signal"
+        log(f"{SIGNAL_WORD[signum]}: stopping after the current step ({again} to quit at once)")
+        runner.stop()
 
-    def on_signal(signum: int, frame: Any) -> None:
-        # a handler instead of KeyboardInterrupt: nothing is interrupted half-way (it runs between the
-        # training loop's bytecodes, asks the runner to stop, and training ends after the current step)
-        nonlocal interrupted, exit_code
-        interrupted += 1
-        exit_code = SIGNAL_EXIT.get(signum, EXIT_INTERRUPTED)
-        word = SIGNAL_WORD.get(signum, "interrupted")
-        if interrupted == 1:
-            again = "Ctrl-C again" if signum == signal.SIGINT else "another signal"
-            log(f"{word}: stopping after the current step ({again} to quit at once)")
-            runner.stop()
-            return
+    def again(signum: int) -> None:
         if printer.last is not None:  # what was measured so far is still reported
             printer.emit(events.end_event(replace(printer.last, status="stopped", new_steps=(),
-                                                  error=f"{word} twice")))
+                                                  error=f"{SIGNAL_WORD[signum]} twice")))
         sys.stdout.flush()
-        os._exit(exit_code)
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        runner.run()  # trains in this (main) thread; the handler above stops it after the current step
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with StopOnSignals(first, again) as signals:
+        runner.run()  # trains in this (main) thread; the first signal stops it after the current step
     result = runner.result
     if printer.broken:
         return EXIT_FAILED
-    if interrupted or (result is not None and result.status == "stopped"):
-        return exit_code
+    if signals.count or (result is not None and result.status == "stopped"):
+        return signals.exit_code
     if result is None or result.status != "ok":
         log(f"run failed: {result.error if result else 'no result'}")
         return EXIT_FAILED

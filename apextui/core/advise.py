@@ -40,7 +40,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import statistics
 import threading
 import time
