@@ -36,6 +36,7 @@ WARMUP_STEPS = 3  # cudagraph trees: 1 warm-up run, 1 recording, then replays
 NEEDS: Mapping[tuple[str, str], tuple[str, ...]] = {
     ("transformer", "torch_compile"): ("compile",),
     ("transformer", "torch_compile_cg"): ("compile", "cuda_graphs"),
+    ("transformer", "torch_compile_graph"): ("compile", "cuda_graphs"),
     ("optimizer", "adamw_capturable_graph"): ("cuda_graphs",),
 }
 

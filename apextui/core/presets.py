@@ -44,6 +44,7 @@ WORKLOADS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType({
         "torch_amp": (),
         "torch_compile": (),  # torch.compile: see compilation.NEEDS
         "torch_compile_cg": (),  # torch.compile + CUDA graphs
+        "torch_compile_graph": (),  # torch.compile + the whole step in one CUDA graph
     }),
 })
 

@@ -9,7 +9,7 @@ import pytest
 from ui_fakes import FakeEngine, FakeRunner, cpu_probe_no_apex, fake_probe, gpu_report, no_gpu_report, provider, \
     static_text, wait_for
 
-from apextui.core import advise
+from apextui.core import advise, presets
 from apextui.ui.app import make_app
 from apextui.ui.screens.advise_screen import AdviseScreen, open_advice
 
@@ -58,21 +58,22 @@ async def test_a_measures_with_the_apps_runner_shows_progress_then_verdicts(monk
     monkeypatch.setattr(advise, "environment", lambda device: dict(ENV))
     engine = HoldFirst("adamw_fused", 50)
     app = gpu_app(engine)
+    total = 2 * len(presets.load_builtin())  # every shipped preset is available on the (fake) GPU, 2 repeats
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, app)
         await pilot.press("a")
         assert isinstance(app.screen, AdviseScreen)
         await wait_for(pilot, lambda: engine.held is not None and "50/100" in status(app), 10, "progress")
         text = status(app)
-        assert "run 2/28" in text and "optimizer · adamw_fused · repeat 1/2" in text and "running" in text
-        assert "[1/28] optimizer adamw repeat 1/2: ok" in body(app)  # the evidence so far
+        assert f"run 2/{total}" in text and "optimizer · adamw_fused · repeat 1/2" in text and "running" in text
+        assert f"[1/{total}] optimizer adamw repeat 1/2: ok" in body(app)  # the evidence so far
         assert not app.start_preset("fp32")  # the app trains one thing at a time
         engine.held.release()
         job = app.advice_job
         await wait_for(pilot, lambda: job.done and "➜ use" in body(app), 20, "the verdicts")
         doc = job.doc
-        assert doc["status"] == "complete" and doc["runs"] == {"total": 28, "ok": 28, "failed": 0, "stopped": 0}
-        assert len(engine.runners) == 28 and all(r.device == "cuda" and r.steps == 100 for r in engine.runners)
+        assert doc["status"] == "complete" and doc["runs"] == {"total": total, "ok": total, "failed": 0, "stopped": 0}
+        assert len(engine.runners) == total and all(r.device == "cuda" and r.steps == 100 for r in engine.runners)
         opt = doc["workloads"][0]
         assert opt["workload"] == "optimizer" and opt["recommended"] == "fused_adam"
         assert opt["apex"]["status"] == "faster"

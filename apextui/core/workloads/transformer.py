@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Mapping
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..compilation import TrainingState, compile_warmup
+from ..compilation import WARMUP_STEPS, TrainingState, compile_warmup
 from ..roofline import transformer_work
 from . import markov
 from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
@@ -59,7 +60,13 @@ class TinyDecoder(nn.Module):
 
 
 # variant -> torch.compile mode ("reduce-overhead": CUDA graphs through cudagraph trees)
-COMPILE_MODES = {"torch_compile": "default", "torch_compile_cg": "reduce-overhead"}
+COMPILE_MODES = {
+    "torch_compile": "default",
+    "torch_compile_cg": "reduce-overhead",
+    "torch_compile_graph": "default",
+}
+# variants whose whole step (forward, backward, capturable fused AdamW) is one torch.cuda.CUDAGraph
+WHOLE_STEP_GRAPH = ("torch_compile_graph",)
 
 
 class LossModel(nn.Module):
@@ -85,6 +92,8 @@ def parts(variant: str) -> tuple[NormFactory, str]:
     """(norm factory, optimizer kind) for a variant: torch, or Apex fused kernels."""
     if variant in ("fp32", "torch_amp"):
         return nn.LayerNorm, ("adamw" if variant == "fp32" else "adamw_fused")
+    if variant in WHOLE_STEP_GRAPH:
+        return nn.LayerNorm, "adamw_capturable_graph"
     if variant in COMPILE_MODES:
         return nn.LayerNorm, "adamw_fused"
     if variant in ("fused_fp32", "fused_amp"):
@@ -101,6 +110,13 @@ class TransformerWorkload(Workload):
     through torch.compile (mode "default" / "reduce-overhead"), torch fused AdamW eager. `warm_up()` compiles
     (and records the CUDA graphs) on the first batches, then restores parameters, optimizer state and the data
     position, so that step N sees the same batch and starting weights as fp32's step N.
+
+    `torch_compile_graph`: the compiled model (mode "default"), and then the whole step (forward, backward
+    and torch AdamW(fused=True, capturable=True)) captured once in a torch.cuda.CUDAGraph during set-up;
+    each step copies its batch into the graph's input buffer and replays it: two launches a step, no Python
+    per layer. Gradients are created by the captured backward in the graph's memory (set to None before
+    capture, as the CUDA graphs docs do). CUDA only; bf16 or fp32 (GradScaler reads its scale on the host
+    and cannot be captured).
     """
 
     units = "tokens"
@@ -128,7 +144,16 @@ class TransformerWorkload(Workload):
         self.work = transformer_work(size, self.params, amp)
         self._i = 0
         self.compiled: nn.Module | None = None
-        self.uses_cuda_graphs = COMPILE_MODES.get(variant) == "reduce-overhead"
+        self.whole_graph = variant in WHOLE_STEP_GRAPH
+        if self.whole_graph and device != "cuda":
+            raise ValueError(f"{variant} needs CUDA (a CUDA graph); this run is on {device}")
+        if self.whole_graph and self.scaler is not None:
+            raise ValueError(f"{variant} cannot use GradScaler (amp = fp16): its step reads the scale on the "
+                             "host; use amp = bf16 or none")
+        self.uses_cuda_graphs = self.whole_graph or COMPILE_MODES.get(variant) == "reduce-overhead"
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.static = self.batches[0].clone()  # the whole-step graph's input: each step's batch is copied in
+        self.static_loss: torch.Tensor | None = None
         if variant in COMPILE_MODES:
             self.compiled = torch.compile(LossModel(self.model, device, amp), mode=COMPILE_MODES[variant])
             self.compiles = True
@@ -143,11 +168,50 @@ class TransformerWorkload(Workload):
             self.scaler = grad_scaler(self.device, self.amp)  # a fresh scale and growth tracker
 
         state = TrainingState(self.model.parameters(), self.opt)
+        if self.whole_graph:
+            return self._capture(state, rewind)
         return compile_warmup(lambda: self.step(marker), state, self.device, after=rewind)
+
+    def _graph_body(self) -> torch.Tensor:
+        """Forward, backward and optimizer step on the input buffer: what the whole-step graph holds."""
+        assert self.compiled is not None
+        loss = self.compiled(self.static[:, :-1], self.static[:, 1:])
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    def _capture(self, state: TrainingState, rewind: Callable[[], None]) -> float:
+        """Compile (and autotune) on eager warm-up steps on a side stream, capture one step, put the
+        parameters and optimizer state back in place, rewind the data. Returns the seconds it took."""
+        t0 = time.perf_counter()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for k in range(WARMUP_STEPS):
+                self.static.copy_(self.batches[k % self.pool])
+                self.opt.zero_grad(set_to_none=True)
+                self._graph_body()
+        torch.cuda.current_stream().wait_stream(side)
+        self.opt.zero_grad(set_to_none=True)  # the captured backward creates them in the graph's pool
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.static_loss = self._graph_body()
+        torch.cuda.synchronize()
+        self.graph = graph
+        state.restore(zero_grads=True)
+        rewind()
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
 
     def step(self, clock: Marker) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         batch = self.batches[self._i % self.pool]
         self._i += 1
+        if self.whole_graph:
+            if self.graph is None:
+                raise RuntimeError("warm_up() must capture the step before the first step")
+            self.static.copy_(batch)
+            self.graph.replay()
+            return self.static_loss, None
         inputs, targets = batch[:, :-1], batch[:, 1:]
         self.opt.zero_grad()  # set_to_none is the default; apex FusedAdam takes no argument
         if self.compiled is not None:
