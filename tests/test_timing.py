@@ -87,6 +87,35 @@ def test_cuda_clock_never_overwrites_an_unread_ring_slot():
     assert [r.loss for r in got] == [1.0]
 
 
+def test_cuda_clock_reuses_events_and_ring_slots_over_many_steps():
+    tl = FakeTimeline()
+    fake = fake_torch(tl)
+    made = []
+
+    class CountingEvent(fake.cuda.Event):
+        def __init__(self, enable_timing: bool = False) -> None:
+            super().__init__(enable_timing)
+            made.append(self)
+
+    fake.cuda.Event = CountingEvent
+    clock = CudaClock(fake, ring=8)
+    clock.start()
+    got = []
+    for step in range(1, 101):
+        clock.mark()
+        tl.t += step  # step i takes i ms
+        loss = torch.tensor([float(step)]) if step % 7 == 0 else torch.tensor(float(step))  # (1,) or 0-d
+        clock.end_step(step, loss, torch.tensor(2.0 ** (step % 5)))
+        tl.done_upto = tl.count - 1  # the GPU keeps up
+        got += clock.harvest()
+    assert [r.step for r in got] == list(range(1, 101))
+    assert [r.ms for r in got] == [float(i) for i in range(1, 101)]
+    assert [r.opt_ms for r in got] == [float(i) for i in range(1, 101)]
+    assert [r.loss for r in got] == [float(i) for i in range(1, 101)]
+    assert [r.loss_scale for r in got] == [2.0 ** (i % 5) for i in range(1, 101)]
+    assert len(made) == 3 and tl.syncs == 0  # start, one mark, one end: then recorded again and again
+
+
 def test_cpu_clock_times_steps_back_to_back():
     clock = CpuClock()
     clock.start()
