@@ -336,15 +336,20 @@ class Runner:
                     pass
         return status, error
 
+    def _build_workload(self, size: Mapping[str, int]) -> Any:
+        """The workload this run trains (benchmarks/overhead_blocks.py hands in one built earlier)."""
+        from . import workloads
+
+        return workloads.build(self.preset, self.device, size, self.steps)
+
     def _setup(self) -> tuple[RunInfo, Any, Any]:
         import torch
 
-        from . import workloads
         from .timing import CpuClock, CudaClock
 
         size_name = "cpu" if self.device == "cpu" else "default"
         size = self.preset.cpu_size if size_name == "cpu" else self.preset.size
-        workload = workloads.build(self.preset, self.device, size, self.steps)
+        workload = self._build_workload(size)
         if self.sampler is None:
             from .env import pci_bus_id
 

@@ -1,0 +1,105 @@
+"""The measurement scripts in benchmarks/ that the results document rests on: they run (on CPU here, with
+the small sizes), their arithmetic, and their refusals."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT, cli_env
+
+pytest.importorskip("torch")
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args], capture_output=True,
+                          text=True, timeout=timeout, env=cli_env(), cwd=ROOT)
+
+
+# ---- overhead_blocks.py ------------------------------------------------------------------------------
+def test_overhead_blocks_runs_every_mode_on_cpu(tmp_path):
+    """aa, json and tui (a real worker process under the Textual app) with 2 rounds of 3-step blocks."""
+    proc = bench("overhead_blocks.py", "--preset", "fp32", "--device", "cpu", "--block", "3", "--rounds", "2",
+                 "--out-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((tmp_path / "overhead_blocks.json").read_text())
+    assert set(results["modes"]) == {"aa", "json", "tui"}
+    for mode, res in results["modes"].items():
+        rows = res["rounds"]
+        assert [r["round"] for r in rows] == [1, 2]
+        for r in rows:
+            assert r["bare_ms"] > 0 and r["other_ms"] > 0
+            assert r["ratio"] == pytest.approx(r["other_ms"] / r["bare_ms"])
+            # the A/A control runs no apextui code; the monitored modes go through the clock every step
+            assert (r["hook_us"] == 0) == (mode == "aa")
+        assert res["summary"]["rounds"] == 2
+    # the JSON printer really printed: per block a setup line, 3 steps and an end line
+    assert results["modes"]["json"]["json_lines"] == 2 * (1 + 3 + 1)
+    assert 0 <= results["modes"]["tui"]["ui_cpu_frac"] < 2
+    md = (tmp_path / "overhead_blocks.md").read_text()
+    assert "| aa | 2 |" in md and "| json | 2 |" in md and "| tui | 2 |" in md and "UI process used" in md
+    again = bench("overhead_blocks.py", "--from-json", str(tmp_path / "overhead_blocks.json"))
+    assert again.returncode == 0 and "| json | 2 |" in again.stdout
+
+
+def test_overhead_blocks_refuses_presets_that_compile_and_bad_arguments(tmp_path):
+    proc = bench("overhead_blocks.py", "--preset", "torch_compile", "--device", "cpu", "--block", "2",
+                 "--rounds", "2", "--modes", "aa", "--out-dir", str(tmp_path))
+    assert proc.returncode == 1
+    assert "compiles or captures CUDA graphs" in proc.stderr and "fp32, fused_amp, torch_amp" in proc.stderr
+    assert "failed" in (tmp_path / "overhead_blocks.md").read_text()
+    bad = bench("overhead_blocks.py", "--modes", "aa,nope")
+    assert bad.returncode == 2 and "unknown mode(s) nope; allowed: aa, json, tui" in bad.stderr
+    assert bench("overhead_blocks.py", "--rounds", "1").returncode == 2
+    missing = bench("overhead_blocks.py", "--from-json", str(tmp_path / "none.json"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_overhead_blocks_summary_arithmetic():
+    ob = load("overhead_blocks")
+    rows = [{"ratio": 0.5, "bare_ms": 20.0, "other_ms": 10.0, "hook_us": 100.0, "extra_thread_cpu_frac": 0.01},
+            {"ratio": 2.0, "bare_ms": 10.0, "other_ms": 20.0, "hook_us": 300.0, "extra_thread_cpu_frac": -0.03}]
+    s = ob.summarise(rows)
+    assert s["geomean_ratio"] == pytest.approx(1.0)  # the arithmetic mean (1.25) would read a 25 % cost
+    assert s["median_ratio"] == pytest.approx(1.25) and s["ci95_low"] <= 1.0 <= s["ci95_high"]
+    assert s["hook_us_per_step"] == pytest.approx(200.0)
+    assert s["hook_frac"] == pytest.approx((0.1 / 10 + 0.3 / 20) / 2)
+    assert s["extra_thread_cpu_frac"] == pytest.approx(-0.01)
+    assert s["accounted_bound"] == pytest.approx(1 + s["hook_frac"])  # threads that used less count as 0
+    old = ob.summarise([{k: v for k, v in r.items() if k not in ("hook_us", "extra_thread_cpu_frac")} for r in rows])
+    assert math.isnan(old["accounted_bound"]) and old["geomean_ratio"] == pytest.approx(1.0)
+    same = ob.summarise([dict(rows[0], ratio=1.0), dict(rows[1], ratio=1.0)])
+    assert (same["ci95_low"], same["geomean_ratio"], same["ci95_high"]) == pytest.approx((1.0, 1.0, 1.0))
+
+
+# ---- kernel_breakdown.py -----------------------------------------------------------------------------
+def test_kernel_breakdown_sorts_kernels_by_kind():
+    kb = load("kernel_breakdown")
+    assert kb.kind("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT") == "gemm"
+    assert kb.kind("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16") == "attention"
+    assert kb.kind("void cudnn::fusion::compute_dot_do_o_specialized<true, 64>") == "attention"
+    assert kb.kind("void at::native::multi_tensor_apply_kernel<FusedAdamMathFunctor>") == "optimizer"
+    assert kb.kind("triton_tem_fused__to_copy_addmm_gelu_t_view_14") == "gemm"  # inductor's GEMM templates
+    assert kb.kind("triton_poi_fused_gelu_gelu_backward_view_8") == "triton"
+    assert kb.kind("Memcpy DtoD (Device -> Device)") == "other"
+
+
+def test_kernel_breakdown_needs_a_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the script runs instead of refusing")
+    proc = bench("kernel_breakdown.py", "fp32")
+    assert proc.returncode == 3 and "needs a CUDA GPU" in proc.stderr and "Traceback" not in proc.stderr
