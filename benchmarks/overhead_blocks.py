@@ -99,8 +99,8 @@ class SharedWorkloadRunner(Runner):
 
 
 class CpuMeter:
-    """CPU seconds of this process's other threads (running or ended) and wall time over a block: the
-    monitor's delivery and sampler threads, beside the CUDA driver's own."""
+    """Over a block: wall time, the CPU seconds of the training (this) thread, and those of the process's
+    other threads, running or ended (the monitor's delivery and sampler threads, beside the CUDA driver's)."""
 
     def __enter__(self) -> "CpuMeter":
         self.wall, self.proc, self.main = time.perf_counter(), time.process_time(), time.thread_time()
@@ -108,7 +108,8 @@ class CpuMeter:
 
     def __exit__(self, *exc: Any) -> None:
         self.wall = time.perf_counter() - self.wall
-        self.other_cpu = (time.process_time() - self.proc) - (time.thread_time() - self.main)
+        self.main = time.thread_time() - self.main
+        self.other_cpu = (time.process_time() - self.proc) - self.main
 
 
 def build(preset_name: str, device: str, steps: int) -> tuple[Any, Any]:
@@ -128,7 +129,7 @@ def build(preset_name: str, device: str, steps: int) -> tuple[Any, Any]:
     return dataclasses.replace(preset, warmup=0), workload
 
 
-Block = dict[str, float]  # ms (per step), other_cpu_s, wall_s, hook_s
+Block = dict[str, float]  # ms and main_cpu_ms (per step), other_cpu_s, wall_s, hook_s
 
 
 def bare_block(workload: Any, steps: int, device: str) -> Block:
@@ -151,7 +152,8 @@ def bare_block(workload: Any, steps: int, device: str) -> Block:
             for _ in range(steps):
                 workload.step(mark)
             ms = (time.perf_counter() - t0) * 1000 / steps
-    return {"ms": ms, "other_cpu_s": meter.other_cpu, "wall_s": meter.wall, "hook_s": 0.0}
+    return {"ms": ms, "main_cpu_ms": meter.main * 1000 / steps, "other_cpu_s": meter.other_cpu,
+            "wall_s": meter.wall, "hook_s": 0.0}
 
 
 def monitored_block(workload: Any, preset: Any, steps: int, device: str,
@@ -163,7 +165,8 @@ def monitored_block(workload: Any, preset: Any, steps: int, device: str,
         snap = runner.run()
     if snap is None or snap.status != "ok" or snap.stats is None or runner.timed is None:
         raise RuntimeError(f"monitored block did not finish: {snap.error if snap else 'no result'}")
-    return {"ms": snap.stats.mean_ms, "other_cpu_s": meter.other_cpu, "wall_s": meter.wall,
+    return {"ms": snap.stats.mean_ms, "main_cpu_ms": meter.main * 1000 / steps, "other_cpu_s": meter.other_cpu,
+            "wall_s": meter.wall,
             "hook_s": runner.timed.seconds}
 
 
@@ -182,6 +185,8 @@ def run_blocks(workload: Any, preset: Any, device: str, block: int, rounds: int,
         out.append({"round": r + 1, "bare_ms": bare["ms"], "other_ms": other["ms"], "ratio": other["ms"] / bare["ms"],
                     # per step: the monitor's calls on the training thread, and its threads' extra CPU
                     "hook_us": other["hook_s"] / block * 1e6,
+                    # the training thread's own CPU a step: blind to time the host's other tenants take
+                    "cpu_ratio": other["main_cpu_ms"] / bare["main_cpu_ms"],
                     "extra_thread_cpu_frac": other["other_cpu_s"] / other["wall_s"] - bare["other_cpu_s"] / bare["wall_s"]})
     return out
 
@@ -285,7 +290,9 @@ def summarise(rows: list[dict[str, float]]) -> dict[str, float]:
     accounted = all("hook_us" in r for r in rows)  # runs from before the accounting have only the times
     hook_frac = statistics.fmean(r["hook_us"] / 1000 / r["other_ms"] for r in rows) if accounted else math.nan
     thread_frac = statistics.fmean(r["extra_thread_cpu_frac"] for r in rows) if accounted else math.nan
+    cpu = geomean_ci([r["cpu_ratio"] for r in rows]) if all("cpu_ratio" in r for r in rows) else (math.nan,) * 3
     return {"rounds": len(rows), "median_ratio": statistics.median(ratios), "geomean_ratio": geo,
+            "cpu_geomean_ratio": cpu[0], "cpu_ci95_low": cpu[1], "cpu_ci95_high": cpu[2],
             "ci95_low": lo, "ci95_high": hi, "min_ratio": min(ratios), "max_ratio": max(ratios),
             "sd_ratio": statistics.stdev(ratios) if len(ratios) > 1 else math.nan,
             "bare_median_ms": statistics.median(r["bare_ms"] for r in rows),
@@ -313,8 +320,8 @@ def table(results: dict[str, Any]) -> str:
     lines = [f"preset {results['preset']} on {results['device']}: {results['rounds']} rounds of "
              f"{results['block']} bare + {results['block']} monitored steps, alternating order", "",
              "| mode | rounds | bare median ms | monitored median ms | median ratio | geomean ratio | its 95 % CI "
-             "| min | max | sd | monitor calls µs/step | monitor threads' CPU | accounted bound |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| min | max | sd | training-thread CPU ratio (95 % CI) | monitor calls µs/step | monitor threads' CPU "
+             "| accounted bound |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for mode, res in results["modes"].items():
         if "error" in res:
             lines.append(f"| {mode} | failed: {res['error'].splitlines()[-1] if res['error'] else ''} |")
@@ -323,12 +330,16 @@ def table(results: dict[str, Any]) -> str:
         lines.append(f"| {mode} | {s['rounds']} | {s['bare_median_ms']:.3f} | {s['other_median_ms']:.3f} | "
                      f"{s['median_ratio']:.4f} | {s['geomean_ratio']:.4f} | {s['ci95_low']:.4f}-{s['ci95_high']:.4f} | "
                      f"{s['min_ratio']:.4f} | {s['max_ratio']:.4f} | {s['sd_ratio']:.4f} | "
+                     + (f"{s['cpu_geomean_ratio']:.4f} ({s['cpu_ci95_low']:.4f}-{s['cpu_ci95_high']:.4f}) | "
+                        if math.isfinite(s["cpu_geomean_ratio"]) else "— | ")
                      + (f"{s['hook_us_per_step']:.1f} | {s['extra_thread_cpu_frac']:.2%} | {s['accounted_bound']:.4f} |"
                         if math.isfinite(s["accounted_bound"]) else "— | — | — |"))
     lines.append("")
     lines.append("aa: both blocks bare (the method's noise); json: `apextui --json`'s path; tui: the TUI's worker "
                  "process with the app showing the run. Ratio = monitored / bare ms/step within a round. Monitor "
-                 "calls: the clock's per-step work on the training thread. Monitor threads' CPU: CPU time of the "
+                 "calls: the clock's per-step work on the training thread. Training-thread CPU ratio: that "
+                 "thread's CPU time a step, monitored / bare (time the host gives other tenants does not count). "
+                 "Monitor threads' CPU: CPU time of the "
                  "process's other threads per second, monitored minus bare block. Accounted bound: 1 + both, as if "
                  "every such CPU second were taken from the training thread.")
     for mode, res in results["modes"].items():

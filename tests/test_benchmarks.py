@@ -42,6 +42,7 @@ def test_overhead_blocks_runs_every_mode_on_cpu(tmp_path):
         for r in rows:
             assert r["bare_ms"] > 0 and r["other_ms"] > 0
             assert r["ratio"] == pytest.approx(r["other_ms"] / r["bare_ms"])
+            assert r["cpu_ratio"] > 0  # the training thread's CPU a step, monitored / bare
             # the A/A control runs no apextui code; the monitored modes go through the clock every step
             assert (r["hook_us"] == 0) == (mode == "aa")
         assert res["summary"]["rounds"] == 2
@@ -78,6 +79,9 @@ def test_overhead_blocks_summary_arithmetic():
     assert s["hook_frac"] == pytest.approx((0.1 / 10 + 0.3 / 20) / 2)
     assert s["extra_thread_cpu_frac"] == pytest.approx(-0.01)
     assert s["accounted_bound"] == pytest.approx(1 + s["hook_frac"])  # threads that used less count as 0
+    assert math.isnan(s["cpu_geomean_ratio"])  # rows without the training thread's CPU
+    timed = ob.summarise([dict(rows[0], cpu_ratio=1.1), dict(rows[1], cpu_ratio=1.1)])
+    assert timed["cpu_geomean_ratio"] == pytest.approx(1.1)
     old = ob.summarise([{k: v for k, v in r.items() if k not in ("hook_us", "extra_thread_cpu_frac")} for r in rows])
     assert math.isnan(old["accounted_bound"]) and old["geomean_ratio"] == pytest.approx(1.0)
     same = ob.summarise([dict(rows[0], ratio=1.0), dict(rows[1], ratio=1.0)])
