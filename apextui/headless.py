@@ -71,13 +71,25 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
             log(f"fix: {avail.fix}")
         printer.emit(events.unavailable_event(preset, device, avail.reason, avail.fix))
         return EXIT_UNAVAILABLE
-    runner = Runner(preset, device, printer, steps=steps, sample_interval=sample_interval)
+    compiling_said: list[bool] = []
+
+    def consume(snap: Snapshot) -> None:
+        if snap.status == "compiling" and not compiling_said:  # seconds to minutes with no JSON line
+            compiling_said.append(True)
+            log(f"compiling {preset.name} (torch.compile / CUDA-graph capture; not part of the measured steps)…")
+        printer(snap)
+
+    runner = Runner(preset, device, consume, steps=steps, sample_interval=sample_interval)
     printer.emit(events.start_event(preset, device, runner.steps, runner.warmup, describe(device)))
     if device == "cpu":
         log(f"running {preset.name} on CPU with its small size {dict(preset.cpu_size)}")
     def first(signum: int) -> None:
         again = "Ctrl-C again" if signum == signal.SIGINT else "another signal"
-        log(f"{SIGNAL_WORD[signum]}: stopping after the current step ({again} to quit at once)")
+        if printer.last is not None and printer.last.status == "compiling":  # it cannot be cut short
+            log(f"{SIGNAL_WORD[signum]}: stopping once compilation ends, before the first measured step "
+                f"({again} to quit at once)")
+        else:
+            log(f"{SIGNAL_WORD[signum]}: stopping after the current step ({again} to quit at once)")
         runner.stop()
 
     def again(signum: int) -> None:

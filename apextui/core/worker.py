@@ -190,6 +190,7 @@ class ProcessRunner:
         self._finished = threading.Event()
         self.result: Snapshot | None = None
         self.last: Snapshot | None = None
+        self._kill_reason: str | None = None
 
     @property
     def pid(self) -> int | None:
@@ -223,8 +224,10 @@ class ProcessRunner:
     def is_alive(self) -> bool:
         return self._reader.is_alive() or self._proc.is_alive()
 
-    def kill(self) -> None:
-        """End the worker at once (the run's final snapshot then says it was killed)."""
+    def kill(self, reason: str | None = None) -> None:
+        """End the worker at once. The run's final snapshot then says it was killed ("failed"), or, given
+        `reason` (the user ended it, e.g. during a long compile), "stopped" with that reason."""
+        self._kill_reason = reason
         if self._proc.is_alive():
             self._proc.kill()
 
@@ -262,7 +265,9 @@ class ProcessRunner:
             if self._proc.is_alive():  # finished but stuck in teardown
                 self._proc.kill()
                 self._proc.join(EXIT_GRACE_S)
-            if self.result is None:
+            if self.result is None and self._kill_reason is not None:
+                self._deliver(self._ended_snapshot(self._kill_reason))
+            elif self.result is None:
                 self._deliver(self._crash_snapshot(error or describe_exit(self._proc.exitcode)))
             elif self.result.status != "failed":
                 self._remove_log()
@@ -275,9 +280,17 @@ class ProcessRunner:
         error = f"{reason} before the run ended"
         if tail:
             error += f"; its last output (full log: {self.log_path}):\n{tail}"
+        return self._final("failed", error)
+
+    def _ended_snapshot(self, reason: str) -> Snapshot:
+        self._remove_log()
+        return self._final("stopped", reason)
+
+    def _final(self, status: str, error: str) -> Snapshot:
+        """The last snapshot the worker sent (its steps and figures kept), made final; or an empty one."""
         if self.last is not None:
-            return dataclasses.replace(self.last, status="failed", new_steps=(), error=error)
-        return Snapshot(status="failed", info=None, steps_done=0, new_steps=(), stats=None, throughput=None,
+            return dataclasses.replace(self.last, status=status, new_steps=(), error=error)
+        return Snapshot(status=status, info=None, steps_done=0, new_steps=(), stats=None, throughput=None,
                         skipped_steps=0, monitor=None, elapsed_s=0.0, error=error)
 
     def _remove_log(self) -> None:

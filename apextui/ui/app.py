@@ -103,6 +103,9 @@ def env_runner_factory() -> RunnerFactory:
     return thread_runner_factory if os.environ.get("APEXTUI_WORKER") == "thread" else default_runner_factory
 
 
+STOPPED_WHILE_COMPILING = "stopped while compiling (s pressed twice)"
+
+
 @dataclass
 class ActiveRun:
     run_id: int
@@ -457,10 +460,20 @@ class ApexTuiApp(App[None]):
         if active is None:
             self.notify("nothing is running", timeout=2)
             return
+        compiling = self._compiling(active)
         if not active.stopping:
             active.stopping = True
             active.runner.stop()
-            self.live.show_stopping()
+            self.live.show_stopping(compiling=compiling)
+        elif compiling and hasattr(active.runner, "kill"):  # a worker process: end it, compile and all
+            active.runner.kill(STOPPED_WHILE_COMPILING)
+            self.notify(f"ended {active.preset.name}'s worker process while it compiled", timeout=4)
+        elif compiling:
+            self.notify("this run trains in the app's own process: it stops once compilation ends", timeout=4)
+
+    def _compiling(self, active: ActiveRun) -> bool:
+        view = self.latest_view
+        return view is not None and view.run_id == active.run_id and view.snapshot.status == "compiling"
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "stop" and self.active is None:

@@ -19,6 +19,9 @@ STATUS_STYLE = {
 }
 
 
+STOPPING_COMPILE = "■ stopping once compilation ends (s again: end it now)…"
+
+
 class LiveRun(Vertical):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -104,7 +107,7 @@ class LiveRun(Vertical):
         info = snap.info
         label, style = STATUS_STYLE.get(snap.status, (snap.status, "bold"))
         if stopping and not snap.finished:
-            label, style = "■ stopping…", "bold yellow"
+            label, style = (STOPPING_COMPILE if snap.status == "compiling" else "■ stopping…"), "bold yellow"
         title = Text.assemble((label, style), "  ")
         if info is not None:
             size = "small size" if info.size_name == "cpu" else "full size"
@@ -160,7 +163,8 @@ class LiveRun(Vertical):
                 (" step" if snap.skipped_steps == 1 else " steps", "dim"),
             ))
 
-    def show_stopping(self) -> None:
+    def show_stopping(self, compiling: bool = False) -> None:
         title = self.query_one("#run-title", Static)
         self._cache.pop("run-title", None)
-        title.update(Text("■ stopping after the current step…", style="bold yellow"), layout=False)
+        title.update(Text(STOPPING_COMPILE if compiling else "■ stopping after the current step…",
+                          style="bold yellow"), layout=False)
