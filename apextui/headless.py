@@ -71,11 +71,10 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
             log(f"fix: {avail.fix}")
         printer.emit(events.unavailable_event(preset, device, avail.reason, avail.fix))
         return EXIT_UNAVAILABLE
-    compiling_said: list[bool] = []
 
     def consume(snap: Snapshot) -> None:
-        if snap.status == "compiling" and not compiling_said:  # seconds to minutes with no JSON line
-            compiling_said.append(True)
+        entering = snap.status == "compiling" and (printer.last is None or printer.last.status != "compiling")
+        if entering:  # seconds to minutes with no JSON line
             log(f"compiling {preset.name} (torch.compile / CUDA-graph capture; not part of the measured steps)…")
         printer(snap)
 

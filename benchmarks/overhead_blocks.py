@@ -202,10 +202,12 @@ def mode_json(preset_name: str, device: str, block: int, rounds: int) -> dict[st
 
     preset, workload = build(preset_name, device, block * rounds * 2)
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8") as fh:
-        def printer(snap: Snapshot, _p: list[JsonLinePrinter] = []) -> None:  # noqa: B006 - one per block
-            if not _p or _p[-1].ended:
-                _p.append(JsonLinePrinter(fh))
-            _p[-1](snap)
+        printers: list[JsonLinePrinter] = []  # one per block: each prints its own setup and end lines
+
+        def printer(snap: Snapshot) -> None:
+            if not printers or printers[-1].ended:
+                printers.append(JsonLinePrinter(fh))
+            printers[-1](snap)
 
         rows = run_blocks(workload, preset, device, block, rounds, True, printer)
         fh.flush()

@@ -152,7 +152,7 @@ class TransformerWorkload(Workload):
                              "host; use amp = bf16 or none")
         self.uses_cuda_graphs = self.whole_graph or COMPILE_MODES.get(variant) == "reduce-overhead"
         self.graph: torch.cuda.CUDAGraph | None = None
-        self.static = self.batches[0].clone()  # the whole-step graph's input: each step's batch is copied in
+        self.static: torch.Tensor | None = None  # the whole-step graph's input: each step's batch is copied in
         self.static_loss: torch.Tensor | None = None
         if variant in COMPILE_MODES:
             self.compiled = torch.compile(LossModel(self.model, device, amp), mode=COMPILE_MODES[variant])
@@ -174,7 +174,7 @@ class TransformerWorkload(Workload):
 
     def _graph_body(self) -> torch.Tensor:
         """Forward, backward and optimizer step on the input buffer: what the whole-step graph holds."""
-        assert self.compiled is not None
+        assert self.compiled is not None and self.static is not None
         loss = self.compiled(self.static[:, :-1], self.static[:, 1:])
         loss.backward()
         self.opt.step()
@@ -184,6 +184,7 @@ class TransformerWorkload(Workload):
         """Compile (and autotune) on eager warm-up steps on a side stream, capture one step, put the
         parameters and optimizer state back in place, rewind the data. Returns the seconds it took."""
         t0 = time.perf_counter()
+        self.static = self.batches[0].clone()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
@@ -207,7 +208,7 @@ class TransformerWorkload(Workload):
         batch = self.batches[self._i % self.pool]
         self._i += 1
         if self.whole_graph:
-            if self.graph is None:
+            if self.graph is None or self.static is None:
                 raise RuntimeError("warm_up() must capture the step before the first step")
             self.static.copy_(batch)
             self.graph.replay()
