@@ -55,6 +55,29 @@ def test_overhead_blocks_runs_every_mode_on_cpu(tmp_path):
     assert again.returncode == 0 and "| json | 2 |" in again.stdout
 
 
+def test_overhead_blocks_training_cpu_counts_the_steps_not_the_runner_setup(monkeypatch):
+    """A monitored block's training-thread CPU a step covers its steps only: 0.6 s of CPU burnt in the
+    Runner's setup must not show (in session 4 the setup added 4 % to 10-step blocks on the H200)."""
+    import time
+
+    ob = load("overhead_blocks")
+    preset, workload = ob.build("fp32", "cpu", 8)
+    setup = ob.SharedWorkloadRunner._build_workload
+
+    def slow_setup(self, size):
+        end = time.thread_time() + 0.6
+        while time.thread_time() < end:
+            pass
+        return setup(self, size)
+
+    monkeypatch.setattr(ob.SharedWorkloadRunner, "_build_workload", slow_setup)
+    bare = ob.bare_block(workload, 2, "cpu")
+    monitored = ob.monitored_block(workload, preset, 2, "cpu", lambda snap: None)
+    assert 0 < bare["main_cpu_ms"] and 0 < monitored["main_cpu_ms"]
+    assert monitored["main_cpu_ms"] * 2 < 600, (bare, monitored)  # the setup's burn is not in it
+    assert monitored["wall_s"] > 0.6  # ... though the block itself did burn it
+
+
 def test_overhead_blocks_refuses_presets_that_compile_and_bad_arguments(tmp_path):
     proc = bench("overhead_blocks.py", "--preset", "torch_compile", "--device", "cpu", "--block", "2",
                  "--rounds", "2", "--modes", "aa", "--out-dir", str(tmp_path))
