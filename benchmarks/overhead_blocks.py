@@ -4,6 +4,7 @@ alternating blocks on one model, in one process.
     python benchmarks/overhead_blocks.py [--preset fused_amp] [--modes aa,json,tui] [--block 50]
                                          [--rounds 24] [--device cuda] [--out-dir DIR]
     python benchmarks/overhead_blocks.py --from-json DIR/overhead_blocks.json   # its table again
+    python benchmarks/overhead_blocks.py --from-json RUN1.json RUN2.json ...    # runs pooled, mode by mode
 
 Why: `overhead.py` starts a fresh process per mode. On the H200 a host-bound preset (fused_amp) ran
 24-35 ms/step from one process to the next, so two identical bare processes differed by up to 13.5 %:
@@ -322,6 +323,34 @@ def summarise(rows: list[dict[str, float]]) -> dict[str, float]:
             "accounted_bound": 1 + hook_frac + max(0.0, thread_frac) if accounted else math.nan}
 
 
+def pool(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Earlier runs' results as one: each mode's rounds, from every run that has them, summarised together
+    (rounds of one run are as comparable as those of several: each round is its own bare/monitored pair).
+    Runs must share preset, device and block size."""
+    first = runs[0]
+    for run in runs[1:]:
+        for key in ("preset", "device", "block"):
+            if run[key] != first[key]:
+                raise ValueError(f"runs differ in {key}: {first[key]!r} and {run[key]!r}; pool runs of one "
+                                 "preset, device and block size")
+    modes: dict[str, Any] = {}
+    for run in runs:
+        for mode, res in run["modes"].items():
+            if "rounds" not in res:
+                continue  # a failed mode: nothing to pool
+            into = modes.setdefault(mode, {"rounds": []})
+            into["rounds"] += res["rounds"]
+            if res.get("ui_cpu_frac") is not None:
+                into.setdefault("ui_cpu_fracs", []).append(res["ui_cpu_frac"])
+    for res in modes.values():
+        res["summary"] = summarise(res["rounds"])
+        if "ui_cpu_fracs" in res:
+            res["ui_cpu_frac"] = statistics.fmean(res.pop("ui_cpu_fracs"))
+    rounds = ", ".join(str(run["rounds"]) for run in runs)
+    return {"preset": first["preset"], "device": first["device"], "block": first["block"],
+            "rounds": rounds if len(runs) > 1 else first["rounds"], "modes": modes}
+
+
 def child(mode: str, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--child", mode, "--preset", args.preset, "--device", args.device,
            "--block", str(args.block), "--rounds", str(args.rounds)]
@@ -373,18 +402,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=24, help="rounds of (bare, monitored) blocks (default 24)")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--out-dir", type=Path, default=Path("."))
-    parser.add_argument("--from-json", type=Path, metavar="FILE",
-                        help="summarise an earlier run's overhead_blocks.json again (prints its table) instead of running")
+    parser.add_argument("--from-json", type=Path, nargs="+", metavar="FILE",
+                        help="summarise earlier runs' overhead_blocks.json again (prints the table) instead of "
+                             "running; several runs of one preset, device and block size are pooled mode by mode")
     parser.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.from_json:
         try:
-            results = json.loads(args.from_json.read_text())
-            for res in results["modes"].values():
-                if "rounds" in res:
-                    res["summary"] = summarise(res["rounds"])
+            results = pool([json.loads(path.read_text()) for path in args.from_json])
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            print(f"overhead_blocks: cannot read {args.from_json}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            names = ", ".join(str(p) for p in args.from_json)
+            print(f"overhead_blocks: cannot read or pool {names}: {type(exc).__name__}: {exc}", file=sys.stderr)
             return 2
         print(table(results))
         return 0

@@ -91,6 +91,34 @@ def test_overhead_blocks_refuses_presets_that_compile_and_bad_arguments(tmp_path
     assert missing.returncode == 2 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
 
 
+def test_overhead_blocks_pools_runs_mode_by_mode(tmp_path):
+    ob = load("overhead_blocks")
+
+    def run(preset, ratios, ui=None):
+        rows = [{"round": i + 1, "ratio": r, "bare_ms": 10.0, "other_ms": 10.0 * r, "hook_us": 100.0,
+                 "extra_thread_cpu_frac": 0.0, "cpu_ratio": r} for i, r in enumerate(ratios)]
+        modes = {"json": {"rounds": rows}, "aa": {"error": "exit code 1"}}
+        if ui is not None:
+            modes["tui"] = {"rounds": rows, "ui_cpu_frac": ui}
+        return {"preset": preset, "device": "cuda", "block": 10, "rounds": len(ratios), "modes": modes}
+
+    pooled = ob.pool([run("fused_amp", [0.5, 2.0], ui=0.02), run("fused_amp", [1.0, 1.0, 1.0], ui=0.04)])
+    assert pooled["rounds"] == "2, 3" and set(pooled["modes"]) == {"json", "tui"}  # the failed mode has no rounds
+    assert pooled["modes"]["json"]["summary"]["rounds"] == 5
+    assert pooled["modes"]["json"]["summary"]["geomean_ratio"] == pytest.approx(1.0)
+    assert pooled["modes"]["tui"]["ui_cpu_frac"] == pytest.approx(0.03)
+    assert "| json | 5 |" in ob.table(pooled) and "2, 3 rounds" in ob.table(pooled)
+    files = []
+    for i, r in enumerate([run("fused_amp", [1.1, 1.2]), run("fp32", [1.0, 1.0])]):
+        files.append(tmp_path / f"{i}.json")
+        files[-1].write_text(json.dumps(r))
+    both = bench("overhead_blocks.py", "--from-json", str(files[0]), str(files[0]))
+    assert both.returncode == 0 and "| json | 4 |" in both.stdout
+    mixed = bench("overhead_blocks.py", "--from-json", *map(str, files))
+    assert mixed.returncode == 2 and "runs differ in preset: 'fused_amp' and 'fp32'" in mixed.stderr
+    assert "Traceback" not in mixed.stderr
+
+
 def test_overhead_blocks_summary_arithmetic():
     ob = load("overhead_blocks")
     rows = [{"ratio": 0.5, "bare_ms": 20.0, "other_ms": 10.0, "hook_us": 100.0, "extra_thread_cpu_frac": 0.01},
