@@ -139,6 +139,37 @@ def test_overhead_blocks_summary_arithmetic():
     assert (same["ci95_low"], same["geomean_ratio"], same["ci95_high"]) == pytest.approx((1.0, 1.0, 1.0))
 
 
+# ---- timing_truth.py ---------------------------------------------------------------------------------
+def test_timing_truth_batches_do_bench_calls_to_at_least_10_ms():
+    tt = load("timing_truth")
+    assert tt.batch_steps(0.24) == 42 and tt.batch_steps(0.24) * 0.24 >= tt.BATCH_MS
+    assert tt.batch_steps(10.7) == 1 and tt.batch_steps(33.8) == 1  # a step of 10 ms or more: one a call
+    assert tt.batch_steps(0.001) == 200  # bounded
+
+
+def test_timing_truth_table_shows_both_do_bench_timings_and_errors():
+    tt = load("timing_truth")
+    rows = [{"preset": "layernorm", "apextui_median_ms": 0.25, "independent_median_ms": 0.25, "ratio_median": 1.0,
+             "do_bench_median_ms": 0.2, "ratio_do_bench": 1.25, "do_bench_batch_steps": 40,
+             "do_bench_batch_ms": 0.245, "ratio_do_bench_batch": 0.25 / 0.245},
+            {"preset": "fp32", "apextui_median_ms": 33.8, "independent_median_ms": 33.7, "ratio_median": 33.8 / 33.7},
+            {"preset": "fused_adam", "error": "ImportError: no apex"}]
+    lines = tt.render(rows).splitlines()
+    assert "k steps a call" in lines[0] and len(lines) == 5
+    assert lines[2] == "| layernorm | 0.2500 | 0.2500 | 1.0000 | 0.2000 | 1.250 | 0.2450 (40) | 1.020 |"
+    assert lines[3].startswith("| fp32 | 33.8000 | 33.7000 | 1.0030 | — | — | — | — |")
+    assert "error: ImportError: no apex" in lines[4]
+
+
+def test_timing_truth_needs_a_gpu():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the script runs instead of refusing")
+    proc = bench("timing_truth.py", "--presets", "layernorm")
+    assert proc.returncode == 3 and "needs a CUDA GPU" in proc.stderr and "Traceback" not in proc.stderr
+
+
 # ---- kernel_breakdown.py -----------------------------------------------------------------------------
 def test_kernel_breakdown_sorts_kernels_by_kind():
     kb = load("kernel_breakdown")
