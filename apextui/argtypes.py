@@ -3,32 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from typing import Callable, TypeVar
+
+N = TypeVar("N", int, float)
 
 
-def int_in(lo: int, hi: int) -> Callable[[str], int]:
-    """A whole number from `lo` to `hi`."""
-
-    def parse(text: str) -> int:
-        allowed = f"must be a whole number from {lo} to {hi}"
+def _number_in(convert: Callable[[str], N], lo: N, hi: N, allowed: str) -> Callable[[str], N]:
+    def parse(text: str) -> N:
         try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{allowed}, got {text[:40]!r}") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{allowed}, got {text.strip()[:40]}")
-        return value
-
-    return parse
-
-
-def seconds_in(lo: float, hi: float) -> Callable[[str], float]:
-    """A number of seconds from `lo` to `hi` (nan and inf refused)."""
-
-    def parse(text: str) -> float:
-        allowed = f"must be a number of seconds from {lo:g} to {hi:g}"
-        try:
-            value = float(text)
+            value = convert(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{allowed}, got {text[:40]!r}") from None
         if not lo <= value <= hi:  # also refuses nan and inf
@@ -36,3 +19,13 @@ def seconds_in(lo: float, hi: float) -> Callable[[str], float]:
         return value
 
     return parse
+
+
+def int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """A whole number from `lo` to `hi`."""
+    return _number_in(int, lo, hi, f"must be a whole number from {lo} to {hi}")
+
+
+def seconds_in(lo: float, hi: float) -> Callable[[str], float]:
+    """A number of seconds from `lo` to `hi` (nan and inf refused)."""
+    return _number_in(float, lo, hi, f"must be a number of seconds from {lo:g} to {hi:g}")

@@ -83,6 +83,20 @@ class Work:
                 "primary": self.primary, "basis": self.basis}
 
 
+class PerStepWork:
+    """`flops_per_step` and `bytes_per_step` of an object's `work` (a workload, a run's info)."""
+
+    work: Work | None
+
+    @property
+    def flops_per_step(self) -> float | None:
+        return self.work.flops if self.work is not None else None
+
+    @property
+    def bytes_per_step(self) -> float | None:
+        return self.work.bytes if self.work is not None else None
+
+
 def optimizer_work(n_params: int) -> Work:
     """The AdamW step over `n_params` fp32 parameters."""
     return Work(flops=float(ADAMW_FLOPS_PER_PARAM * n_params), bytes=float(ADAMW_BYTES_PER_PARAM * n_params),

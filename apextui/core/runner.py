@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .presets import Preset
-from .roofline import PROFILE_STEPS, Probe, RunAnalysis, UtilAverage, Work, analyse_run, probe_after_run
+from .roofline import (PROFILE_STEPS, PerStepWork, Probe, RunAnalysis, UtilAverage, Work, analyse_run,
+                       probe_after_run)
 from .sampler import MonitorReading, Sampler
 from .stats import Stats, StepStats
 from .timing import StepRecord
@@ -35,7 +36,7 @@ MAX_CONSECUTIVE_SKIPS = 20
 
 
 @dataclass(frozen=True)
-class RunInfo:
+class RunInfo(PerStepWork):
     """What is fixed for a run once its workload is built."""
 
     preset: str
@@ -56,14 +57,6 @@ class RunInfo:
     params: int | None = None
     work: Work | None = None  # the workload's FLOPs and bytes a step (roofline model), where modelled
     compile_s: float | None = None  # compile / CUDA-graph capture in set-up, never in a step; None: none
-
-    @property
-    def flops_per_step(self) -> float | None:
-        return self.work.flops if self.work is not None else None
-
-    @property
-    def bytes_per_step(self) -> float | None:
-        return self.work.bytes if self.work is not None else None
 
 
 @dataclass(frozen=True)
@@ -202,7 +195,28 @@ def release_memory(device: str) -> None:
         pass
 
 
-class Runner:
+class RunControl:
+    """Stop and wait, alike for a run in this process (`Runner`) and in a worker (`ProcessRunner`): each
+    sets `_stop` (an Event the training loop polls) and `_finished` (set once the final snapshot is out)."""
+
+    _stop: Any
+    _finished: threading.Event
+
+    def stop(self) -> None:
+        """Ask the run to stop after the current step; safe from any thread."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the final snapshot has been delivered; True when it has.
+        Safe to interrupt (an Event wait), unlike Thread.join."""
+        return self._finished.wait(timeout)
+
+
+class Runner(RunControl):
     """Trains one preset, in the calling thread (`run`) or a background one (`start`). `stop()` is
     thread-safe and prompt."""
 
@@ -250,19 +264,6 @@ class Runner:
         self._train_loop()
         self._deliver.join()
         return self.result
-
-    def stop(self) -> None:
-        """Ask the run to stop after the current step; safe from any thread."""
-        self._stop.set()
-
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait until the final snapshot has been delivered; True when it has.
-        Safe to interrupt (an Event wait), unlike Thread.join."""
-        return self._finished.wait(timeout)
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for training and delivery to finish; True when both have."""

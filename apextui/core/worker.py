@@ -28,7 +28,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterator
 
 from .presets import Preset
-from .runner import Callback, Snapshot, Runner
+from .runner import Callback, RunControl, Runner, Snapshot
 
 # torch._dynamo: the first optimizer step imports it (~1.5 s); imported once here, not in every worker
 PRELOAD = ["torch", "torch._dynamo", "torch.optim", "apextui.core.runner", "apextui.core.workloads"]
@@ -160,7 +160,7 @@ def worker_main(preset: Preset, device: str, steps: int | None, sample_interval:
 
 
 # ---- parent side ---------------------------------------------------------------------------
-class ProcessRunner:
+class ProcessRunner(RunControl):
     """`Runner`'s interface (start, stop, wait, join, is_alive, result), training in a worker process.
 
     `callback` runs on a reader thread of this process, once per snapshot, in order; the last one is
@@ -202,18 +202,6 @@ class ProcessRunner:
         self._send.close()  # the worker holds the only sending end now: its exit means EOF here
         self._reader.start()
         return self
-
-    def stop(self) -> None:
-        """Ask the run to stop after the current step; safe from any thread."""
-        self._stop.set()
-
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Wait until the final snapshot has been delivered; True when it has."""
-        return self._finished.wait(timeout)
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the final snapshot and the worker's exit; True when both happened."""

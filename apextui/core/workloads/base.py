@@ -7,14 +7,14 @@ from typing import Any, ContextManager, Mapping, Protocol
 
 import torch
 
-from ..roofline import Work
+from ..roofline import PerStepWork, Work
 
 
 class Marker(Protocol):
     def mark(self) -> None: ...
 
 
-class Workload:
+class Workload(PerStepWork):
     """One training step at a time; `step` enqueues work and returns device tensors
     (loss, GradScaler scale) without synchronising."""
 
@@ -27,14 +27,6 @@ class Workload:
     work: Work | None = None  # FLOPs and bytes of one step (roofline model), where modelled
     compiles: bool = False  # True: warm_up() compiles or captures before the first step
     uses_cuda_graphs: bool = False  # replays captured CUDA graphs (the GPU-busy profiler skips these)
-
-    @property
-    def flops_per_step(self) -> float | None:
-        return self.work.flops if self.work is not None else None
-
-    @property
-    def bytes_per_step(self) -> float | None:
-        return self.work.bytes if self.work is not None else None
 
     def warm_up(self) -> float | None:
         """Compile / capture (workloads with `compiles`), leaving model, optimizer and data as they were;
