@@ -25,7 +25,8 @@ def run(name: str, steps: int, callback=None, **kw) -> tuple[Runner, list[Snapsh
 
 
 def steps_of(snaps: list[Snapshot]) -> list[int]:
-    return [r.step for s in snaps for r in s.new_steps]
+    """Every step the delivered intervals cover (a block of k steps ending at n covers n-k+1..n)."""
+    return [i for s in snaps for r in s.new_steps for i in range(r.step - r.steps + 1, r.step + 1)]
 
 
 def test_snapshots_deliver_every_step_once_in_order():
@@ -34,7 +35,7 @@ def test_snapshots_deliver_every_step_once_in_order():
     final = snaps[-1]
     assert final is runner.result and final.status == "ok" and final.steps_done == 25
     assert [s.status for s in snaps[:-1]].count("ok") == 0
-    assert final.stats.count == 25 - runner.warmup
+    assert final.stats.steps == 25 - runner.warmup
     assert final.info.size_name == "cpu" and dict(final.info.size) == dict(presets.resolve("adamw").cpu_size)
     recs = [r for s in snaps for r in s.new_steps]
     assert all(r.ms > 0 and r.loss is not None and 0 < r.opt_ms < r.ms for r in recs)

@@ -93,6 +93,7 @@ def step_event(rec: StepRecord, monitor: dict[str, float | None]) -> dict[str, A
     return {
         "event": "step",
         "step": rec.step,
+        "steps": rec.steps,
         "ms": _num(rec.ms),
         "loss": _num(rec.loss, 6),
         "opt_ms": _num(rec.opt_ms),
@@ -107,8 +108,12 @@ def summary(snap: Snapshot) -> dict[str, Any]:
     return {
         "steps": snap.steps_done,
         "warmup": info.warmup if info else None,
-        "measured_steps": st.count if st else 0,
+        "measured_steps": st.steps if st else 0,
+        "timed_intervals": st.count if st else 0,
+        "block_steps": st.block_steps if st else None,
         "median_ms": _num(st.median_ms) if st else None,
+        "median_low_ms": _num(st.median_low_ms) if st else None,
+        "median_high_ms": _num(st.median_high_ms) if st else None,
         "p10_ms": _num(st.p10_ms) if st else None,
         "p90_ms": _num(st.p90_ms) if st else None,
         "mean_ms": _num(st.mean_ms) if st else None,

@@ -104,16 +104,20 @@ class SkipCounter:
         self.scale: float | None = None
 
     def add(self, rec: StepRecord) -> bool:
-        """Feed the next step; True when it was skipped."""
+        """Feed the next interval; True when it had a skipped step. A block of several steps is read once:
+        each skip halves the scale, so a scale 2**-n of the previous one counts n skips (a growth inside
+        the same block, once in 2000 clean steps by default, would hide one)."""
         if rec.loss_scale is None:
             return False
-        skipped = self.scale is not None and rec.loss_scale < self.scale
-        self.scale = rec.loss_scale
+        prev, self.scale = self.scale, rec.loss_scale
+        skipped = prev is not None and rec.loss_scale < prev
         if skipped:
-            self.total += 1
-            self.in_a_row += 1
-            if self.in_a_row == 1:
-                self.first_of_row = rec.step
+            n = max(1, round(math.log2(prev / rec.loss_scale))) if rec.loss_scale > 0 else 1  # type: ignore[operator]
+            n = min(n, rec.steps)
+            if self.in_a_row == 0:
+                self.first_of_row = rec.step - n + 1
+            self.total += n
+            self.in_a_row += n
         else:
             self.in_a_row = 0
         return skipped
@@ -315,6 +319,7 @@ class Runner(RunControl):
                         if problem:
                             status, error = "failed", problem
                             break
+            clock.close()  # a run stopped inside a block: its steps so far are one interval
             records = clock.harvest(wait=True)
             if records:
                 self._inbox.put(("steps", records))
@@ -363,9 +368,9 @@ class Runner(RunControl):
             compile_s = workload.warm_up()
         if self.device == "cuda":
             torch.cuda.synchronize()
-            clock: Any = CudaClock(torch)
+            clock: Any = CudaClock(torch, warmup=self.warmup, steps=self.steps)
         else:
-            clock = CpuClock()
+            clock = CpuClock(warmup=self.warmup, steps=self.steps)
         info = RunInfo(
             preset=self.preset.name, workload=self.preset.workload, variant=self.preset.variant,
             device=self.device, size_name=size_name, size=dict(size), steps=self.steps, warmup=self.warmup,
@@ -410,13 +415,13 @@ class Runner(RunControl):
                     held = None
                 new = tuple(batch)
                 for rec in new:
-                    stats.add(rec.ms)
+                    stats.add(rec.ms, rec.steps)
                     if rec.opt_ms is not None:
-                        opt_stats.add(rec.opt_ms)
+                        opt_stats.add(rec.opt_ms, rec.steps)
                     if rec.loss is not None:
                         final_loss = rec.loss
                     skips.add(rec)
-                done += len(new)
+                    done += rec.steps
                 if done > self.warmup and self.sampler is not None:
                     gpu_util.start(time.time())
                     gpu_util.add(self.sampler.latest)

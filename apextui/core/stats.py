@@ -23,9 +23,28 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
 
 
+def median_interval(sorted_values: Sequence[float], z: float = 1.96) -> tuple[float, float]:
+    """A distribution-free 95 % confidence interval for the median of already sorted values: the order
+    statistics whose ranks lie z * sqrt(n) / 2 either side of the middle (the binomial(n, 1/2) count of
+    values below the median, in its normal approximation). It assumes independent values, which is why
+    short steps are timed in blocks (`timing.py`): the means of blocks of several ms are close to
+    independent where single 0.2 ms steps are not. With fewer than 6 values it is the whole range."""
+    n = len(sorted_values)
+    if not n:
+        raise ValueError("median interval of no values")
+    half = z * math.sqrt(n) / 2
+    lo = max(0, math.floor((n - 1) / 2 - half))
+    hi = min(n - 1, math.ceil((n - 1) / 2 + half))
+    return sorted_values[lo], sorted_values[hi]
+
+
 @dataclass(frozen=True)
 class Stats:
-    """Summary of the measured (post-warm-up) steps."""
+    """Summary of the measured (post-warm-up) steps.
+
+    Each value is one timed interval: a single step, or the per-step mean of a block of steps (short steps
+    are timed in blocks, `timing.py`). `count` is the number of timed intervals, `steps` the steps they
+    cover; `median_low_ms`..`median_high_ms` is the median's 95 % interval (`median_interval`)."""
 
     count: int
     median_ms: float
@@ -34,6 +53,10 @@ class Stats:
     mean_ms: float
     min_ms: float
     max_ms: float
+    steps: int = 0
+    median_low_ms: float = math.nan
+    median_high_ms: float = math.nan
+    block_steps: int = 1  # steps in the longest timed interval: > 1 when short steps were timed in blocks
 
     def throughput(self, units_per_step: int) -> float:
         """Units (samples or tokens) per second at the median step time."""
@@ -60,7 +83,9 @@ class StepStats:
         self.warmup = warmup
         self.cap = cap
         self._seen = 0
-        self._count = 0  # measured steps
+        self._count = 0  # measured intervals (steps or blocks)
+        self._steps = 0  # measured steps
+        self._block = 1
         self._sorted: list[float] = []  # all measured values, or a uniform sample of `cap` of them
         self._total = 0.0
         self._min = math.inf
@@ -72,13 +97,16 @@ class StepStats:
         """True while every measured step is kept (percentiles are exact)."""
         return self._count <= self.cap
 
-    def add(self, ms: float) -> None:
-        """Record the next step's time in milliseconds."""
-        self._seen += 1
+    def add(self, ms: float, steps: int = 1) -> None:
+        """Record the next timed interval: `steps` steps (1, or a block) at `ms` milliseconds each.
+        Warm-up is counted in steps; the clocks time warm-up steps one at a time."""
+        self._seen += steps
         if self._seen <= self.warmup:
             return
         self._count += 1
-        self._total += ms
+        self._steps += steps
+        self._block = max(self._block, steps)
+        self._total += ms * steps
         self._min = min(self._min, ms)
         self._max = max(self._max, ms)
         s = self._sorted
@@ -101,14 +129,19 @@ class StepStats:
         s = self._sorted
         if not s:
             return None
+        low, high = median_interval(s)
         return Stats(
             count=self._count,
             median_ms=percentile(s, 50),
             p10_ms=percentile(s, 10),
             p90_ms=percentile(s, 90),
-            mean_ms=self._total / self._count,
+            mean_ms=self._total / self._steps,
             min_ms=self._min,
             max_ms=self._max,
+            steps=self._steps,
+            median_low_ms=low,
+            median_high_ms=high,
+            block_steps=self._block,
         )
 
 
