@@ -46,7 +46,8 @@ def records(snaps: list[Snapshot]) -> list[StepRecord]:
 
 
 def steps_of(snaps: list[Snapshot]) -> list[int]:
-    return [rec.step for rec in records(snaps)]
+    """Every step the delivered intervals cover (a block of k steps ending at n covers n-k+1..n)."""
+    return [i for s in snaps for r in s.new_steps for i in range(r.step - r.steps + 1, r.step + 1)]
 
 
 class Wrapped(workloads.Workload):

@@ -149,3 +149,41 @@ def test_run_trains_in_the_calling_thread_and_delivers_everything(monkeypatch):
     assert final is runner.result and final.status == "ok"
     assert steps_of(snaps) == list(range(1, 13))
     assert runner.join(timeout=5) and not runner.is_alive()
+
+
+def test_fast_steps_cost_the_monitor_one_interval_a_block(monkeypatch):
+    """A step far below 5 ms (here one that does nothing): after the warm-up the clock records one interval
+    a block and the JSON printer prints one step line a block, not one a step -- the monitor's work per
+    second is bounded whatever the step time. The summary still counts every measured step."""
+    import io
+    import json
+    import math
+
+    from apextui.core.timing import MIN_BLOCKS, CpuClock
+    from apextui.headless import JsonLinePrinter
+
+    class Nothing(workloads.Workload):
+        units_per_step = 1
+
+        def step(self, clock):
+            return None, None
+
+    monkeypatch.setattr(workloads, "build", lambda *a: Nothing())
+    recorded: list[int] = []
+    original = CpuClock._record
+    monkeypatch.setattr(CpuClock, "_record", lambda self, step, n, *a: (recorded.append(n), original(self, step, n, *a)))
+    out = io.StringIO()
+    runner = Runner(presets.resolve("layernorm"), "cpu", JsonLinePrinter(out), steps=20_000, analyse=False)
+    final = runner.run()
+    warmup = runner.warmup
+    assert final.status == "ok" and final.steps_done == 20_000
+    block = final.stats.block_steps  # set from the warm-up's steps: ~µs each, so in the thousands
+    assert block >= 100 and sum(recorded) == 20_000
+    assert len(recorded) == warmup + math.ceil((20_000 - warmup) / block) <= warmup + 2 * MIN_BLOCKS
+    lines = [json.loads(x) for x in out.getvalue().splitlines()]
+    steps = [e for e in lines if e["event"] == "step"]
+    assert len(steps) == len(recorded) and sum(e["steps"] for e in steps) == 20_000
+    summary = lines[-1]["summary"]
+    assert summary["measured_steps"] == 20_000 - warmup and summary["block_steps"] > 1
+    assert summary["timed_intervals"] == len(recorded) - warmup
+    assert summary["median_low_ms"] <= summary["median_ms"] <= summary["median_high_ms"]

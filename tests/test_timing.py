@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import types
 
 import pytest
@@ -127,3 +128,105 @@ def test_cpu_clock_times_steps_back_to_back():
     assert got[0].loss == 2.0 and got[0].opt_ms is None
     assert got[1].loss is None and got[1].opt_ms is not None and got[1].opt_ms <= got[1].ms
     assert clock.harvest() == []
+
+
+# ---- block timing of short steps (the monitor must not change the loop it times) ----------------------
+from apextui.core import timing  # noqa: E402
+from apextui.core.timing import BLOCK_TARGET_MS, MIN_BLOCKS, block_steps  # noqa: E402
+
+
+def test_block_size_rule():
+    assert block_steps(0.2, 10_000) == math.ceil(BLOCK_TARGET_MS / 0.2)  # 25 steps: a 5 ms block
+    assert block_steps(BLOCK_TARGET_MS, 10_000) == 1 and block_steps(30.0, 10_000) == 1  # long steps: each
+    assert block_steps(0.2, 100) == 100 // MIN_BLOCKS  # a short run keeps MIN_BLOCKS intervals
+    assert block_steps(0.2, 5) == 1 and block_steps(math.nan, 10_000) == 1 and block_steps(0.0, 10_000) == 1
+
+
+def counting_torch(tl: FakeTimeline):
+    """A fake torch whose events and loss copies are counted."""
+    fake = fake_torch(tl)
+    counts = {"records": 0, "copies": 0}
+
+    class CountingEvent(fake.cuda.Event):
+        def record(self) -> None:
+            counts["records"] += 1
+            super().record()
+
+    fake.cuda.Event = CountingEvent
+    return fake, counts
+
+
+def run_fake_gpu(clock, tl: FakeTimeline, steps: int, step_ms: float, loss_at=lambda n: float(n)):
+    """`steps` steps of `step_ms` on the fake GPU (which keeps up), harvesting every 50 steps."""
+    got = []
+    clock.start()
+    for step in range(1, steps + 1):
+        clock.mark()
+        tl.t += step_ms
+        clock.end_step(step, torch.tensor(loss_at(step)))
+        tl.done_upto = tl.count - 1
+        if step % 50 == 0:
+            got += clock.harvest()
+    return got + clock.harvest(wait=True)
+
+
+def test_short_steps_are_timed_in_blocks_after_the_warm_up():
+    """0.2 ms steps: warm-up timed step by step, then blocks of 25 (>= 5 ms): one event and one loss copy a
+    block, one record a block with the per-step mean; every step counted once; one synchronisation (the end
+    of the warm-up, where the block size is set)."""
+    tl = FakeTimeline()
+    fake, counts = counting_torch(tl)
+    warmup, steps = 30, 30 + 25 * 40
+    clock = CudaClock(fake, warmup=warmup, steps=steps)
+    got = run_fake_gpu(clock, tl, steps, 0.2)
+    assert clock.schedule.block == 25
+    assert [r.steps for r in got[:warmup]] == [1] * warmup
+    assert [r.steps for r in got[warmup:]] == [25] * 40
+    assert sum(r.steps for r in got) == steps and [r.step for r in got][-1] == steps
+    assert all(r.ms == pytest.approx(0.2) for r in got)
+    assert [r.loss for r in got[warmup:]] == [float(warmup + 25 * i) for i in range(1, 41)]  # the block's last
+    # the monitor's GPU-side work: start + 2 calibration events + (mark + end) per interval, never per step
+    intervals = warmup + 40
+    assert counts["records"] == 1 + 2 + 2 * intervals
+    assert tl.syncs <= 2  # calibration, and the final wait
+
+
+def test_steps_of_5_ms_or_more_are_timed_one_by_one():
+    tl = FakeTimeline()
+    fake, counts = counting_torch(tl)
+    clock = CudaClock(fake, warmup=10, steps=60)
+    got = run_fake_gpu(clock, tl, 60, 8.0)
+    assert clock.schedule.block == 1 and [r.step for r in got] == list(range(1, 61))
+    assert all(r.steps == 1 and r.ms == pytest.approx(8.0) for r in got)
+
+
+def test_a_run_stopped_inside_a_block_keeps_its_steps():
+    tl = FakeTimeline()
+    fake, _ = counting_torch(tl)
+    clock = CudaClock(fake, warmup=10, steps=10_000)
+    clock.start()
+    for step in range(1, 10 + 25 + 7 + 1):  # warm-up, one block of 25, 7 steps into the next
+        tl.t += 0.2
+        clock.end_step(step, torch.tensor(1.0))
+        tl.done_upto = tl.count - 1
+    clock.close()
+    got = clock.harvest(wait=True)
+    assert [r.steps for r in got][-2:] == [25, 7] and got[-1].step == 42 and got[-1].ms == pytest.approx(0.2)
+    assert got[-1].loss == 1.0  # the open block's last loss, read when it is closed
+    clock.close()
+    assert clock.harvest() == []  # nothing open: nothing more
+
+
+def test_cpu_clock_blocks_short_steps_too(monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(timing.time, "perf_counter", lambda: now[0])
+    clock = CpuClock(warmup=20, steps=20 + 500)
+    clock.start()
+    calls = 0
+    for step in range(1, 521):
+        now[0] += 0.0001  # 0.1 ms steps
+        clock.end_step(step, torch.tensor(float(step)))
+    got = clock.harvest()
+    calls = len(got)
+    assert clock.schedule.block == 50 and calls == 20 + 10
+    assert sum(r.steps for r in got) == 520 and all(r.ms == pytest.approx(0.1) for r in got)

@@ -38,8 +38,10 @@ def test_runs_to_the_end_in_another_process_and_cleans_up():
     final = r.result
     assert final is snaps[-1] and final.status == "ok" and final.error is None
     assert [s.finished for s in snaps].count(True) == 1
-    assert final.steps_done == 25 and sum(len(s.new_steps) for s in snaps) == 25
-    assert [rec.step for s in snaps for rec in s.new_steps] == list(range(1, 26))
+    assert final.steps_done == 25 and sum(rec.steps for s in snaps for rec in s.new_steps) == 25
+    # one record a timed interval (a block of short steps: `steps` of them), every step covered once
+    assert [i for s in snaps for rec in s.new_steps for i in range(rec.step - rec.steps + 1, rec.step + 1)] \
+        == list(range(1, 26))
     assert final.info is not None and final.info.preset == "adamw" and dict(final.info.size) == dict(resolve("adamw").cpu_size)
     assert final.stats is not None and final.stats.median_ms > 0
     assert not os.path.exists(r.log_path)  # nothing to keep after a good run
@@ -75,7 +77,7 @@ def test_segfault_is_a_failed_run_that_keeps_its_steps_and_log():
     final = r.result
     assert final.status == "failed" and "SIGSEGV" in final.error
     assert "fake extension: about to crash" in final.error and r.log_path in final.error
-    assert final.steps_done >= final.info.warmup + 3 and final.stats.count >= 3  # what was measured is kept
+    assert final.steps_done >= final.info.warmup + 3 and final.stats.steps >= 3  # what was measured is kept
     assert final.info is not None and final.info.preset == "adamw"
     os.unlink(r.log_path)
 

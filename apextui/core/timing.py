@@ -46,7 +46,7 @@ def block_steps(step_ms: float, measured_steps: int, target_ms: float = BLOCK_TA
     """Steps a timed block holds, for steps of about `step_ms`: 1 for steps of `target_ms` or longer."""
     if not math.isfinite(step_ms) or step_ms <= 0 or step_ms >= target_ms:
         return 1
-    return max(1, min(math.ceil(target_ms / step_ms), measured_steps // min_blocks))
+    return max(1, min(math.ceil(target_ms / step_ms - 1e-9), measured_steps // min_blocks))  # 1e-9: 5 / 0.2
 
 
 class BlockSchedule:

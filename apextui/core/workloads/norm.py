@@ -91,8 +91,11 @@ class NormWorkload(Workload):
 
     def step(self, clock: Marker) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         self.x.grad = None
-        with autocast(self.device, self.amp):
+        if self.amp == "none":  # no autocast context at all: the user's fp32 loop has none
             out = self.norm(self.x)
+        else:
+            with autocast(self.device, self.amp):
+                out = self.norm(self.x)
         grad_out = self._grad_out.get(out.dtype)
         if grad_out is None:  # under autocast: cast once, not every step
             grad_out = self._grad_out[out.dtype] = self.grad_out.to(out.dtype)

@@ -219,6 +219,8 @@ class TransformerWorkload(Workload):
             if self.uses_cuda_graphs:
                 torch.compiler.cudagraph_mark_step_begin()  # a new iteration: earlier graph outputs are dead
             loss = self.compiled(inputs, targets)
+        elif self.amp == "none":  # no autocast context at all: the user's fp32 loop has none
+            loss = F.cross_entropy(self.model(inputs).float().flatten(0, 1), targets.flatten())
         else:
             with autocast(self.device, self.amp):
                 logits = self.model(inputs)
