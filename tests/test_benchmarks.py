@@ -28,6 +28,59 @@ def bench(script: str, *args: str, timeout: float = 300) -> subprocess.Completed
                           text=True, timeout=timeout, env=cli_env(), cwd=ROOT)
 
 
+# ---- bare_loop.py and monitor_cost.py ------------------------------------------------------------------
+def test_bare_loop_prints_the_rate_of_a_plain_loop():
+    proc = bench("bare_loop.py", "--preset", "adamw", "--device", "cpu", "--warmup", "2", "--steps", "3")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["preset"] == "adamw" and out["steps"] == 3 and out["warmup"] == 2 and out["ms_per_step"] > 0
+
+
+def test_monitor_cost_runs_bare_json_and_tui_blocks_and_separate_processes_on_cpu(tmp_path):
+    """One preset, 2 rounds: each round a bare, a json and a tui block (a real worker process under the
+    Textual app), in rotating order; one separate-process pair; the table; --from-json again."""
+    proc = bench("monitor_cost.py", "--presets", "layernorm", "--device", "cpu", "--rounds", "2", "--block-ms", "5",
+                 "--warmup", "4", "--separate", "1", "--out-dir", str(tmp_path), timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((tmp_path / "monitor_cost.json").read_text())
+    res = results["presets"]["layernorm"]
+    assert [r["order"] for r in res["rounds"]] == ["bare/json/tui", "json/tui/bare"]
+    for r in res["rounds"]:
+        assert r["bare_ms"] > 0 and r["bare_cpu_ms"] > 0
+        for kind in ("json", "tui"):
+            assert r[f"{kind}_reported_ms"] > 0 and r[f"{kind}_wall_ms"] > 0 and r[f"{kind}_cpu_ms"] > 0
+    s = res["summary"]
+    ratios = [r["json_wall_ms"] / r["bare_ms"] for r in res["rounds"]]
+    assert s["json_wall"]["geomean"] == pytest.approx(math.exp(sum(map(math.log, ratios)) / 2))
+    assert len(res["separate"]) == 1 and res["separate"][0]["ratio"] > 0
+    assert "| layernorm |" in (tmp_path / "monitor_cost.md").read_text()
+    again = bench("monitor_cost.py", "--from-json", str(tmp_path / "monitor_cost.json"))
+    assert again.returncode == 0 and "| layernorm |" in again.stdout
+
+
+def test_monitor_cost_pools_runs_preset_by_preset_and_refuses_mixed_devices(tmp_path):
+    mc = load("monitor_cost")
+
+    def run(device, ratio, n):
+        rows = [{"bare_ms": 1.0, "json_reported_ms": ratio, "tui_reported_ms": ratio, "json_wall_ms": ratio,
+                 "tui_wall_ms": ratio, "json_block_steps": 4} for _ in range(n)]
+        return {"device": device, "rounds": n, "warmup": 10, "presets": {
+            "layernorm": {"preset": "layernorm", "steps": 100, "rounds": rows},
+            "fused_layernorm": {"error": "unavailable: needs Apex"}}}
+
+    pooled = mc.pool([run("cuda", 1.0, 3), run("cuda", 1.21, 3)])
+    res = pooled["presets"]["layernorm"]
+    assert len(res["rounds"]) == 6 and pooled["rounds"] == "3 + 3"
+    assert res["summary"]["json_wall"]["geomean"] == pytest.approx(1.1)  # sqrt(1.21)
+    assert "error" in pooled["presets"]["fused_layernorm"]
+    with pytest.raises(ValueError, match="different devices"):
+        mc.pool([run("cuda", 1.0, 2), run("cpu", 1.0, 2)])
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    proc = bench("monitor_cost.py", "--from-json", str(bad))
+    assert proc.returncode == 2 and proc.stderr.startswith("monitor_cost: cannot read or pool") and not proc.stdout
+
+
 # ---- overhead_blocks.py ------------------------------------------------------------------------------
 def test_overhead_blocks_runs_every_mode_on_cpu(tmp_path):
     """aa, json and tui (a real worker process under the Textual app) with 2 rounds of 3-step blocks."""
