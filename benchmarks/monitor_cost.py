@@ -31,6 +31,10 @@ ratios; the in-process ones are free of it.
 
 S is chosen per preset so that S steps last about `--block-ms` (at least 20 steps), from a first bare
 block. Writes DIR/monitor_cost.json and DIR/monitor_cost.md.
+
+Controls for finding where a cost comes from (environment variables of the run): MONITOR_COST_GC=1 collects
+garbage before every block; MONITOR_COST_SAMPLER=shared starts one NVML/psutil sampler for every monitored
+block instead of one a block (a real run starts it once).
 """
 
 from __future__ import annotations
@@ -84,11 +88,32 @@ class SharedRunner:
         return _Shared(*args, **kwargs)
 
 
+class KeptSampler:
+    """One sampler for every monitored block (`--sampler shared`): started once, its start and stop in a
+    block do nothing. A real run starts its sampler (NVML set-up, first reading) once; a benchmark of many
+    short blocks would otherwise pay that start-up once a block."""
+
+    def __init__(self, sampler: Any) -> None:
+        self._sampler = sampler
+        sampler.start()
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    @property
+    def latest(self) -> Any:
+        return self._sampler.latest
+
+
 def monitored_block(workload: Any, preset: Any, warmup: int, steps: int, device: str,
-                    callback: Callable[[Any], None]) -> dict[str, float]:
+                    callback: Callable[[Any], None], sampler: Any = None) -> dict[str, float]:
     """A real run of warmup + steps on the shared workload: what it reports, and its loop's own rate."""
     run_preset = dataclasses.replace(preset, warmup=warmup)
-    runner = SharedRunner.make(workload, run_preset, device, callback, steps=warmup + steps, analyse=False)
+    runner = SharedRunner.make(workload, run_preset, device, callback, steps=warmup + steps, analyse=False,
+                               sampler=sampler)
     snap = runner.run()
     if snap is None or snap.status != "ok" or snap.stats is None:
         raise RuntimeError(f"monitored block did not finish: {snap.error if snap else 'no result'}")
@@ -105,9 +130,18 @@ def bare_with_cpu(workload: Any, warmup: int, steps: int, device: str) -> tuple[
 
 
 def rounds_in_worker(preset_name: str, device: str, warmup: int, block_ms: float, rounds: int,
-                     send: Callable[[Any], None], collect: bool = False) -> dict[str, Any]:
-    """The rounds, in this (the worker's) process: `send` takes the tui blocks' snapshots to the app."""
+                     send: Callable[[Any], None], collect: bool = False,
+                     shared_sampler: bool = False) -> dict[str, Any]:
+    """The rounds, in this (the worker's) process: `send` takes the tui blocks' snapshots to the app.
+    `collect`: garbage-collect before every block; `shared_sampler`: one sampler for every block."""
+    from apextui.core.env import pci_bus_id
+    from apextui.core.sampler import Sampler
     from apextui.headless import JsonLinePrinter
+
+    sampler = None
+    if shared_sampler:
+        gpu = device == "cuda"
+        sampler = KeptSampler(Sampler(1.0, gpu=gpu, pci_bus_id=pci_bus_id() if gpu else None))
 
     preset, workload = bare_loop.build(preset_name, device, 10**9)
     workload.compiles = False  # compiled or captured once above; a monitored block must not do it again
@@ -125,7 +159,7 @@ def rounds_in_worker(preset_name: str, device: str, warmup: int, block_ms: float
                     row["bare_ms"], row["bare_cpu_ms"] = bare_with_cpu(workload, warmup, steps, device)
                 else:
                     sink = JsonLinePrinter(fh) if kind == "json" else send
-                    got = monitored_block(workload, preset, warmup, steps, device, sink)
+                    got = monitored_block(workload, preset, warmup, steps, device, sink, sampler)
                     row.update({f"{kind}_{k}": v for k, v in got.items()})
             rows.append(row)
         fh.flush()
@@ -161,7 +195,8 @@ def worker_target(preset: Any, device: str, steps: int, sample_interval: float, 
         for name in names:
             try:
                 result = rounds_in_worker(name, device, warmup, block_ms, rounds, send,
-                                          collect=os.environ.get("MONITOR_COST_GC") == "1")
+                                          collect=os.environ.get("MONITOR_COST_GC") == "1",
+                                          shared_sampler=os.environ.get("MONITOR_COST_SAMPLER") == "shared")
             except Exception as exc:  # noqa: BLE001 - one preset's failure is its row, not the end
                 result = {"preset": name, "error": f"{type(exc).__name__}: {exc}"}
             with open(out_path, "a", encoding="utf-8") as fh:
