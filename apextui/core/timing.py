@@ -72,7 +72,43 @@ class BlockSchedule:
         self.block = block_steps(step_ms, (self.last or 0) - self.warmup)
 
 
-class CpuClock:
+class _IntervalClock:
+    """What both clocks share: which steps end an interval (`schedule`), the open block's latest loss, and
+    closing an open block early. Subclasses record an interval (`_record`) and take the two calibration
+    readings (`_calibration`: at the end of step `half`, then at the end of the warm-up)."""
+
+    schedule: BlockSchedule
+    _done: int
+    _last: tuple[Any, Any]
+
+    def end_step(self, step: int, loss: Any, scale: Any = None) -> None:
+        self._done = step
+        sched = self.schedule
+        if not sched.closes(step):  # inside a block: all a step costs
+            sched.open += 1
+            self._last = (loss, scale)
+            return
+        self._record(step, sched.open + 1, loss, scale)
+        if sched.calibrates and step in (sched.half, sched.warmup):
+            self._calibration(last=step == sched.warmup)
+
+    def close(self) -> None:
+        """End the open block now (a run stopped inside one): its steps become one shorter interval."""
+        if self.schedule.open:
+            self._forget_mark()
+            self._record(self._done, self.schedule.open, *self._last)
+
+    def _record(self, step: int, n: int, loss: Any, scale: Any) -> None:
+        raise NotImplementedError
+
+    def _calibration(self, last: bool) -> None:
+        raise NotImplementedError
+
+    def _forget_mark(self) -> None:
+        raise NotImplementedError
+
+
+class CpuClock(_IntervalClock):
     """Host timing with perf_counter; every interval is ready as soon as it ends."""
 
     def __init__(self, warmup: int = 0, steps: int | None = None) -> None:
@@ -92,19 +128,15 @@ class CpuClock:
         if self.schedule.closes(self._done + 1):
             self._mark = time.perf_counter()
 
-    def end_step(self, step: int, loss: Any, scale: Any = None) -> None:
-        self._done = step
+    def _calibration(self, last: bool) -> None:
         sched = self.schedule
-        if not sched.closes(step):
-            sched.open += 1
-            self._last = (loss, scale)
-            return
-        self._record(step, sched.open + 1, loss, scale)
-        if sched.calibrates:
-            if step == sched.half:
-                self._cal_start = self._prev_end
-            elif step == sched.warmup:
-                sched.calibrate((self._prev_end - self._cal_start) * 1000.0 / (sched.warmup - sched.half))
+        if last:
+            sched.calibrate((self._prev_end - self._cal_start) * 1000.0 / (sched.warmup - sched.half))
+        else:
+            self._cal_start = self._prev_end
+
+    def _forget_mark(self) -> None:
+        self._mark = None
 
     def _record(self, step: int, n: int, loss: Any, scale: Any) -> None:
         end = time.perf_counter()
@@ -120,12 +152,6 @@ class CpuClock:
         self._prev_end = end
         self._mark = None
 
-    def close(self) -> None:
-        """End the open block now (a run stopped inside one): its steps become one shorter interval."""
-        if self.schedule.open:
-            self._mark = None
-            self._record(self._done, self.schedule.open, *self._last)
-
     def pending(self) -> int:
         return len(self._ready)
 
@@ -135,7 +161,7 @@ class CpuClock:
         return out
 
 
-class CudaClock:
+class CudaClock(_IntervalClock):
     """CUDA-event timing with batched, non-blocking reads.
 
     Per interval it costs the training thread one event record and one or two asynchronous 4-byte copies
@@ -183,21 +209,17 @@ class CudaClock:
         t = t.detach()
         return t.reshape(()) if t.dim() else t
 
-    def end_step(self, step: int, loss: Any, scale: Any = None) -> None:
-        self._done = step
+    def _calibration(self, last: bool) -> None:
         sched = self.schedule
-        if not sched.closes(step):
-            sched.open += 1
-            self._last = (loss, scale)
-            return
-        self._record(step, sched.open + 1, loss, scale)
-        if sched.calibrates:
-            if step == sched.half:
-                self._cal[0].record()
-            elif step == sched.warmup:
-                self._cal[1].record()
-                self._cal[1].synchronize()  # once, at the end of the warm-up
-                sched.calibrate(self._cal[0].elapsed_time(self._cal[1]) / (sched.warmup - sched.half))
+        if last:
+            self._cal[1].record()
+            self._cal[1].synchronize()  # once, at the end of the warm-up
+            sched.calibrate(self._cal[0].elapsed_time(self._cal[1]) / (sched.warmup - sched.half))
+        else:
+            self._cal[0].record()
+
+    def _forget_mark(self) -> None:
+        self._mark_event = None
 
     def _record(self, step: int, n: int, loss: Any, scale: Any) -> None:
         self.schedule.open = 0
@@ -212,12 +234,6 @@ class CudaClock:
         self._mark_event = None
         if len(self._pending) >= self.ring - 1:  # never overwrite an unread slot
             self._pending[0][2].synchronize()
-
-    def close(self) -> None:
-        """End the open block now (a run stopped inside one): its steps become one shorter interval."""
-        if self.schedule.open:
-            self._mark_event = None
-            self._record(self._done, self.schedule.open, *self._last)
 
     def pending(self) -> int:
         return len(self._pending)
