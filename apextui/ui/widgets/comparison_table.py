@@ -1,4 +1,7 @@
-"""Every run of this session (and loaded ones) against the baseline of its workload."""
+"""Every run of this session (and loaded ones) against the baseline of its workload.
+
+Speed-ups are `core.compare`'s: with their 95 % interval, ≈ when within noise, coloured only beyond noise;
+the subtitle names the baseline run when another one was passed over (stopped, failed, too short)."""
 
 from __future__ import annotations
 
@@ -9,13 +12,16 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from .. import fmt
-from ..results import SESSION, ResultRow, speedup
+from apextui.core.compare import format_speedup
+
+from ..results import SESSION, ResultRow, baseline_notes, baseline_row, comparison
 
 COLUMNS = (
     ("preset", "preset"), ("dev", "device"), ("median ms", "median"), ("p10–p90", "spread"),
     ("speed-up", "speedup"), ("loss/floor", "loss"), ("max err", "err"),
 )
 STATUS_MARK = {"ok": "", "stopped": " ■", "failed": " ✗"}
+VERDICT_STYLE = {"faster": "bold green", "slower": "bold red"}  # within noise: no colour
 
 
 def cells(row: ResultRow, rows: Sequence[ResultRow], source_label: str = "") -> tuple[object, ...]:
@@ -26,12 +32,11 @@ def cells(row: ResultRow, rows: Sequence[ResultRow], source_label: str = "") -> 
     if source_label:
         name.append(f" {source_label}", style="dim cyan")
     spread = f"{fmt.ms(row.p10_ms)}–{fmt.ms(row.p90_ms)}" if row.p10_ms is not None else fmt.DASH
-    up = speedup(row, rows)
-    if row.is_baseline and up is not None and abs(up - 1.0) < 1e-9:
+    if baseline_row(row, rows) is row:
         up_text = Text("base", style="dim")
     else:
-        style = "" if up is None else ("bold green" if up >= 1.05 else ("bold red" if up <= 0.95 else ""))
-        up_text = Text(fmt.speedup(up), style=style)
+        c = comparison(row, rows)
+        up_text = Text(format_speedup(c), style=VERDICT_STYLE.get(c.verdict, "") if c else "dim")
     if row.final_loss is not None:
         loss = Text(f"{row.final_loss:.3f}")
         if row.loss_floor is not None:
@@ -82,9 +87,10 @@ class ComparisonTable(DataTable):
 
     def _update_subtitle(self) -> None:
         files = sorted({r.source for r in self.rows_data if r.source != SESSION})
+        notes = baseline_notes(self.rows_data)
         if not self.rows_data:
             self.border_subtitle = "finished runs appear here"
-        elif files:
-            self.border_subtitle = " · ".join(f"f{i} {Path(f).name}" for i, f in enumerate(files, 1))
+        elif files or notes:
+            self.border_subtitle = " · ".join([*notes, *(f"f{i} {Path(f).name}" for i, f in enumerate(files, 1))])
         else:
-            self.border_subtitle = "speed-up = baseline median / median"
+            self.border_subtitle = "speed-up = baseline median / median (95 % interval), ≈ within noise"
