@@ -101,6 +101,10 @@ async def test_stop_key_stops_the_run():
         await wait_for(pilot, lambda: app.latest_view is not None and app.latest_view.snapshot.steps_done == 120,
                        5, "120 steps")
         assert "120/400" in static_text(app, "#run-steps")
+        # the floor bounds the expected loss: the pane sets it against the smoothed loss, the batch's below
+        view = app.latest_view
+        assert static_text(app, "#loss-value") == f"avg {view.smooth_loss:.4f}\nbatch {view.last_loss:.4f}"
+        assert static_text(app, "#loss-floor") == "floor 1.0475"
         await pilot.press("s")
         await wait_for(pilot, lambda: app.active is None, 5, "stopped")
         assert engine.runners[0].stopped

@@ -12,7 +12,7 @@ from ui_fakes import FakeRunner, gpu_report, no_gpu_report
 from apextui.core import events
 from apextui.core.presets import resolve
 from apextui.ui import doctor_view, fmt
-from apextui.ui.bridge import Downsampled, RunBridge
+from apextui.ui.bridge import Downsampled, LossAverage, RunBridge
 from apextui.ui.messages import RunUpdated
 from apextui.ui.results import (
     ResultRow,
@@ -79,6 +79,33 @@ def test_bridge_histories():
     assert len(view.losses) == 60 and view.first_loss > view.last_loss
     assert view.loss_scale == 32768.0
     assert len(view.monitor["gpu_util_pct"]) == len({s.monitor.time for s in snapshots("fused_amp", steps=60)})
+
+
+def test_loss_average_counts_a_block_as_its_steps():
+    """A record of a block of 5 steps (its last step's loss) moves the average as 5 steps at that loss."""
+    one, block = LossAverage(20), LossAverage(20)
+    for avg in (one, block):
+        avg.add(2.0)
+    for _ in range(5):
+        one.add(1.0)
+    block.add(1.0, steps=5)
+    assert block.value == pytest.approx(one.value) == pytest.approx(1.0 + (1 - 2 / 21) ** 5)
+
+
+def test_bridge_smoothed_loss_against_the_batches():
+    bridge = RunBridge(1, lambda m: None)
+    snaps = snapshots("fp32", steps=200)
+    for s in snaps:
+        bridge(s)
+    view = bridge.take()
+    losses = [r.loss for s in snaps for r in s.new_steps]
+    expect = LossAverage()
+    for x in losses:
+        expect.add(x)
+    assert view.smooth_loss == pytest.approx(expect.value) and view.last_loss == losses[-1]
+    # the batches wobble (±0.03) around the trend, the average far less
+    tail = losses[-40:]
+    assert max(tail) - min(tail) > 0.05 and abs(view.smooth_loss - sum(tail[-20:]) / 20) < 0.02
 
 
 def test_bridge_survives_a_closed_app():
