@@ -130,6 +130,8 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
         doc, why = advisor.reusable(steps=args.steps, repeats=args.repeats)
         if doc is not None:
             log(f"{doc['reuse_note']}; run without --reuse to measure again")
+            if doc.get("trust_note"):
+                log(f"warning: {doc['trust_note']}")
             return EXIT_OK if _output(doc, args.json) else EXIT_FAILED
         log(f"--reuse: nothing to reuse: {why}; measuring now")
     if device == "cpu":

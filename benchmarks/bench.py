@@ -4,7 +4,9 @@
 
 For every preset, `apextui --preset P --json` runs in a fresh process, `--repeats` times, the presets
 interleaved round-robin so that drift (clocks, temperature) cannot decide a comparison; the spread over
-repeats is reported. In the same invocation it measures the ceilings (a large device-to-device copy and
+repeats is reported, and each preset's median carries the hull of its repeats' 95 % median intervals, so
+its speed-up over the baseline carries an interval and the verdict of `apextui.core.compare` (the one noise
+rule apextui uses everywhere: `≈` marks a speed-up within noise). In the same invocation it measures the ceilings (a large device-to-device copy and
 large bf16/fp16/fp32 matmuls; `apextui.core.roofline`, which also caches them for apextui's runs;
 `--cached-ceilings` reuses the cached ones), what fraction of each step the GPU was busy (kernel time from
 torch.profiler over wall time per step), achieved bandwidth (optimizer, norms) or model TFLOP/s
@@ -28,6 +30,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from apextui.core import roofline  # noqa: E402
+from apextui.core.compare import (  # noqa: E402
+    baseline_problem, compare, fields, format_speedup, from_fields, timing_from_runs, timing_from_summary)
 from apextui.core.presets import Preset, load_builtin  # noqa: E402
 from run_presets import run_one  # noqa: E402
 
@@ -83,8 +87,12 @@ def summarise(name: str, runs: list[dict], preset: Preset) -> dict[str, Any]:
         row["error"] = unavailable["reason"] if unavailable else (ends[0] or {}).get("error") or runs[0]["stderr_tail"][-300:]
         return row
     medians = [s["median_ms"] for s in ok]
+    timing = timing_from_runs(t for t in map(timing_from_summary, ok) if t is not None)
     row.update({
         "median_ms": statistics.median(medians),
+        "median_low_ms": timing.low_ms if timing else None,
+        "median_high_ms": timing.high_ms if timing else None,
+        "baseline_problem": next((p for s in ok if (p := baseline_problem("ok", s))), None),  # e.g. too few steps
         "median_ms_per_run": medians,
         "spread_pct": 100 * (max(medians) - min(medians)) / statistics.median(medians),
         "p10_ms": statistics.median(s["p10_ms"] for s in ok),
@@ -97,6 +105,20 @@ def summarise(name: str, runs: list[dict], preset: Preset) -> dict[str, Any]:
     setup = next((e for e in runs[0]["events"] if e["event"] == "setup"), {})
     row["params"] = setup.get("params")
     return row
+
+
+def add_speedups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each measured row's speed-up over its workload's baseline row (`compare.fields`: speedup, its interval
+    and verdict; null when the baseline was not measured or its runs were too short to be one)."""
+    by_variant = {(r["workload"], r["variant"]): r for r in rows if "median_ms" in r}
+    for row in rows:
+        if "median_ms" not in row:
+            continue
+        base = by_variant.get((row["workload"], row["baseline"]))
+        base = None if base is None or base["baseline_problem"] else base
+        mine, theirs = timing_from_summary(row), timing_from_summary(base) if base else None
+        row.update(fields(compare(mine, theirs) if mine and theirs else None))
+    return rows
 
 
 def main() -> int:
@@ -127,13 +149,10 @@ def main() -> int:
             r = run_one(name, args.device, args.steps)
             raw[name].append(r)
             print(f"round {rep + 1}: {name} rc={r['rc']} {r['wall_s']} s", file=sys.stderr, flush=True)
-    rows = [summarise(n, raw[n], presets[n]) for n in names]
-    by_variant = {(r["workload"], r["variant"]): r for r in rows if "median_ms" in r}
+    rows = add_speedups([summarise(n, raw[n], presets[n]) for n in names])
     for row in rows:
         if "median_ms" not in row:
             continue
-        base = by_variant.get((row["workload"], row["baseline"]))
-        row["speedup"] = base["median_ms"] / row["median_ms"] if base else None
         if cuda:
             preset = presets[row["preset"]]
             size = dict(preset.size)
@@ -184,7 +203,7 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"Ceilings {when}: device-to-device copy {c['copy_gb_s']:,.0f} GB/s "
                      f"(read + write), matmul {n}³ bf16 {f(c.get('bf16_tflops'), ',.0f')}, "
                      f"fp16 {f(c.get('fp16_tflops'), ',.0f')}, fp32 {f(c.get('fp32_tflops'), ',.0f')} TFLOP/s.\n")
-    lines += ["| preset | median ms | p10–p90 ms | runs (spread) | vs baseline | article ms | achieved | "
+    lines += ["| preset | median ms | p10–p90 ms | runs (spread) | vs baseline (95 %) | article ms | achieved | "
               "GPU busy | bottleneck | final loss (floor) | max err |", "|" + "---|" * 11]
     for r in result["rows"]:
         if "median_ms" not in r:
@@ -203,7 +222,7 @@ def markdown(result: dict[str, Any]) -> str:
         loss = "—" if r["final_loss"] is None else f"{r['final_loss']:.3f} ({f(r['loss_floor'])})"
         lines.append(
             f"| {r['preset']} | {r['median_ms']:.3f} | {r['p10_ms']:.3f}–{r['p90_ms']:.3f} | "
-            f"{r['ok_runs']} ({r['spread_pct']:.1f} %) | {f(r.get('speedup'), '.2f')}× | {f(r['article_ms'], '.2f')} | "
+            f"{r['ok_runs']} ({r['spread_pct']:.1f} %) | {format_speedup(from_fields(r))} | {f(r['article_ms'], '.2f')} | "
             f"{achieved} | {busy} | {bottleneck} | {loss} | {f(r['max_abs_err'], '.1e')} |")
     return "\n".join(lines)
 

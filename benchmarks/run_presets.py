@@ -3,7 +3,8 @@
     python benchmarks/run_presets.py [--presets a,b,...] [--device auto|cpu|cuda] [--steps N] [--out runs.jsonl]
 
 Writes one JSON object per preset to --out ({"preset", "rc", "events": [...]}) and prints a
-Markdown table with speed-ups against each workload's baseline measured in the same invocation.
+Markdown table with speed-ups against each workload's baseline measured in the same invocation, with
+their 95 % interval and `≈` within noise (`apextui.core.compare`, the rule apextui uses everywhere).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from apextui.core.compare import baseline_problem, compare, format_speedup, timing_from_summary  # noqa: E402
 from apextui.core.presets import load_builtin  # noqa: E402
 
 
@@ -42,13 +44,13 @@ def fmt(value, spec: str = ".3f") -> str:
 
 
 def table(results: list[dict]) -> str:
-    medians: dict[tuple[str, str], float] = {}
+    baselines: dict[tuple[str, str], dict] = {}
     rows = []
     for r in results:
         start = next((e for e in r["events"] if e["event"] == "start"), {})
         end = next((e for e in r["events"] if e["event"] == "end"), None)
-        if end and end["summary"] and end["summary"]["median_ms"]:
-            medians[(start.get("workload"), start.get("variant"))] = end["summary"]["median_ms"]
+        if end and end["summary"] and baseline_problem(end["status"], end["summary"]) is None:
+            baselines[(start.get("workload"), start.get("variant"))] = end["summary"]
         rows.append((r, start, end))
     lines = ["| preset | rc | status | steps | median ms | p10 ms | p90 ms | throughput | vs baseline "
              "| final loss | loss floor | max err |", "|" + "---|" * 12]
@@ -58,13 +60,14 @@ def table(results: list[dict]) -> str:
             lines.append(f"| {r['preset']} | {r['rc']} | unavailable: {why} |" + " |" * 9)
             continue
         s = end["summary"]
-        base = medians.get((start["workload"], start["baseline"]))
-        speedup = base / s["median_ms"] if base and s["median_ms"] else None
+        base = baselines.get((start["workload"], start["baseline"]))
+        mine, theirs = timing_from_summary(s), timing_from_summary(base) if base else None
+        speedup = format_speedup(compare(mine, theirs) if mine and theirs else None)
         err = (s["check"] or {}).get("max_abs_err")
         lines.append(
             f"| {r['preset']} | {r['rc']} | {end['status']} | {s['steps']} | {fmt(s['median_ms'])} | "
             f"{fmt(s['p10_ms'])} | {fmt(s['p90_ms'])} | {fmt(s['throughput'], ',.0f')} {s['throughput_unit']} | "
-            f"{fmt(speedup, '.2f')}× | {fmt(s['final_loss'], '.4f')} | {fmt(s['loss_floor'], '.4f')} | "
+            f"{speedup} | {fmt(s['final_loss'], '.4f')} | {fmt(s['loss_floor'], '.4f')} | "
             f"{fmt(err, '.2e')} |")
     return "\n".join(lines)
 

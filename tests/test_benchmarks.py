@@ -242,3 +242,37 @@ def test_kernel_breakdown_needs_a_gpu():
         pytest.skip("a GPU is here: the script runs instead of refusing")
     proc = bench("kernel_breakdown.py", "fp32")
     assert proc.returncode == 3 and "needs a CUDA GPU" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ---- bench.py ------------------------------------------------------------------------------------
+def _bench_run(median: float, low: float, high: float, measured: int = 80) -> dict:
+    summary = {"median_ms": median, "median_low_ms": low, "median_high_ms": high, "p10_ms": median * 0.9,
+               "p90_ms": median * 1.1, "opt_median_ms": None, "final_loss": None, "loss_floor": None, "check": None,
+               "measured_steps": measured, "timed_intervals": measured}
+    return {"events": [{"event": "setup", "params": 1000}, {"event": "end", "status": "ok", "summary": summary}],
+            "stderr_tail": ""}
+
+
+def test_bench_speedups_carry_their_interval_and_the_one_noise_rule():
+    """bench.py's speed-up table: the hull of the repeats' intervals, compare()'s verdict, ≈ within noise."""
+    from apextui.core.presets import load_builtin
+
+    b = load("bench")
+    presets = {p.name: p for p in load_builtin()}
+    rows = b.add_speedups([
+        b.summarise("adamw", [_bench_run(3.0, 2.9, 3.1), _bench_run(3.2, 3.1, 3.3)], presets["adamw"]),
+        b.summarise("adamw_fused", [_bench_run(1.3, 1.28, 1.32), _bench_run(1.32, 1.3, 1.34)], presets["adamw_fused"]),
+        b.summarise("fused_adam", [_bench_run(2.0, 0.9, 9.0), _bench_run(2.1, 1.0, 8.0)], presets["fused_adam"]),
+        b.summarise("layernorm", [_bench_run(1.0, 0.99, 1.01, measured=8)], presets["layernorm"]),
+        b.summarise("rmsnorm", [_bench_run(0.5, 0.49, 0.51)], presets["rmsnorm"]),
+    ])
+    by = {r["preset"]: r for r in rows}
+    assert (by["adamw"]["median_low_ms"], by["adamw"]["median_high_ms"]) == (2.9, 3.3)
+    fused = by["adamw_fused"]
+    assert fused["speedup_verdict"] == "faster" and fused["speedup"] == round(3.1 / 1.31, 4)
+    assert fused["speedup_low"] == round(2.9 / 1.34, 4) and fused["speedup_high"] == round(3.3 / 1.28, 4)
+    assert by["fused_adam"]["speedup_verdict"] == "within_noise"  # 1.5× on the medians, but 0.32–3.67
+    assert by["rmsnorm"]["speedup"] is None  # the baseline's 8 measured steps are too few to be one
+    assert "only 8 measured steps" in by["layernorm"]["baseline_problem"]
+    md = b.markdown({"rows": rows})
+    assert "| 2.37× (2.16–2.58) |" in md and "| ≈1.51× (0.32–3.67) |" in md and "vs baseline (95 %)" in md

@@ -13,10 +13,11 @@ Numbers (all from the runs made; nothing is assumed):
   the repeat medians (unknown with one repeat). Failed or stopped runs are listed but never counted.
   Compile time (`compile_s`, torch.compile / CUDA-graph capture, before step 1) is reported on its own
   and never part of ms/step.
-- **speed-up** of A over B: median(B) / median(A) (> 1: A is faster).
-- **within noise**: two presets are within noise when the slower one's median is less than
-  `1 + threshold` times the faster one's, where threshold = max(`NOISE_FLOOR` (2 %), the spread of
-  either). With one repeat only the floor applies (and the output says the spread is unknown).
+- a preset's **interval** is the hull of its repeats' 95 % median intervals and medians
+  (`compare.timing_from_runs`): each run's own noise and the run-to-run spread.
+- **speed-up** of A over B: median(B) / median(A) (> 1: A is faster), with its interval; **within noise**
+  and faster / slower are `compare.compare`'s verdict (`NOISE_RULE`: the interval holds 1, or the faster
+  is less than `NOISE_FLOOR`, 2 %, faster), the one rule every screen of apextui uses.
 - **loss check** (workloads in `LOSS_CHECKED`: the transformer): a preset whose final loss (median over
   its repeats, same steps and seed) is more than `LOSS_TOLERANCE` (2 %) above the baseline's is
   flagged; a fused norm whose accuracy check failed is flagged too. Flagged presets are reported but
@@ -32,7 +33,9 @@ factory with the Runner interface (`Runner.run()` is used when the runner has it
 else `start()` and waiting, as with the TUI's worker-process runner). Every new advice is stored in
 the user cache dir (`advice_file()`, next to the roofline's ceilings, written atomically) and can be
 reused when it was measured in the same environment (`environment()`: device model, driver, torch,
-Apex). This module never imports Textual, nor torch at import time.
+Apex); reused advice says when, with how many steps and repeats and on which device it was measured
+(`provenance`), and is flagged when its runs were shorter than the device's default (`trust_note`).
+This module never imports Textual, nor torch at import time.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .atomic import write_atomic
+from .compare import NOISE_FLOOR, NOISE_RULE, Comparison, Timing, compare, fields, format_speedup, from_fields, \
+    timing_from_runs, timing_from_summary
 from .fmt import ms as _ms
 from .presets import BASELINES, WORKLOADS, Preset
 
@@ -56,7 +61,6 @@ SCHEMA = 1
 CACHE_FILE = "advice.json"
 CACHE_VERSION = 1
 
-NOISE_FLOOR = 0.02  # two medians closer than 2 % are never called different
 LOSS_TOLERANCE = 0.02  # final loss more than 2 % above the baseline's: flagged
 LOSS_CHECKED = ("transformer",)  # workloads whose final losses are compared
 DEFAULT_REPEATS = 2
@@ -64,8 +68,6 @@ MAX_REPEATS = 100
 DEFAULT_STEPS = {"cuda": 100, "cpu": 30}
 RUN_JOIN_S = 30.0  # after a run's final snapshot: how long to wait for its worker to exit
 
-NOISE_RULE = (f"two presets are within noise when the slower median is less than (1 + t) x the faster one, "
-              f"t = max({NOISE_FLOOR:g}, spread of either); spread = (max - min) / median of the repeat medians")
 LOSS_RULE = (f"{', '.join(LOSS_CHECKED)}: a final loss more than {LOSS_TOLERANCE:.0%} above the baseline's "
              "(same steps, same seed) is flagged and never recommended")
 
@@ -97,6 +99,9 @@ class RunResult:
     repeat: int
     status: str  # "ok" | "stopped" | "failed"
     median_ms: float | None = None
+    median_low_ms: float | None = None  # the median's 95 % interval (None in advice stored before it)
+    median_high_ms: float | None = None
+    timed_intervals: int = 0
     p10_ms: float | None = None
     p90_ms: float | None = None
     final_loss: float | None = None
@@ -118,11 +123,17 @@ class RunResult:
     def check_failed(self) -> bool:
         return bool(self.check) and self.check.get("passed") is False  # type: ignore[union-attr]
 
+    @property
+    def timing(self) -> Timing | None:
+        return timing_from_summary(self.to_dict()) if self.ok else None
+
     @classmethod
     def from_summary(cls, repeat: int, status: str, summary: Mapping[str, Any], error: str | None = None) -> "RunResult":
         s = summary
         return cls(
-            repeat=repeat, status=status, median_ms=_float(s.get("median_ms")), p10_ms=_float(s.get("p10_ms")),
+            repeat=repeat, status=status, median_ms=_float(s.get("median_ms")),
+            median_low_ms=_float(s.get("median_low_ms")), median_high_ms=_float(s.get("median_high_ms")),
+            timed_intervals=int(s.get("timed_intervals") or 0), p10_ms=_float(s.get("p10_ms")),
             p90_ms=_float(s.get("p90_ms")), final_loss=_float(s.get("final_loss")),
             compile_s=_float(s.get("compile_s")), steps=int(s.get("steps") or 0),
             measured_steps=int(s.get("measured_steps") or 0), elapsed_s=_float(s.get("elapsed_s")), error=error,
@@ -140,7 +151,8 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "repeat": self.repeat, "status": self.status, "error": self.error, "median_ms": self.median_ms,
-            "p10_ms": self.p10_ms, "p90_ms": self.p90_ms, "steps": self.steps,
+            "median_low_ms": self.median_low_ms, "median_high_ms": self.median_high_ms,
+            "timed_intervals": self.timed_intervals, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms, "steps": self.steps,
             "measured_steps": self.measured_steps, "final_loss": self.final_loss, "compile_s": self.compile_s,
             "elapsed_s": self.elapsed_s, "gpu_busy": self.gpu_busy,
             "bottleneck": (self.bottleneck or {}).get("label"),
@@ -175,6 +187,11 @@ class Measurement:
         return _median(self.medians_ms)
 
     @property
+    def timing(self) -> Timing | None:
+        """The median of the repeat medians, with the hull of the repeats' intervals (`timing_from_runs`)."""
+        return timing_from_runs(r.timing for r in self.ok_runs)  # type: ignore[misc]
+
+    @property
     def p10_ms(self) -> float | None:
         return _median(r.p10_ms for r in self.ok_runs)
 
@@ -184,7 +201,8 @@ class Measurement:
 
     @property
     def spread(self) -> float | None:
-        """(max - min) / median of the repeat medians; None with fewer than two."""
+        """(max - min) / median of the repeat medians; None with fewer than two (reported; the noise rule
+        has the run-to-run spread through `timing`'s interval)."""
         m = self.medians_ms
         if len(m) < 2:
             return None
@@ -237,23 +255,19 @@ class Measurement:
         return [r.error for r in self.runs if r.status == "failed" and r.error]
 
 
-def within_noise(a: Measurement, b: Measurement, floor: float = NOISE_FLOOR) -> tuple[bool, float, float]:
-    """(within noise?, relative difference slower/faster - 1, the threshold used). Both must be measured."""
-    ma, mb = a.median_ms, b.median_ms
-    if ma is None or mb is None:
-        raise ValueError("within_noise needs two measured presets")
-    diff = max(ma, mb) / min(ma, mb) - 1.0
-    threshold = max(floor, a.spread or 0.0, b.spread or 0.0)
-    return diff < threshold, diff, threshold
+def versus(a: Measurement, b: Measurement) -> Comparison:
+    """`a` against `b` by the one noise rule (`compare.compare`); both must be measured. Its `difference`
+    (faster / slower - 1) and `noise` (the largest difference still noise) are the document's `difference`
+    and `noise_threshold`."""
+    ta, tb = a.timing, b.timing
+    if ta is None or tb is None:
+        raise ValueError("versus needs two measured presets")
+    return compare(ta, tb)
 
 
 # ---- the verdict ---------------------------------------------------------------------------------
 def _pct(v: float) -> str:
     return f"{100 * v:.1f} %"
-
-
-def _x(v: float | None) -> str:
-    return "—" if v is None else f"{v:.2f}×"
 
 
 @dataclass(frozen=True)
@@ -307,21 +321,22 @@ class WorkloadVerdict:
 
     def to_dict(self) -> dict[str, Any]:
         base = self.measurement(self.baseline)
-        base_ms = base.median_ms if base is not None else None
         flagged = {f["preset"] for f in self.flags}
         presets = []
         for m in self.measurements:
             rep = m.representative
-            med = m.median_ms
+            timing = m.timing
+            vs_base = versus(m, base) if base is not None and base.measured and timing is not None else None
             presets.append({
                 "preset": m.preset, "variant": m.variant, "amp": m.amp, "needs_apex": list(m.needs_apex),
                 "is_baseline": m.preset == self.baseline, "status": m.status,
                 "reason": m.reason or None, "fix": m.fix or None,
                 # medians of the runs' own (rounded) figures, not rounded again: the speed-ups follow from them
-                "median_ms": med, "p10_ms": m.p10_ms, "p90_ms": m.p90_ms,
+                "median_ms": m.median_ms, "median_low_ms": timing.low_ms if timing else None,
+                "median_high_ms": timing.high_ms if timing else None, "p10_ms": m.p10_ms, "p90_ms": m.p90_ms,
                 "repeats": len(m.ok_runs), "planned_repeats": m.planned,
                 "repeat_medians_ms": m.medians_ms, "spread": _round(m.spread),
-                "speedup_vs_baseline": _round(base_ms / med) if base_ms and med else None,
+                **fields(vs_base, "speedup_vs_baseline"),
                 "final_loss": _round(m.final_loss, 6), "compile_s": _round(m.compile_s, 3),
                 "flagged": m.preset in flagged,
                 "bottleneck": dict(rep.bottleneck) if rep is not None and rep.bottleneck else None,
@@ -376,7 +391,7 @@ def apex_verdict(measurements: Sequence[Measurement], flagged: Iterable[str] = (
     torch_ok = [m for m in measurements if not m.needs_apex and m.measured]
     best_torch = _fastest([m for m in torch_ok if m.preset not in flagged]) or _fastest(torch_ok)
     if best_torch is not None:
-        up = (f", {_x(base.median_ms / best_torch.median_ms)} the baseline"  # type: ignore[operator]
+        up = (f", {format_speedup(versus(best_torch, base))} the baseline"
               if base is not None and base.measured and base is not best_torch else "")
         torch_text = f"the best torch-only option is {best_torch.preset} ({_ms(best_torch.median_ms)} ms/step{up})"
     else:
@@ -405,21 +420,22 @@ def apex_verdict(measurements: Sequence[Measurement], flagged: Iterable[str] = (
     if best_torch is None:
         return ApexVerdict("no_torch", f"{best_apex.preset} ran ({_ms(best_apex.median_ms)} ms/step) but no "
                            "torch-only preset was measured to compare it with", **kw)
-    same, diff, thr = within_noise(best_apex, best_torch)
-    up = best_torch.median_ms / best_apex.median_ms  # type: ignore[operator]
-    kw.update(speedup=up, difference=diff, noise_threshold=thr)
+    c = versus(best_apex, best_torch)
+    diff, thr = c.difference, c.noise
+    kw.update(speedup=c.speedup, difference=diff, noise_threshold=thr)
     pair = (f"best Apex {best_apex.preset} {_ms(best_apex.median_ms)} vs best torch-only {best_torch.preset} "
             f"{_ms(best_torch.median_ms)} ms/step")
-    if same:
+    if c.within_noise:
         return ApexVerdict("within_noise", f"not worth installing for this: {pair}, within noise "
                            f"({_pct(diff)} apart, noise ±{_pct(thr)})", **kw)
-    if up > 1 and best_apex.preset in flagged:
-        return ApexVerdict("faster_flagged", f"{best_apex.preset} is {_x(up)} faster than the best torch-only "
+    if c.verdict == "faster" and best_apex.preset in flagged:
+        return ApexVerdict("faster_flagged", f"{best_apex.preset} is {format_speedup(c)} faster than the best torch-only "
                            f"{best_torch.preset} ({pair}), but it is flagged (loss or accuracy): not a clear gain", **kw)
-    if up > 1:
-        return ApexVerdict("faster", f"worth it here: {best_apex.preset} is {_x(up)} faster than the best "
+    if c.verdict == "faster":
+        return ApexVerdict("faster", f"worth it here: {best_apex.preset} is {format_speedup(c)} faster than the best "
                            f"torch-only {best_torch.preset} ({pair})", **kw)
-    return ApexVerdict("slower", f"not worth it here: the torch-only {best_torch.preset} is {_x(1 / up)} faster "
+    return ApexVerdict("slower", f"not worth it here: the torch-only {best_torch.preset} is "
+                       f"{format_speedup(versus(best_torch, best_apex))} faster "
                        f"than the best Apex {best_apex.preset} ({pair})", **kw)
 
 
@@ -456,8 +472,8 @@ def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | 
             notes.append(f"{m.preset}: {m.planned - len(m.ok_runs)} of {m.planned} runs did not finish ok; "
                          f"its figures use {len(m.ok_runs)}")
     if measured and all(len(m.ok_runs) < 2 for m in measured):
-        notes.append(f"one repeat: the run-to-run spread is unknown, only the {NOISE_FLOOR:.0%} floor tells noise "
-                     "from a difference (use --repeats 2 or more)")
+        notes.append("one repeat: the run-to-run spread is unknown, so the noise rule sees only each run's own "
+                     f"interval (without one, only the {NOISE_FLOOR:.0%} floor); use --repeats 2 or more")
     if status == "partial":
         notes.append("partial: interrupted before every run was made; the verdict uses what was measured")
     if not measured:
@@ -467,25 +483,22 @@ def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | 
         return WorkloadVerdict(workload, baseline, status, ms, flags=tuple(flags), apex=apex,
                                text=f"{workload}: {what}", notes=tuple(notes))
     fastest = measured[0]
-    up_base = base.median_ms / fastest.median_ms if base is not None and base.measured else None  # type: ignore[operator]
-    base_same = None
-    if base is not None and base.measured and base is not fastest:
-        base_same = within_noise(fastest, base)[0]
-    elif base is fastest:
-        base_same = True
+    vs_base = versus(fastest, base) if base is not None and base.measured else None
+    up_base = vs_base.speedup if vs_base is not None else None
+    base_same = True if base is fastest else (vs_base.within_noise if vs_base is not None else None)
     runner = measured[1] if len(measured) > 1 else None
+    vs_runner = versus(fastest, runner) if runner is not None else None
     up_runner = same = diff = thr = None
-    if runner is not None:
-        same, diff, thr = within_noise(fastest, runner)
-        up_runner = runner.median_ms / fastest.median_ms  # type: ignore[operator]
-    tied = tuple(m.preset for m in measured[1:] if within_noise(fastest, m)[0])
+    if vs_runner is not None:
+        same, diff, thr, up_runner = vs_runner.within_noise, vs_runner.difference, vs_runner.noise, vs_runner.speedup
+    tied = tuple(m.preset for m in measured[1:] if versus(fastest, m).within_noise)
 
     # the recommendation: the fastest unflagged preset, unless within noise of the baseline
     eligible = [m for m in measured if m.preset not in flagged]
     best = eligible[0] if eligible else None
     if best is None:
         recommended = None
-    elif base is not None and base.measured and (best is base or within_noise(best, base)[0]):
+    elif base is not None and base.measured and (best is base or versus(best, base).within_noise):
         recommended = base.preset
     else:
         recommended = best.preset
@@ -493,8 +506,8 @@ def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | 
     if base is fastest:
         text = f"{workload}: the baseline {base.preset} is fastest here ({_ms(fastest.median_ms)} ms/step)"
     else:
-        vs = (f", {_x(up_base)} the baseline {base.preset}'s {_ms(base.median_ms)} ms/step"  # type: ignore[union-attr]
-              if up_base is not None else " (the baseline was not measured: no speed-up)")
+        vs = (f", {format_speedup(vs_base)} the baseline {base.preset}'s {_ms(base.median_ms)} ms/step"  # type: ignore[union-attr]
+              if vs_base is not None else " (the baseline was not measured: no speed-up)")
         text = f"{workload}: {fastest.preset} is fastest here at {_ms(fastest.median_ms)} ms/step{vs}"
         if base_same and runner is not base:
             text += ", but within noise of the baseline"
@@ -504,7 +517,7 @@ def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | 
         elif runner is base:
             text += f", beyond noise (±{_pct(thr)})"  # type: ignore[arg-type]
         else:
-            text += (f"; {_x(up_runner)} faster than the runner-up {runner.preset}, beyond noise "
+            text += (f"; {format_speedup(vs_runner)} faster than the runner-up {runner.preset}, beyond noise "
                      f"(±{_pct(thr)})")  # type: ignore[arg-type]
     if fastest.preset in flagged:
         text += f". FLAGGED: {next(f['text'] for f in flags if f['preset'] == fastest.preset)}"
@@ -769,7 +782,8 @@ def find_reusable(env: Mapping[str, Any], workloads: Sequence[str], plans: Seque
               "failed": sum(r["status"] == "failed" for r in runs), "stopped": sum(r["status"] == "stopped" for r in runs)}
     out = dict(doc, workloads=chosen, apex=overall_apex(chosen), runs=counts, reused=True, reused_from=str(path),
                settings=dict(doc["settings"], workloads=list(workloads)))
-    out["reuse_note"] = f"reused advice measured {doc.get('measured_at', '?')} in the same environment ({env['key']})"
+    out["reuse_note"] = f"reused advice {provenance(doc)}, in the same environment"
+    out["trust_note"] = trust_note(out)
     return out, "reused"
 
 
@@ -790,13 +804,15 @@ def document(verdicts: Sequence[WorkloadVerdict], *, device: str, env: Mapping[s
         "settings": {"steps": steps, "repeats": repeats, "workloads": list(workloads),
                      "order": "interleaved: repeat 1 in preset order, repeat 2 reversed, ... (ABBA)"},
         "rules": {"noise_floor": NOISE_FLOOR, "noise": NOISE_RULE, "loss_tolerance": LOSS_TOLERANCE,
-                  "loss": LOSS_RULE, "median": "median of the repeats' median ms/step (warm-up excluded); "
-                  "p10/p90: median of the repeats' p10/p90; compile time is never in ms/step"},
+                  "loss": LOSS_RULE, "median": "median of the repeats' median ms/step (warm-up excluded), its "
+                  "interval the hull of the repeats' 95 % median intervals and medians; p10/p90: median of the "
+                  "repeats' p10/p90; compile time is never in ms/step"},
         "runs": {"total": len(runs), "ok": sum(r.ok for r in runs),
                  "failed": sum(r.status == "failed" for r in runs),
                  "stopped": sum(r.status == "stopped" for r in runs)},
         "workloads": ws,
         "apex": overall_apex(ws),
+        "trust_note": trust_note({"device": device, "settings": {"steps": steps}}),
     }
 
 
@@ -809,9 +825,12 @@ def format_text(doc: Mapping[str, Any]) -> str:
             f"Apex {env.get('apex', '?')}): {s.get('repeats')} repeat(s) × {s.get('steps')} steps a preset")
     lines.append(head)
     if doc.get("reused"):
-        lines.append(str(doc.get("reuse_note") or f"reused: measured {doc.get('measured_at')}"))
+        lines.append(str(doc.get("reuse_note") or f"reused advice {provenance(doc)}"))
     else:
         lines.append(f"measured {doc.get('measured_at')} in {doc.get('elapsed_s', 0):.0f} s")
+    trust = trust_note(doc)
+    if trust:
+        lines.append(f"WARNING: {trust}")
     if doc.get("status") == "partial":
         lines.append("PARTIAL: interrupted; the verdicts below use only what was measured")
     for w in doc.get("workloads", []):
@@ -819,7 +838,7 @@ def format_text(doc: Mapping[str, Any]) -> str:
         lines.append(f"{w['workload']} (baseline {w['baseline']})" + ("" if w["status"] == "complete" else
                                                                       f" [{w['status'].replace('_', ' ')}]"))
         lines.append(f"  {'preset':<24} {'median ms':>10} {'p10–p90 ms':>16} {'n':>2} {'spread':>7} "
-                     f"{'vs base':>8} {'loss':>8}  bottleneck · roofline")
+                     f"{'vs base (95 %)':>19} {'loss':>8}  bottleneck · roofline")
         order = sorted(w["presets"], key=lambda p: (p["median_ms"] is None, p["median_ms"] or 0))
         for p in order:
             name = p["preset"] + (" *" if p["is_baseline"] else "") + (" !" if p["flagged"] else "")
@@ -831,13 +850,13 @@ def format_text(doc: Mapping[str, Any]) -> str:
                 continue
             rng = f"{_ms(p['p10_ms'])}–{_ms(p['p90_ms'])}"
             spread = f"{100 * p['spread']:.1f}%" if p["spread"] is not None else "—"
-            up = "base" if p["is_baseline"] else _x(p["speedup_vs_baseline"])
+            up = "base" if p["is_baseline"] else format_speedup(from_fields(p, "speedup_vs_baseline"))
             loss = f"{p['final_loss']:.4g}" if p["final_loss"] is not None else "—"
             extra = _roofline_text(p)
             if p["compile_s"] is not None:
                 extra += f" · compile {p['compile_s']:.1f} s (not in ms/step)"
             lines.append(f"  {name:<24} {_ms(p['median_ms']):>10} {rng:>16} {p['repeats']:>2} {spread:>7} "
-                         f"{up:>8} {loss:>8}  {extra}")
+                         f"{up:>19} {loss:>8}  {extra}")
         lines.append(f"  verdict: {w['verdict']}")
         for f in w.get("flags", []):
             lines.append(f"  flag: {f['text']}")
@@ -847,8 +866,44 @@ def format_text(doc: Mapping[str, Any]) -> str:
             lines.append(f"  note: {n}")
     lines.append("")
     lines.append(f"Apex on this machine: {doc['apex']['text']}")
-    lines.append(f"(* baseline, ! flagged; n = repeats counted; within noise: {NOISE_RULE})")
+    lines.append(f"(* baseline, ! flagged; n = repeats counted; ≈ within noise: {NOISE_RULE})")
     return "\n".join(lines)
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return "just now"
+    if seconds < 2 * 3600:
+        return f"{int(seconds // 60)} min ago"
+    if seconds < 2 * 86400:
+        return f"{int(seconds // 3600)} h ago"
+    return f"{int(seconds // 86400)} days ago"
+
+
+def provenance(doc: Mapping[str, Any], now: float | None = None) -> str:
+    """When, with how many steps and repeats, and on which device the advice was measured:
+    'measured 2026-11-30T10:00:00+0000 (3 h ago) with 30 steps × 2 repeats a preset on cpu (AMD EPYC, 2 threads)'."""
+    s = doc.get("settings") or {}
+    env = doc.get("environment") or {}
+    when = str(doc.get("measured_at", "?"))
+    at = doc.get("measured_at_unix")
+    if isinstance(at, (int, float)):
+        when += f" ({_ago(max(0.0, (now or time.time()) - at))})"
+    repeats = s.get("repeats")
+    where = str(env.get("name") or "?") + (f", {env['threads']} threads" if env.get("threads") else "")
+    return (f"measured {when} with {s.get('steps', '?')} steps × {repeats} repeat{'' if repeats == 1 else 's'} "
+            f"a preset on {doc.get('device', '?')} ({where})")
+
+
+def trust_note(doc: Mapping[str, Any]) -> str | None:
+    """'too few steps to trust: …' when the advice's runs were shorter than `DEFAULT_STEPS` for its device
+    (after warm-up their medians rest on a handful of values), else None."""
+    steps = (doc.get("settings") or {}).get("steps")
+    need = DEFAULT_STEPS.get(str(doc.get("device")))
+    if not isinstance(steps, int) or need is None or steps >= need:
+        return None
+    return (f"too few steps to trust: {steps} steps a run, fewer than the {need} advise runs by default on "
+            f"{doc.get('device')}; measure again with more steps")
 
 
 def not_measured_text(p: Mapping[str, Any]) -> str:

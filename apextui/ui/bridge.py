@@ -9,6 +9,9 @@ after each `take()`, pulls it ("pull while busy"). So however fast snapshots
 come, at most one message is queued and about 1/min_interval a second are
 posted; `take()` always returns the latest state, so nothing is lost, and the
 final snapshot is always posted at once.
+
+The bridge also keeps a smoothed loss (`LossAverage`) for the run pane: a single batch's loss can dip below
+the data's entropy floor, the expected loss cannot, so the pane sets the floor against the smoothed one.
 """
 
 from __future__ import annotations
@@ -30,6 +33,24 @@ from .messages import RunUpdated
 LOSS_POINTS = 256  # whole-run loss curve, averaged down as the run grows
 STEP_POINTS = 240  # most recent step times
 MONITOR_POINTS = 120  # most recent monitor readings (2 minutes at 1 s)
+LOSS_SMOOTHING_STEPS = 20  # the smoothed loss averages over about this many steps
+
+
+class LossAverage:
+    """An exponential moving average of the loss, α = 2 / (N + 1) a step with N = `steps` (the weights of
+    the last N steps add up to about 86 %). A record of a block of k steps carries only its last step's loss
+    (`StepRecord.steps`): it counts as k steps at that loss, weight 1 - (1 - α)^k, so the average spans the
+    same steps however the run is timed."""
+
+    def __init__(self, steps: int = LOSS_SMOOTHING_STEPS) -> None:
+        self.alpha = 2.0 / (steps + 1)
+        self.value: float | None = None
+
+    def add(self, loss: float, steps: int = 1) -> None:
+        if self.value is None:
+            self.value = loss
+            return
+        self.value += (1.0 - (1.0 - self.alpha) ** max(1, steps)) * (loss - self.value)
 
 
 class Downsampled:
@@ -70,10 +91,11 @@ class RunView:
     losses: tuple[float, ...]  # whole run, downsampled
     first_loss: float | None
     last_ms: float | None
-    last_loss: float | None
+    last_loss: float | None  # the last batch's
     loss_scale: float | None
     monitor: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # metric -> recent readings
     updates: int = 0  # snapshots folded in so far
+    smooth_loss: float | None = None  # `LossAverage` of the losses so far
 
     @property
     def finished(self) -> bool:
@@ -98,6 +120,7 @@ class RunBridge:
         self._first_loss: float | None = None
         self._last_ms: float | None = None
         self._last_loss: float | None = None
+        self._smooth = LossAverage()
         self._scale: float | None = None
         self._monitor: dict[str, deque[float]] = {k: deque(maxlen=MONITOR_POINTS) for k in METRIC_UNITS}
         self._monitor_time: float | None = None
@@ -135,6 +158,7 @@ class RunBridge:
             self._last_ms = rec.ms
             if rec.loss is not None and math.isfinite(rec.loss):
                 self._losses.add(rec.loss)
+                self._smooth.add(rec.loss, rec.steps)
                 self._last_loss = rec.loss
                 if self._first_loss is None:
                     self._first_loss = rec.loss
@@ -161,7 +185,7 @@ class RunBridge:
                 run_id=self.run_id, snapshot=snap, step_ms=tuple(self._step_ms), losses=self._losses.snapshot(),
                 first_loss=self._first_loss, last_ms=self._last_ms, last_loss=self._last_loss,
                 loss_scale=self._scale, monitor={k: tuple(v) for k, v in self._monitor.items()},
-                updates=self._updates,
+                updates=self._updates, smooth_loss=self._smooth.value,
             )
 
     @property

@@ -33,12 +33,6 @@ def error(value: float | None) -> str:
     return f"{float(value):.1e}"  # type: ignore[arg-type]
 
 
-def speedup(value: float | None) -> str:
-    if not _finite(value):
-        return DASH
-    return f"{float(value):.2f}×"  # type: ignore[arg-type]
-
-
 def seconds(value: float | None) -> str:
     if not _finite(value):
         return DASH

@@ -3,6 +3,9 @@
 A row's numbers are `apextui.core.events.summary(snapshot)`, the same dict the
 headless `end` event carries, so saved results and `--json` output agree.
 `load_results` reads both this module's files and headless JSON-lines output.
+Speed-ups and their verdicts come from `core.compare` (the one noise rule), against
+a baseline that `compare.baseline_problem` allows: a stopped, failed or short run
+is never used as one silently (`baseline_note` says which was passed over and why).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from apextui.core.atomic import write_atomic
 from apextui.core import events
+from apextui.core.compare import Comparison, baseline_problem, compare, fields, timing_from_summary
 from apextui.core.presets import BASELINES, Preset
 from apextui.core.runner import Snapshot
 
@@ -110,21 +114,50 @@ def row_from_snapshot(snap: Snapshot, preset: Preset, device: str, env: Mapping[
     )
 
 
+def _baseline_runs(row: ResultRow, rows: Sequence[ResultRow]) -> list[ResultRow]:
+    return [r for r in rows if r.is_baseline and r.comparable_key == row.comparable_key]
+
+
 def baseline_row(row: ResultRow, rows: Sequence[ResultRow]) -> ResultRow | None:
-    """The most recent baseline run comparable with `row` (one that finished 'ok' first)."""
-    candidates = [r for r in rows if r.is_baseline and r.comparable_key == row.comparable_key
-                  and r.median_ms is not None]
-    ok = [r for r in candidates if r.status == "ok"]
-    pick = ok or candidates
-    return pick[-1] if pick else None
+    """The most recent baseline run comparable with `row` that may be a baseline (`baseline_problem`)."""
+    ok = [r for r in _baseline_runs(row, rows) if baseline_problem(r.status, r.summary) is None]
+    return ok[-1] if ok else None
 
 
-def speedup(row: ResultRow, rows: Sequence[ResultRow]) -> float | None:
-    """Baseline median / this median (>1 means faster than the baseline); None without a baseline."""
+def comparison(row: ResultRow, rows: Sequence[ResultRow]) -> Comparison | None:
+    """This run against its baseline (`core.compare`: speed-up, interval, verdict); None without one."""
     base = baseline_row(row, rows)
-    if base is None or row.median_ms is None or row.median_ms <= 0 or base.median_ms is None:
+    mine = timing_from_summary(row.summary)
+    theirs = timing_from_summary(base.summary) if base is not None else None
+    return compare(mine, theirs) if mine is not None and theirs is not None else None
+
+
+def run_label(row: ResultRow, rows: Sequence[ResultRow]) -> str:
+    """'fp32 run 2': the row's preset and its rank among that preset's comparable runs."""
+    same = [r for r in rows if r.preset == row.preset and r.comparable_key == row.comparable_key]
+    return f"{row.preset} run {next(i for i, r in enumerate(same, 1) if r is row)}"
+
+
+def baseline_note(row: ResultRow, rows: Sequence[ResultRow]) -> str | None:
+    """Which run `row`'s speed-up is against, when another baseline run was passed over, and why:
+    'vs fp32 run 2; fp32 run 1 stopped after 43 steps: not a baseline'. None when nothing was passed over."""
+    skipped = [(r, why) for r in _baseline_runs(row, rows)
+               if (why := baseline_problem(r.status, r.summary)) is not None]
+    if not skipped:
         return None
-    return base.median_ms / row.median_ms
+    why = "; ".join(f"{run_label(r, rows)} {problem}: not a baseline" for r, problem in skipped)
+    base = baseline_row(row, rows)
+    return f"vs {run_label(base, rows)}; {why}" if base is not None else f"no speed-up: {why}"
+
+
+def baseline_notes(rows: Sequence[ResultRow]) -> list[str]:
+    """`baseline_note` once per group of comparable runs that has one (for the table's subtitle)."""
+    notes: dict[tuple[str, str, str, str], str] = {}
+    for r in rows:
+        note = baseline_note(r, rows)
+        if note is not None and not r.is_baseline:
+            notes.setdefault(r.comparable_key, note)
+    return list(notes.values())
 
 
 # ---- files ------------------------------------------------------------------------------------
@@ -139,12 +172,15 @@ def results_document(rows: Iterable[ResultRow], env: Mapping[str, Any] | None = 
         "events_schema": events.SCHEMA_VERSION,
         "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "env": dict(env) if env else None,
-        "runs": [dict(r.to_dict(), source=r.source, speedup=_round(speedup(r, rows))) for r in rows],
+        "runs": [_run_entry(r, rows) for r in rows],
     }
 
 
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
+def _run_entry(row: ResultRow, rows: Sequence[ResultRow]) -> dict[str, Any]:
+    base = baseline_row(row, rows)
+    return dict(row.to_dict(), source=row.source, **fields(comparison(row, rows)),
+                baseline_run=run_label(base, rows) if base is not None else None,
+                baseline_note=baseline_note(row, rows))
 
 
 def default_results_path(directory: str | Path = ".") -> Path:

@@ -183,3 +183,28 @@ async def test_real_optimizer_advice_on_cpu_in_the_worker_process():
             assert "Apex cannot be measured here" in body(app)
     finally:
         app.shutdown_runs(30)
+
+
+async def test_reused_advice_shows_when_and_how_it_was_measured_and_flags_too_few_steps():
+    """Another process measured with 8 steps; the screen reusing it says so, and that 8 are too few."""
+    engine = FakeEngine()
+    app = gpu_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        open_advice(app, workloads=("optimizer",), env=ENV, steps=8)
+        await wait_for(pilot, lambda: app.advice_job is not None and app.advice_job.done, 10, "the 8-step advice")
+        assert all(r.steps == 8 for r in engine.runners)
+        await wait_for(pilot, lambda: "too few steps to trust: 8 steps a run" in status(app), 5,
+                       "the warning on the measured advice")
+        measured_at = app.advice_job.doc["measured_at"]
+    app2 = gpu_app(FakeEngine())
+    async with app2.run_test(size=SIZE) as pilot:
+        await ready(pilot, app2)
+        open_advice(app2, workloads=("optimizer",), env=ENV)
+        await wait_for(pilot, lambda: app2.advice_job is not None and app2.advice_job.done
+                       and "reused" in status(app2), 10, "the reused advice")
+        shown = status(app2)
+        assert (f"reused advice measured {measured_at} (just now) with 8 steps × 2 repeats a preset on cuda "
+                "(NVIDIA H200)") in shown
+        assert ("⚠ too few steps to trust: 8 steps a run, fewer than the 100 advise runs by default on cuda"
+                in shown)

@@ -19,11 +19,13 @@ from ui_fakes import (
     wait_for,
 )
 
+from apextui.core.compare import format_speedup
 from apextui.core.env import DeviceUnavailable
 from apextui.core.presets import load_builtin, resolve
 from apextui.ui.app import make_app
 from apextui.ui.screens.load_screen import LoadScreen
 from apextui.ui.screens.report_screen import ReportScreen
+from apextui.ui.results import comparison
 from apextui.ui.widgets.comparison_table import ComparisonTable
 from apextui.ui.widgets.preset_picker import PresetPicker
 
@@ -80,7 +82,10 @@ async def test_enter_runs_highlighted_preset_and_table_row():
         assert (fp32.preset, fp32.status, amp.preset, amp.status) == ("fp32", "ok", "fused_amp", "ok")
         cells = [str(c) for c in table.get_row_at(1)]
         assert cells[0] == "fused_amp"
-        assert cells[4] == f"{fp32.median_ms / amp.median_ms:.2f}×"  # speed-up against fp32
+        # speed-up against fp32, with its 95 % interval (core.compare), green: beyond noise
+        c = comparison(amp, table.rows_data)
+        assert cells[4] == format_speedup(c) and cells[4].startswith(f"{fp32.median_ms / amp.median_ms:.2f}× (")
+        assert c.verdict == "faster" and table.get_row_at(1)[4].style == "bold green"
         assert str(table.get_row_at(0)[4]) == "base"
         assert [r.steps for r in engine.runners] == [400, 400]
         last = app.last_result()  # the headless `end` summary of the last run, for scripts
@@ -96,12 +101,40 @@ async def test_stop_key_stops_the_run():
         await wait_for(pilot, lambda: app.latest_view is not None and app.latest_view.snapshot.steps_done == 120,
                        5, "120 steps")
         assert "120/400" in static_text(app, "#run-steps")
+        # the floor bounds the expected loss: the pane sets it against the smoothed loss, the batch's below
+        view = app.latest_view
+        assert static_text(app, "#loss-value") == f"avg {view.smooth_loss:.4f}\nbatch {view.last_loss:.4f}"
+        assert static_text(app, "#loss-floor") == "floor 1.0475"
         await pilot.press("s")
         await wait_for(pilot, lambda: app.active is None, 5, "stopped")
         assert engine.runners[0].stopped
         row = app.query_one(ComparisonTable).rows_data[-1]
         assert row.status == "stopped" and row.summary["steps"] == 120
         assert "■" in str(app.query_one(ComparisonTable).get_row_at(0)[0])
+
+
+async def test_a_stopped_baseline_is_not_used_and_the_table_says_why():
+    engine = FakeEngine(hold={"fp32": 43})
+    app = gpu_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot, app)
+        table = app.query_one(ComparisonTable)
+        app.start_preset("fp32")
+        await wait_for(pilot, lambda: app.latest_view is not None and app.latest_view.snapshot.steps_done == 43,
+                       5, "43 steps")
+        await pilot.press("s")
+        await wait_for(pilot, lambda: app.active is None, 5, "stopped")
+        app.start_preset("torch_amp")
+        await wait_for(pilot, lambda: len(table.rows_data) == 2, 5, "torch_amp row")
+        assert str(table.get_row_at(1)[4]) == "—"  # no speed-up against a stopped run
+        assert table.border_subtitle == "no speed-up: fp32 run 1 stopped after 43 steps: not a baseline"
+        engine.hold.clear()
+        app.start_preset("fp32")
+        await wait_for(pilot, lambda: len(table.rows_data) == 3, 5, "the second fp32 row")
+        assert table.border_subtitle == "vs fp32 run 2; fp32 run 1 stopped after 43 steps: not a baseline"
+        assert str(table.get_row_at(2)[4]) == "base"
+        amp = table.rows_data[1]
+        assert str(table.get_row_at(1)[4]) == format_speedup(comparison(amp, table.rows_data)) != "—"
 
 
 async def test_a_second_start_is_refused_while_running():

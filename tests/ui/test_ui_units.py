@@ -12,15 +12,18 @@ from ui_fakes import FakeRunner, gpu_report, no_gpu_report
 from apextui.core import events
 from apextui.core.presets import resolve
 from apextui.ui import doctor_view, fmt
-from apextui.ui.bridge import Downsampled, RunBridge
+from apextui.ui.bridge import Downsampled, LossAverage, RunBridge
 from apextui.ui.messages import RunUpdated
 from apextui.ui.results import (
     ResultRow,
     ResultsError,
+    baseline_notes,
+    baseline_row,
+    comparison,
     load_results,
+    results_document,
     row_from_snapshot,
     save_results,
-    speedup,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,6 +81,33 @@ def test_bridge_histories():
     assert len(view.monitor["gpu_util_pct"]) == len({s.monitor.time for s in snapshots("fused_amp", steps=60)})
 
 
+def test_loss_average_counts_a_block_as_its_steps():
+    """A record of a block of 5 steps (its last step's loss) moves the average as 5 steps at that loss."""
+    one, block = LossAverage(20), LossAverage(20)
+    for avg in (one, block):
+        avg.add(2.0)
+    for _ in range(5):
+        one.add(1.0)
+    block.add(1.0, steps=5)
+    assert block.value == pytest.approx(one.value) == pytest.approx(1.0 + (1 - 2 / 21) ** 5)
+
+
+def test_bridge_smoothed_loss_against_the_batches():
+    bridge = RunBridge(1, lambda m: None)
+    snaps = snapshots("fp32", steps=200)
+    for s in snaps:
+        bridge(s)
+    view = bridge.take()
+    losses = [r.loss for s in snaps for r in s.new_steps]
+    expect = LossAverage()
+    for x in losses:
+        expect.add(x)
+    assert view.smooth_loss == pytest.approx(expect.value) and view.last_loss == losses[-1]
+    # the batches wobble (±0.03) around the trend, the average far less
+    tail = losses[-40:]
+    assert max(tail) - min(tail) > 0.05 and abs(view.smooth_loss - sum(tail[-20:]) / 20) < 0.02
+
+
 def test_bridge_survives_a_closed_app():
     def post(message):
         raise RuntimeError("Event loop is closed")
@@ -94,10 +124,19 @@ def test_bridge_survives_a_closed_app():
 # ---- results ----------------------------------------------------------------------------------
 
 
-def finished_row(name: str, device: str = "cuda", source: str = "session", steps: int = 40) -> ResultRow:
+def finished_row(name: str, device: str = "cuda", source: str = "session", steps: int = 60) -> ResultRow:
     snaps = snapshots(name, steps=steps, device=device)
     row = row_from_snapshot(snaps[-1], resolve(name), device)
     return ResultRow(**{**row.__dict__, "source": source})
+
+
+def stopped_row(name: str, at: int, steps: int = 400) -> ResultRow:
+    """A run stopped by the user after `at` steps."""
+    out: list = []
+    runner = FakeRunner(resolve(name), "cuda", out.append, steps=steps, hold_at=at)
+    runner.start()
+    runner.stop()
+    return row_from_snapshot(out[-1], resolve(name), "cuda")
 
 
 def test_speedup_pairs_with_the_baseline_of_the_same_workload_device_and_source():
@@ -106,11 +145,42 @@ def test_speedup_pairs_with_the_baseline_of_the_same_workload_device_and_source(
     amp_cpu = finished_row("fused_amp", device="cpu")
     amp_file = finished_row("fused_amp", source="old.json")
     rows = [fp32, amp, adam, amp_cpu, amp_file]
-    assert speedup(fp32, rows) == pytest.approx(1.0)
-    assert speedup(amp, rows) == pytest.approx(fp32.median_ms / amp.median_ms)
-    assert speedup(adam, rows) is None  # no adamw run yet
-    assert speedup(amp_cpu, rows) is None  # the fp32 baseline ran on cuda
-    assert speedup(amp_file, rows) is None  # another file, maybe another machine
+    assert comparison(fp32, rows).speedup == pytest.approx(1.0) and comparison(fp32, rows).within_noise
+    c = comparison(amp, rows)
+    assert c.speedup == pytest.approx(fp32.median_ms / amp.median_ms) and c.verdict == "faster"
+    assert c.low == pytest.approx(fp32.summary["median_low_ms"] / amp.summary["median_high_ms"])
+    assert comparison(adam, rows) is None  # no adamw run yet
+    assert comparison(amp_cpu, rows) is None  # the fp32 baseline ran on cuda
+    assert comparison(amp_file, rows) is None  # another file, maybe another machine
+
+
+def test_a_stopped_or_short_baseline_is_never_used_silently():
+    """A stopped 43-step fp32 run once became the baseline of a later torch_amp run (0.79×)."""
+    stopped = stopped_row("fp32", at=43)
+    assert stopped.status == "stopped" and stopped.median_ms is not None
+    amp = finished_row("torch_amp")
+    rows = [stopped, amp]
+    assert baseline_row(amp, rows) is None and comparison(amp, rows) is None
+    assert baseline_notes(rows) == ["no speed-up: fp32 run 1 stopped after 43 steps: not a baseline"]
+    short = finished_row("fp32", steps=30)  # 20 warm-up steps: 10 measured
+    rows = [stopped, amp, short]
+    assert baseline_row(amp, rows) is None
+    assert baseline_notes(rows) == ["no speed-up: fp32 run 1 stopped after 43 steps: not a baseline; fp32 run 2 "
+                                    "has only 10 measured steps (a baseline needs 20): not a baseline"]
+    ok = finished_row("fp32")
+    rows = [stopped, amp, ok]
+    assert baseline_row(amp, rows) is ok
+    assert comparison(amp, rows).speedup == pytest.approx(ok.median_ms / amp.median_ms)
+    assert baseline_notes(rows) == ["vs fp32 run 2; fp32 run 1 stopped after 43 steps: not a baseline"]
+    runs = results_document(rows)["runs"]
+    assert runs[1]["baseline_run"] == "fp32 run 2" and runs[1]["speedup_verdict"] == "faster"
+    assert runs[1]["speedup"] == round(ok.median_ms / amp.median_ms, 4)
+    assert runs[1]["speedup_low"] < runs[1]["speedup"] < runs[1]["speedup_high"]
+    assert runs[1]["baseline_note"] == "vs fp32 run 2; fp32 run 1 stopped after 43 steps: not a baseline"
+    assert runs[2]["baseline_run"] == "fp32 run 2" and runs[2]["speedup"] == 1.0
+    only_stopped = results_document([stopped, amp])["runs"][1]
+    assert only_stopped["speedup"] is None and only_stopped["baseline_run"] is None
+    assert only_stopped["speedup_verdict"] is None and "not a baseline" in only_stopped["baseline_note"]
 
 
 def test_save_and_load_round_trip(tmp_path):
@@ -124,7 +194,7 @@ def test_save_and_load_round_trip(tmp_path):
     assert [r.preset for r in loaded] == ["layernorm", "fused_layernorm"]
     assert all(r.source == str(path) for r in loaded)
     assert loaded[1].max_error == rows[1].max_error and loaded[0].median_ms == rows[0].median_ms
-    assert speedup(loaded[1], loaded) == pytest.approx(speedup(rows[1], rows))
+    assert comparison(loaded[1], loaded) == comparison(rows[1], rows) is not None
 
 
 def test_load_headless_json_lines(tmp_path):
@@ -139,7 +209,7 @@ def test_load_headless_json_lines(tmp_path):
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     rows = load_results(path)
     assert [(r.preset, r.device, r.status) for r in rows] == [("adamw", "cuda", "ok"), ("fused_adam", "cuda", "ok")]
-    assert speedup(rows[1], rows) > 1
+    assert comparison(rows[1], rows).speedup > 1
 
 
 @pytest.mark.parametrize("content, error", [
@@ -189,7 +259,6 @@ def test_formatting():
     assert [fmt.ms(v) for v in (0.11612, 7.123, 71.23, 712.3, None, float("nan"))] == \
         ["0.116", "7.12", "71.2", "712", "—", "—"]
     assert fmt.si(1_634_000, "tokens/s") == "1.63 M tokens/s" and fmt.si(512) == "512"
-    assert fmt.speedup(1.234) == "1.23×" and fmt.speedup(None) == "—"
     assert fmt.mib(2310) == "2310 MiB" and fmt.mib(20480) == "20.0 GiB"
     assert fmt.seconds(7.5) == "7.5 s" and fmt.seconds(80) == "1:20 min"
 

@@ -130,7 +130,8 @@ class TransformerWorkload(Workload):
         self.chain = markov.make_chain(size["vocab"], size["branching"], seed)
         self.loss_floor = self.chain.entropy_rate
         seq, batch = size["seq"], size["batch"]
-        # a new batch every step (so the loss cannot beat the entropy floor by memorising), within a memory cap
+        # a new batch every step (so the expected loss cannot go below the entropy floor by memorising; a single
+        # batch's loss can), within a memory cap
         self.pool = max(1, min(steps, MAX_POOL_TOKENS // (batch * (seq + 1))))
         tokens = markov.sample(self.chain, self.pool * batch, seq + 1, seed + 1, device)
         self.batches = tokens.view(self.pool, batch, seq + 1)

@@ -5,7 +5,9 @@ the app's runner factory (so each run trains in a worker process, as the app's o
 belongs to the app (`app.advice_job`), not to the screen: closing the screen (escape) leaves it
 measuring, and the app says when it is done; `s` on the screen stops it (the partial advice is kept).
 The screen polls the job's state a few times a second (never per step), and redraws the verdicts once.
-Opening the screen reuses the advice stored for this environment when there is one; `r` measures again.
+Opening the screen reuses the advice stored for this environment when there is one, saying when, with how
+many steps and repeats and on which device it was measured, and warning when its runs were too short to
+trust (`core.advise.provenance`, `trust_note`); `r` measures again.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Footer, ProgressBar, Static
 
-from apextui.core.advise import DEFAULT_REPEATS, Advisor, Progress, not_measured_text, roofline_text, store
+from apextui.core.advise import DEFAULT_REPEATS, Advisor, Progress, not_measured_text, provenance, roofline_text, \
+    store, trust_note
+from apextui.core.compare import format_speedup, from_fields
 
 from .. import fmt
 
@@ -170,10 +174,6 @@ def open_advice(app: Any, **kw: Any) -> "AdviseScreen":
 
 
 # ---- rendering ----------------------------------------------------------------------------------
-def _x(v: float | None) -> str:
-    return fmt.DASH if v is None else f"{v:.2f}×"
-
-
 def render_progress(job: AdviceJob) -> Text:
     latest, done, total, _ = job.state()
     t = Text()
@@ -220,7 +220,7 @@ def render_doc(doc: Mapping[str, Any]) -> Text:
             t.append(w["recommended"], style="bold green")
             rec = next((p for p in w["presets"] if p["preset"] == w["recommended"]), None)
             if rec is not None and not rec["is_baseline"] and rec["speedup_vs_baseline"] is not None:
-                t.append(f"  {_x(rec['speedup_vs_baseline'])} the baseline")
+                t.append(f"  {format_speedup(from_fields(rec, 'speedup_vs_baseline'))} the baseline")
             if w.get("within_noise"):
                 t.append(f"  (runner-up {w['runner_up']} within noise)", style="yellow")
             t.append("\n")
@@ -230,8 +230,8 @@ def render_doc(doc: Mapping[str, Any]) -> Text:
         if w["apex"]["status"] != "none":
             t.append("  Apex: ", style="bold")
             t.append(w["apex"]["text"] + "\n")
-        t.append(f"  {'preset':<22}{'median':>8} {'p10–p90':>13} {'n':>2} {'spread':>7} {'vs base':>7} {'loss':>7}\n",
-                 style="dim")
+        t.append(f"  {'preset':<22}{'median':>8} {'p10–p90':>13} {'n':>2} {'spread':>7} {'vs base (95 %)':>18} "
+                 f"{'loss':>7}\n", style="dim")
         for p in sorted(w["presets"], key=lambda p: (p["median_ms"] is None, p["median_ms"] or 0)):
             name = p["preset"][:20] + (" *" if p["is_baseline"] else "") + (" ⚑" if p["flagged"] else "")
             if p["median_ms"] is None:
@@ -240,10 +240,10 @@ def render_doc(doc: Mapping[str, Any]) -> Text:
                 continue
             rng = f"{fmt.ms(p['p10_ms'])}–{fmt.ms(p['p90_ms'])}"
             spread = f"{100 * p['spread']:.1f}%" if p["spread"] is not None else fmt.DASH
-            up = "base" if p["is_baseline"] else _x(p["speedup_vs_baseline"])
+            up = "base" if p["is_baseline"] else format_speedup(from_fields(p, "speedup_vs_baseline"))
             loss = f"{p['final_loss']:.4g}" if p["final_loss"] is not None else fmt.DASH
             t.append(f"  {name:<22}", style="bold" if p["preset"] == w.get("recommended") else "")
-            t.append(f"{fmt.ms(p['median_ms']):>8} {rng:>13} {p['repeats']:>2} {spread:>7} {up:>7} {loss:>7}\n")
+            t.append(f"{fmt.ms(p['median_ms']):>8} {rng:>13} {p['repeats']:>2} {spread:>7} {up:>18} {loss:>7}\n")
             extra = [] if roofline_text(p) == fmt.DASH else [roofline_text(p)]
             if p["compile_s"] is not None:
                 extra.append(f"compile {p['compile_s']:.1f} s (not in ms/step)")
@@ -251,7 +251,7 @@ def render_doc(doc: Mapping[str, Any]) -> Text:
                 t.append(f"      {' · '.join(extra)}\n", style="dim")
         for n in w.get("notes", []):
             t.append(f"  note: {n}\n", style="italic")
-    t.append(f"\nms = median of the repeats' median ms/step · * baseline · ⚑ flagged · within noise: "
+    t.append(f"\nms = median of the repeats' median ms/step · * baseline · ⚑ flagged · ≈ within noise: "
              f"{doc['rules']['noise']}\n", style="dim")
     return t
 
@@ -346,7 +346,7 @@ class AdviseScreen(ModalScreen[None]):
             return
         doc = job.doc or {}
         if doc.get("reused"):
-            head.append(doc.get("reuse_note") or "reused stored advice", style="cyan")
+            head.append(doc.get("reuse_note") or f"reused advice {provenance(doc)}", style="cyan")
             head.append("  · r measures again", style="dim")
         else:
             head.append(f"measured {doc.get('measured_at')} on {doc.get('device')}: {doc['runs']['ok']} of "
@@ -354,6 +354,9 @@ class AdviseScreen(ModalScreen[None]):
                         f"{doc['settings']['steps']} steps, in {doc.get('elapsed_s', 0):.0f} s")
             if job.reuse_note:
                 head.append(f"\n(nothing to reuse: {job.reuse_note})", style="dim")
+        trust = trust_note(doc)
+        if trust:
+            head.append(f"\n⚠ {trust}", style="bold yellow")
         if doc.get("status") == "partial":
             head.append("\nPARTIAL: stopped before every run was made; the verdicts use what was measured",
                         style="bold yellow")

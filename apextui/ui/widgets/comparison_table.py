@@ -1,4 +1,7 @@
-"""Every run of this session (and loaded ones) against the baseline of its workload."""
+"""Every run of this session (and loaded ones) against the baseline of its workload.
+
+Speed-ups are `core.compare`'s: ≈ when within noise, coloured only beyond noise, with their 95 % interval
+where the table is wide enough (`WIDE` columns; narrower, the interval is dropped so every column fits); the subtitle names the baseline run when another one was passed over (stopped, failed, too short)."""
 
 from __future__ import annotations
 
@@ -9,29 +12,33 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from .. import fmt
-from ..results import SESSION, ResultRow, speedup
+from apextui.core.compare import format_speedup
+
+from ..results import SESSION, ResultRow, baseline_notes, baseline_row, comparison
 
 COLUMNS = (
     ("preset", "preset"), ("dev", "device"), ("median ms", "median"), ("p10–p90", "spread"),
     ("speed-up", "speedup"), ("loss/floor", "loss"), ("max err", "err"),
 )
 STATUS_MARK = {"ok": "", "stopped": " ■", "failed": " ✗"}
+VERDICT_STYLE = {"faster": "bold green", "slower": "bold red"}  # within noise: no colour
+WIDE = 96  # columns from which the speed-up cell shows its interval
 
 
-def cells(row: ResultRow, rows: Sequence[ResultRow], source_label: str = "") -> tuple[object, ...]:
-    """The table cells of one row (Rich text); `source_label` marks rows loaded from a file."""
+def cells(row: ResultRow, rows: Sequence[ResultRow], source_label: str = "", compact: bool = False) -> tuple[object, ...]:
+    """The table cells of one row (Rich text); `source_label` marks rows loaded from a file; `compact`
+    drops the speed-up's interval."""
     name = Text(row.preset, style="bold" if row.status == "ok" else "dim")
     if row.status != "ok":
         name.append(STATUS_MARK.get(row.status, f" {row.status}"), style="yellow" if row.status == "stopped" else "red")
     if source_label:
         name.append(f" {source_label}", style="dim cyan")
     spread = f"{fmt.ms(row.p10_ms)}–{fmt.ms(row.p90_ms)}" if row.p10_ms is not None else fmt.DASH
-    up = speedup(row, rows)
-    if row.is_baseline and up is not None and abs(up - 1.0) < 1e-9:
+    if baseline_row(row, rows) is row:
         up_text = Text("base", style="dim")
     else:
-        style = "" if up is None else ("bold green" if up >= 1.05 else ("bold red" if up <= 0.95 else ""))
-        up_text = Text(fmt.speedup(up), style=style)
+        c = comparison(row, rows)
+        up_text = Text(format_speedup(c, compact), style=VERDICT_STYLE.get(c.verdict, "") if c else "dim")
     if row.final_loss is not None:
         loss = Text(f"{row.final_loss:.3f}")
         if row.loss_floor is not None:
@@ -53,6 +60,7 @@ class ComparisonTable(DataTable):
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.border_title = "Comparison"
         self.rows_data: list[ResultRow] = []
+        self._compact: bool | None = None  # as last drawn
 
     def on_mount(self) -> None:
         for label, key in COLUMNS:
@@ -67,7 +75,12 @@ class ComparisonTable(DataTable):
         self.rows_data.extend(rows)
         self._rebuild()
 
+    def on_resize(self) -> None:
+        if self.rows_data and self._compact != (self.size.width < WIDE):
+            self._rebuild()
+
     def _rebuild(self) -> None:
+        self._compact = self.size.width < WIDE
         self.clear()
         files: dict[str, int] = {}
         for i, row in enumerate(self.rows_data):
@@ -75,16 +88,18 @@ class ComparisonTable(DataTable):
             if row.source != SESSION:
                 files.setdefault(row.source, len(files) + 1)
                 label = f"f{files[row.source]}"
-            self.add_row(*cells(row, self.rows_data, label), key=str(i))
+            self.add_row(*cells(row, self.rows_data, label, self._compact), key=str(i))
         if self.rows_data:
             self.move_cursor(row=len(self.rows_data) - 1)
         self._update_subtitle()
 
     def _update_subtitle(self) -> None:
         files = sorted({r.source for r in self.rows_data if r.source != SESSION})
+        notes = baseline_notes(self.rows_data)
         if not self.rows_data:
             self.border_subtitle = "finished runs appear here"
-        elif files:
-            self.border_subtitle = " · ".join(f"f{i} {Path(f).name}" for i, f in enumerate(files, 1))
+        elif files or notes:
+            self.border_subtitle = " · ".join([*notes, *(f"f{i} {Path(f).name}" for i, f in enumerate(files, 1))])
         else:
-            self.border_subtitle = "speed-up = baseline median / median"
+            interval = "" if self._compact else " (95 % interval)"
+            self.border_subtitle = f"speed-up = baseline median / median{interval}, ≈ within noise"

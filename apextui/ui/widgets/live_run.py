@@ -1,4 +1,8 @@
-"""The running (or last) preset: step timing, progress, throughput, loss against its floor, AMP scale."""
+"""The running (or last) preset: step timing, progress, throughput, loss against its floor, AMP scale.
+
+The floor (the data's entropy rate) bounds the *expected* loss; a single batch's loss can dip below it. So
+the pane sets the floor against the smoothed loss (`bridge.LossAverage`, "avg") and shows the last batch's
+loss under it, dimmed ("batch")."""
 
 from __future__ import annotations
 
@@ -139,7 +143,8 @@ class LiveRun(Vertical):
 
         floor = info.loss_floor if info else None
         if view.losses:
-            self._set("loss-value", Text.assemble(("loss ", "bold"), fmt.loss(view.last_loss)))
+            self._set("loss-value", Text.assemble(("avg ", "bold"), (fmt.loss(view.smooth_loss), "bold"),
+                                                  ("\nbatch ", "dim"), (fmt.loss(view.last_loss), "dim")))
             if sparklines:
                 self._spark("loss-spark", view.losses)
             self._set("loss-floor", Text.assemble(("floor ", "dim"), (fmt.loss(floor), "bold cyan"))

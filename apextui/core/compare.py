@@ -1,0 +1,188 @@
+"""One rule for "faster", "slower" and "within noise", and for which run may be a baseline.
+
+Why one module: the TUI's comparison table, `apextui advise`, `benchmarks/bench.py` and the saved results
+each used to decide noise their own way, and on a busy machine they disagreed about the same pair of runs
+(the table showed 18.96× where the advice said "within noise"). Here a speed-up carries the 95 % interval
+that follows from the two medians' intervals (`stats.median_interval`), one rule reads it, and one
+formatter shows it. No Textual and no torch: the CLI, the TUI and the benchmark scripts all import it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal, Mapping, get_args
+
+NOISE_FLOOR = 0.02  # two medians closer than 2 % are never called different, however narrow their intervals
+MIN_BASELINE_STEPS = 20  # a baseline's median needs this many measured steps: fewer are mostly noise
+
+Verdict = Literal["faster", "slower", "within_noise"]
+VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
+
+NOISE_RULE = (f"a speed-up is within noise when its 95 % interval (baseline low / candidate high .. baseline "
+              f"high / candidate low, from each median's interval) contains 1, or when the faster one is less "
+              f"than {NOISE_FLOOR:.0%} faster; with an interval unknown only the {NOISE_FLOOR:.0%} floor applies")
+BASELINE_RULE = (f"a baseline is a run that finished ok with at least {MIN_BASELINE_STEPS} measured steps; "
+                 "a stopped, failed or short run is never one")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A median ms/step and its 95 % interval (None when unknown, e.g. older result files: unknown is
+    never taken as zero width); `n` values behind it (timed intervals), from `runs` runs."""
+
+    median_ms: float
+    low_ms: float | None = None
+    high_ms: float | None = None
+    n: int = 0
+    runs: int = 1
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.median_ms) and self.median_ms > 0):
+            raise ValueError(f"a median must be a positive number of ms, got {self.median_ms!r}")
+        if (self.low_ms is None) != (self.high_ms is None):
+            raise ValueError("an interval needs both ends, or neither")
+        if self.low_ms is not None and not 0 < self.low_ms <= self.median_ms <= self.high_ms:  # type: ignore[operator]
+            raise ValueError(f"interval {self.low_ms}..{self.high_ms} does not hold the median {self.median_ms}")
+
+    @property
+    def known(self) -> bool:
+        return self.low_ms is not None
+
+
+def _positive(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
+
+
+def timing_from_summary(summary: Mapping[str, Any]) -> Timing | None:
+    """A run's timing from its summary (`events.summary`, a saved row, an advice entry); None without a
+    usable median. A missing or inconsistent interval is unknown."""
+    median = _positive(summary.get("median_ms"))
+    if median is None:
+        return None
+    low, high = _positive(summary.get("median_low_ms")), _positive(summary.get("median_high_ms"))
+    if low is None or high is None or not low <= median <= high:
+        low = high = None
+    n = summary.get("timed_intervals") or summary.get("measured_steps") or 0
+    return Timing(median, low, high, n=n if isinstance(n, int) and not isinstance(n, bool) else 0)
+
+
+def timing_from_runs(timings: Iterable[Timing]) -> Timing | None:
+    """Several repeats of one preset: the median of their medians, and as interval the hull of their
+    intervals and medians, so the run-to-run spread is in it as well as each run's own noise. One run
+    without an interval makes the hull unknown (its median alone would pretend a zero-width interval)."""
+    ts = list(timings)
+    if not ts:
+        return None
+    if len(ts) == 1:
+        return ts[0]
+    medians = [t.median_ms for t in ts]
+    low = high = None
+    if all(t.known for t in ts):
+        low = min(medians + [t.low_ms for t in ts])  # type: ignore[list-item]
+        high = max(medians + [t.high_ms for t in ts])  # type: ignore[list-item]
+    return Timing(statistics.median(medians), low, high, n=sum(t.n for t in ts), runs=sum(t.runs for t in ts))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A candidate against a baseline: `speedup` = baseline median / candidate median (> 1: the candidate
+    is faster), its interval `low`..`high` (None when either timing's interval is unknown), the verdict."""
+
+    speedup: float
+    low: float | None
+    high: float | None
+    verdict: Verdict
+    floor: float = NOISE_FLOOR
+
+    @classmethod
+    def of(cls, speedup: float, low: float | None = None, high: float | None = None,
+           floor: float = NOISE_FLOOR) -> "Comparison":
+        """The rule (NOISE_RULE) applied to a speed-up and its interval."""
+        if low is None or high is None:
+            low = high = None
+        near = max(speedup, 1 / speedup) - 1 < floor  # symmetric: swapping the two never changes the verdict
+        straddles = low is not None and low <= 1 <= high  # type: ignore[operator]
+        verdict: Verdict = "within_noise" if near or straddles else ("faster" if speedup > 1 else "slower")
+        return cls(speedup, low, high, verdict, floor)
+
+    @property
+    def difference(self) -> float:
+        """How much faster the faster of the two is: max(speedup, 1 / speedup) - 1."""
+        return max(self.speedup, 1 / self.speedup) - 1
+
+    @property
+    def noise(self) -> float:
+        """The largest `difference` that is still noise: the floor, or how far the interval reaches from
+        the speed-up towards 1 (on the faster one's side), whichever is larger."""
+        if self.low is None or self.high is None:
+            return self.floor
+        reach = self.speedup - self.low if self.speedup >= 1 else 1 / self.speedup - 1 / self.high
+        return max(self.floor, reach)
+
+    @property
+    def within_noise(self) -> bool:
+        return self.verdict == "within_noise"
+
+
+def compare(candidate: Timing, baseline: Timing, floor: float = NOISE_FLOOR) -> Comparison:
+    """The candidate against the baseline. The interval divides the ends of the two medians' intervals
+    (conservative: both at their 95 % ends at once is less likely than either)."""
+    low = high = None
+    if candidate.known and baseline.known:
+        low = baseline.low_ms / candidate.high_ms  # type: ignore[operator]
+        high = baseline.high_ms / candidate.low_ms  # type: ignore[operator]
+    return Comparison.of(baseline.median_ms / candidate.median_ms, low, high, floor)
+
+
+def _short(v: float) -> str:
+    return f"{v:.2f}" if v < 10 else (f"{v:.1f}" if v < 100 else f"{v:.0f}")
+
+
+def format_speedup(c: Comparison | None, compact: bool = False) -> str:
+    """'1.25× (1.20–1.31)' beyond noise, '≈1.01× (0.97–1.05)' within noise, '—' without a comparison;
+    `compact` (or an unknown interval) drops the interval."""
+    if c is None:
+        return "—"
+    text = ("≈" if c.within_noise else "") + f"{c.speedup:.2f}×"
+    if compact or c.low is None or c.high is None:
+        return text
+    return f"{text} ({_short(c.low)}–{_short(c.high)})"
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 4)
+
+
+def fields(c: Comparison | None, prefix: str = "speedup") -> dict[str, Any]:
+    """A comparison as JSON fields: PREFIX, PREFIX_low, PREFIX_high, PREFIX_verdict (all null without one)."""
+    return {prefix: _round(c.speedup) if c else None, f"{prefix}_low": _round(c.low) if c else None,
+            f"{prefix}_high": _round(c.high) if c else None, f"{prefix}_verdict": c.verdict if c else None}
+
+
+def from_fields(d: Mapping[str, Any], prefix: str = "speedup") -> Comparison | None:
+    """The comparison stored by `fields`; a document written before verdicts were stored gets the rule
+    applied to what it has (an unknown interval: the floor only)."""
+    s = _positive(d.get(prefix))
+    if s is None:
+        return None
+    low, high = _positive(d.get(f"{prefix}_low")), _positive(d.get(f"{prefix}_high"))
+    c = Comparison.of(s, low, high)
+    stored = d.get(f"{prefix}_verdict")
+    return Comparison(c.speedup, c.low, c.high, stored) if stored in VERDICTS else c
+
+
+def baseline_problem(status: str, summary: Mapping[str, Any]) -> str | None:
+    """Why a run cannot be a baseline (BASELINE_RULE), or None when it can: 'stopped after 43 steps'."""
+    steps = summary.get("steps")
+    if status != "ok":
+        return f"{status} after {steps} steps" if isinstance(steps, int) else status
+    if _positive(summary.get("median_ms")) is None:
+        return "has no measured steps"
+    measured = summary.get("measured_steps")
+    if isinstance(measured, int) and not isinstance(measured, bool) and measured < MIN_BASELINE_STEPS:
+        return f"has only {measured} measured steps (a baseline needs {MIN_BASELINE_STEPS})"
+    return None
