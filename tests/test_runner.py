@@ -162,12 +162,20 @@ def test_fast_steps_cost_the_monitor_one_interval_a_block(monkeypatch):
     from apextui.core.timing import MIN_BLOCKS, CpuClock
     from apextui.headless import JsonLinePrinter
 
+    import types
+
+    from apextui.core import timing
+
+    now = [0.0]  # the clock's time: each step takes 2 µs, whatever the machine's load
+
     class Nothing(workloads.Workload):
         units_per_step = 1
 
         def step(self, clock):
+            now[0] += 2e-6
             return None, None
 
+    monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
     monkeypatch.setattr(workloads, "build", lambda *a: Nothing())
     recorded: list[int] = []
     original = CpuClock._record
@@ -177,9 +185,9 @@ def test_fast_steps_cost_the_monitor_one_interval_a_block(monkeypatch):
     final = runner.run()
     warmup = runner.warmup
     assert final.status == "ok" and final.steps_done == 20_000
-    block = final.stats.block_steps  # set from the warm-up's steps: ~µs each, so in the thousands
-    assert block >= 100 and sum(recorded) == 20_000
-    assert len(recorded) == warmup + math.ceil((20_000 - warmup) / block) <= warmup + 2 * MIN_BLOCKS
+    block = final.stats.block_steps  # 5 ms / 2 µs = 2500, capped so that 10 blocks remain
+    assert block == (20_000 - warmup) // MIN_BLOCKS and sum(recorded) == 20_000
+    assert len(recorded) == warmup + math.ceil((20_000 - warmup) / block)
     lines = [json.loads(x) for x in out.getvalue().splitlines()]
     steps = [e for e in lines if e["event"] == "step"]
     assert len(steps) == len(recorded) and sum(e["steps"] for e in steps) == 20_000
