@@ -32,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="auto (default): CUDA when present, else CPU with the preset's small size")
     parser.add_argument("--sample-interval", type=seconds_in(*SAMPLE_INTERVAL_RANGE), default=1.0, metavar="SECONDS",
                         help="how often GPU/host metrics are sampled (default 1.0)")
+    parser.add_argument("--force", action="store_true",
+                        help="run even where the preset's memory estimate exceeds the free memory")
     parser.add_argument("--load", action="append", default=[], metavar="RESULTS.json",
                         help="TUI: add runs saved with w (or --json output) to the comparison table")
     sub = parser.add_subparsers(dest="command", metavar="{list,doctor,advise}")
@@ -126,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(json.dumps({"event": "unavailable", "preset": preset.name, "device": args.device,
                               "reason": str(exc), "fix": "use --device auto or --device cpu"}), flush=True)
             return EXIT_UNAVAILABLE
-        return headless.run(preset, device, args.steps, args.sample_interval)
+        return headless.run(preset, device, args.steps, args.sample_interval, force=args.force)
     from .ui.app import run_app
 
     return run_app(preset=preset, device=args.device, steps=args.steps, sample_interval=args.sample_interval,

@@ -58,8 +58,10 @@ def log(message: str) -> None:
     print(f"apextui: {message}", file=sys.stderr, flush=True)
 
 
-def run(preset: Preset, device: str, steps: int | None, sample_interval: float = 1.0) -> int:
-    """Run `preset` on an already resolved device; return the process exit code."""
+def run(preset: Preset, device: str, steps: int | None, sample_interval: float = 1.0, force: bool = False) -> int:
+    """Run `preset` on an already resolved device; return the process exit code. Unless `force`, a preset
+    whose memory estimate does not fit in what is free is refused (exit 2) before anything is built."""
+    from .core import memory
     from .core.availability import availability
     from .core.env import describe
 
@@ -71,6 +73,10 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
             log(f"fix: {avail.fix}")
         printer.emit(events.unavailable_event(preset, device, avail.reason, avail.fix))
         return EXIT_UNAVAILABLE
+    too_big = None if force else memory.refusal(preset, device, steps if steps is not None else preset.steps)
+    if too_big:
+        print(f"apextui: error: {too_big}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
 
     def consume(snap: Snapshot) -> None:
         entering = snap.status == "compiling" and (printer.last is None or printer.last.status != "compiling")

@@ -351,6 +351,13 @@ class ApexTuiApp(App[None]):
             fix = f"\nfix: {avail.fix}" if avail and avail.fix else ""
             self.notify(f"{name} cannot run here: {reason}{fix}", title="unavailable", severity="error", timeout=10)
             return False
+        from apextui.core.memory import refusal
+
+        too_big = refusal(preset, self.probe.device, self.steps or preset.steps)
+        if too_big:
+            self.notify(too_big.replace(", or --force to run anyway", ""), title="does not fit",
+                        severity="error", timeout=15)
+            return False
         self._run_id += 1
         bridge = RunBridge(self._run_id, self.post_message, min_interval=self.refresh_interval)
         try:

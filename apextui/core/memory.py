@@ -1,0 +1,155 @@
+"""Will a preset fit? An estimate of the memory a run takes, checked before anything is allocated.
+
+Why: presets within the size limits can still ask for more than the machine has (an optimizer of 1024 x
+Linear(2048, 2048), a Transformer with vocab 32768) and then take the host's memory for many seconds before
+failing, or get the process killed. The estimate is deliberately simple and on the high side: tensors a
+step keeps alive, counted in fp32 (autocast's half-precision copies are not subtracted), nothing for the
+allocator's caching or the framework's own working set.
+
+  parameters    P x 4 bytes; gradients the same; AdamW / FusedAdam state 2 x P x 4 (exp_avg, exp_avg_sq)
+  activations   optimizer: 2 x layers x batch x width (Linear and ReLU outputs); norm: input, output, their
+                gradients and the upstream gradient, 5 x batch x seq x hidden; transformer: 18 x batch x seq x
+                d_model a layer (norms, qkv, attention, projection, the 4x MLP, residuals) plus the logits
+                three times (logits, fp32 logits, their gradient), batch x seq x vocab each
+  data          optimizer: inputs and targets; transformer: the token pool (int64), as the workload sizes it
+  host          transformer: building the Markov chain (vocab x vocab in float32, int64 and float64, and the
+                float64 solve for its stationary distribution): about 40 x vocab^2 bytes, on the host even for
+                a CUDA run
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from .presets import Preset
+
+FIT_FRACTION = 0.9  # refuse when the estimate exceeds this share of the free memory
+SHRINK_ORDER = {  # which size keys to halve, in turn, to find a size to suggest
+    "optimizer": ("layers", "width", "batch"),
+    "norm": ("batch", "seq", "hidden"),
+    "transformer": ("batch", "vocab", "layers", "d_model", "seq"),
+}
+MAX_POOL_TOKENS = 2**23  # as workloads.transformer
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Bytes a run needs on its device (`device`), and on the host besides (`host`, transformer only)."""
+
+    parts: Mapping[str, int]  # device: params, gradients, optimizer state, activations, data
+    host: int = 0
+
+    @property
+    def device(self) -> int:
+        return sum(self.parts.values())
+
+
+def transformer_params(size: Mapping[str, int]) -> int:
+    """TinyDecoder's parameter count: embeddings, blocks, final norm and the LM head (no bias)."""
+    v, d, n, s = size["vocab"], size["d_model"], size["layers"], size["seq"]
+    block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)
+    return v * d + s * d + n * block + 2 * d + v * d
+
+
+def estimate(preset: Preset, size: Mapping[str, int], steps: int) -> Estimate:
+    """The memory a run of `preset` at `size` for `steps` steps needs (see the module's docstring)."""
+    f32 = 4
+    if preset.workload == "optimizer":
+        w, n, b = size["width"], size["layers"], size["batch"]
+        p = n * (w * w + w)
+        return Estimate({"params": p * f32, "gradients": p * f32, "optimizer state": 2 * p * f32,
+                         "activations": 2 * n * b * w * f32, "data": 2 * b * w * f32})
+    if preset.workload == "norm":
+        elems = size["batch"] * size["seq"] * size["hidden"]
+        h = size["hidden"]
+        return Estimate({"params": 2 * h * f32, "gradients": 2 * h * f32, "optimizer state": 0,
+                         "activations": 5 * elems * f32, "data": 0})
+    b, s, v, d = size["batch"], size["seq"], size["vocab"], size["d_model"]
+    p = transformer_params(size)
+    pool = max(1, min(steps, MAX_POOL_TOKENS // (b * (s + 1))))
+    return Estimate({"params": p * f32, "gradients": p * f32, "optimizer state": 2 * p * f32,
+                     "activations": (18 * size["layers"] * b * s * d + 3 * b * s * v) * f32,
+                     "data": pool * b * (s + 1) * 8},
+                    host=40 * v * v)
+
+
+def free_bytes(device: str) -> int | None:
+    """Memory free for a run now: available host memory (CPU), or free memory of the GPU (CUDA: from torch
+    where it is imported already, else NVML, so the TUI's process need not import torch); None when it
+    cannot be read."""
+    import sys
+
+    try:
+        if device == "cuda":
+            if "torch" in sys.modules:
+                torch = sys.modules["torch"]
+                return int(torch.cuda.mem_get_info()[0])
+            from .nvml import Nvml
+
+            used, total = Nvml().memory()
+            if used.value is None or total.value is None:
+                return None
+            return int((total.value - used.value) * 2**20)  # MiB
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:  # noqa: BLE001 - unknown is not an error: the run goes ahead
+        return None
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def _fits(est: Estimate, device: str, free_device: int, free_host: int | None) -> bool:
+    if device == "cpu":
+        return est.device + est.host <= FIT_FRACTION * free_device
+    host_ok = free_host is None or est.host <= FIT_FRACTION * free_host
+    return host_ok and est.device <= FIT_FRACTION * free_device
+
+
+def smaller(preset: Preset, size: Mapping[str, int], steps: int, device: str, free_device: int,
+            free_host: int | None) -> dict[str, int] | None:
+    """A size that fits, halving the workload's keys in turn (SHRINK_ORDER); None when none is found."""
+    trial = dict(size)
+    for _ in range(64):
+        if _fits(estimate(preset, trial, steps), device, free_device, free_host):
+            return trial
+        for key in SHRINK_ORDER[preset.workload]:
+            if trial[key] > 1:
+                trial[key] //= 2
+                if preset.workload == "transformer":
+                    trial["branching"] = min(trial["branching"], trial["vocab"])
+                    trial["heads"] = min(trial["heads"], trial["d_model"])
+                    while trial["d_model"] % trial["heads"]:
+                        trial["heads"] -= 1
+                break
+        else:
+            return None
+    return None
+
+
+def refusal(preset: Preset, device: str, steps: int) -> str | None:
+    """Why `preset` will not fit on `device` (one line, with the estimate and a smaller size to try), or
+    None when it fits or free memory cannot be read."""
+    table = "cpu_size" if device == "cpu" else "size"
+    size = preset.cpu_size if device == "cpu" else preset.size
+    est = estimate(preset, size, steps)
+    free_device = free_bytes(device)
+    free_host = free_bytes("cpu") if device == "cuda" else free_device
+    if free_device is None or _fits(est, device, free_device, free_host):
+        return None
+    parts = ", ".join(f"{k} {_gib(v)}" for k, v in est.parts.items() if v)
+    where = "host memory" if device == "cpu" else "GPU memory"
+    need = est.device + (est.host if device == "cpu" else 0)
+    text = (f"preset {preset.name!r} needs about {_gib(need)} of {where} ({parts}"
+            + (f", Markov chain on the host {_gib(est.host)}" if est.host else "")
+            + f") but {_gib(free_device)} is free")
+    if device == "cuda" and free_host is not None and est.host > FIT_FRACTION * free_host:
+        text += f" (and {_gib(est.host)} of host memory for the Markov chain, {_gib(free_host)} free)"
+    fit = smaller(preset, size, steps, device, free_device, free_host)
+    if fit is not None:
+        changes = ", ".join(f"{k} = {v}" for k, v in fit.items() if v != size[k])
+        text += f": try a smaller [{table}] ({changes})"
+    return text + ", or --force to run anyway"
