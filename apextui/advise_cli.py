@@ -60,12 +60,11 @@ def log(message: str) -> None:
 
 
 def _print(text: str) -> bool:
-    try:
-        sys.stdout.write(text + "\n")
-        sys.stdout.flush()
-        return True
-    except (BrokenPipeError, ValueError):
-        return False
+    """Through apextui.output: a stdout that fails raises OutputFailed, which cli.main reports and exits with."""
+    from .output import write
+
+    write(text + "\n")
+    return True
 
 
 def _output(doc: dict[str, Any], as_json: bool) -> bool:
@@ -92,8 +91,12 @@ class ProgressPrinter:
 
 def run(args: argparse.Namespace, runner_factory: Any = None) -> int:
     """`apextui advise` with parsed arguments; the exit code. `runner_factory`: tests."""
+    from .output import OutputFailed
+
     try:
         return _run(args, runner_factory)
+    except OutputFailed as exc:  # stdout full, closed, or its reader gone
+        return exc.report()
     except KeyboardInterrupt:  # before the signal handlers are in place (e.g. while torch imports)
         log("interrupted before any run started")
         return EXIT_INTERRUPTED

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from . import output
+from .signals import EXIT_INTERRUPTED, EarlySignal, early_signals, exit_on_late_signals
 from .core.env import DEVICE_CHOICES
 from .argtypes import int_in, seconds_in
 from .core.presets import MAX_STEPS
@@ -74,27 +76,45 @@ def cmd_list(as_json: bool, requested_device: str) -> int:
     for e in errors:
         print(f"apextui: warning: skipped a user preset: {e.message}", file=sys.stderr)
     if as_json:
-        print(json.dumps({"device": device, "presets": rows, "user_dir": str(user_dir()),
-                          "errors": [{"path": e.path, "message": e.message} for e in errors]}))
+        output.write(json.dumps({"device": device, "presets": rows, "user_dir": str(user_dir()),
+                                 "errors": [{"path": e.path, "message": e.message} for e in errors]}) + "\n")
         return 0
-    print(f"presets on {device}:")
+    lines = [f"presets on {device}:"]
     workload = None
     order = list(WORKLOADS)
     width = max((len(r["name"]) for r in rows), default=16)
     for r in sorted(rows, key=lambda r: order.index(r["workload"])):  # stable: shipped ones first
         if r["workload"] != workload:
             workload = r["workload"]
-            print(f"\n  {workload}")
+            lines.append(f"\n  {workload}")
         mark = "available" if r["available"] else f"unavailable: {r['reason']}"
         user = f" (user: {r['path']})" if r["source"] == "user" else ""
-        print(f"    {r['name']:<{width}} {mark}{user}")
+        lines.append(f"    {r['name']:<{width}} {mark}{user}")
     if errors:
-        print(f"\n  {len(errors)} user preset file{'s' if len(errors) != 1 else ''} in {user_dir()} could not "
-              "be loaded (see stderr)")
+        lines.append(f"\n  {len(errors)} user preset file{'s' if len(errors) != 1 else ''} in {user_dir()} could not "
+                     "be loaded (see stderr)")
+    output.write("\n".join(lines) + "\n")
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Every exit path: a stdout that cannot be written and a signal before the run's own handlers are in
+    place (e.g. Ctrl-C while torch imports) end with their documented code, never a traceback."""
+    with early_signals() as early:
+        try:
+            code = _main(argv)
+        except output.OutputFailed as exc:
+            code = exc.report()
+        except EarlySignal as exc:
+            code = early.finish(exc)
+        except KeyboardInterrupt:  # SIGINT with our handler not (or no longer) installed
+            code = EXIT_INTERRUPTED
+    if argv is None:  # the program itself, not a test calling main([...]): shutdown comes next
+        exit_on_late_signals()
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "list":
         return cmd_list(args.json, args.device)
@@ -125,8 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             device = resolve_device(args.device)
         except DeviceUnavailable as exc:
             headless.log(str(exc))
-            print(json.dumps({"event": "unavailable", "preset": preset.name, "device": args.device,
-                              "reason": str(exc), "fix": "use --device auto or --device cpu"}), flush=True)
+            output.write(json.dumps({"event": "unavailable", "preset": preset.name, "device": args.device,
+                                     "reason": str(exc), "fix": "use --device auto or --device cpu"}) + "\n")
             return EXIT_UNAVAILABLE
         return headless.run(preset, device, args.steps, args.sample_interval, force=args.force)
     from .ui.app import run_app

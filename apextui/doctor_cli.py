@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from typing import TextIO
@@ -138,11 +139,14 @@ def run(as_json: bool, color: bool | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the probe itself failed
         print(f"apextui doctor: the probe could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    from . import output
+
     if as_json:
-        sys.stdout.write(report.to_json() + "\n")
-    else:
-        print_human(report, sys.stdout, use_color(sys.stdout, color))
-    sys.stdout.flush()
+        output.write(report.to_json() + "\n")
+    else:  # rendered whole, then written through apextui.output (a full disk or gone reader: a clean exit)
+        buffer = io.StringIO()
+        print_human(report, buffer, sys.stdout is not None and use_color(sys.stdout, color))
+        output.write(buffer.getvalue())
     return 0
 
 
@@ -151,7 +155,12 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Which NVIDIA Apex fused kernels work here, and why not.")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
-    return run(as_json=args.json)
+    from .output import OutputFailed
+
+    try:
+        return run(as_json=args.json)
+    except OutputFailed as exc:
+        return exc.report()
 
 
 if __name__ == "__main__":

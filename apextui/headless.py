@@ -7,8 +7,9 @@ import signal
 import sys
 import threading
 from dataclasses import replace
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
+from . import output
 from .core import events
 from .core.presets import Preset
 from .core.runner import Runner, Snapshot
@@ -20,11 +21,13 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 class JsonLinePrinter:
     """Consumes snapshots in order and prints one JSON object a line; the `end` line exactly once."""
 
-    def __init__(self, out: TextIO | None = None) -> None:
-        self.out = out  # None: whatever sys.stdout is when printing
+    def __init__(self, out: TextIO | None = None, on_broken: Callable[[], None] | None = None) -> None:
+        self.out = out  # None: whatever sys.stdout is when printing (through apextui.output)
+        self.on_broken = on_broken  # called once when stdout fails: the run stops rather than train unread
         self.lock = threading.Lock()
         self.ended = False
         self.broken = False
+        self.failure: output.OutputFailed | None = None
         self._setup_done = False
         self.last: Snapshot | None = None
 
@@ -33,13 +36,19 @@ class JsonLinePrinter:
             if self.broken or self.ended:
                 return
             try:
-                out = self.out or sys.stdout
-                out.write(json.dumps(obj) + "\n")
-                out.flush()
-            except (BrokenPipeError, ValueError):  # reader went away (e.g. `| head`)
+                if self.out is None:
+                    output.write(json.dumps(obj) + "\n")
+                else:
+                    self.out.write(json.dumps(obj) + "\n")
+                    self.out.flush()
+            except output.OutputFailed as exc:  # reader went away (`| head`), disk full, stdout closed
+                self.broken, self.failure = True, exc
+            except (BrokenPipeError, ValueError):
                 self.broken = True
             if obj.get("event") == "end":
                 self.ended = True
+        if self.broken and self.on_broken is not None:
+            self.on_broken()
 
     def __call__(self, snap: Snapshot) -> None:
         self.last = snap
@@ -72,7 +81,7 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
         if avail.fix:
             log(f"fix: {avail.fix}")
         printer.emit(events.unavailable_event(preset, device, avail.reason, avail.fix))
-        return EXIT_UNAVAILABLE
+        return printer.failure.report() if printer.failure is not None else EXIT_UNAVAILABLE
     too_big = None if force else memory.refusal(preset, device, steps if steps is not None else preset.steps)
     if too_big:
         print(f"apextui: error: {too_big}", file=sys.stderr, flush=True)
@@ -84,10 +93,16 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
             log(f"compiling {preset.name} (torch.compile / CUDA-graph capture; not part of the measured steps)…")
         printer(snap)
 
-    runner = Runner(preset, device, consume, steps=steps, sample_interval=sample_interval)
-    printer.emit(events.start_event(preset, device, runner.steps, runner.warmup, describe(device)))
-    if device == "cpu":
-        log(f"running {preset.name} on CPU with its small size {dict(preset.cpu_size)}")
+    runner: Runner | None = None
+    stop_early = threading.Event()  # a signal before the Runner exists
+
+    def stop() -> None:
+        stop_early.set()
+        if runner is not None:
+            runner.stop()
+
+    printer.on_broken = stop
+
     def first(signum: int) -> None:
         again = "Ctrl-C again" if signum == signal.SIGINT else "another signal"
         if printer.last is not None and printer.last.status == "compiling":  # it cannot be cut short
@@ -95,17 +110,28 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
                 f"({again} to quit at once)")
         else:
             log(f"{SIGNAL_WORD[signum]}: stopping after the current step ({again} to quit at once)")
-        runner.stop()
+        stop()
 
     def again(signum: int) -> None:
+        error = f"{SIGNAL_WORD[signum]} twice"
         if printer.last is not None:  # what was measured so far is still reported
-            printer.emit(events.end_event(replace(printer.last, status="stopped", new_steps=(),
-                                                  error=f"{SIGNAL_WORD[signum]} twice")))
-        sys.stdout.flush()
+            printer.emit(events.end_event(replace(printer.last, status="stopped", new_steps=(), error=error)))
+        else:  # before the first snapshot (e.g. while the workload is built): an end line, no figures
+            printer.emit({"event": "end", "status": "stopped", "error": error, "summary": None})
 
+    # handlers first: from the `start` line on, every signal leads to an `end` line
     with StopOnSignals(first, again) as signals:
-        runner.run()  # trains in this (main) thread; the first signal stops it after the current step
+        runner = Runner(preset, device, consume, steps=steps, sample_interval=sample_interval)
+        if stop_early.is_set():
+            runner.stop()
+        printer.emit(events.start_event(preset, device, runner.steps, runner.warmup, describe(device)))
+        if device == "cpu":
+            log(f"running {preset.name} on CPU with its small size {dict(preset.cpu_size)}")
+        if not printer.broken:
+            runner.run()  # trains in this (main) thread; the first signal stops it after the current step
     result = runner.result
+    if printer.failure is not None:
+        return printer.failure.report()
     if printer.broken:
         return EXIT_FAILED
     if signals.count or (result is not None and result.status == "stopped"):

@@ -5,6 +5,7 @@ KeyboardInterrupt, so nothing is interrupted half-way."""
 from __future__ import annotations
 
 import os
+import sys
 import signal
 from typing import Any, Callable
 
@@ -41,3 +42,53 @@ class StopOnSignals:
     def __exit__(self, *exc: Any) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+
+class EarlySignal(BaseException):
+    """Raised by the handler `early_signals` installs: a signal came before a front end installed its own."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.exit_code = SIGNAL_EXIT.get(signum, EXIT_INTERRUPTED)
+
+
+class early_signals:
+    """From the first line of `main()`: SIGINT/SIGTERM raise EarlySignal (a BaseException, so no `except
+    Exception` swallows it), which main turns into 130/143 with one line on stderr instead of a
+    KeyboardInterrupt traceback from inside an import. StopOnSignals replaces it while work runs."""
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        raise EarlySignal(signum)
+
+    def __enter__(self) -> "early_signals":
+        self._previous = {sig: signal.signal(sig, self._handle) for sig in SIGNAL_EXIT}
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def finish(self, exc: EarlySignal) -> int:
+        try:
+            print(f"apextui: {SIGNAL_WORD.get(exc.signum, 'interrupted')}", file=sys.stderr, flush=True)
+        except (OSError, ValueError, AttributeError):
+            pass
+        return exc.exit_code
+
+
+def exit_on_late_signals() -> None:
+    """After main() returned, while the interpreter shuts down (atexit, joining threads): a signal exits with
+    its code at once, instead of "Exception ignored in atexit callback ... KeyboardInterrupt"."""
+
+    def _handle(signum: int, frame: Any) -> None:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(SIGNAL_EXIT.get(signum, EXIT_INTERRUPTED))
+
+    for sig in SIGNAL_EXIT:
+        signal.signal(sig, _handle)
