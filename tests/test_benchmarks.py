@@ -110,7 +110,7 @@ def test_overhead_blocks_runs_every_mode_on_cpu(tmp_path):
 
 def test_overhead_blocks_training_cpu_counts_the_steps_not_the_runner_setup(monkeypatch):
     """A monitored block's training-thread CPU a step covers its steps only: 0.6 s of CPU burnt in the
-    Runner's setup must not show (in session 4 the setup added 4 % to 10-step blocks on the H200)."""
+    Runner's setup must not show (on the H200, 2026-11-30, the setup added 4 % to 10-step blocks)."""
     import time
 
     ob = load("overhead_blocks")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drive the apextui TUI headless, run a preset for real, save an SVG screenshot mid-run.
 
-Meant for a GPU machine without a terminal (e.g. over the device tool):
+Meant for a GPU machine without a terminal (e.g. over a non-interactive SSH command):
 
     python tools/tui_screenshot.py --out docs/tui-fused_amp-h200.svg
 
