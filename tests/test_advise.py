@@ -438,7 +438,7 @@ def test_apex_fingerprint_without_importing_apex():
 
 # ---- the CLI -------------------------------------------------------------------------------------
 def check_schema(doc: dict) -> None:
-    """The documented `apextui advise --json` schema (README)."""
+    """The documented `apextui advise --json` schema (docs/advise.md)."""
     assert doc["kind"] == "apextui-advice" and doc["schema"] == 1
     assert doc["status"] in ("complete", "partial") and isinstance(doc["reused"], bool)
     assert isinstance(doc["measured_at"], str) and isinstance(doc["measured_at_unix"], NUM)
