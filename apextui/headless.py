@@ -31,36 +31,44 @@ class JsonLinePrinter:
         self._setup_done = False
         self.last: Snapshot | None = None
 
-    def emit(self, obj: dict[str, Any]) -> None:
+    def emit(self, *objs: dict[str, Any]) -> None:
+        """Print `objs`, one line each, in one write: a snapshot's step lines cost the delivery thread one
+        system call (each call lets the training thread's next CUDA call wait on the GIL)."""
+        if not objs:
+            return
         with self.lock:
             if self.broken or self.ended:
                 return
+            if any(obj.get("event") == "end" for obj in objs):  # nothing after the end line
+                objs = objs[:next(i for i, obj in enumerate(objs) if obj.get("event") == "end") + 1]
+            text = "".join(json.dumps(obj) + "\n" for obj in objs)
             try:
                 if self.out is None:
-                    output.write(json.dumps(obj) + "\n")
+                    output.write(text)
                 else:
-                    self.out.write(json.dumps(obj) + "\n")
+                    self.out.write(text)
                     self.out.flush()
             except output.OutputFailed as exc:  # reader went away (`| head`), disk full, stdout closed
                 self.broken, self.failure = True, exc
             except (BrokenPipeError, ValueError):
                 self.broken = True
-            if obj.get("event") == "end":
+            if objs[-1].get("event") == "end":
                 self.ended = True
         if self.broken and self.on_broken is not None:
             self.on_broken()
 
     def __call__(self, snap: Snapshot) -> None:
         self.last = snap
+        lines: list[dict[str, Any]] = []
         if snap.info is not None and not self._setup_done:
             self._setup_done = True
-            self.emit(events.setup_event(snap.info))
+            lines.append(events.setup_event(snap.info))
         if snap.new_steps:
             monitor = events.monitor_fields(snap.monitor)
-            for rec in snap.new_steps:
-                self.emit(events.step_event(rec, monitor))
+            lines.extend(events.step_event(rec, monitor) for rec in snap.new_steps)
         if snap.finished:
-            self.emit(events.end_event(snap))
+            lines.append(events.end_event(snap))
+        self.emit(*lines)
 
 
 def log(message: str) -> None:

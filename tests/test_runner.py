@@ -74,19 +74,22 @@ def test_stop_from_another_thread_is_prompt_and_keeps_what_was_measured():
 
 
 def test_a_slow_consumer_does_not_hold_up_training():
+    """The consumer blocks until training has finished: training must not wait for it."""
+    release = threading.Event()
     deliveries = []
 
     def slow(s: Snapshot) -> None:
         deliveries.append(time.monotonic())
-        time.sleep(0.3)
+        release.wait(120)
 
     snaps: list[Snapshot] = []
     runner = Runner(presets.resolve("layernorm"), "cpu", lambda s: (snaps.append(s), slow(s)),
                     steps=400).start()
     runner._train.join(60)
     train_done = time.monotonic()
-    assert not runner._train.is_alive()
-    assert runner._deliver.is_alive(), "training should finish while the slow consumer still has a backlog"
+    assert not runner._train.is_alive(), "training waited for a consumer that was still busy"
+    assert runner._deliver.is_alive(), "the consumer still has a backlog"
+    release.set()
     assert runner.join(timeout=120)
     assert deliveries[-1] > train_done
     assert steps_of(snaps) == list(range(1, 401))  # and nothing is lost

@@ -2,7 +2,7 @@
 
 Threads: the *training* thread (the caller's with `Runner.run()`, which the headless front end and the
 TUI's worker process use; a background one with `Runner.start()`) only trains, records step events and hands
-finished step records over in batches (at most ~10 times a second); a
+finished step records over in batches (at most 4 times a second); a
 *delivery* thread turns them into `Snapshot`s (statistics, latest monitor
 reading) and calls the consumer's callback, so a slow consumer never holds up
 training; a `Sampler` thread reads NVML/psutil at a fixed interval.
@@ -27,7 +27,11 @@ from .sampler import MonitorReading, Sampler
 from .stats import Stats, StepStats
 from .timing import StepRecord
 
-HARVEST_INTERVAL_S = 0.1
+# How often the training thread hands finished steps over. Each hand-over wakes the delivery thread, which
+# then holds the GIL (statistics, a snapshot, the consumer's JSON lines or pickle) while the training
+# thread's next CUDA call waits for it: on a host-bound step every wake-up is time the user's loop does not
+# spend. The TUI redraws at most twice a second (ui/app.py REFRESH_S): four hand-overs a second keep it fresh.
+HARVEST_INTERVAL_S = 0.25
 TERMINAL = ("ok", "stopped", "failed")
 # An fp16 run (GradScaler) fails once this many steps in a row were skipped: each skip halves the loss
 # scale, so 20 in a row take the default 2**16 down to 2**-4 -- gradients that overflow fp16 even then
@@ -199,6 +203,31 @@ def release_memory(device: str) -> None:
         pass
 
 
+class FrozenHeap:
+    """`gc.freeze()` for the measured steps, undone after them (Python docs, `gc.freeze`).
+
+    Why: the objects a workload's set-up just made (the model's modules, torch.compile's graphs) are young, and
+    the first collections after set-up walk all of them. A user's bare loop allocates and frees in balance and
+    triggers no collection; the monitor keeps a few records and snapshots alive for a moment and does, so that
+    walk (milliseconds, holding the GIL in whichever thread triggers it) would be the monitor's cost, charged
+    to the steps. Frozen, a collection walks only what was allocated since. A process that froze its heap
+    itself (the TUI app) is left as it is."""
+
+    def __init__(self) -> None:
+        self.frozen = False
+
+    def __enter__(self) -> "FrozenHeap":
+        if gc.get_freeze_count() == 0 and gc.isenabled():
+            gc.freeze()
+            self.frozen = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.frozen:
+            gc.unfreeze()  # the workload's objects are collectable again once the run lets go of them
+            self.frozen = False
+
+
 class RunControl:
     """Stop and wait, alike for a run in this process (`Runner`) and in a worker (`ProcessRunner`): each
     sets `_stop` (an Event the training loop polls) and `_finished` (set once the final snapshot is out)."""
@@ -247,6 +276,7 @@ class Runner(RunControl):
         self._train = threading.Thread(target=self._train_loop, name="apextui-train")
         self._deliver = threading.Thread(target=self._delivery_loop, name="apextui-deliver")
         self._t0 = 0.0
+        self._step = 0  # the step being trained: a failure names it
         self.result: Snapshot | None = None
 
     # ---- control -------------------------------------------------------------------------
@@ -296,42 +326,19 @@ class Runner(RunControl):
         """Build the workload and train; every finished step goes to the inbox. Returns (status, error)."""
         status, error = "ok", None
         clock = None
-        step = 0
+        self._step = 0
         try:
             info, workload, clock = self._setup()
             guard = LossGuard(info.uses_grad_scaler)
             self._inbox.put(("info", info))
-            clock.start()
-            next_harvest = time.perf_counter() + HARVEST_INTERVAL_S
-            for step in range(1, self.steps + 1):
-                if self._stop.is_set():
-                    status = "stopped"
-                    break
-                loss, scale = workload.step(clock)
-                clock.end_step(step, loss, scale)
-                now = time.perf_counter()
-                if now >= next_harvest:
-                    next_harvest = now + HARVEST_INTERVAL_S
-                    records = clock.harvest()
-                    if records:
-                        self._inbox.put(("steps", records))
-                        problem = guard.check(records)
-                        if problem:
-                            status, error = "failed", problem
-                            break
-            clock.close()  # a run stopped inside a block: its steps so far are one interval
-            records = clock.harvest(wait=True)
-            if records:
-                self._inbox.put(("steps", records))
-                problem = guard.check(records)
-                if problem and status != "failed":
-                    status, error = "failed", problem
+            with FrozenHeap():
+                status, error = self._measured_steps(workload, clock, guard)
             if status == "ok" and self.analyse:  # extra steps, after the measured ones: never in the stats
                 self._inbox.put(("status", "profiling"))
                 self._inbox.put(("probe", probe_after_run(workload, self.device, self.profile_steps,
                                                           getattr(workload, "work", None) is not None)))
         except BaseException as exc:  # noqa: BLE001 - report, never lose what was measured
-            status, error = "failed", describe_failure(exc, step, self.device)
+            status, error = "failed", describe_failure(exc, self._step, self.device)
             self._inbox.put(("traceback", traceback.format_exc()))
             if clock is not None:
                 try:
@@ -340,6 +347,38 @@ class Runner(RunControl):
                         self._inbox.put(("steps", records))
                 except BaseException:  # noqa: BLE001
                     pass
+        return status, error
+
+    def _measured_steps(self, workload: Any, clock: Any, guard: LossGuard) -> tuple[str, str | None]:
+        """Warm-up and measured steps, then the final harvest; (status, error). `self._step` follows the
+        loop, so that a failure names its step."""
+        status, error = "ok", None
+        clock.start()
+        next_harvest = time.perf_counter() + HARVEST_INTERVAL_S
+        for step in range(1, self.steps + 1):
+            if self._stop.is_set():
+                status = "stopped"
+                break
+            self._step = step
+            loss, scale = workload.step(clock)
+            clock.end_step(step, loss, scale)
+            now = time.perf_counter()
+            if now >= next_harvest:
+                next_harvest = now + HARVEST_INTERVAL_S
+                records = clock.harvest()
+                if records:
+                    self._inbox.put(("steps", records))
+                    problem = guard.check(records)
+                    if problem:
+                        status, error = "failed", problem
+                        break
+        clock.close()  # a run stopped inside a block: its steps so far are one interval
+        records = clock.harvest(wait=True)
+        if records:
+            self._inbox.put(("steps", records))
+            problem = guard.check(records)
+            if problem and status != "failed":
+                status, error = "failed", problem
         return status, error
 
     def _build_workload(self, size: Mapping[str, int]) -> Any:
