@@ -402,6 +402,27 @@ def test_bad_settings_are_refused():
 
 
 # ---- store and reuse ----------------------------------------------------------------------------
+def test_a_store_that_is_a_fifo_or_too_big_is_a_note_and_is_replaced(tmp_path):
+    import os
+
+    from apextui.core import files
+
+    fifo, huge = tmp_path / "fifo.json", tmp_path / "huge.json"
+    os.mkfifo(fifo)  # an ordinary open() would block forever
+    with huge.open("wb") as f:
+        f.truncate(files.DATA_LIMIT + 1)
+    assert advise.load_store(fifo) == ({}, f"stored advice is unreadable ({fifo}: not a regular file (a FIFO); "
+                                           "a stored advice file must be a regular file)")
+    entries, note = advise.load_store(huge)
+    assert entries == {} and f"{huge}: too large for a stored advice file" in note
+    got, why = advise.find_reusable(ENV, ("optimizer",), path=fifo)
+    assert got is None and "not a regular file" in why
+    a, _ = advisor({"adamw": [3.0], "adamw_fused": [1.3], "fused_adam": [1.1], "adamw_capturable_graph": [2.0]},
+                   availability_fn=cpu_availability, repeats=1)
+    advise.store(a.run(), fifo)  # the FIFO is replaced by a good store
+    assert advise.load_store(fifo)[1] is None and advise.load_store(fifo)[0]
+
+
 def test_store_is_atomic_and_reuse_needs_the_same_environment(tmp_path):
     path = tmp_path / "advice.json"
     a, _ = advisor({"adamw": [3.0], "adamw_fused": [1.3], "fused_adam": [1.1], "adamw_capturable_graph": [2.0]},

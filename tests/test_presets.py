@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import tomllib
 from pathlib import Path
 
@@ -384,3 +385,54 @@ def test_a_user_folder_that_is_a_file_is_reported(tmp_path: Path, monkeypatch):
 def test_a_key_with_a_newline_keeps_the_message_on_one_line(tmp_path: Path):
     message = rejected(tmp_path, '"a\\nb" = 1\n' + GOOD)
     assert "field 'a\\nb': unknown field" in message
+
+
+# ---- paths that are not regular files, and files that are too big (issue 15, section 2) ---------------
+
+
+def test_a_preset_path_that_is_a_fifo_or_a_device_is_refused_at_once(tmp_path: Path):
+    fifo = tmp_path / "f.toml"
+    os.mkfifo(fifo)  # no writer: an ordinary open() would block forever
+    with pytest.raises(PresetError, match=r"f\.toml: not a regular file \(a FIFO\); a preset file must be a regular"):
+        presets.resolve(str(fifo))
+    with pytest.raises(PresetError, match=r"^/dev/null: not a regular file \(a character device\)"):
+        presets.load_file("/dev/null")
+
+
+def test_a_sparse_preset_file_over_the_limit_is_refused(tmp_path: Path):
+    path = tmp_path / "huge.toml"
+    with path.open("wb") as f:
+        f.truncate(presets.MAX_FILE_BYTES * 1024)  # 1 GiB that takes no disk and is never read
+    with pytest.raises(PresetError, match=rf"too large for a preset file \({presets.MAX_FILE_BYTES * 1024} bytes; "
+                                          rf"at most {presets.MAX_FILE_BYTES} bytes allowed\)"):
+        presets.load_file(path)
+
+
+def test_the_user_folder_skips_and_reports_what_is_not_a_regular_file(user_dir: Path):
+    (user_dir / "tiny.toml").write_text(GOOD)
+    os.mkfifo(user_dir / "pipe.toml")
+    (user_dir / "folder.toml").mkdir()
+    found, errors = presets.load_all()
+    assert [p.name for p in found][-1] == "tiny"
+    assert [(Path(e.path).name, e.message) for e in errors] == [
+        ("folder.toml", f"{user_dir / 'folder.toml'}: is a directory, not a preset file"),
+        ("pipe.toml", f"{user_dir / 'pipe.toml'}: not a regular file (a FIFO); a preset file must be a regular file"),
+    ]
+    # by name: the FIFO's own error, not 'unknown preset'; an unknown name still lists the good ones
+    with pytest.raises(PresetError, match="pipe.toml: not a regular file"):
+        presets.resolve("pipe")
+    with pytest.raises(PresetError, match=r"unknown preset 'nope'; choose one of: .*tiny, or give"):
+        presets.resolve("nope")
+
+
+def test_any_exception_while_parsing_is_a_preset_error(tmp_path: Path, monkeypatch):
+    """load_file is total: an error parse() never expected is still the file's, on one line."""
+    path = tmp_path / "p.toml"
+    path.write_text(GOOD)
+
+    def broken(*a, **kw):
+        raise RuntimeError("something\nunforeseen")
+
+    monkeypatch.setattr(presets, "parse", broken)
+    with pytest.raises(PresetError, match=r"p\.toml: not a usable preset \(RuntimeError: something unforeseen\)$"):
+        presets.load_file(path)

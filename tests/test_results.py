@@ -182,7 +182,7 @@ START = b'{"event": "start", "preset": "p", "workload": "norm", "variant": "laye
 
 
 @pytest.mark.parametrize("make, needle", [
-    (None, "no such file"),
+    (None, "no such results file"),
     (b"", "empty file"),
     (b"  \n\t\n", "empty file"),
     (b"\xff\xfe{\x00", "not UTF-8 text (byte 0)"),
@@ -206,6 +206,18 @@ START = b'{"event": "start", "preset": "p", "workload": "norm", "variant": "laye
     (START + b'{"event": "end", "status": "ok", "summary": 3}\n', "line 2: 'summary' must be an object"),
     (b'{"event": "start"}\n[1]\n', "line 2: not an apextui event"),
     (b'{"event": "start", "preset": "p"}\n{"event": "end", "status": "ok"}\n', "line 2: missing field 'workload'"),
+    # issue 15 §3: the schema is an integer, a file without runs is an error, and so is JSON Python refuses
+    (json.dumps({**DOC, "schema": "2", "runs": []}).encode(), "field 'schema': got '2'; must be an integer from 1 to 1"),
+    (json.dumps({**DOC, "schema": True, "runs": []}).encode(), "field 'schema': got True; must be an integer"),
+    (json.dumps({**DOC, "schema": 0, "runs": []}).encode(), "field 'schema': got 0; must be an integer"),
+    (json.dumps({"kind": "apextui-results", "runs": []}).encode(), "field 'schema': missing; must be an integer"),
+    (json.dumps({**DOC, "runs": []}).encode(), "no finished runs in this file"),
+    (START, "no finished runs: `apextui --json` output with no `start` line followed by an `end` line"),
+    (b'{"event": "step", "step": 1}\n' * 3, "no finished runs"),
+    (b'{"kind": "apextui-results", "schema": 1, "runs": [' + b"1" * 5000 + b"]}",
+     "not an apextui results file: a JSON value Python cannot read (Exceeds the limit (4300 digits)"),
+    (START + b'{"event": "end", "status": "ok", "summary": {"steps": ' + b"9" * 5000 + b"}}\n",
+     "line 2: a JSON value Python cannot read (Exceeds the limit"),
 ])
 def test_broken_results_files_raise_results_error_with_path_and_reason(tmp_path: Path, make, needle):
     path = tmp_path / "results.json"
@@ -231,6 +243,53 @@ def test_headless_output_loads(tmp_path: Path):
 def test_a_folder_is_not_a_results_file(tmp_path: Path):
     with pytest.raises(ResultsError, match="is a directory"):
         load_results(tmp_path)
+
+
+def test_a_results_file_with_a_utf8_bom_loads(tmp_path: Path):  # as preset files with a BOM do
+    path = tmp_path / "bom.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(results.results_document(ROWS_A)).encode())
+    assert [r.median_ms for r in load_results(path)] == [r.median_ms for r in ROWS_A]
+    lines = tmp_path / "bom.jsonl"
+    lines.write_bytes(b"\xef\xbb\xbf" + START + b'{"event": "end", "status": "ok", "summary": {"median_ms": 2.0}}\n')
+    assert [r.median_ms for r in load_results(lines)] == [2.0]
+
+
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+def _sparse(path: Path) -> Path:  # one byte over the limit, without writing 64 MiB
+    with path.open("wb") as f:
+        f.truncate(results.MAX_RESULTS_BYTES + 1)
+    return path
+
+
+@pytest.mark.parametrize("make, needle", [
+    (_fifo, "not a regular file (a FIFO); a results file must be a regular file"),
+    (lambda p: Path(os.devnull), "/dev/null: not a regular file (a character device)"),
+    (lambda p: p.parent, "is a directory, not a results file"),
+    (_sparse, f"too large for a results file ({64 * 2**20 + 1} bytes; at most {64 * 2**20} bytes allowed)"),
+])
+def test_only_a_regular_file_of_sane_size_is_read(tmp_path: Path, make, needle):
+    """A FIFO would block the read forever, a device can be endless, a huge file fills memory."""
+    path = make(tmp_path / "r.json")
+    with pytest.raises(ResultsError) as info:
+        load_results(path)
+    assert str(info.value).startswith(f"{path}: ") and needle in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_any_exception_while_parsing_is_a_results_error(tmp_path: Path, monkeypatch):
+    """The loader is total: whatever the parser trips over (here an error it never expected) is the file's."""
+    path = saved(tmp_path / "r.json")
+
+    def broken(*a, **kw):
+        raise RuntimeError("something\nunforeseen")
+
+    monkeypatch.setattr(results, "_row", broken)
+    with pytest.raises(ResultsError, match=r"not an apextui results file \(RuntimeError: something unforeseen\)$"):
+        load_results(path)
 
 
 def test_results_error_is_a_value_error():  # callers that catch ValueError keep working

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from apextui.core import roofline
+from apextui.core import files, roofline
 from apextui.core.roofline import (
     Achieved, Ceilings, CeilingsUnavailable, Probe, Work, achieved, analyse_run, busy_from, classify,
     get_ceilings, norm_work, optimizer_work, transformer_work, work_per_step,
@@ -253,6 +254,30 @@ def test_a_corrupt_cache_file_is_replaced(tmp_path: Path, content):
     assert m.calls == 1 and c.cached is False and "corrupt" in c.note
     assert json.loads(path.read_text())["ceilings"]["cpu|A"]["copy_gb_s"] == 100.0
     assert get_ceilings("cpu", path=path, key="cpu|A", measure=m).cached is True
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _sparse(path: Path) -> None:  # over the 64 MiB limit without writing it
+    with path.open("wb") as f:
+        f.truncate(files.DATA_LIMIT + 1)
+
+
+@pytest.mark.parametrize("make, needle", [
+    (_fifo, "not a regular file (a FIFO); a cache file must be a regular file"),
+    (_sparse, f"too large for a cache file ({files.DATA_LIMIT + 1} bytes"),
+])
+def test_a_cache_that_is_not_a_regular_file_or_too_big_is_measured_again(tmp_path: Path, make, needle):
+    path = tmp_path / "ceilings.json"
+    make(path)
+    entries, note = roofline.load_cache(path)
+    assert entries == {} and needle in note and "\n" not in note
+    m = Measurer()
+    c = get_ceilings("cpu", path=path, key="cpu|A", measure=m)
+    assert m.calls == 1 and c.cached is False and needle in c.note
+    assert get_ceilings("cpu", path=path, key="cpu|A", measure=m).cached is True  # replaced by a good cache
 
 
 @pytest.mark.parametrize("entry", [

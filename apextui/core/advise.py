@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from . import files
 from .atomic import write_atomic
 from .compare import NOISE_FLOOR, NOISE_RULE, Comparison, Timing, compare, fields, format_speedup, from_fields, \
     timing_from_runs, timing_from_summary
@@ -664,21 +665,25 @@ def apex_fingerprint() -> str:
 
 
 def _git_head(repo: Path) -> str | None:
+    """The commit checked out in Apex's source tree (an editable install), or None; never raises."""
     git = repo / ".git"
+
+    def read(path: Path) -> str:
+        return files.read_text(path, files.DATA_LIMIT, "git file")
+
     try:
-        head = (git / "HEAD").read_text(encoding="utf-8").strip()
+        head = read(git / "HEAD").strip()
         if head.startswith("ref: "):
             ref = head[5:]
             path = git / ref
             if path.is_file():
-                return path.read_text(encoding="utf-8").strip()
-            packed = (git / "packed-refs").read_text(encoding="utf-8")
-            for line in packed.splitlines():
+                return read(path).strip()
+            for line in read(git / "packed-refs").splitlines():
                 if line.endswith(" " + ref):
                     return line.split()[0]
             return None
         return head or None
-    except OSError:
+    except (OSError, files.UnreadableFile):
         return None
 
 
@@ -718,14 +723,14 @@ def load_store(path: Path | None = None) -> tuple[dict[str, Any], str | None]:
     """The stored advice documents by environment key, and a note if the file was unreadable; never raises."""
     path = path or advice_file()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(files.read_text(path, files.DATA_LIMIT, "stored advice file"))
         entries = data["advice"]
         if not isinstance(entries, dict):
             raise TypeError("'advice' is not an object")
-    except FileNotFoundError:
-        return {}, None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        return {}, f"stored advice {path} is unreadable ({type(exc).__name__}: {exc})"
+    except files.UnreadableFile as exc:
+        return {}, None if exc.missing else f"stored advice is unreadable ({exc})"
+    except Exception as exc:  # noqa: BLE001 - never raises: a bad store is only a note
+        return {}, f"stored advice {path} is unreadable ({type(exc).__name__}: {files.one_line(exc)})"
     return entries, None
 
 

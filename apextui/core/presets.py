@@ -23,6 +23,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
+from . import files
+
 # workload -> variant -> Apex features the variant needs
 WORKLOADS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType({
     "optimizer": MappingProxyType({
@@ -68,7 +70,7 @@ TOP_KEYS = {
 }
 
 MAX_STEPS = 10_000_000  # also the largest `--steps`
-MAX_FILE_BYTES = 1 << 20  # a preset file is a few hundred bytes; anything over 1 MiB is not one
+MAX_FILE_BYTES = files.PRESET_LIMIT  # a preset file is a few hundred bytes; anything over 1 MiB is not one
 MAX_DESCRIPTION = 1000  # characters
 
 # top-level integer fields: (smallest, largest) allowed, both inclusive. warmup must also be < steps.
@@ -216,7 +218,7 @@ def resolve(name_or_path: str) -> Preset:
     if path.is_file():
         return load_file(path)
     mine = user_dir() / f"{name_or_path}.toml"
-    if name_or_path and not name_or_path.startswith(".") and mine.is_file():
+    if name_or_path and not name_or_path.startswith(".") and os.path.lexists(mine):  # a FIFO too: load_file says so
         return load_file(mine)
     known = ", ".join(p.name for p in load_all()[0])
     raise PresetError(f"unknown preset {name_or_path!r}; choose one of: {known}, or give a path to a .toml file")
@@ -226,20 +228,9 @@ def load_file(path: str | Path) -> Preset:
     """Read and validate one preset file; any problem raises PresetError (never another exception)."""
     path = Path(path)
     try:
-        with path.open("rb") as fh:
-            raw = fh.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise PresetError(f"{path}: no such preset file") from None
-    except IsADirectoryError:
-        raise PresetError(f"{path}: is a directory, not a preset file") from None
-    except (OSError, ValueError) as exc:  # ValueError: e.g. a NUL byte in the path
-        raise PresetError(f"{path}: cannot read: {exc}") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise PresetError(f"{path}: too large for a preset file (over {MAX_FILE_BYTES} bytes)")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise PresetError(f"{path}: not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
+        text = files.read_text(path, MAX_FILE_BYTES, "preset file")
+    except files.UnreadableFile as exc:
+        raise PresetError(str(exc)) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -247,8 +238,19 @@ def load_file(path: str | Path) -> Preset:
     except RecursionError:
         raise PresetError(f"{path}: not valid TOML for a preset: arrays or tables nested too deeply") from None
     except ValueError as exc:  # e.g. an integer literal with thousands of digits
-        raise PresetError(f"{path}: not valid TOML for a preset: {exc}") from None
-    return parse(data, name=path.stem, path=str(path))
+        raise PresetError(f"{path}: not valid TOML for a preset: {files.one_line(exc)}") from None
+    except Exception as exc:  # noqa: BLE001 - a loader is total: whatever the parser trips over is the file's fault
+        raise PresetError(f"{path}: not valid TOML for a preset ({_why(exc)})") from None
+    try:
+        return parse(data, name=path.stem, path=str(path))
+    except PresetError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - likewise a value parse() did not foresee
+        raise PresetError(f"{path}: not a usable preset ({_why(exc)})") from None
+
+
+def _why(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {files.one_line(exc)}"
 
 
 def _range(lo: int, hi: int) -> str:

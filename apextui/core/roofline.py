@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from . import files
 from .atomic import write_atomic
 
 CACHE_ENV = "APEXTUI_CACHE_DIR"
@@ -257,18 +258,16 @@ def load_cache(path: Path | None = None) -> tuple[dict[str, Any], str | None]:
     """The cache file's entries (key -> dict) and a note if it was unreadable; never raises."""
     path = path or cache_file()
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}, None
-    except (OSError, ValueError) as exc:
-        return {}, f"cache file {path} unreadable ({exc})"
+        text = files.read_text(path, files.DATA_LIMIT, "cache file")
+    except files.UnreadableFile as exc:
+        return {}, None if exc.missing else f"cache file unreadable ({exc})"
     try:
         data = json.loads(text)
         entries = data["ceilings"]
         if not isinstance(entries, dict):
             raise TypeError("'ceilings' is not an object")
-    except (ValueError, KeyError, TypeError) as exc:
-        return {}, f"cache file {path} is corrupt ({type(exc).__name__}: {exc})"
+    except Exception as exc:  # noqa: BLE001 - never raises: a corrupt cache is measured again
+        return {}, f"cache file {path} is corrupt ({type(exc).__name__}: {files.one_line(exc)})"
     return entries, None
 
 

@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from apextui.core.atomic import write_atomic
-from apextui.core import events
+from apextui.core import events, files
 from apextui.core.compare import Comparison, baseline_problem, compare, fields, timing_from_summary
 from apextui.core.presets import BASELINES, Preset
 from apextui.core.runner import Snapshot
 
 RESULTS_KIND = "apextui-results"
 RESULTS_SCHEMA = 1
+MAX_RESULTS_BYTES = files.DATA_LIMIT  # 64 MiB; a file of thousands of runs is a few MiB
 SESSION = "session"
 
 
@@ -196,21 +197,31 @@ def save_results(rows: Sequence[ResultRow], path: str | Path, env: Mapping[str, 
 def load_results(path: str | Path) -> list[ResultRow]:
     """Rows from a file saved with `save_results`, or from headless `--json` output.
 
-    Anything wrong with the file (missing, unreadable, empty, not UTF-8, not JSON, truncated, the wrong
-    shape) raises `ResultsError`, whose message starts with the path and says what is wrong."""
-    path = Path(path).expanduser()
+    Anything wrong with the file (missing, not a regular file, over `MAX_RESULTS_BYTES`, unreadable,
+    empty, not UTF-8, not JSON, truncated, the wrong shape, no runs) raises `ResultsError`, and nothing
+    else: whatever the parser trips over is the file's fault. The message is one line that starts with
+    the path and says what is wrong."""
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ResultsError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ResultsError(f"{path}: is a directory, not a results file") from None
-    except (OSError, ValueError) as exc:
-        raise ResultsError(f"{path}: cannot read: {exc}") from None
+        path = Path(path).expanduser()
+    except RuntimeError:  # ~ with no home directory known: the path as given
+        path = Path(path)
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ResultsError(f"{path}: not UTF-8 text (byte {exc.start}): not an apextui results file") from None
+        rows = _load(path)
+    except ResultsError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a loader is total
+        why = f"{type(exc).__name__}: {files.one_line(exc)}"
+        raise ResultsError(f"{path}: not an apextui results file ({why})") from None
+    if not rows:
+        raise ResultsError(f"{path}: no finished runs in this file: nothing to load")
+    return rows
+
+
+def _load(path: Path) -> list[ResultRow]:
+    try:
+        text = files.read_text(path, MAX_RESULTS_BYTES, "results file")
+    except files.UnreadableFile as exc:
+        raise ResultsError(str(exc)) from None
     source = str(path)
     stripped = text.lstrip()
     if not stripped:
@@ -225,6 +236,8 @@ def load_results(path: str | Path) -> list[ResultRow]:
         return _rows_from_json_lines(text, source, path)  # headless output: one object a line
     except RecursionError:
         raise ResultsError(f"{path}: not an apextui results file: JSON nested too deeply") from None
+    except ValueError as exc:  # valid JSON that Python will not turn into values, e.g. a 5000-digit integer
+        raise ResultsError(f"{path}: not an apextui results file: {_unreadable_value(exc)}") from None
     if isinstance(doc, dict) and doc.get("kind") == RESULTS_KIND:
         return _rows_from_document(doc, source, path)
     if isinstance(doc, dict) and "event" in doc:  # headless output of a single line
@@ -232,6 +245,11 @@ def load_results(path: str | Path) -> list[ResultRow]:
     what = {dict: "an object without \"kind\": \"apextui-results\"", list: "a list"}.get(type(doc), "a single value")
     raise ResultsError(f"{path}: JSON of the wrong shape ({what}): neither an apextui results file "
                        "(saved with w) nor `apextui --json` output")
+
+
+def _unreadable_value(exc: ValueError) -> str:
+    """'a JSON value Python cannot read (Exceeds the limit (4300 digits) ...)', without Python's advice."""
+    return f"a JSON value Python cannot read ({files.one_line(exc).split('; use sys.')[0]})"
 
 
 def _is_json(text: str) -> bool:
@@ -242,9 +260,17 @@ def _is_json(text: str) -> bool:
     return True
 
 
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _rows_from_document(doc: Mapping[str, Any], source: str, path: Path) -> list[ResultRow]:
     schema = doc.get("schema")
-    if isinstance(schema, int) and not isinstance(schema, bool) and schema > RESULTS_SCHEMA:
+    if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
+        got = "missing" if "schema" not in doc else f"got {_show(schema)}"
+        raise ResultsError(f"{path}: field 'schema': {got}; must be an integer from 1 to {RESULTS_SCHEMA}")
+    if schema > RESULTS_SCHEMA:
         raise ResultsError(f"{path}: field 'schema': {schema} is newer than this apextui reads "
                            f"({RESULTS_SCHEMA}); update apextui")
     runs = doc.get("runs")
@@ -275,7 +301,8 @@ def _row(run: Mapping[str, Any], source: str, env: Mapping[str, Any] | None) -> 
         preset=str(run["preset"]), workload=workload, variant=str(run["variant"]), device=str(run["device"]),
         size=str(run.get("size") or ("cpu" if run["device"] == "cpu" else "default")),
         amp=str(run.get("amp") or "none"), status=str(run.get("status") or "ok"), summary=summary,
-        error=run.get("error"), source=source, env=run.get("env") or env,
+        error=None if run.get("error") is None else str(run["error"]), source=source,
+        env=run["env"] if isinstance(run.get("env"), dict) else env,
     )
 
 
@@ -295,6 +322,8 @@ def _rows_from_json_lines(text: str, source: str, path: Path) -> list[ResultRow]
                                "(saved with w) nor `apextui --json` output") from None
         except RecursionError:
             raise ResultsError(f"{path}: line {n}: JSON nested too deeply") from None
+        except ValueError as exc:
+            raise ResultsError(f"{path}: line {n}: {_unreadable_value(exc)}") from None
         if not isinstance(obj, dict) or "event" not in obj:
             raise ResultsError(f"{path}: line {n}: not an apextui event")
         seen_event = True
@@ -311,4 +340,7 @@ def _rows_from_json_lines(text: str, source: str, path: Path) -> list[ResultRow]
             start = None
     if not seen_event:
         raise ResultsError(f"{path}: no apextui results in this file")
+    if not rows:
+        raise ResultsError(f"{path}: no finished runs: `apextui --json` output with no `start` line followed by "
+                           "an `end` line (a run cut short before it ended?)")
     return rows

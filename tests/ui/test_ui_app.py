@@ -287,6 +287,37 @@ async def test_load_at_start_and_bad_file(tmp_path):
         assert any("cannot load results" in (n.title or "") for n in app._notifications)
 
 
+async def test_load_survives_every_file_the_loader_refuses(tmp_path):
+    """Issue 15 §2-3: `--load` (and `l`) of a file Python's json refuses, a FIFO, a device, a huge file or
+    output with no finished run: one error notification each, the app keeps running and loads a good file."""
+    import os
+
+    from apextui.ui.results import MAX_RESULTS_BYTES
+
+    digits = tmp_path / "digits.json"
+    digits.write_text('{"kind": "apextui-results", "schema": 1, "runs": [' + "1" * 5000 + "]}")
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.json"
+    with huge.open("wb") as f:
+        f.truncate(MAX_RESULTS_BYTES + 1)
+    no_runs = tmp_path / "no_runs.jsonl"
+    no_runs.write_text('{"event": "start", "preset": "p", "workload": "norm", "variant": "layernorm", '
+                       '"device": "cpu"}\n')
+    bad = [digits, fifo, Path(os.devnull), huge, no_runs]
+    app = gpu_app(load=bad)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        errors = [n.message for n in app._notifications if n.title == "cannot load results"]
+        assert len(errors) == len(bad) and all(m.startswith(f"{p}: ") for m, p in zip(errors, bad))
+        assert "a JSON value Python cannot read" in errors[0] and "not a regular file (a FIFO)" in errors[1]
+        assert "no finished runs" in errors[4]
+        assert not app.query_one(ComparisonTable).rows_data
+        good = tmp_path / "good.jsonl"
+        good.write_text(no_runs.read_text() + '{"event": "end", "status": "ok", "summary": {"median_ms": 2.0}}\n')
+        assert app.load_results(good) == 1 and app.is_running
+
+
 async def test_updates_are_coalesced_and_rate_limited():
     """A flood of snapshots from another thread: one message in flight at a time, at most one redraw per refresh_interval."""
     import time

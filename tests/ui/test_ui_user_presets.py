@@ -86,3 +86,22 @@ async def test_no_user_folder_means_no_error(tmp_path: Path, monkeypatch):
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await pilot.pause()
         assert not [n for n in app._notifications if n.severity == "error"]
+
+
+async def test_a_fifo_in_the_preset_folder_is_skipped_at_start_up(tmp_path: Path, monkeypatch):
+    """Issue 15 §2: a FIFO named *.toml used to block the app's start-up forever; now it is a skipped file."""
+    import os
+
+    d = tmp_path / "presets"
+    d.mkdir()
+    (d / "tiny_norm.toml").write_text((ROOT / "presets" / "layernorm.toml").read_text())
+    os.mkfifo(d / "pipe.toml")
+    monkeypatch.setenv("APEXTUI_PRESET_DIR", str(d))
+    app = make_app(device="cpu", report_provider=provider(no_gpu_report()), probe=fake_probe("cpu"),
+                   runner_factory=FakeEngine())
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await pilot.pause()
+        (error,) = [n for n in app._notifications if n.severity == "error"]
+        assert error.title == "preset file skipped"
+        assert error.message == f"{d / 'pipe.toml'}: not a regular file (a FIFO); a preset file must be a regular file"
+        assert app.query_one(PresetPicker).preset("tiny_norm") is not None
