@@ -108,6 +108,28 @@ class KeptSampler:
         return self._sampler.latest
 
 
+class GcTimer:
+    """Cyclic-GC collections and their time, in any thread, while it is installed (`gc.callbacks`): how
+    much of a block went to collections its own allocations triggered."""
+
+    def __init__(self) -> None:
+        self.count, self.seconds, self._t0 = 0, 0.0, 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._t0 = time.perf_counter()
+        else:
+            self.count += 1
+            self.seconds += time.perf_counter() - self._t0
+
+    def __enter__(self) -> "GcTimer":
+        gc.callbacks.append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self)
+
+
 def monitored_block(workload: Any, preset: Any, warmup: int, steps: int, device: str,
                     callback: Callable[[Any], None], sampler: Any = None) -> dict[str, float]:
     """A real run of warmup + steps on the shared workload: what it reports, and its loop's own rate."""
@@ -155,12 +177,15 @@ def rounds_in_worker(preset_name: str, device: str, warmup: int, block_ms: float
             for kind in order:
                 if collect:
                     gc.collect()
-                if kind == "bare":
-                    row["bare_ms"], row["bare_cpu_ms"] = bare_with_cpu(workload, warmup, steps, device)
-                else:
-                    sink = JsonLinePrinter(fh) if kind == "json" else send
-                    got = monitored_block(workload, preset, warmup, steps, device, sink, sampler)
-                    row.update({f"{kind}_{k}": v for k, v in got.items()})
+                with GcTimer() as collections:
+                    if kind == "bare":
+                        row["bare_ms"], row["bare_cpu_ms"] = bare_with_cpu(workload, warmup, steps, device)
+                    else:
+                        sink = JsonLinePrinter(fh) if kind == "json" else send
+                        got = monitored_block(workload, preset, warmup, steps, device, sink, sampler)
+                        row.update({f"{kind}_{k}": v for k, v in got.items()})
+                row[f"{kind}_gc_collections"] = collections.count
+                row[f"{kind}_gc_ms"] = collections.seconds * 1000
             rows.append(row)
         fh.flush()
         json_lines = sum(1 for _ in open(fh.name, encoding="utf-8"))
@@ -278,6 +303,8 @@ def summarise(res: dict[str, Any]) -> dict[str, Any]:
             out[f"{kind}_{what}"] = {"geomean": g, "ci95_low": lo, "ci95_high": hi}
         out[f"{kind}_median_ms"] = statistics.median(r[f"{kind}_reported_ms"] for r in rows)
     out["block_steps"] = max(r["json_block_steps"] for r in rows)
+    if all("bare_gc_ms" in r for r in rows):  # runs before the GC accounting have none
+        out["gc_ms_a_block"] = {k: statistics.fmean(r[f"{k}_gc_ms"] for r in rows) for k in KINDS}
     if res.get("separate"):
         ratios = [p["ratio"] for p in res["separate"]]
         g, lo, hi = geomean_ci(ratios)
@@ -315,16 +342,21 @@ def _ratio(d: dict[str, float] | None) -> str:
     return "—" if d is None else f"{d['geomean']:.4f} ({d['ci95_low']:.3f}–{d['ci95_high']:.3f})"
 
 
+def _gc(summary: dict[str, Any]) -> str:
+    gc_ms = summary.get("gc_ms_a_block")
+    return "—" if gc_ms is None else " / ".join(f"{gc_ms[k]:.2f}" for k in KINDS)
+
+
 def table(results: dict[str, Any]) -> str:
     lines = [f"{results['device']}: {results['rounds']} rounds a preset (at most); each round a bare, a json and a tui "
              f"block of the same steps (warm-up {results['warmup']}), in rotating order", "",
              "| preset | steps a block | block timing | bare ms | json reported / bare | tui reported / bare "
              "| json wall / bare | tui wall / bare | json CPU / bare | tui CPU / bare "
-             "| separate processes: apextui / bare |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| separate processes: apextui / bare | GC ms a block: bare / json / tui |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, res in results["presets"].items():
         if "error" in res:
-            lines.append(f"| {name} | failed: {res['error'].strip().splitlines()[-1][:120]} |||||||||")
+            lines.append(f"| {name} | failed: {res['error'].strip().splitlines()[-1][:120]} ||||||||||")
             continue
         s = res["summary"]
         sep = s.get("separate")
@@ -333,13 +365,14 @@ def table(results: dict[str, Any]) -> str:
         block = f"{s['block_steps']} steps" if s["block_steps"] > 1 else "each step"
         lines.append(f"| {name} | {res['steps']} | {block} | {s['bare_median_ms']:.4g} | {_ratio(s['json_reported'])} | "
                      f"{_ratio(s['tui_reported'])} | {_ratio(s['json_wall'])} | {_ratio(s['tui_wall'])} | "
-                     f"{_ratio(s.get('json_cpu'))} | {_ratio(s.get('tui_cpu'))} | {sep_text} |")
+                     f"{_ratio(s.get('json_cpu'))} | {_ratio(s.get('tui_cpu'))} | {sep_text} | {_gc(s)} |")
     lines += ["", "Ratios: geometric mean over rounds (95 % bootstrap interval). reported: the median ms/step "
               "apextui reports; wall: the monitored loop's measured steps, total time / steps. Separate "
               "processes: apextui's reported median over bare_loop.py's ms/step, pairs alternating which runs "
               "first (min–max of the pairs). CPU: the training thread's CPU time a step over the block's warm-up "
               "and measured steps (its synchronisations included), monitored / bare: blind to time the host "
-              "gives other processes, unlike wall time."]
+              "gives other processes, unlike wall time. GC: cyclic-garbage collections during a block, in any thread "
+              "(mean ms a block)."]
     return "\n".join(lines)
 
 
