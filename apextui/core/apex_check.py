@@ -110,8 +110,9 @@ def _torch_version() -> str | None:
 
 
 def cache_key() -> str:
-    """What the answer depends on: the interpreter, sys.path, torch's version, and Apex's files (its
-    __init__ and folder, and each core extension: path, size, mtime). Finds specs; imports nothing."""
+    """What the answer depends on: the interpreter, sys.path (less the working directory), torch's version,
+    and Apex's files (its __init__ and folder, and each core extension: path, size, mtime; an `apex` in the
+    working directory shows here). Finds specs; imports nothing."""
     files: list[list[Any]] = []
     for name in ("apex", *REQUIRED_EXTENSIONS):
         try:
@@ -122,7 +123,8 @@ def cache_key() -> str:
         files.append(_stat(origin))
         if name == "apex" and spec is not None and spec.submodule_search_locations:
             files.append(_stat(list(spec.submodule_search_locations)[0]))
-    material = {"format": CACHE_FORMAT, "python": sys.executable, "sys_path": list(sys.path),
+    here = {"", os.getcwd()}  # `python -m apextui` puts the working directory first: any directory, same answer
+    material = {"format": CACHE_FORMAT, "python": sys.executable, "sys_path": [p for p in sys.path if p not in here],
                 "torch": _torch_version(), "files": files}
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
