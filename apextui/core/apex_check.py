@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Iterable
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from .apex_features import (
@@ -129,7 +130,7 @@ def cache_key() -> str:
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
 
-def _cache_path():
+def _cache_path() -> Path:
     from .roofline import cache_dir  # $APEXTUI_CACHE_DIR, else $XDG_CACHE_HOME/apextui, else ~/.cache/apextui
 
     return cache_dir() / CACHE_FILE
