@@ -13,7 +13,7 @@ from apextui.core.doctor import DoctorReport, run_doctor
 Segment = tuple[str, str | None]  # (text, rich style or None)
 
 _STATUS_STYLE = {
-    "complete": "bold green", "partial": "bold yellow", "python_only": "bold red",
+    "complete": "bold green", "partial": "bold yellow", "python_only": "bold red", "import_fails": "bold red",
     "not_nvidia": "bold red", "not_installed": "bold red",
 }
 _EXT_STYLE = {"ok": "green", "missing": "yellow", "broken": "bold red"}
@@ -63,8 +63,9 @@ def render_lines(report: DoctorReport) -> list[list[Segment]]:
         row("GPU", (f"none visible to torch{why}", "yellow"))
     row("driver", (f"{_na(env.driver)}  NVML {env.nvml}", None))
     if env.nvcc_version:
+        unknown = "torch is a CPU-only build" if env.torch and not env.torch_cuda else "torch CUDA unknown"
         match = {True: ("matches torch", "green"), False: (f"!= torch CUDA {env.torch_cuda}", "bold red"),
-                 None: ("torch CUDA unknown", "dim")}[env.nvcc_matches_torch]
+                 None: (unknown, "dim")}[env.nvcc_matches_torch]
         row("nvcc", (f"{env.nvcc_version}  {env.nvcc_path}  ", None), match)
     else:
         row("nvcc", (f"not found ({env.nvcc_error})", "yellow"))

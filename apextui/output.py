@@ -46,7 +46,11 @@ def write(text: str) -> None:
     if out is None:
         raise OutputFailed(EXIT_WRITE_FAILED, "cannot write to stdout: it is closed")
     try:
-        out.write(text)
+        try:
+            out.write(text)
+        except UnicodeEncodeError:  # an ASCII-only stdout: write what it can take rather than nothing
+            encoding = getattr(out, "encoding", None) or "ascii"
+            out.write(text.encode(encoding, errors="replace").decode(encoding, errors="replace"))
         out.flush()
     except BrokenPipeError:
         silence_stdout()

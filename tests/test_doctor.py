@@ -27,8 +27,10 @@ from pathlib import Path
 
 import pytest
 
+from apextui.core import apex_check, presets
 from apextui.core import apex_features as af
 from apextui.core import doctor, doctor_child
+from apextui.core.availability import availability
 from apextui.core.doctor import run_doctor
 from apextui.core.doctor_env import format_cudnn, probe_nvcc, probe_nvml
 from apextui.core.doctor_report import ApexInfo, Environment, ExtensionStatus
@@ -256,6 +258,10 @@ TREES: dict[str, dict[str, str]] = {
     "hostile": {**NVIDIA_PY, **HOSTILE_EXT},
     "apex_segfault": {**NVIDIA_PY, **FAKE_TORCH, **ALL_OK,
                       "apex/__init__.py": "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"},
+    # every core extension built, but `import apex` raises SystemExit / hangs; and a Python-only one that exits
+    "apex_exit": {**NVIDIA_PY, **FAKE_TORCH, **ALL_OK, "apex/__init__.py": "raise SystemExit(3)\n"},
+    "apex_hang": {**NVIDIA_PY, **FAKE_TORCH, **ALL_OK, "apex/__init__.py": "import time\ntime.sleep(1000)\n"},
+    "apex_exit_python_only": {**NVIDIA_PY, **FAKE_TORCH, "apex/__init__.py": "raise SystemExit('no GPU')\n"},
     "torch_apex": TORCH_APEX,
     "torch_apex_wrong": TORCH_APEX_WRONG,
     "no_torch": {"torch/__init__.py": "raise ImportError('libtorch_cuda.so: cannot open shared object file')\n"},
@@ -271,6 +277,20 @@ SMOKE_TASKS = ["torch", "apex", "import:apex", "ext:amp_C", "ext:fused_layer_nor
                *(f"feature:{n}" for n in doctor.SMOKE_TESTS), *(f"smoke:{n}" for n in doctor.SMOKE_TESTS)]
 APEXISH = ("apex", "pyramid", "pyramid_mailer", "sqlalchemy", *af.REQUIRED_EXTENSIONS,
            *af.OPTIONAL_EXTENSIONS)
+
+
+NVCC_NOT_UTF8 = (b"nvcc: NVIDIA (R) Cuda compiler driver \xff\xfe (Copyright \xa9 NVIDIA)\n"
+                 b"Cuda compilation tools, release 12.4, V12.4.131\n")
+
+
+def build_fake_cuda_home(root: Path, banner: bytes = NVCC_NOT_UTF8) -> Path:
+    """ROOT/bin/nvcc: a shell script that prints `banner` (bytes, as is) for --version."""
+    (root / "bin").mkdir(parents=True, exist_ok=True)
+    (root / "banner").write_bytes(banner)
+    nvcc = root / "bin" / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\ncat '{root / 'banner'}'\n")
+    nvcc.chmod(0o755)
+    return root
 
 
 def build_tree(root: Path, files: dict[str, str]) -> Path:
@@ -334,7 +354,8 @@ def probes(trees):
         for name, path in trees.items():
             if not name.startswith("torch_apex"):
                 jobs[name] = (run_doctor, (), dict(extra_sys_path=[path], sys_path=CLEAN_PATH))
-        jobs["hostile"][2]["task_timeout"] = 2.5
+        jobs["hostile"][2]["task_timeout"] = 6.0
+        jobs["apex_hang"][2]["task_timeout"] = 6.0  # finding apex (metadata) must fit in it on a busy machine
         for name in CUDA_TREES:  # the child's raw results: were blocked smoke tests run at all?
             jobs[f"raw:{name}"] = (doctor._run_child, (SMOKE_TASKS, [str(trees[name]), *CLEAN_PATH], 30.0, 200.0),
                                    {})
@@ -345,7 +366,13 @@ def probes(trees):
     if not CLI_SKIP:
         for name in ("pyramid", "python_only", "broken"):
             jobs[f"cli:{name}"] = (cli, DOCTOR_JSON, {"pythonpath": trees[name]})
-        jobs["cli:human"] = (cli, ("apextui.doctor_cli",), {"pythonpath": trees["python_only"], "NO_COLOR": "1"})
+        jobs["cli:human"] = (cli, ("apextui.doctor_cli",), {"pythonpath": trees["python_only"], "NO_COLOR": "1",
+                                                             "CUDA_HOME": str(trees["python_only"] / "no-cuda")})
+    # the real torch (a CPU build on the development machine) with CUDA_HOME at an nvcc whose banner is not UTF-8
+    cuda_home = build_fake_cuda_home(trees["python_only"].parent / "c\u00fcda-home")
+    jobs["cli:cuda_home"] = (cli, DOCTOR_JSON, {"CUDA_HOME": str(cuda_home)})
+    jobs["cli:cuda_home_human"] = (cli, ("apextui", "doctor"), {"CUDA_HOME": str(cuda_home), "NO_COLOR": "1",
+                                                                  "PYTHONIOENCODING": "ascii"})
     with ThreadPoolExecutor(max_workers=len(jobs)) as pool:  # mostly waiting on child processes
         futures = {name: pool.submit(fn, *args, **kw) for name, (fn, args, kw) in jobs.items()}
         out = {name: f.result() for name, f in futures.items()}
@@ -528,7 +555,7 @@ def test_crash_and_hang_on_import_are_reported_and_probe_continues(reports):
     ext = {e.name: e for e in r.extensions}
     assert ext["xentropy_cuda"].status == "broken" and ext["xentropy_cuda"].kind == "crashed"
     assert "SIGSEGV" in ext["xentropy_cuda"].message
-    assert ext["focal_loss_cuda"].kind == "timeout" and "2.5 s" in ext["focal_loss_cuda"].message
+    assert ext["focal_loss_cuda"].kind == "timeout" and "6 s" in ext["focal_loss_cuda"].message
     assert ext["group_norm_cuda"].status == "ok"  # probed after the crash and the hang
     assert [f.name for f in r.features] == list(af.FEATURES)
     assert problem_for(r, "crashed the interpreter").fix.startswith("rebuild Apex against the installed torch")
@@ -544,9 +571,34 @@ def test_apex_that_segfaults_on_import(reports):
     assert "not run: import apex crashed" in r.feature("FusedAdam").reason
 
 
+@pytest.mark.parametrize("tree, error", [("apex_exit", "SystemExit: 3"), ("apex_hang", "timeout: did not finish"),
+                                         ("apex_segfault", "crashed: the interpreter was killed by SIGSEGV")])
+def test_apex_whose_import_fails_is_not_complete(reports, tree, error):
+    """Every core extension imports, but `import apex` raises, hangs or segfaults: nothing of Apex is usable."""
+    r = reports[tree]
+    assert all(e.status == "ok" for e in r.extensions if e.required)
+    assert r.apex.status == "import_fails" and r.apex.import_ok is False, r.apex
+    assert r.apex.import_error.startswith(error) and error in r.apex.detail, r.apex
+    assert "6/6 core compiled extensions import" in r.apex.detail
+    p = problem_for(r, "import apex fails")
+    assert error in p.what and p.fix == r.apex.import_fix and p.fix
+    if tree == "apex_hang":
+        assert "6 s" in p.what and "nvidia-smi" in p.fix
+        assert "not run: import apex hung" in r.feature("FusedAdam").reason
+    assert not any(f.ok for f in r.features)
+
+
+def test_python_only_apex_whose_import_fails(reports):
+    r = reports["apex_exit_python_only"]
+    assert r.apex.status == "import_fails" and "none of its compiled extensions exist" in r.apex.detail
+    p = problem_for(r, "import apex fails")
+    assert "SystemExit: no GPU" in p.what and p.fix == af.REBUILD_HINT
+    assert problem_for(r, "compiled extensions missing").fix == af.REBUILD_HINT  # and what was not built
+
+
 def test_complete_apex(reports):
     r = reports["hostile"]  # every core extension imports (the crash and the hang are optional modules)
-    assert r.apex.status == "complete" and r.apex.import_ok and r.apex.detail.startswith("all core")
+    assert r.apex.status == "complete" and r.apex.import_ok and r.apex.detail.startswith("all core"), r.apex
     assert all(e.status == "ok" and e.path for e in r.extensions if e.required)
     assert not [p for p in r.problems if "missing" in p.what or "Python-only" in p.what or "apex" in p.what]
     assert r.feature("FusedAdam").reason == "needs a CUDA GPU; torch sees none"
@@ -696,7 +748,7 @@ def test_report_is_immutable_and_json_ready(reports):
     assert all(p["fix"] for p in d["problems"])
 
 
-# ------------------------------------------------------------------ in-process check_feature
+# ------------------------------------------------------------------ the presets' Apex check (a child, cached)
 
 
 @pytest.fixture
@@ -706,6 +758,7 @@ def on_path(monkeypatch, trees):
     if FAKES_SKIP:
         pytest.skip(FAKES_SKIP)
     stashed = {m: sys.modules.pop(m) for m in apexish_modules()}
+    apex_check._memo.clear()
 
     def put(name: str) -> Path:
         monkeypatch.setattr(sys, "path", [str(trees[name]), *CLEAN_PATH])
@@ -719,25 +772,68 @@ def on_path(monkeypatch, trees):
             sys.modules.pop(m, None)
         sys.modules.update(stashed)
         importlib.invalidate_caches()
+        apex_check._memo.clear()
 
 
-def test_check_feature_in_process(on_path):
+def test_check_feature_classifies_broken_extensions(on_path):
     on_path("broken")
-    adam = af.check_feature("FusedAdam", cuda_available=False)
+    adam = apex_check.check_feature("FusedAdam", cuda_available=False)
     assert not adam.ok and "different torch" in adam.reason and adam.fix.startswith("rebuild Apex against")
-    mlp = af.check_feature("apex.mlp", cuda_available=False)  # mlp_cuda raises SystemExit on import
+    mlp = apex_check.check_feature("apex.mlp", cuda_available=False)  # mlp_cuda raises SystemExit on import
     assert not mlp.ok and "sys.exit" in mlp.reason
-    assert not apexish_modules()  # no half-initialised module left behind
+    assert not apexish_modules()  # this process imported nothing of it
 
 
 def test_check_feature_not_nvidia_and_python_only(on_path):
     on_path("pyramid")
-    check = af.check_feature("FusedAdam", cuda_available=True)
+    check = apex_check.check_feature("FusedAdam", cuda_available=True)
     assert not check.ok and "Pyramid" in check.reason and check.fix == af.NOT_NVIDIA_FIX
     on_path("python_only")
-    check = af.check_feature("FusedLayerNorm", cuda_available=True)
+    check = apex_check.check_feature("FusedLayerNorm", cuda_available=True)
     assert not check.ok and "fused_layer_norm_cuda is not installed" in check.reason
     assert not apexish_modules()
+
+
+@pytest.mark.parametrize("tree, reason, fix", [
+    ("apex_exit", "import apex fails: SystemExit: 3", af.REBUILD_HINT),
+    ("apex_segfault", "import apex crashed: the interpreter was killed by SIGSEGV", af.REBUILD_AGAINST_TORCH),
+    ("apex_hang", "import apex hung: did not finish within 5 s", af.HANG_FIX),
+])
+def test_availability_survives_an_apex_that_exits_crashes_or_hangs(on_path, monkeypatch, tree, reason, fix):
+    """The presets' Apex check on CUDA (list, headless runs, the TUI's probe) imports Apex in a child: this
+    process lives on, and the preset is unavailable with what happened and the fix."""
+    monkeypatch.setenv(apex_check.TIMEOUT_ENV, "5")
+    on_path(tree)
+    a = availability(presets.resolve("fused_adam"), "cuda")
+    assert not a.ok and a.reason == f"needs Apex FusedAdam: {reason}" and a.fix == fix, a
+    assert not apexish_modules()
+    cached = apex_check._read_cache()
+    if tree == "apex_hang":  # a hang may be the GPU's passing state: asked again next time
+        assert cached == {}
+    else:
+        (entry,) = cached.values()
+        assert entry["checks"]["FusedAdam"]["reason"] == reason
+
+
+def test_apex_check_answer_is_cached_per_environment(on_path):
+    """The second start reads the answer; a rebuilt Apex (another mtime) is checked afresh."""
+    tree = on_path("apex_exit")
+    first = apex_check.check_feature("FusedAdam")
+    assert first.reason == "import apex fails: SystemExit: 3"
+    path = apex_check._cache_path()
+    doc = json.loads(path.read_text())
+    (key,) = doc["entries"]
+    assert key == apex_check.cache_key()
+    doc["entries"][key]["checks"]["FusedAdam"]["reason"] = "from the cache"  # only the cache can say this
+    path.write_text(json.dumps(doc))
+    apex_check._memo.clear()
+    assert apex_check.check_feature("FusedAdam").reason == "from the cache"
+    init = tree / "apex" / "__init__.py"
+    st = init.stat()
+    os.utime(init, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # "rebuilt"
+    assert apex_check.cache_key() != key
+    assert apex_check.check_feature("FusedAdam").reason == "import apex fails: SystemExit: 3"
+    assert len(json.loads(path.read_text())["entries"]) == 2
 
 
 # ------------------------------------------------------------------ env helpers
@@ -755,6 +851,30 @@ def test_nvcc_version_compared_with_torch_cuda(tmp_path):
     assert probe_nvcc(str(tmp_path), None).matches_torch is None
     missing = probe_nvcc(str(tmp_path / "nowhere"), "12.8")
     assert missing.version is None and "no nvcc" in missing.error
+
+
+def test_nvcc_output_that_is_not_utf8(tmp_path):
+    """nvcc's banner with bytes that are not UTF-8 is still read (a real child process prints them)."""
+    info = probe_nvcc(str(build_fake_cuda_home(tmp_path / "a")), "12.4")
+    assert (info.version, info.error, info.matches_torch) == ("12.4", "", True)
+    garbled = probe_nvcc(str(build_fake_cuda_home(tmp_path / "b", b"nvcc \xff\xfe broken\n")), "12.4")
+    assert garbled.version is None and garbled.error == "cannot parse nvcc --version: nvcc \ufffd\ufffd broken"
+
+
+def test_cli_cpu_torch_with_cuda_home_set(cli_runs, reports):
+    """CUDA_HOME names a working nvcc (whose banner is not UTF-8): the doctor finds it itself, and says
+    torch is a CPU build where it is one; the human report survives an ASCII-only stdout."""
+    d = cli_json(cli_runs, "cuda_home")
+    env = d["environment"]
+    home = env["cuda_home"]
+    assert home.endswith("c\u00fcda-home") and env["nvcc_path"] == os.path.join(home, "bin", "nvcc")
+    assert env["nvcc_version"] == "12.4" and env["nvcc_error"] == ""
+    human = cli_runs["cli:cuda_home_human"]
+    assert human.returncode == 0, human.stderr
+    assert f"nvcc       12.4  {home.replace(chr(0xfc), '?')}" in human.stdout
+    if env["torch_cuda"] is None:
+        assert "torch is a CPU-only build" in human.stdout and "CUDA_HOME is not set" not in human.stdout
+        assert any("CPU-only build" in p["what"] for p in d["problems"])
 
 
 def test_nvml_is_tolerant():

@@ -345,3 +345,35 @@ def test_fuzz_load_results_returns_rows_or_results_error(folder: Path, content: 
     assert isinstance(rows, list) and all(isinstance(r, ResultRow) for r in rows)
     for r in rows:  # what the table reads from a row never raises
         r.median_ms, r.p10_ms, r.final_loss, r.max_error, r.comparable_key, r.to_dict()
+
+
+def _unwritable(tmp_path: Path) -> Path:
+    """A folder this process cannot create files in (a 0555 one; as root, who may write anywhere, /sys or /proc)."""
+    ro = tmp_path / "ro"
+    ro.mkdir(exist_ok=True)
+    ro.chmod(0o555)
+    for candidate in (ro, Path("/sys"), Path("/proc")):
+        try:
+            (candidate / ".apextui-probe").touch()
+        except OSError:
+            return candidate
+        (candidate / ".apextui-probe").unlink()
+    pytest.skip("every folder here can be written to")
+
+
+def test_save_session_falls_back_to_the_user_data_folder(tmp_path: Path, monkeypatch):
+    """A read-only working folder: the runs go to the user's data folder, and the caller learns why."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    here = _unwritable(tmp_path)
+    try:
+        ok = results.save_session([row()], tmp_path)
+        assert ok.path.parent == tmp_path and ok.fallback_reason == ""
+        moved = results.save_session([row()], here)
+        assert moved.path.parent == tmp_path / "data" / "apextui" == results.fallback_dir()
+        assert moved.fallback_reason.startswith(f"cannot write to {here.resolve()}: ")
+        assert [r.preset for r in load_results(moved.path)] == ["fp32"]
+        monkeypatch.setenv("XDG_DATA_HOME", str(here / "data"))  # neither can be written: one error names both
+        with pytest.raises(OSError, match=f"cannot write to {here.resolve()}: .*; nor to {here / 'data'}"):
+            results.save_session([row()], here)
+    finally:
+        (tmp_path / "ro").chmod(0o755)

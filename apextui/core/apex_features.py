@@ -1,18 +1,15 @@
-"""Which NVIDIA Apex features exist, what each needs, and a quick in-process check.
+"""Which NVIDIA Apex features exist, what each needs, and how an import failure is classified and fixed.
 
 The tables and the classification of import failures here are shared by the
-preset availability check (runner) and the full doctor report
-(`apextui.core.doctor`). `check_feature` never raises: whatever happens on
-import (ImportError, OSError, RuntimeError, even SystemExit) becomes a failed
-check with a reason and a one-line fix.
+preset availability check (`apextui.core.apex_check`, which imports Apex in a
+child process) and the full doctor report (`apextui.core.doctor`). Nothing here
+imports Apex.
 """
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import os
-import sys
 from dataclasses import dataclass
 
 APEX_SOURCE_URL = "https://github.com/NVIDIA/apex"
@@ -152,6 +149,24 @@ def classify_import_failure(
     return ImportFailure("exception", f"{module} raised on import ({line})", REBUILD_HINT)
 
 
+HANG_FIX = "check the GPU and driver (nvidia-smi), then " + REBUILD_AGAINST_TORCH
+
+
+def fatal_import_problem(module: str, fatal: str, message: str) -> tuple[str, str]:
+    """(reason, fix) for an import that crashed or hung its (child) interpreter: `fatal` is "crashed" or
+    "timeout", `message` what the parent saw (e.g. "the interpreter was killed by SIGSEGV")."""
+    if fatal == "timeout":
+        return f"import {module} hung: {message}", HANG_FIX
+    return f"import {module} crashed: {message}", REBUILD_AGAINST_TORCH
+
+
+def apex_import_fix(error_type: str, message: str, missing_name: str | None, fatal: str | None) -> str:
+    """The one-line fix for a failing `import apex` (an exception, a crash or a hang)."""
+    if fatal:
+        return fatal_import_problem("apex", fatal, message)[1]
+    return classify_import_failure("apex", error_type, message, missing_name).fix
+
+
 def nvidia_apex_verdict(
     location: str | None, init_source: str = "", version: str | None = None, import_error: str = ""
 ) -> tuple[bool, str]:
@@ -171,19 +186,6 @@ def nvidia_apex_verdict(
     return False, why
 
 
-def _safe_import(name: str) -> tuple[object | None, BaseException | None]:
-    """Import `name`; on any failure drop half-initialised modules and return the exception."""
-    before = set(sys.modules)
-    try:
-        return importlib.import_module(name), None
-    except BaseException as exc:  # noqa: BLE001 - SystemExit/KeyboardInterrupt from a broken module too
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        for mod in set(sys.modules) - before:
-            sys.modules.pop(mod, None)
-        return None, exc
-
-
 def apex_is_nvidia() -> tuple[bool, str]:
     """Is an importable `apex` present, and is it NVIDIA's (not the PyPI web toolkit)? Imports nothing."""
     try:
@@ -196,38 +198,3 @@ def apex_is_nvidia() -> tuple[bool, str]:
 
     return nvidia_apex_verdict(*locate_apex(spec))
 
-
-def check_feature(name: str, cuda_available: bool | None = None) -> FeatureCheck:
-    """Check in this process that an Apex feature can be used. Never raises."""
-    feature = FEATURES[name]
-    if feature.removed:
-        return FeatureCheck(name, False, f"{feature.module} was removed from NVIDIA Apex", AMP_FIX)
-    nvidia, why = apex_is_nvidia()
-    if not nvidia:
-        fix = NOT_NVIDIA_FIX if "not NVIDIA" in why else BUILD_HINT
-        return FeatureCheck(name, False, why, fix)
-    if cuda_available is None:
-        try:
-            import torch
-
-            cuda_available = torch.cuda.is_available()
-        except BaseException as exc:  # noqa: BLE001
-            return FeatureCheck(name, False, f"torch failed to import: {_first_line(exc)}", "reinstall torch")
-    for ext in feature.extensions:
-        mod, exc = _safe_import(ext)
-        if exc is not None:
-            return FeatureCheck(name, False, *_extension_problem(ext, exc))
-    mod, exc = _safe_import(feature.module)
-    if exc is not None:
-        return FeatureCheck(name, False, f"import {feature.module} failed: {_first_line(exc)}", BUILD_HINT)
-    if feature.attr and not hasattr(mod, feature.attr):
-        return FeatureCheck(name, False, f"{feature.module} has no {feature.attr}", "update NVIDIA Apex")
-    if not cuda_available:
-        return FeatureCheck(name, False, "Apex fused kernels need a CUDA GPU; none is available here", "")
-    return FeatureCheck(name, True)
-
-
-def _extension_problem(ext: str, exc: BaseException) -> tuple[str, str]:
-    """Classify a failed extension import into (reason, fix)."""
-    failure = classify_import_failure(ext, type(exc).__name__, str(exc), getattr(exc, "name", None))
-    return failure.reason, failure.fix

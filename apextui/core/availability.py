@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .apex_features import check_feature
+from .apex_check import check_features
 from .presets import Preset
 
 
@@ -35,8 +35,9 @@ def availability(preset: Preset, device: str) -> Availability:
             "this run is on CPU",
             "run on a machine with an NVIDIA GPU and Apex built with --cuda_ext, or pick a torch preset",
         )
+    checks = check_features(preset.needs_apex, cuda_available=True)  # in a child process, cached
     for feature in preset.needs_apex:
-        check = check_feature(feature, cuda_available=True)
+        check = checks[feature]
         if not check.ok:
             return Availability(False, f"needs Apex {feature}: {check.reason}", check.fix)
     return Availability(True)

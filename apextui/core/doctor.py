@@ -27,11 +27,13 @@ from apextui.core.apex_features import (
     BUILD_CMD,
     BUILD_HINT,
     FEATURES,
+    HANG_FIX,
     NOT_NVIDIA_FIX,
     REBUILD_AGAINST_TORCH,
     REBUILD_HINT,
     OPTIONAL_EXTENSIONS,
     REQUIRED_EXTENSIONS,
+    apex_import_fix,
     classify_import_failure,
     first_line,
     nvidia_apex_verdict,
@@ -100,7 +102,7 @@ def _run_child_once(tasks: list[str], cfg: dict, results: dict[str, dict], task_
         hello = False
         outcome = ""
         while True:
-            limit = max(task_timeout, 120.0) if current in ("torch", None) else task_timeout
+            limit = max(task_timeout, 120.0) if current in ("torch", "import:torch", None) else task_timeout
             wait = min(limit, deadline - time.monotonic())
             try:
                 line = lines.get(timeout=max(wait, 0.01))
@@ -159,6 +161,8 @@ def _run_child_once(tasks: list[str], cfg: dict, results: dict[str, dict], task_
 
 def _run_child(tasks: list[str], sys_path: list[str], task_timeout: float, total_timeout: float
                ) -> dict[str, dict]:
+    """Run `tasks` (see doctor_child._run_task) in children, a fresh one after each crash or hang, within
+    `total_timeout`; each task's result. Also used by `apex_check` for the presets' Apex check."""
     features = {name: [f.module, f.attr] for name, f in FEATURES.items()}
     cfg: dict = {"sys_path": sys_path, "features": features, "smoke_needs": _smoke_needs()}
     results: dict[str, dict] = {}
@@ -177,11 +181,12 @@ def _run_child(tasks: list[str], sys_path: list[str], task_timeout: float, total
         if apex_import.get("fatal"):  # every feature/smoke import would repeat the crash
             for t in pending:
                 if t.startswith(("feature:", "smoke:")):
-                    results[t] = {**apex_import, "message": "not run: import apex " + apex_import["fatal"]}
+                    how = "hung" if apex_import["fatal"] == "timeout" else apex_import["fatal"]
+                    results[t] = {**apex_import, "message": "not run: import apex " + how}
             pending = [t for t in pending if t not in results]
             if not pending:
                 break
-        torch_res = results.get("torch")
+        torch_res = results.get("torch") or results.get("import:torch")
         cfg["preload_torch"] = bool(torch_res and torch_res.get("ok"))
         cfg["failed"] = [t for t, r in results.items() if not usable(r)]
         _run_child_once(pending, cfg, results, task_timeout, deadline)
@@ -212,7 +217,7 @@ def _extension(name: str, required: bool, res: dict) -> ExtensionStatus | None:
                                res.get("origin"), reason, fix)
     if fatal == "timeout":
         reason = f"importing {name} hung ({res.get('message', '')})"
-        fix = "check the GPU and driver (nvidia-smi), then " + REBUILD_AGAINST_TORCH
+        fix = HANG_FIX
         return ExtensionStatus(name, required, "broken", "timeout", "timeout", res.get("message", ""),
                                res.get("origin"), reason, fix)
     f = classify_import_failure(name, res.get("error_type", ""), res.get("message", ""), res.get("missing_name"))
@@ -268,11 +273,8 @@ def _apex(res: dict, imp: dict, required: list[ExtensionStatus]) -> ApexInfo:
     import_error, import_fix = "", ""
     if not imp.get("ok"):
         import_error = _err_line(imp)
-        if imp.get("fatal"):
-            import_fix = REBUILD_AGAINST_TORCH
-        else:
-            import_fix = classify_import_failure(
-                "apex", imp.get("error_type", ""), imp.get("message", ""), imp.get("missing_name")).fix
+        import_fix = apex_import_fix(imp.get("error_type", ""), imp.get("message", ""), imp.get("missing_name"),
+                                     imp.get("fatal"))
     nvidia, why = nvidia_apex_verdict(location, res.get("init_source", ""), version, imp.get("message", ""))
     common = (location, dist, version, bool(imp.get("ok")), import_error, import_fix)
     if not nvidia:
@@ -280,6 +282,10 @@ def _apex(res: dict, imp: dict, required: list[ExtensionStatus]) -> ApexInfo:
         return ApexInfo("not_nvidia", *common, detail, NOT_NVIDIA_FIX)
     ok = [e.name for e in required if e.status == "ok"]
     missing = [e.name for e in required if e.status == "missing"]
+    if import_error:  # whatever was built, nothing of Apex can be used
+        built = ("none of its compiled extensions exist" if len(missing) == len(required) else
+                 f"{len(ok)}/{len(required)} core compiled extensions import")
+        return ApexInfo("import_fails", *common, f"import apex fails ({import_error}); {built}", import_fix)
     if len(ok) == len(required):
         return ApexInfo("complete", *common, "all core compiled extensions import", "")
     if len(missing) == len(required):
@@ -417,7 +423,7 @@ def _problems(env: Environment, apex: ApexInfo, exts: list[ExtensionStatus],
                            apex.fix))
     elif apex.import_error:
         out.append(Problem(f"import apex fails: {apex.import_error}", apex.import_fix))
-    if apex.status in ("partial", "complete"):
+    if apex.status in ("import_fails", "partial", "complete"):
         missing = [e.name for e in exts if e.status == "missing"]
         if missing:
             out.append(Problem(f"compiled extensions missing: {', '.join(missing)}",
@@ -458,7 +464,8 @@ def run_doctor(*, extra_sys_path: Sequence[str | os.PathLike[str]] = (),
         results = _run_child(tasks, search_path, task_timeout, total_timeout)
         nvml = nvml_future.result()
     torch_res = results.get("torch", {})
-    cuda_home = torch_res.get("cuda_home") if torch_res.get("ok") else find_cuda_home()
+    # A CPU-only torch's cpp_extension.CUDA_HOME is None whatever the environment says: look for ourselves.
+    cuda_home = (torch_res.get("cuda_home") if torch_res.get("ok") else None) or find_cuda_home()
     nvcc = probe_nvcc(cuda_home, torch_res.get("cuda") if torch_res.get("ok") else None)
     env = _environment(torch_res, nvml, nvcc, cuda_home)
 

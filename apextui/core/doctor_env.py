@@ -32,7 +32,8 @@ class NvccInfo:
 
 
 def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    """NVML may hand back bytes; a byte that is not UTF-8 must not end the probe."""
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def probe_nvml() -> NvmlInfo:
@@ -73,7 +74,10 @@ def probe_nvml() -> NvmlInfo:
 
 
 def find_cuda_home() -> str | None:
-    """CUDA_HOME the way torch.utils.cpp_extension finds it (used when torch is unavailable)."""
+    """CUDA_HOME the way torch.utils.cpp_extension finds it: $CUDA_HOME, $CUDA_PATH, nvcc on PATH, /usr/local/cuda.
+
+    Used when torch cannot say: it is not importable, or it is a CPU-only build (whose cpp_extension.CUDA_HOME
+    is always None, whatever the environment holds)."""
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     if home is None:
         nvcc = shutil.which("nvcc")
@@ -97,7 +101,9 @@ def probe_nvcc(cuda_home: str | None, torch_cuda: str | None, timeout: float = 1
     if not os.path.isfile(path):
         return NvccInfo(None, None, f"no nvcc in {cuda_home}/bin", None)
     try:
-        proc = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=timeout)
+        # errors="replace": one byte that is not UTF-8 (a localised banner) must not cost the whole report
+        proc = subprocess.run([path, "--version"], capture_output=True, text=True, encoding="utf-8",
+                              errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired:
         return NvccInfo(path, None, f"nvcc --version did not finish in {timeout:g} s", None)
     except OSError as exc:

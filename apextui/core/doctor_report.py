@@ -5,10 +5,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 SCHEMA_VERSION = 1
-APEX_STATUSES = ("not_installed", "not_nvidia", "python_only", "partial", "complete")
+# import_fails: NVIDIA's Apex is installed but `import apex` raises, crashes or hangs (whatever was built)
+ApexStatus = Literal["not_installed", "not_nvidia", "import_fails", "python_only", "partial", "complete"]
+APEX_STATUSES: tuple[str, ...] = get_args(ApexStatus)
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class Environment:
     gpus: tuple[GPUInfo, ...]
     driver: str | None
     nvml: str  # "ok" or "n/a: <reason>"
-    cuda_home: str | None  # as torch.utils.cpp_extension.CUDA_HOME sees it
+    cuda_home: str | None  # torch.utils.cpp_extension.CUDA_HOME, else $CUDA_HOME/$CUDA_PATH/nvcc on PATH
     nvcc_path: str | None
     nvcc_version: str | None  # "12.8"
     nvcc_error: str
@@ -50,7 +52,7 @@ class Environment:
 class ApexInfo:
     """Apex overall: status is one of APEX_STATUSES."""
 
-    status: str
+    status: ApexStatus
     location: str | None
     distribution: str | None
     version: str | None

@@ -136,4 +136,5 @@ class Nvml:
 
 
 def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+    """NVML may hand back bytes; a byte that is not UTF-8 must not cost a metric."""
+    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)

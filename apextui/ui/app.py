@@ -171,6 +171,9 @@ class ApexTuiApp(App[None]):
         self._spark_stale = False
         self._quitting = False
         self.hangup_saved: Path | None = None  # where the results went when the terminal hung up
+        # what became of them, printed on stderr once Textual has given the terminal back (run_app): while the
+        # app runs, Textual captures sys.stderr
+        self.hangup_message = ""
         self.advice_job: Any = None  # `a`: the advice measuring in the background (screens/advise_screen.py)
         self._hung_up = False
 
@@ -522,12 +525,13 @@ class ApexTuiApp(App[None]):
         rows = list(self.table.rows_data) + rows
         if rows:
             try:
-                self.hangup_saved = results.save_results(rows, results.default_results_path(self.save_dir),
-                                                         env=self.probe.env if self.probe else None)
+                saved = results.save_session(rows, self.save_dir, env=self.probe.env if self.probe else None)
             except OSError as exc:
-                _stderr(f"terminal hung up; could not save the results: {exc}")
+                self.hangup_message = f"terminal hung up; could not save the results: {exc}"
             else:
-                _stderr(f"terminal hung up; saved {len(rows)} run(s) to {self.hangup_saved.resolve()}")
+                self.hangup_saved = saved.path
+                why = f"{saved.fallback_reason}; " if saved.fallback_reason else ""
+                self.hangup_message = f"terminal hung up; {why}saved {len(rows)} run(s) to {saved.path.resolve()}"
         self.shutdown_runs(0)
         self.exit(return_code=EXIT_HANGUP)
 
@@ -567,13 +571,13 @@ class ApexTuiApp(App[None]):
             self.notify("no finished runs to save yet", severity="warning", timeout=3)
             return
         try:
-            path = results.save_results(rows, results.default_results_path(self.save_dir),
-                                        env=self.probe.env if self.probe else None)
+            saved = results.save_session(rows, self.save_dir, env=self.probe.env if self.probe else None)
         except OSError as exc:
-            self.notify(f"could not save results: {exc}", severity="error", timeout=10)
+            self.notify(f"could not save results: {exc}", severity="error", timeout=10, markup=False)
             return
-        self.notify(f"saved {len(rows)} run{'s' if len(rows) != 1 else ''} to {path.resolve()}",
-                    title="results saved", timeout=8)
+        why = f"{saved.fallback_reason}; " if saved.fallback_reason else ""
+        self.notify(f"{why}saved {len(rows)} run{'s' if len(rows) != 1 else ''} to {saved.path.resolve()}",
+                    title="results saved", severity="warning" if why else "information", timeout=8, markup=False)
 
     def action_screenshot(self) -> None:
         filename = f"apextui-{time.strftime('%Y%m%d-%H%M%S')}.svg"
@@ -655,4 +659,6 @@ def run_app(preset: Preset | None = None, device: str = "auto", steps: int | Non
         app.run()
     finally:
         app.shutdown_runs(QUIT_JOIN_S)  # however the app ended, never leave a run training
+        if app.hangup_message:
+            _stderr(app.hangup_message)
     return app.return_code or 0

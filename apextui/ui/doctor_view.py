@@ -14,7 +14,7 @@ from rich.text import Text
 ReportProvider = Callable[[], Any]
 
 APEX_STATUS_STYLE = {
-    "complete": "bold green", "partial": "bold yellow", "python_only": "bold red",
+    "complete": "bold green", "partial": "bold yellow", "python_only": "bold red", "import_fails": "bold red",
     "not_nvidia": "bold red", "not_installed": "bold red",
 }
 

@@ -194,6 +194,39 @@ def save_results(rows: Sequence[ResultRow], path: str | Path, env: Mapping[str, 
     return write_atomic(path, json.dumps(results_document(rows, env), indent=2) + "\n")
 
 
+def fallback_dir() -> Path:
+    """Where results go when the chosen folder cannot be written: the user's data folder
+    (platformdirs: $XDG_DATA_HOME/apextui, else ~/.local/share/apextui on Linux)."""
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("apextui"))
+
+
+@dataclass(frozen=True)
+class Saved:
+    """Where `save_session` put the results, and why not in the folder asked for ("" when it did)."""
+
+    path: Path
+    fallback_reason: str = ""
+
+
+def save_session(rows: Sequence[ResultRow], directory: str | Path, env: Mapping[str, Any] | None = None) -> Saved:
+    """Save to a new results file in `directory`; when that folder cannot be written (read-only, gone, full),
+    to one in `fallback_dir()` instead, so a hang-up in a read-only folder still keeps the runs. Raises
+    OSError only when neither can be written (its message names both)."""
+    directory = Path(directory)
+    try:
+        return Saved(save_results(rows, default_results_path(directory), env))
+    except OSError as exc:
+        why = f"cannot write to {directory.resolve()}: {exc.strerror or exc}"
+    fallback = fallback_dir()
+    try:
+        fallback.mkdir(parents=True, exist_ok=True)
+        return Saved(save_results(rows, default_results_path(fallback), env), why)
+    except OSError as exc:
+        raise OSError(f"{why}; nor to {fallback}: {exc.strerror or exc}") from None
+
+
 def load_results(path: str | Path) -> list[ResultRow]:
     """Rows from a file saved with `save_results`, or from headless `--json` output.
 

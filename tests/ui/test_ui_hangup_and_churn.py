@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -68,6 +69,67 @@ def test_sighup_stops_the_run_saves_results_and_exits(tmp_path):
     assert summary["measured_steps"] == max(0, summary["steps"] - summary["warmup"])
     time.sleep(1)
     assert not [p for p in descendants if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def unwritable_dir(tmp_path: Path) -> Path:
+    """A folder this process cannot create files in: a 0555 one, or (as root, who may write anywhere) /sys,
+    /proc; skip when there is none."""
+    ro = tmp_path / "read-only"
+    ro.mkdir()
+    ro.chmod(0o555)
+    for candidate in (ro, Path("/sys"), Path("/proc")):
+        try:
+            fd, name = tempfile.mkstemp(dir=candidate)
+        except OSError:
+            return candidate
+        os.close(fd)
+        os.unlink(name)
+    pytest.skip("every folder here can be written to")
+
+
+def test_sighup_in_a_read_only_directory_saves_to_the_user_data_folder(tmp_path):
+    """Started in a folder it cannot write to, the TUI hangs up: exit 129, the run saved in the user's data
+    folder instead, and a line on the terminal says why and where."""
+    cwd = unwritable_dir(tmp_path)
+    data_home = tmp_path / "data"
+    master, slave = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color", "XDG_DATA_HOME": str(data_home)}
+    proc = subprocess.Popen([sys.executable, "-m", "apextui", "--preset", "adamw", "--device", "cpu",
+                             "--steps", "1000000"], stdin=slave, stdout=slave, stderr=slave, cwd=cwd,
+                            env=env, start_new_session=True)
+    os.close(slave)
+    screen = bytearray()  # everything written to the terminal, read until it closes (a full pty would block it)
+
+    def read_all() -> None:
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            screen.extend(chunk)
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    app = psutil.Process(proc.pid)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(p.ppid() != proc.pid for p in app.children(recursive=True)):
+            time.sleep(0.5)  # until the worker (a grandchild via the forkserver) runs
+        os.killpg(proc.pid, signal.SIGHUP)
+        assert proc.wait(90) == 128 + signal.SIGHUP
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        reader.join(10)
+        os.close(master)
+        (tmp_path / "read-only").chmod(0o755)
+    (saved,) = glob.glob(str(data_home / "apextui" / "apextui-results-*.json"))
+    (run,) = json.loads(Path(saved).read_text())["runs"]
+    assert run["preset"] == "adamw" and run["status"] == "stopped"
+    text = screen.decode("utf-8", errors="replace")
+    assert f"cannot write to {cwd.resolve()}" in text and f"saved 1 run(s) to {saved}" in text, text[-2000:]
 
 
 @pytest.mark.asyncio
