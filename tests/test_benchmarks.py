@@ -49,13 +49,35 @@ def test_monitor_cost_runs_bare_json_and_tui_blocks_and_separate_processes_on_cp
         assert r["bare_ms"] > 0 and r["bare_cpu_ms"] > 0
         for kind in ("json", "tui"):
             assert r[f"{kind}_reported_ms"] > 0 and r[f"{kind}_wall_ms"] > 0 and r[f"{kind}_cpu_ms"] > 0
+        for kind in ("bare", "json", "tui"):  # cyclic-GC collections during each block, and their time
+            assert r[f"{kind}_gc_collections"] >= 0 and r[f"{kind}_gc_ms"] >= 0
+    assert set(res["summary"]["gc_ms_a_block"]) == {"bare", "json", "tui"}
     s = res["summary"]
     ratios = [r["json_wall_ms"] / r["bare_ms"] for r in res["rounds"]]
     assert s["json_wall"]["geomean"] == pytest.approx(math.exp(sum(map(math.log, ratios)) / 2))
     assert len(res["separate"]) == 1 and res["separate"][0]["ratio"] > 0
     assert "| layernorm |" in (tmp_path / "monitor_cost.md").read_text()
+    assert "GC ms a block" in (tmp_path / "monitor_cost.md").read_text()
     again = bench("monitor_cost.py", "--from-json", str(tmp_path / "monitor_cost.json"))
     assert again.returncode == 0 and "| layernorm |" in again.stdout
+
+
+def test_monitor_parts_runs_every_variant_against_the_bare_loop_on_cpu(tmp_path):
+    """benchmarks/monitor_parts.py: one round of bare and each variant on one workload, ratios and switches."""
+    proc = bench("monitor_parts.py", "--device", "cpu", "--presets", "layernorm", "--rounds", "1", "--block-ms", "5",
+                 "--out-dir", str(tmp_path), timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    mod = load("monitor_parts")
+    res = json.loads((tmp_path / "monitor_parts.json").read_text())
+    row = res["presets"]["layernorm"]["rounds"][0]
+    assert set(res["variants"]) == set(mod.VARIANTS)
+    for kind in ("bare", *mod.VARIANTS):
+        assert row[kind] > 0 and row[f"{kind}_switches"] >= 0 and row[f"{kind}_cpu_s"] > 0
+    s = res["presets"]["layernorm"]["summary"]
+    assert s["json_wall"]["geomean"] == pytest.approx(row["json"] / row["bare"])
+    assert "| layernorm |" in proc.stdout
+    bad = bench("monitor_parts.py", "--device", "cpu", "--variants", "json,nope")
+    assert bad.returncode == 2 and "unknown: nope" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_monitor_cost_pools_runs_preset_by_preset_and_refuses_mixed_devices(tmp_path):

@@ -1,0 +1,243 @@
+"""Which part of the monitor costs a host-bound step its time? The runner taken apart, part by part, in one process.
+
+    python benchmarks/monitor_parts.py --presets adamw,fused_layernorm [--rounds 14] [--block-ms 400]
+                                       [--variants again,loop,quiet,sampler,json,json_si,inline] [--device cuda]
+                                       [--out-dir DIR]
+
+Per preset the workload is built once; then, round after round, one block of each variant runs on it in rotating
+order (the same warm-up and measured steps each), and each variant's ms/step is divided by the round's bare block:
+
+  bare     `bare_loop.bare_block`: the user's loop, nothing of apextui in it.
+  again    a second bare block (an A/A control): what the design alone shows where nothing differs, e.g. an
+           effect of a block's place in the round (the order rotates, so each variant follows the same one
+           in most rounds).
+  loop     the runner's training loop body (stop flag, clock, hand-over every HARVEST_INTERVAL_S) in this thread,
+           with no other thread: what the clock alone costs.
+  quiet    a real `Runner.run()` (delivery thread) with no sampler and a consumer that does nothing.
+  sampler  the same with a real NVML/psutil sampler.
+  json     a real run as `apextui --json` makes it: sampler and the JSON-lines printer (to a file).
+  json_si  `json` under `sys.setswitchinterval(0.0002)` (default 0.005): how much of the cost is other threads
+           waiting for the GIL.
+  inline   the loop with everything in the training thread: the JSON lines and the sampler's reading written at
+           hand-over time, no other thread at all.
+
+Also per block: the training thread's voluntary context switches (each a wait: for the GPU, or for the GIL held
+by another thread) and its CPU time. Summaries: geometric mean over rounds of variant / bare, with 95 %
+bootstrap intervals. Writes DIR/monitor_parts.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # bare_loop and overhead_blocks beside this file
+
+import bare_loop  # noqa: E402
+from overhead_blocks import geomean_ci  # noqa: E402
+
+VARIANTS = ("again", "loop", "quiet", "sampler", "json", "json_si", "inline")
+
+
+class NoSampler:
+    """A sampler that reads nothing (the `quiet` variant)."""
+
+    latest = None
+
+    def start(self) -> "NoSampler":
+        return self
+
+    def stop(self) -> None:
+        pass
+
+
+def voluntary_switches() -> int:
+    """The calling thread's voluntary context switches so far (Linux; 0 elsewhere)."""
+    try:
+        with open("/proc/thread-self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("voluntary_ctxt_switches"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def new_clock(device: str, warmup: int, steps: int) -> Any:
+    from apextui.core.timing import CpuClock, CudaClock
+
+    if device == "cuda":
+        import torch
+
+        return CudaClock(torch, warmup=warmup, steps=warmup + steps)
+    return CpuClock(warmup=warmup, steps=warmup + steps)
+
+
+def new_sampler(device: str) -> Any:
+    from apextui.core.env import pci_bus_id
+    from apextui.core.sampler import Sampler
+
+    gpu = device == "cuda"
+    return Sampler(1.0, gpu=gpu, pci_bus_id=pci_bus_id() if gpu else None)
+
+
+def mean_ms(records: list[Any], warmup: int) -> float:
+    ms = [r.ms for r in records if r.step > warmup for _ in range(r.steps)]
+    return statistics.fmean(ms)
+
+
+def loop_block(workload: Any, warmup: int, steps: int, device: str, sink: Any = None) -> float:
+    """The runner's loop body in this thread alone; with `sink` (a file), the `inline` variant."""
+    import threading
+
+    from apextui.core import events
+    from apextui.core.runner import HARVEST_INTERVAL_S
+
+    stop = threading.Event()
+    clock = new_clock(device, warmup, steps)
+    sampler = new_sampler(device) if sink is not None else None
+    reading = sampler.sample() if sampler is not None else None
+    bare_loop.synchronize(device)
+    clock.start()
+    next_harvest = time.perf_counter() + HARVEST_INTERVAL_S
+    next_reading = time.perf_counter() + 1.0
+    records: list[Any] = []
+    for step in range(1, warmup + steps + 1):
+        if stop.is_set():
+            break
+        loss, scale = workload.step(clock)
+        clock.end_step(step, loss, scale)
+        now = time.perf_counter()
+        if now >= next_harvest:
+            next_harvest = now + HARVEST_INTERVAL_S
+            new = clock.harvest()
+            records += new
+            if sink is not None:
+                if sampler is not None and now >= next_reading:
+                    next_reading, reading = now + 1.0, sampler.sample()
+                monitor = events.monitor_fields(reading)
+                sink.write("".join(json.dumps(events.step_event(r, monitor)) + "\n" for r in new))
+                sink.flush()
+    records += clock.harvest(wait=True)
+    return mean_ms(records, warmup)
+
+
+def runner_block(workload: Any, preset: Any, warmup: int, steps: int, device: str,
+                 callback: Callable[[Any], None], sampler: Any) -> float:
+    """A real Runner run of warmup + steps on the already built workload; its measured steps' mean ms."""
+    from apextui.core.runner import Runner
+
+    class OnBuilt(Runner):
+        def _build_workload(self, size: Any) -> Any:
+            return workload
+
+    run = OnBuilt(dataclasses.replace(preset, warmup=warmup), device, callback, steps=warmup + steps,
+                  analyse=False, sampler=sampler)
+    snap = run.run()
+    if snap is None or snap.status != "ok" or snap.stats is None:
+        raise RuntimeError(f"block did not finish: {snap.error if snap else 'no result'}")
+    return snap.stats.mean_ms
+
+
+def with_switch_interval(fn: Callable[[], float], interval: float = 0.0002) -> float:
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(interval)
+    try:
+        return fn()
+    finally:
+        sys.setswitchinterval(old)
+
+
+def measure(name: str, device: str, rounds: int, block_ms: float, variants: list[str],
+            warmup: int = 10) -> dict[str, Any]:
+    from apextui.headless import JsonLinePrinter
+
+    preset, workload = bare_loop.build(name, device, 10**9)
+    workload.compiles = False  # compiled or captured once above
+    steps = max(20, math.ceil(block_ms / bare_loop.bare_block(workload, warmup, 20, device)))
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8") as fh:
+        run: dict[str, Callable[[], float]] = {
+            "bare": lambda: bare_loop.bare_block(workload, warmup, steps, device),
+            "again": lambda: bare_loop.bare_block(workload, warmup, steps, device),
+            "loop": lambda: loop_block(workload, warmup, steps, device),
+            "quiet": lambda: runner_block(workload, preset, warmup, steps, device, lambda s: None, NoSampler()),
+            "sampler": lambda: runner_block(workload, preset, warmup, steps, device, lambda s: None,
+                                            new_sampler(device)),
+            "json": lambda: runner_block(workload, preset, warmup, steps, device, JsonLinePrinter(fh),
+                                         new_sampler(device)),
+            "json_si": lambda: with_switch_interval(lambda: runner_block(
+                workload, preset, warmup, steps, device, JsonLinePrinter(fh), new_sampler(device))),
+            "inline": lambda: loop_block(workload, warmup, steps, device, sink=fh),
+        }
+        kinds = ["bare", *variants]
+        rows = []
+        for r in range(rounds):
+            row: dict[str, float] = {}
+            for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
+                switches, cpu = voluntary_switches(), time.thread_time()
+                row[kind] = run[kind]()
+                row[f"{kind}_switches"] = voluntary_switches() - switches
+                row[f"{kind}_cpu_s"] = time.thread_time() - cpu
+            rows.append(row)
+    summary: dict[str, Any] = {"bare_median_ms": statistics.median(r["bare"] for r in rows)}
+    for kind in variants:
+        for what, key in (("wall", kind), ("cpu", f"{kind}_cpu_s")):
+            bare = "bare" if what == "wall" else "bare_cpu_s"
+            g, lo, hi = geomean_ci([r[key] / r[bare] for r in rows])
+            summary[f"{kind}_{what}"] = {"geomean": g, "ci95_low": lo, "ci95_high": hi}
+    summary["switches_a_block"] = {k: statistics.median(r[f"{k}_switches"] for r in rows) for k in kinds}
+    return {"preset": name, "steps": steps, "warmup": warmup, "summary": summary, "rounds": rows}
+
+
+def table(results: dict[str, Any]) -> str:
+    variants = results["variants"]
+    lines = ["| preset | bare ms | " + " | ".join(f"{v} / bare" for v in variants)
+             + " | voluntary switches a block: bare / " + " / ".join(variants) + " |",
+             "|---|---|" + "---|" * len(variants) + "---|"]
+    for name, res in results["presets"].items():
+        s = res["summary"]
+        cells = [f"{s[f'{v}_wall']['geomean']:.4f} ({s[f'{v}_wall']['ci95_low']:.3f}–"
+                 f"{s[f'{v}_wall']['ci95_high']:.3f})" for v in variants]
+        sw = " / ".join(f"{s['switches_a_block'][k]:g}" for k in ["bare", *variants])
+        lines.append(f"| {name} | {s['bare_median_ms']:.4g} | " + " | ".join(cells) + f" | {sw} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", default="adamw,fused_layernorm")
+    parser.add_argument("--rounds", type=int, default=14)
+    parser.add_argument("--block-ms", type=float, default=400.0)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--out-dir", default=".")
+    args = parser.parse_args(argv)
+    variants = [v for v in args.variants.split(",") if v]
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown or args.rounds < 1 or args.block_ms <= 0:
+        parser.error(f"variants must be among {', '.join(VARIANTS)}; --rounds >= 1; --block-ms > 0"
+                     + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+    results: dict[str, Any] = {"device": args.device, "rounds": args.rounds, "block_ms": args.block_ms,
+                               "variants": variants, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                               "presets": {}}
+    for name in args.presets.split(","):
+        results["presets"][name] = measure(name, args.device, args.rounds, args.block_ms, variants)
+        print(table({**results, "presets": {name: results["presets"][name]}}).splitlines()[-1], flush=True)
+    out = Path(args.out_dir) / "monitor_parts.json"
+    out.write_text(json.dumps(results, indent=1), encoding="utf-8")
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
