@@ -137,7 +137,7 @@ def test_list_shows_the_reasons():
 def test_graph_workloads_are_not_profiled_unless_asked(monkeypatch):
     from types import SimpleNamespace
 
-    from apextui.core import roofline
+    from apextui.core import analysis as roofline
 
     graphs, plain = SimpleNamespace(uses_cuda_graphs=True), SimpleNamespace()
     assert roofline.profile_skip_reason(plain, "cuda") is None

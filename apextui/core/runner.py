@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .presets import Preset
-from .roofline import (PROFILE_STEPS, PerStepWork, Probe, RunAnalysis, UtilAverage, Work, analyse_run,
+from .analysis import (PROFILE_STEPS, PerStepWork, Probe, RunAnalysis, UtilAverage, Work, analyse_run,
                        probe_after_run)
 from .sampler import MonitorReading, Sampler
 from .stats import Stats, StepStats
@@ -228,7 +228,7 @@ class Runner(RunControl):
                  sample_interval: float = 1.0, sampler: Sampler | None = None, analyse: bool = True,
                  profile_steps: int = PROFILE_STEPS) -> None:
         self.preset = preset
-        self.analyse = analyse  # after an ok run: GPU-busy profile window + ceilings (roofline.py)
+        self.analyse = analyse  # after an ok run: GPU-busy profile window + ceilings (core/analysis/)
         self.profile_steps = profile_steps
         self.device = device
         self.callback = callback

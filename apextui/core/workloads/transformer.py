@@ -10,7 +10,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..compilation import WARMUP_STEPS, TrainingState, compile_warmup
-from ..roofline import transformer_work
+from ..analysis import transformer_work
 from . import markov
 from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
 
