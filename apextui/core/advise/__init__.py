@@ -50,19 +50,19 @@ from .cache import advice_file, apex_fingerprint, environment, find_reusable, lo
 from .decide import apex_verdict, overall_apex, verdict
 from .document import document
 from .model import CACHE_FILE, CACHE_VERSION, DEFAULT_REPEATS, DEFAULT_STEPS, KIND, LOSS_CHECKED, LOSS_RULE, \
-    LOSS_TOLERANCE, MAX_REPEATS, RUN_JOIN_S, SCHEMA, AdviceError, ApexVerdict, Measurement, RunResult, \
-    WorkloadVerdict, versus
+    LOSS_TOLERANCE, MAX_REPEATS, RUN_JOIN_S, SCHEMA, AdviceError, AdviceStatus, ApexStatus, ApexVerdict, \
+    MachineApexStatus, Measurement, PresetStatus, RunResult, RunStatus, WorkloadStatus, WorkloadVerdict, versus
 from .planning import AvailabilityFn, WorkloadPlan, parse_workloads, plan
-from .render import format_text
+from .render import AdviceView, PresetRow, WorkloadView, format_text, text_lines, view
 from .run import Advisor, Progress, ProgressFn, RunnerFactory, default_runner_factory, run_advice
 from .wording import not_measured_text, provenance, roofline_text, trust_note
 
 __all__ = [
     "CACHE_FILE", "CACHE_VERSION", "DEFAULT_REPEATS", "DEFAULT_STEPS", "KIND", "LOSS_CHECKED", "LOSS_RULE",
     "LOSS_TOLERANCE", "MAX_REPEATS", "NOISE_FLOOR", "NOISE_RULE", "RUN_JOIN_S", "SCHEMA", "AdviceError",
-    "Advisor", "ApexVerdict", "AvailabilityFn", "Measurement", "Progress", "ProgressFn", "RunResult",
+    "AdviceStatus", "AdviceView", "Advisor", "ApexStatus", "MachineApexStatus", "PresetStatus", "RunStatus", "WorkloadStatus", "ApexVerdict", "AvailabilityFn", "Measurement", "PresetRow", "Progress", "ProgressFn", "RunResult",
     "RunnerFactory", "WorkloadPlan", "WorkloadVerdict", "advice_file", "apex_fingerprint", "apex_verdict",
     "default_runner_factory", "document", "environment", "find_reusable", "format_text", "load_store",
     "not_measured_text", "overall_apex", "parse_workloads", "plan", "provenance", "roofline_text", "run_advice",
-    "store", "trust_note", "verdict", "versus",
+    "store", "text_lines", "trust_note", "verdict", "versus", "view", "WorkloadView",
 ]

@@ -8,7 +8,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..compare import NOISE_FLOOR, format_speedup
 from ..fmt import ms as _ms
 from ..presets import BASELINES
-from .model import LOSS_CHECKED, LOSS_TOLERANCE, ApexVerdict, Measurement, WorkloadVerdict, _round, versus
+from .model import LOSS_CHECKED, LOSS_TOLERANCE, ApexVerdict, MachineApexStatus, Measurement, WorkloadStatus, \
+    WorkloadVerdict, _round, versus
 
 
 def _pct(v: float) -> str:
@@ -109,6 +110,7 @@ def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | 
         baseline = cands[0].preset if cands else None
     base = next((m for m in ms if m.preset == baseline), None)
     planned = [m for m in ms if m.available]
+    status: WorkloadStatus
     if planned and all(not m.runs for m in planned):
         status = "not_measured"
     elif not all(m.complete for m in ms):
@@ -207,6 +209,7 @@ def overall_apex(workloads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     def label(a: Mapping[str, Any]) -> str:
         return {"faster_flagged": "faster but flagged"}.get(a["status"], a["status"].replace("_", " "))
 
+    status: MachineApexStatus
     if faster:
         text = "Apex is worth installing here for " + "; ".join(f"{n} ({gain(a)})" for n, a in faster)
         if no_gain:

@@ -24,6 +24,14 @@ MAX_REPEATS = 100
 DEFAULT_STEPS = {"cuda": 100, "cpu": 30}
 RUN_JOIN_S = 30.0  # after a run's final snapshot: how long to wait for its worker to exit
 
+RunStatus = Literal["ok", "stopped", "failed"]
+PresetStatus = Literal["unavailable", "not_run", "failed", "stopped", "ok"]  # `Measurement.status`
+WorkloadStatus = Literal["complete", "partial", "not_measured", "failed"]
+ApexStatus = Literal["faster", "faster_flagged", "slower", "within_noise", "not_measurable", "failed", "not_measured",
+                     "no_torch", "none"]  # Apex against torch for one workload
+MachineApexStatus = Literal["worth_it", "mixed", "not_worth_it", "not_measurable", "unknown"]  # `overall_apex`
+AdviceStatus = Literal["complete", "partial"]  # the document's
+
 LOSS_RULE = (f"{', '.join(LOSS_CHECKED)}: a final loss more than {LOSS_TOLERANCE:.0%} above the baseline's "
              "(same steps, same seed) is flagged and never recommended")
 
@@ -53,7 +61,7 @@ class RunResult:
     """One run of one preset: its status and the summary numbers it reported (`events.summary`)."""
 
     repeat: int
-    status: str  # "ok" | "stopped" | "failed"
+    status: RunStatus
     median_ms: float | None = None
     median_low_ms: float | None = None  # the median's 95 % interval (None in advice stored before it)
     median_high_ms: float | None = None
@@ -84,7 +92,7 @@ class RunResult:
         return timing_from_summary(self.to_dict()) if self.ok else None
 
     @classmethod
-    def from_summary(cls, repeat: int, status: str, summary: Mapping[str, Any], error: str | None = None) -> "RunResult":
+    def from_summary(cls, repeat: int, status: RunStatus, summary: Mapping[str, Any], error: str | None = None) -> "RunResult":
         s = summary
         return cls(
             repeat=repeat, status=status, median_ms=_float(s.get("median_ms")),
@@ -192,8 +200,8 @@ class Measurement:
         return min(self.ok_runs, key=lambda r: abs(r.median_ms - med))  # type: ignore[operator]
 
     @property
-    def status(self) -> str:
-        """"unavailable" | "not_run" | "failed" | "stopped" (interrupted) | "ok" (at least one run counted)."""
+    def status(self) -> PresetStatus:
+        """"stopped": interrupted before a run finished; "ok": at least one run counted."""
         if not self.available:
             return "unavailable"
         if not self.runs:
@@ -225,9 +233,7 @@ def versus(a: Measurement, b: Measurement) -> Comparison:
 class ApexVerdict:
     """Apex against torch for one workload."""
 
-    # "faster" | "faster_flagged" | "slower" | "within_noise" | "not_measurable" | "failed" | "not_measured" |
-    # "no_torch" | "none"
-    status: str
+    status: ApexStatus
     text: str
     best_apex: str | None = None
     best_apex_ms: float | None = None
@@ -250,7 +256,7 @@ class ApexVerdict:
 class WorkloadVerdict:
     workload: str
     baseline: str | None  # the baseline preset's name
-    status: str  # "complete" | "partial" | "not_measured" | "failed"
+    status: WorkloadStatus
     measurements: tuple[Measurement, ...]
     fastest: str | None = None
     speedup_vs_baseline: float | None = None  # of the fastest

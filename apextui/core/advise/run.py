@@ -6,7 +6,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from ..fmt import ms as _ms
 from ..presets import Preset
@@ -17,11 +17,14 @@ from .model import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, RUN_JOIN_S, Advi
 from .planning import AvailabilityFn, WorkloadPlan, parse_workloads, plan
 
 
+ProgressEvent = Literal["plan", "skip", "run", "run_end", "reused", "done"]
+
+
 @dataclass(frozen=True)
 class Progress:
     """What the advice is doing: `event` "plan" | "skip" | "run" (a run's update) | "run_end" | "reused" | "done"."""
 
-    event: str
+    event: ProgressEvent
     index: int = 0  # this run, 1-based, of `total`
     total: int = 0
     workload: str | None = None
