@@ -67,28 +67,19 @@ def _git_head(repo: Path) -> str | None:
 
 
 def environment(device: str) -> dict[str, Any]:
-    """What advice depends on: the device model (GPU name and driver, or CPU model and threads), torch
-    and Apex; `key` joins them (stored advice is reused only under the same key)."""
-    import torch
+    """What advice depends on: the machine's identity (`env.machine_identity`: the GPU and its driver, or the
+    CPU model and threads; torch) and Apex; `key` joins them (stored advice is reused only under the same
+    key: the ceilings' key with "|apex ..." after it)."""
+    from ..env import machine_identity
 
-    from ..analysis import cpu_model
-
-    env: dict[str, Any] = {"device": device, "torch": torch.__version__, "torch_cuda": torch.version.cuda,
-                           "apex": apex_fingerprint()}
-    if device == "cuda":
-        from ..env import pci_bus_id
-        from ..nvml import Nvml
-
-        env["name"] = torch.cuda.get_device_name()
-        try:
-            env["driver"] = Nvml(pci_bus_id=pci_bus_id()).driver_version().value or "unknown"
-        except Exception:  # noqa: BLE001
-            env["driver"] = "unknown"
-        env["key"] = f"cuda|{env['name']}|driver {env['driver']}|torch {env['torch']}|apex {env['apex']}"
+    m = machine_identity(device)
+    env: dict[str, Any] = {"device": device, "torch": m.torch, "torch_cuda": m.torch_cuda, "apex": apex_fingerprint(),
+                           "name": m.name}
+    if m.device == "cuda":
+        env["driver"] = m.driver
     else:
-        env["name"] = cpu_model()
-        env["threads"] = torch.get_num_threads()
-        env["key"] = f"cpu|{env['name']}|{env['threads']} threads|torch {env['torch']}|apex {env['apex']}"
+        env["threads"] = m.threads
+    env["key"] = f"{m.key}|apex {env['apex']}"
     return env
 
 

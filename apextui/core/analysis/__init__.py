@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from .bottleneck import HOST_BOUND_BELOW, Achieved, Bottleneck, achieved, classify
 from .ceilings import CACHE_ENV, CACHE_FILE, CACHE_VERSION, Ceilings, CeilingsUnavailable, cache_dir, cache_file, \
-    cpu_model, device_key, get_ceilings, load_cache, measure_ceilings, save_cache
+    device_key, get_ceilings, load_cache, measure_ceilings, save_cache
 from .profile import MIN_NVML_SAMPLES, NVML_WINDOW_S, PROFILE_GRAPHS_ENV, PROFILE_STEPS, Busy, Probe, UtilAverage, \
     busy_from, probe_after_run, profile_kernel_ms, profile_skip_reason
 from .run_analysis import RunAnalysis, analyse_run
@@ -44,6 +44,6 @@ __all__ = [
     "PRECISIONS", "PROFILE_GRAPHS_ENV", "PROFILE_STEPS", "TRANSFORMER_ACT_PER_TOKEN_LAYER", "TRANSFORMER_PARAM_BYTES",
     "Achieved", "Bottleneck", "Busy", "Ceilings", "CeilingsUnavailable", "PerStepWork", "Probe", "RunAnalysis",
     "UtilAverage", "Work", "achieved", "analyse_run", "busy_from", "cache_dir", "cache_file", "classify",
-    "cpu_model", "device_key", "get_ceilings", "load_cache", "measure_ceilings", "norm_work", "optimizer_work",
+    "device_key", "get_ceilings", "load_cache", "measure_ceilings", "norm_work", "optimizer_work",
     "probe_after_run", "profile_kernel_ms", "profile_skip_reason", "save_cache", "transformer_work", "work_per_step",
 ]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -91,31 +90,13 @@ def cache_file() -> Path:
     return cache_dir() / CACHE_FILE
 
 
-def cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo where there is one): part of the machine's identity."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
-
-
 def device_key(device: str) -> tuple[str, str]:
-    """(cache key, device name): GPU name + driver + torch version; or CPU model + threads + torch version."""
-    import torch
+    """(cache key, device name): the machine's identity (`env.machine_identity`): GPU name + driver + torch
+    version; or CPU model + threads + torch version."""
+    from ..env import machine_identity
 
-    if device == "cuda":
-        from ..env import pci_bus_id
-        from ..nvml import Nvml
-
-        name = torch.cuda.get_device_name()
-        driver = Nvml(pci_bus_id=pci_bus_id()).driver_version().value or "unknown"
-        return f"cuda|{name}|driver {driver}|torch {torch.__version__}", name
-    name = cpu_model()
-    return f"cpu|{name}|{torch.get_num_threads()} threads|torch {torch.__version__}", name
+    m = machine_identity(device)
+    return m.key, m.name
 
 
 def load_cache(path: Path | None = None) -> tuple[dict[str, Any], str | None]:
