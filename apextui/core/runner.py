@@ -462,3 +462,13 @@ class Runner(RunControl):
             if kind == "end":
                 self._finished.set()
                 return
+
+
+RunnerFactory = Callable[..., Any]  # (preset, device, callback, *, steps, sample_interval) -> a runner
+
+
+def thread_runner_factory(preset: Preset, device: str, callback: Callable[[Any], None], *,
+                          steps: int | None = None, sample_interval: float = 1.0) -> Runner:
+    """A `Runner` that trains in a thread of this process (headless advice, tests, `APEXTUI_WORKER=thread`);
+    the TUI's default trains in a worker process instead (`ui.app.default_runner_factory`)."""
+    return Runner(preset, device, callback, steps=steps, sample_interval=sample_interval)

@@ -54,7 +54,7 @@ from .model import CACHE_FILE, CACHE_VERSION, DEFAULT_REPEATS, DEFAULT_STEPS, KI
     MachineApexStatus, Measurement, PresetStatus, RunResult, RunStatus, WorkloadStatus, WorkloadVerdict, versus
 from .planning import AvailabilityFn, WorkloadPlan, parse_workloads, plan
 from .render import AdviceView, PresetRow, WorkloadView, format_text, text_lines, view
-from .run import Advisor, Progress, ProgressFn, RunnerFactory, default_runner_factory, run_advice
+from .run import Advisor, Progress, ProgressFn, RunnerFactory, run_advice
 from .wording import not_measured_text, provenance, roofline_text, trust_note
 
 __all__ = [
@@ -62,7 +62,7 @@ __all__ = [
     "LOSS_TOLERANCE", "MAX_REPEATS", "NOISE_FLOOR", "NOISE_RULE", "RUN_JOIN_S", "SCHEMA", "AdviceError",
     "AdviceStatus", "AdviceView", "Advisor", "ApexStatus", "MachineApexStatus", "PresetStatus", "RunStatus", "WorkloadStatus", "ApexVerdict", "AvailabilityFn", "Measurement", "PresetRow", "Progress", "ProgressFn", "RunResult",
     "RunnerFactory", "WorkloadPlan", "WorkloadVerdict", "advice_file", "apex_fingerprint", "apex_verdict",
-    "default_runner_factory", "document", "environment", "find_reusable", "format_text", "load_store",
+    "document", "environment", "find_reusable", "format_text", "load_store",
     "not_measured_text", "overall_apex", "parse_workloads", "plan", "provenance", "roofline_text", "run_advice",
     "store", "text_lines", "trust_note", "verdict", "versus", "view", "WorkloadView",
 ]

@@ -10,6 +10,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 from ..fmt import ms as _ms
 from ..presets import Preset
+from ..runner import RunnerFactory, thread_runner_factory
 from .cache import environment, find_reusable
 from .decide import verdict
 from .document import document
@@ -57,14 +58,6 @@ class Progress:
 
 
 ProgressFn = Callable[[Progress], None]
-RunnerFactory = Callable[..., Any]  # (preset, device, callback, *, steps, sample_interval) -> runner
-
-
-def default_runner_factory(preset: Preset, device: str, callback: Callable[[Any], None], *,
-                           steps: int | None = None, sample_interval: float = 1.0) -> Any:
-    from ..runner import Runner
-
-    return Runner(preset, device, callback, steps=steps, sample_interval=sample_interval)
 
 
 class Advisor:
@@ -97,7 +90,7 @@ class Advisor:
 
             availability_fn = lambda p: availability(p, device)  # noqa: E731
         self.availability_fn = availability_fn
-        self.runner_factory = runner_factory or default_runner_factory
+        self.runner_factory = runner_factory or thread_runner_factory
         self.on_progress = on_progress
         self.sample_interval = sample_interval
         self._env = dict(env) if env is not None else None
