@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..compare import NOISE_FLOOR, format_speedup
+from ..compare import NOISE_FLOOR, Comparison, format_speedup
 from ..fmt import ms as _ms
 from ..presets import BASELINES
 from .model import LOSS_CHECKED, LOSS_TOLERANCE, ApexVerdict, MachineApexStatus, Measurement, WorkloadStatus, \
@@ -203,8 +203,9 @@ def overall_apex(workloads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     unmeasurable = [(n, a) for n, a in per if a["status"] in ("not_measurable", "failed")]
     best_torch = {w["workload"]: w["apex"].get("best_torch") for w in workloads if w.get("apex")}
 
-    def gain(a: Mapping[str, Any]) -> str:
-        return f"{a['best_apex']} {a['speedup']:.2f}× vs {a['best_torch']}"
+    def gain(a: Mapping[str, Any]) -> str:  # only "faster" entries: beyond noise, so no "≈"
+        c = Comparison(a["speedup"], None, None, "faster")
+        return f"{a['best_apex']} {format_speedup(c, compact=True)} vs {a['best_torch']}"
 
     def label(a: Mapping[str, Any]) -> str:
         return {"faster_flagged": "faster but flagged"}.get(a["status"], a["status"].replace("_", " "))
