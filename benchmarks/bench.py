@@ -61,10 +61,7 @@ def gpu_busy_ms(preset: Preset, size: dict[str, int], steps: int = 20, warmup: i
     import torch
 
     from apextui.core import workloads
-
-    class NoMark:
-        def mark(self) -> None:
-            pass
+    from apextui.core.timing import NoMark
 
     w = workloads.build(preset, "cuda", size, warmup + steps)
     w.warm_up()

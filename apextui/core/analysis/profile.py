@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..timing import NoMark
 from .ceilings import Ceilings, CeilingsUnavailable, get_ceilings
 
 PROFILE_GRAPHS_ENV = "APEXTUI_PROFILE_GRAPHS"  # "1": profile CUDA-graph workloads too (see profile_skip_reason)
@@ -80,11 +81,6 @@ class UtilAverage:
                 f"{self.min_samples}: too short a run for it (run more steps, or lower --sample-interval)")
 
 
-class _NoMark:
-    def mark(self) -> None:
-        pass
-
-
 def profile_kernel_ms(step: Callable[[], Any], steps: int = PROFILE_STEPS, warmup: int = 0) -> float:
     """GPU time per step: the summed duration of every CUDA kernel, memcpy and memset torch.profiler
     (CUPTI) records over `steps` calls of `step`, after `warmup` unprofiled calls."""
@@ -135,7 +131,7 @@ def probe_after_run(workload: Any, device: str, profile_steps: int = PROFILE_STE
     kernel_ms = None
     note = profile_skip_reason(workload, device, profile_steps)
     if note is None:
-        marker = _NoMark()
+        marker = NoMark()
         try:
             kernel_ms = profile_kernel_ms(lambda: workload.step(marker), steps=profile_steps)
             if kernel_ms <= 0:
