@@ -243,6 +243,7 @@ class ApexVerdict:
     difference: float | None = None
     noise_threshold: float | None = None
     reason: str | None = None  # why Apex could not be measured
+    failed_preset: str | None = None  # the Apex preset whose failure `reason` quotes (not in the JSON)
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "text": self.text, "best_apex": self.best_apex,

@@ -1,12 +1,15 @@
-"""The advice's words that more than one place shows: provenance, the trust note, why a preset has no
-median, its roofline figures."""
+"""The advice's words: what each decided verdict says (`decide` decides, then asks here), the flags and
+notes, provenance, the trust note, why a preset has no median, its roofline figures."""
 
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
-from .model import DEFAULT_STEPS
+from ..compare import NOISE_FLOOR, Comparison, format_speedup
+from ..fmt import ms as _ms
+from .model import DEFAULT_STEPS, LOSS_TOLERANCE, ApexVerdict, MachineApexStatus, Measurement, WorkloadStatus, \
+    WorkloadVerdict, versus
 
 
 def _ago(seconds: float) -> str:
@@ -78,3 +81,149 @@ def _roofline_text(p: Mapping[str, Any]) -> str:
     if busy is not None:
         figs.append(f"GPU busy {100 * busy:.0f} %")
     return " · ".join([label, *figs]) if figs or label != "—" else "—"
+
+
+# ---- the verdicts' words ---------------------------------------------------------------------------
+def _pct(v: float) -> str:
+    return f"{100 * v:.1f} %"
+
+
+def check_flag(m: Measurement) -> str:
+    return f"{m.preset} failed its accuracy check against torch: not recommended"
+
+
+def loss_flag(m: Measurement, base: Measurement, worse: float) -> str:
+    return (f"{m.preset}'s final loss {m.final_loss:.4g} is {_pct(worse)} worse than the baseline {base.preset}'s "
+            f"{base.final_loss:.4g} after the same steps (over {LOSS_TOLERANCE:.0%}): not recommended")
+
+
+def notes(ms: Sequence[Measurement], status: WorkloadStatus, measured: Sequence[Measurement]) -> tuple[str, ...]:
+    """What the reader of a workload's verdict should know: failed presets, runs that did not count, one
+    repeat only, an interrupted advice."""
+    out: list[str] = []
+    for m in ms:
+        if m.status == "failed":
+            out.append(f"{m.preset} failed: {(m.errors[0].splitlines() or ['?'])[0][:200] if m.errors else 'no result'}")
+        elif m.measured and len(m.ok_runs) < m.planned and m.complete:
+            out.append(f"{m.preset}: {m.planned - len(m.ok_runs)} of {m.planned} runs did not finish ok; "
+                       f"its figures use {len(m.ok_runs)}")
+    if measured and all(len(m.ok_runs) < 2 for m in measured):
+        out.append("one repeat: the run-to-run spread is unknown, so the noise rule sees only each run's own "
+                   f"interval (without one, only the {NOISE_FLOOR:.0%} floor); use --repeats 2 or more")
+    if status == "partial":
+        out.append("partial: interrupted before every run was made; the verdict uses what was measured")
+    return tuple(out)
+
+
+def apex_text(v: ApexVerdict, ms: Sequence[Measurement], base: Measurement | None) -> str:
+    """Apex against torch for one workload, in words (from the decided `v` and the measurements it names)."""
+    by = {m.preset: m for m in ms}
+    best_torch = by.get(v.best_torch) if v.best_torch is not None else None
+    if best_torch is not None:
+        up = (f", {format_speedup(versus(best_torch, base))} the baseline"
+              if base is not None and base.measured and base is not best_torch else "")
+        torch_text = f"the best torch-only option is {best_torch.preset} ({_ms(best_torch.median_ms)} ms/step{up})"
+    else:
+        torch_text = "no torch-only preset was measured either"
+    if v.status == "none":
+        return "no Apex preset for this workload"
+    if v.status == "failed":
+        return f"the Apex presets failed here ({v.failed_preset}: {v.reason}); no Apex number; {torch_text}"
+    if v.status == "not_measurable":
+        return f"Apex cannot be measured here ({v.reason}); no Apex number is claimed; {torch_text}"
+    if v.status == "not_measured":
+        return f"the Apex presets were not measured (interrupted); {torch_text}"
+    best_apex = by[v.best_apex]  # type: ignore[index]
+    if v.status == "no_torch" or best_torch is None:
+        return (f"{best_apex.preset} ran ({_ms(best_apex.median_ms)} ms/step) but no torch-only preset was measured "
+                "to compare it with")
+    pair = (f"best Apex {best_apex.preset} {_ms(best_apex.median_ms)} vs best torch-only {best_torch.preset} "
+            f"{_ms(best_torch.median_ms)} ms/step")
+    if v.status == "within_noise":
+        return (f"not worth installing for this: {pair}, within noise ({_pct(v.difference)} apart, "  # type: ignore[arg-type]
+                f"noise ±{_pct(v.noise_threshold)})")  # type: ignore[arg-type]
+    if v.status == "faster_flagged":
+        return (f"{best_apex.preset} is {format_speedup(versus(best_apex, best_torch))} faster than the best "
+                f"torch-only {best_torch.preset} ({pair}), but it is flagged (loss or accuracy): not a clear gain")
+    if v.status == "faster":
+        return (f"worth it here: {best_apex.preset} is {format_speedup(versus(best_apex, best_torch))} faster than "
+                f"the best torch-only {best_torch.preset} ({pair})")
+    return (f"not worth it here: the torch-only {best_torch.preset} is "
+            f"{format_speedup(versus(best_torch, best_apex))} faster than the best Apex {best_apex.preset} ({pair})")
+
+
+_NOT_MEASURED = {"not_measured": "not measured (interrupted before its first run)",
+                 "partial": "no run finished before the interruption: no verdict",
+                 "failed": "every run failed: no verdict"}
+
+
+def workload_text(v: WorkloadVerdict) -> str:
+    """One workload's verdict in words: the fastest and by how much, the runner-up, flags, what to use."""
+    w = v.workload
+    fastest = v.measurement(v.fastest)
+    if fastest is None:
+        return f"{w}: {_NOT_MEASURED.get(v.status, 'nothing measured: no verdict')}"
+    base = v.measurement(v.baseline)
+    base = base if base is not None and base.measured else None
+    runner = v.measurement(v.runner_up)
+    thr = v.noise_threshold
+    flagged = {f["preset"] for f in v.flags}
+    if base is fastest:
+        text = f"{w}: the baseline {base.preset} is fastest here ({_ms(fastest.median_ms)} ms/step)"  # type: ignore[union-attr]
+    else:
+        vs = (f", {format_speedup(versus(fastest, base))} the baseline {base.preset}'s {_ms(base.median_ms)} ms/step"
+              if base is not None else " (the baseline was not measured: no speed-up)")
+        text = f"{w}: {fastest.preset} is fastest here at {_ms(fastest.median_ms)} ms/step{vs}"
+        if v.baseline_within_noise and runner is not base:
+            text += ", but within noise of the baseline"
+    if runner is not None:
+        if v.within_noise:
+            text += (f"; the runner-up {runner.preset} is within noise ({_pct(v.difference)} slower, "  # type: ignore[arg-type]
+                     f"noise ±{_pct(thr)})")  # type: ignore[arg-type]
+        elif runner is base:
+            text += f", beyond noise (±{_pct(thr)})"  # type: ignore[arg-type]
+        else:
+            text += (f"; {format_speedup(versus(fastest, runner))} faster than the runner-up {runner.preset}, beyond "
+                     f"noise (±{_pct(thr)})")  # type: ignore[arg-type]
+    if fastest.preset in flagged:
+        text += f". FLAGGED: {next(f['text'] for f in v.flags if f['preset'] == fastest.preset)}"
+    rec = v.recommended
+    if rec is None:
+        text += ". Nothing can be recommended (every measured preset is flagged)"
+    elif base is not None and rec == base.preset and base is not fastest:
+        text += f". Use: {rec} (nothing is measurably faster than the baseline)"
+    else:
+        others = [t for t in v.tied if t != rec and t not in flagged]
+        text += f". Use: {rec}" + (f" (or {', '.join(others)}: within noise)" if others else "")
+    return text
+
+
+def overall_apex_text(status: MachineApexStatus, faster: Sequence[tuple[str, Mapping[str, Any]]],
+                      no_gain: Sequence[tuple[str, Mapping[str, Any]]],
+                      unmeasurable: Sequence[tuple[str, Mapping[str, Any]]], best_torch: Mapping[str, Any]) -> str:
+    """Apex on this machine in one line, from `decide.overall_apex`'s groups of workloads."""
+
+    def gain(a: Mapping[str, Any]) -> str:  # only "faster" entries: beyond noise, so no "≈"
+        c = Comparison(a["speedup"], None, None, "faster")
+        return f"{a['best_apex']} {format_speedup(c, compact=True)} vs {a['best_torch']}"
+
+    def label(a: Mapping[str, Any]) -> str:
+        return {"faster_flagged": "faster but flagged"}.get(a["status"], a["status"].replace("_", " "))
+
+    if status in ("worth_it", "mixed"):
+        text = "Apex is worth installing here for " + "; ".join(f"{n} ({gain(a)})" for n, a in faster)
+        if no_gain:
+            text += "; no clear gain for " + ", ".join(f"{n} ({label(a)})" for n, a in no_gain)
+    elif status == "not_worth_it":
+        text = ("Apex brings no clear gain here: " +
+                "; ".join(f"{n}: {a['best_apex']} vs {a['best_torch']} {label(a)}" for n, a in no_gain))
+    elif status == "not_measurable":
+        reason = unmeasurable[0][1].get("reason") or "unavailable"
+        opts = ", ".join(f"{n}: {best_torch[n]}" for n in best_torch if best_torch[n])
+        text = (f"Apex cannot be measured here ({reason}), so no Apex number is claimed; "
+                f"best torch-only options: {opts or 'none measured'}")
+    else:
+        text = "no Apex verdict: nothing comparable was measured"
+    if unmeasurable and (faster or no_gain):
+        text += "; not measurable for " + ", ".join(n for n, _ in unmeasurable)
+    return text
