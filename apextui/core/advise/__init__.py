@@ -60,9 +60,10 @@ from .wording import not_measured_text, provenance, roofline_text, trust_note
 __all__ = [
     "CACHE_FILE", "CACHE_VERSION", "DEFAULT_REPEATS", "DEFAULT_STEPS", "KIND", "LOSS_CHECKED", "LOSS_RULE",
     "LOSS_TOLERANCE", "MAX_REPEATS", "NOISE_FLOOR", "NOISE_RULE", "RUN_JOIN_S", "SCHEMA", "AdviceError",
-    "AdviceStatus", "AdviceView", "Advisor", "ApexStatus", "MachineApexStatus", "PresetStatus", "RunStatus", "WorkloadStatus", "ApexVerdict", "AvailabilityFn", "Measurement", "PresetRow", "Progress", "ProgressFn", "RunResult",
-    "RunnerFactory", "WorkloadPlan", "WorkloadVerdict", "advice_file", "apex_fingerprint", "apex_verdict",
-    "document", "environment", "find_reusable", "format_text", "load_store",
-    "not_measured_text", "overall_apex", "parse_workloads", "plan", "provenance", "roofline_text", "run_advice",
-    "store", "text_lines", "trust_note", "verdict", "versus", "view", "WorkloadView",
+    "AdviceStatus", "AdviceView", "Advisor", "ApexStatus", "ApexVerdict", "AvailabilityFn", "MachineApexStatus",
+    "Measurement", "PresetRow", "PresetStatus", "Progress", "ProgressFn", "RunResult", "RunStatus", "RunnerFactory",
+    "WorkloadPlan", "WorkloadStatus", "WorkloadVerdict", "WorkloadView", "advice_file", "apex_fingerprint",
+    "apex_verdict", "document", "environment", "find_reusable", "format_text", "load_store", "not_measured_text",
+    "overall_apex", "parse_workloads", "plan", "provenance", "roofline_text", "run_advice", "store", "text_lines",
+    "trust_note", "verdict", "versus", "view",
 ]

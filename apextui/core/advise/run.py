@@ -14,7 +14,8 @@ from ..runner import RunnerFactory, thread_runner_factory
 from .cache import environment, find_reusable
 from .decide import verdict
 from .document import document
-from .model import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, RUN_JOIN_S, AdviceError, Measurement, RunResult, WorkloadVerdict
+from .model import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, RUN_JOIN_S, AdviceError, Measurement, RunResult, \
+    WorkloadVerdict
 from .planning import AvailabilityFn, WorkloadPlan, parse_workloads, plan
 
 

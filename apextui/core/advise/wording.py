@@ -140,8 +140,8 @@ def apex_text(v: ApexVerdict, ms: Sequence[Measurement], base: Measurement | Non
     pair = (f"best Apex {best_apex.preset} {_ms(best_apex.median_ms)} vs best torch-only {best_torch.preset} "
             f"{_ms(best_torch.median_ms)} ms/step")
     if v.status == "within_noise":
-        return (f"not worth installing for this: {pair}, within noise ({_pct(v.difference)} apart, "  # type: ignore[arg-type]
-                f"noise ±{_pct(v.noise_threshold)})")  # type: ignore[arg-type]
+        diff, thr = v.difference or 0.0, v.noise_threshold or 0.0  # set whenever both were measured
+        return f"not worth installing for this: {pair}, within noise ({_pct(diff)} apart, noise ±{_pct(thr)})"
     if v.status == "faster_flagged":
         return (f"{best_apex.preset} is {format_speedup(versus(best_apex, best_torch))} faster than the best "
                 f"torch-only {best_torch.preset} ({pair}), but it is flagged (loss or accuracy): not a clear gain")
@@ -166,10 +166,10 @@ def workload_text(v: WorkloadVerdict) -> str:
     base = v.measurement(v.baseline)
     base = base if base is not None and base.measured else None
     runner = v.measurement(v.runner_up)
-    thr = v.noise_threshold
+    thr = v.noise_threshold or 0.0  # set whenever there is a runner-up
     flagged = {f["preset"] for f in v.flags}
     if base is fastest:
-        text = f"{w}: the baseline {base.preset} is fastest here ({_ms(fastest.median_ms)} ms/step)"  # type: ignore[union-attr]
+        text = f"{w}: the baseline {fastest.preset} is fastest here ({_ms(fastest.median_ms)} ms/step)"
     else:
         vs = (f", {format_speedup(versus(fastest, base))} the baseline {base.preset}'s {_ms(base.median_ms)} ms/step"
               if base is not None else " (the baseline was not measured: no speed-up)")
@@ -178,13 +178,13 @@ def workload_text(v: WorkloadVerdict) -> str:
             text += ", but within noise of the baseline"
     if runner is not None:
         if v.within_noise:
-            text += (f"; the runner-up {runner.preset} is within noise ({_pct(v.difference)} slower, "  # type: ignore[arg-type]
-                     f"noise ±{_pct(thr)})")  # type: ignore[arg-type]
+            text += (f"; the runner-up {runner.preset} is within noise ({_pct(v.difference or 0.0)} slower, "
+                     f"noise ±{_pct(thr)})")
         elif runner is base:
-            text += f", beyond noise (±{_pct(thr)})"  # type: ignore[arg-type]
+            text += f", beyond noise (±{_pct(thr)})"
         else:
             text += (f"; {format_speedup(versus(fastest, runner))} faster than the runner-up {runner.preset}, beyond "
-                     f"noise (±{_pct(thr)})")  # type: ignore[arg-type]
+                     f"noise (±{_pct(thr)})")
     if fastest.preset in flagged:
         text += f". FLAGGED: {next(f['text'] for f in v.flags if f['preset'] == fastest.preset)}"
     rec = v.recommended

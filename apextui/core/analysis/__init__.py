@@ -28,22 +28,23 @@ Importing this package is cheap (no torch): the runner, events and front ends im
 
 from __future__ import annotations
 
-from .bottleneck import HOST_BOUND_BELOW, Achieved, Bottleneck, achieved, classify
+from .bottleneck import HOST_BOUND_BELOW, Achieved, Bottleneck, BottleneckLabel, achieved, classify
 from .ceilings import CACHE_ENV, CACHE_FILE, CACHE_VERSION, Ceilings, CeilingsUnavailable, cache_dir, cache_file, \
     device_key, get_ceilings, load_cache, measure_ceilings, save_cache
 from .profile import MIN_NVML_SAMPLES, NVML_WINDOW_S, PROFILE_GRAPHS_ENV, PROFILE_STEPS, Busy, Probe, UtilAverage, \
     busy_from, probe_after_run, profile_kernel_ms, profile_skip_reason
 from .run_analysis import RunAnalysis, analyse_run
 from .work import ADAMW_BYTES_PER_PARAM, ADAMW_FLOPS_PER_PARAM, AMP_PRECISION, NORM_BYTES_PER_ELEMENT, \
-    NORM_FLOPS_PER_ELEMENT, PRECISIONS, TRANSFORMER_ACT_PER_TOKEN_LAYER, TRANSFORMER_PARAM_BYTES, PerStepWork, Work, \
-    norm_work, optimizer_work, transformer_work, work_per_step
+    NORM_FLOPS_PER_ELEMENT, PRECISIONS, TRANSFORMER_ACT_PER_TOKEN_LAYER, TRANSFORMER_PARAM_BYTES, PerStepWork, \
+    Primary, Scope, Work, norm_work, optimizer_work, transformer_work, work_per_step
 
 __all__ = [
     "ADAMW_BYTES_PER_PARAM", "ADAMW_FLOPS_PER_PARAM", "AMP_PRECISION", "CACHE_ENV", "CACHE_FILE", "CACHE_VERSION",
     "HOST_BOUND_BELOW", "MIN_NVML_SAMPLES", "NORM_BYTES_PER_ELEMENT", "NORM_FLOPS_PER_ELEMENT", "NVML_WINDOW_S",
     "PRECISIONS", "PROFILE_GRAPHS_ENV", "PROFILE_STEPS", "TRANSFORMER_ACT_PER_TOKEN_LAYER", "TRANSFORMER_PARAM_BYTES",
-    "Achieved", "Bottleneck", "Busy", "Ceilings", "CeilingsUnavailable", "PerStepWork", "Probe", "RunAnalysis",
-    "UtilAverage", "Work", "achieved", "analyse_run", "busy_from", "cache_dir", "cache_file", "classify",
-    "device_key", "get_ceilings", "load_cache", "measure_ceilings", "norm_work", "optimizer_work",
-    "probe_after_run", "profile_kernel_ms", "profile_skip_reason", "save_cache", "transformer_work", "work_per_step",
+    "Achieved", "Bottleneck", "BottleneckLabel", "Busy", "Ceilings", "CeilingsUnavailable", "PerStepWork", "Primary",
+    "Probe", "RunAnalysis", "Scope", "UtilAverage", "Work", "achieved", "analyse_run", "busy_from", "cache_dir",
+    "cache_file", "classify", "device_key", "get_ceilings", "load_cache", "measure_ceilings", "norm_work",
+    "optimizer_work", "probe_after_run", "profile_kernel_ms", "profile_skip_reason", "save_cache", "transformer_work",
+    "work_per_step",
 ]

@@ -4,12 +4,14 @@ bottleneck (`classify`, pure)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 from .ceilings import Ceilings
-from .work import Work
+from .work import Primary, Scope, Work
 
 HOST_BOUND_BELOW = 0.6  # GPU busy fraction under which a step is host-bound
+
+BottleneckLabel = Literal["host-bound", "memory-bound", "compute-bound", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -17,7 +19,7 @@ class Achieved:
     """A run's work over its time, and as fractions of the ceilings (None where unknown)."""
 
     time_ms: float
-    scope: str  # "step" | "opt_step"
+    scope: Scope
     tflops: float | None
     gb_s: float | None
     precision: str | None = None  # the matmul ceiling compared with
@@ -27,7 +29,7 @@ class Achieved:
     bandwidth_fraction: float | None = None
     intensity: float | None = None  # FLOP/byte of the work model
     ridge: float | None = None  # FLOP/byte where the two ceilings meet
-    primary: str = "bytes"
+    primary: Primary = "bytes"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -58,7 +60,7 @@ def achieved(work: Work, time_ms: float, ceilings: Ceilings | None) -> Achieved:
 class Bottleneck:
     """"host-bound" | "memory-bound" | "compute-bound" | "unknown", why, and the figures that decided it."""
 
-    label: str
+    label: BottleneckLabel
     reason: str
     figures: Mapping[str, float | str | None] = field(default_factory=dict)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from ..timing import NoMark
 from .ceilings import Ceilings, CeilingsUnavailable, get_ceilings
@@ -20,7 +20,7 @@ class Busy:
 
     fraction: float | None
     kernel_ms: float | None = None  # GPU time per step (profiler)
-    source: str | None = None  # "profiler" | "nvml"
+    source: Literal["profiler", "nvml"] | None = None
     note: str | None = None  # why there is no figure, or a caveat
 
     def to_dict(self) -> dict[str, Any]:

@@ -7,7 +7,7 @@ the others' with the whole step's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 ADAMW_BYTES_PER_PARAM = 7 * 4  # read p, g, m, v; write p, m, v (fp32)
 # AdamW as torch writes it, per parameter: decay 1, m (lerp) 3, v 4, denominator (sqrt, /, +eps) 3, update 3
@@ -19,6 +19,9 @@ NORM_FLOPS_PER_ELEMENT = {"layernorm": 18, "rmsnorm": 12}
 TRANSFORMER_PARAM_BYTES = 40  # AdamW 28 + gradient written 4 + weights read forward and backward 2 x 4
 TRANSFORMER_ACT_PER_TOKEN_LAYER = 16  # x d_model elements a block keeps (ln1, qkv 3, attn, proj, ln2, fc1 4, gelu 4, fc2)
 
+Scope = Literal["step", "opt_step"]  # what a work model's time is: the whole step's, or the optimizer step's
+Primary = Literal["bytes", "flops"]  # the headline figure: GB/s or TFLOP/s
+
 PRECISIONS = ("fp32", "bf16", "fp16")
 AMP_PRECISION = {"none": "fp32", "bf16": "bf16", "fp16": "fp16"}
 
@@ -29,9 +32,9 @@ class Work:
 
     flops: float | None
     bytes: float | None
-    scope: str = "step"  # "step": divided by the step's time; "opt_step": by the optimizer step's alone
+    scope: Scope = "step"  # "step": divided by the step's time; "opt_step": by the optimizer step's alone
     precision: str = "fp32"  # which matmul ceiling the FLOPs compare with
-    primary: str = "bytes"  # the headline figure: "bytes" (GB/s) or "flops" (TFLOP/s)
+    primary: Primary = "bytes"  # the headline figure: "bytes" (GB/s) or "flops" (TFLOP/s)
     basis: str = ""  # the model in words
 
     @property
