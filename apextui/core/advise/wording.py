@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence
 
 from ..compare import NOISE_FLOOR, Comparison, format_speedup
 from ..fmt import ms as _ms
+from ..fmt import pct as _pct
 from .model import DEFAULT_STEPS, LOSS_TOLERANCE, ApexVerdict, MachineApexStatus, Measurement, WorkloadStatus, \
     WorkloadVerdict, versus
 
@@ -84,10 +85,6 @@ def _roofline_text(p: Mapping[str, Any]) -> str:
 
 
 # ---- the verdicts' words ---------------------------------------------------------------------------
-def _pct(v: float) -> str:
-    return f"{100 * v:.1f} %"
-
-
 def check_flag(m: Measurement) -> str:
     return f"{m.preset} failed its accuracy check against torch: not recommended"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
+from ..fmt import pct as _pct
 from .ceilings import Ceilings
 from .work import Primary, Scope, Work
 
@@ -66,10 +67,6 @@ class Bottleneck:
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "reason": self.reason, "figures": dict(self.figures)}
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f} %"
 
 
 def classify(busy_fraction: float | None, achieved: Achieved | None, ceilings: Ceilings | None = None,
