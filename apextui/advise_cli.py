@@ -1,4 +1,4 @@
-"""`apextui advise`: which configuration to use on this machine, from runs made here (core/advise.py).
+"""`apextui advise`: which configuration to use on this machine, from runs made here (core/advise/).
 
 Human-readable output by default, one JSON document with --json; progress on stderr (a line per run).
 Exit codes: 0 ok, 1 every run failed, 2 usage, 3 device unavailable, 130 interrupted (Ctrl-C; 143 for

@@ -17,13 +17,6 @@ import time
 from typing import Any
 
 
-class NoMark:
-    """The workloads call `clock.mark()` before their optimizer step; here nobody listens."""
-
-    def mark(self) -> None:
-        pass
-
-
 def synchronize(device: str) -> None:
     if device == "cuda":
         import torch
@@ -46,6 +39,8 @@ def build(preset_name: str, device: str, steps: int) -> tuple[Any, Any]:
 
 def timed_steps(workload: Any, steps: int, device: str) -> float:
     """ms/step of `steps` plain steps between two synchronisations (the loop's wall time)."""
+    from apextui.core.timing import NoMark  # the workloads call `clock.mark()`; here nobody listens
+
     mark = NoMark()
     step = workload.step
     synchronize(device)
@@ -58,6 +53,8 @@ def timed_steps(workload: Any, steps: int, device: str) -> float:
 
 def bare_block(workload: Any, warmup: int, steps: int, device: str) -> float:
     """`warmup` untimed steps, then `timed_steps`: the same shape as an apextui run of warmup + steps."""
+    from apextui.core.timing import NoMark
+
     mark = NoMark()
     for _ in range(warmup):
         workload.step(mark)

@@ -7,7 +7,7 @@ interleaved round-robin so that drift (clocks, temperature) cannot decide a comp
 repeats is reported, and each preset's median carries the hull of its repeats' 95 % median intervals, so
 its speed-up over the baseline carries an interval and the verdict of `apextui.core.compare` (the one noise
 rule apextui uses everywhere: `≈` marks a speed-up within noise). In the same invocation it measures the ceilings (a large device-to-device copy and
-large bf16/fp16/fp32 matmuls; `apextui.core.roofline`, which also caches them for apextui's runs;
+large bf16/fp16/fp32 matmuls; `apextui.core.analysis`, which also caches them for apextui's runs;
 `--cached-ceilings` reuses the cached ones), what fraction of each step the GPU was busy (kernel time from
 torch.profiler over wall time per step), achieved bandwidth (optimizer, norms) or model TFLOP/s
 (transformer) against the ceiling of the run's precision, and the bottleneck label (`roofline.classify`).
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from apextui.core import roofline  # noqa: E402
+from apextui.core import analysis as roofline  # noqa: E402
 from apextui.core.compare import (  # noqa: E402
     baseline_problem, compare, fields, format_speedup, from_fields, timing_from_runs, timing_from_summary)
 from apextui.core.presets import Preset, load_builtin  # noqa: E402
@@ -43,7 +43,7 @@ ARTICLE_NOTE = "article: fused kernels + torch.amp 2.4x faster than fp32 vanilla
 
 def ceilings(remeasure: bool = True) -> dict[str, Any]:
     """Device-to-device copy bandwidth (bytes read + written) and matmul rates per precision
-    (apextui.core.roofline: measured now, or the cached ones with remeasure=False)."""
+    (apextui.core.analysis: measured now, or the cached ones with remeasure=False)."""
     c = roofline.get_ceilings("cuda", remeasure=remeasure)
     return {"copy_gb_s": c.copy_gb_s, "bf16_tflops": c.matmul_tflops.get("bf16"),
             "fp16_tflops": c.matmul_tflops.get("fp16"), "fp32_tflops": c.matmul_tflops.get("fp32"),
@@ -61,10 +61,7 @@ def gpu_busy_ms(preset: Preset, size: dict[str, int], steps: int = 20, warmup: i
     import torch
 
     from apextui.core import workloads
-
-    class NoMark:
-        def mark(self) -> None:
-            pass
+    from apextui.core.timing import NoMark
 
     w = workloads.build(preset, "cuda", size, warmup + steps)
     w.warm_up()

@@ -36,11 +36,6 @@ def kind(name: str) -> str:
     return "other"
 
 
-class _NoMark:
-    def mark(self) -> None:
-        pass
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("preset")
@@ -56,6 +51,7 @@ def main() -> int:
         return 3
     from apextui.core import workloads
     from apextui.core.presets import resolve
+    from apextui.core.timing import NoMark
 
     for item in args.inductor:
         import torch._inductor.config as inductor_config
@@ -65,7 +61,7 @@ def main() -> int:
     preset = resolve(args.preset)
     w = workloads.build(preset, "cuda", preset.size, args.steps + args.profile_steps + preset.warmup)
     compile_s = w.warm_up() if getattr(w, "compiles", False) else None
-    mark = _NoMark()
+    mark = NoMark()
     for _ in range(preset.warmup):
         w.step(mark)
     torch.cuda.synchronize()

@@ -36,11 +36,8 @@ def bare(preset_name: str, steps: int, device: str) -> dict[str, Any]:
     import torch
 
     from apextui.core import workloads
+    from apextui.core.timing import NoMark
     from apextui.core.presets import resolve
-
-    class NoMark:
-        def mark(self) -> None:
-            pass
 
     preset = resolve(preset_name)
     size = preset.size if device == "cuda" else preset.cpu_size

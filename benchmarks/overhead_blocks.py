@@ -49,13 +49,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from apextui.core.runner import Runner, Snapshot  # noqa: E402
+from apextui.core.timing import NoMark  # noqa: E402
 
 MODES = ("aa", "json", "tui")
-
-
-class _NoMark:
-    def mark(self) -> None:
-        pass
 
 
 class TimedClock:
@@ -132,7 +128,7 @@ def build(preset_name: str, device: str, steps: int) -> tuple[Any, Any]:
     if getattr(workload, "compiles", False):
         raise SystemExit(f"overhead_blocks: preset {preset_name!r} compiles or captures CUDA graphs in its "
                          "warm-up, which every block would repeat; use an eager preset (fp32, fused_amp, torch_amp)")
-    mark = _NoMark()
+    mark = NoMark()
     for _ in range(preset.warmup):
         workload.step(mark)
     return dataclasses.replace(preset, warmup=0), workload
@@ -148,7 +144,7 @@ def bare_block(workload: Any, steps: int, device: str) -> Block:
     """`steps` plain steps: ms/step, and the CPU time of the process's other threads meanwhile."""
     import torch
 
-    mark = _NoMark()
+    mark = NoMark()
     with CpuMeter() as meter:
         if device == "cuda":
             torch.cuda.synchronize()

@@ -38,6 +38,7 @@ def check(name: str, steps: int | None) -> dict[str, Any]:
     import torch
 
     from apextui.core import workloads
+    from apextui.core.timing import NoMark
     from apextui.core.presets import resolve
     from apextui.core.runner import Runner
 
@@ -93,10 +94,6 @@ def check(name: str, steps: int | None) -> dict[str, Any]:
     out["ratio_median"] = out["apextui_median_ms"] / out["independent_median_ms"]
     if preset.workload in ("optimizer", "norm"):
         from triton.testing import do_bench
-
-        class NoMark:
-            def mark(self) -> None:
-                pass
 
         inner_step, mark = built[0], NoMark()
         out["do_bench_median_ms"] = do_bench(lambda: inner_step(mark), warmup=100, rep=500, return_mode="median")

@@ -14,6 +14,7 @@ import pytest
 
 from apextui import advise_cli, cli
 from apextui.core import advise
+from apextui.core.advise import run as advise_run
 from apextui.core.advise import Advisor, AdviceError, Measurement, RunResult, overall_apex, verdict
 from apextui.core.availability import Availability
 from apextui.core.presets import load_builtin, parse
@@ -681,7 +682,7 @@ def test_provenance_and_too_few_steps_to_trust():
 def test_cli_reused_advice_says_how_it_was_measured_and_flags_too_few_steps(monkeypatch, capsys):
     """Advice measured with --steps 8 (by another process, say) and reused: when, with how many steps and
     repeats, on which device, and a warning that 8 steps are too few."""
-    monkeypatch.setattr(advise, "environment", lambda device: dict(ENV))
+    monkeypatch.setattr(advise_run, "environment", lambda device: dict(ENV))
     as_here = lambda p: Availability(not p.needs_apex and "graph" not in p.name, "CUDA only", "use a GPU")  # noqa: E731
     a = Advisor("cpu", steps=8, repeats=1, workloads="optimizer", presets=load_builtin(), availability_fn=as_here,
                 runner_factory=Scripted({"adamw": [3.0], "adamw_fused": [1.3]}), env=ENV)

@@ -12,6 +12,7 @@ import pytest
 from apextui.core import compilation, events, presets, workloads
 from apextui.core.availability import availability
 from apextui.core.runner import Runner
+from apextui.core.timing import NoMark
 
 from helpers import json_lines, run_cli
 
@@ -25,11 +26,6 @@ NEW = {"torch_compile": ("transformer", ("compile",)), "torch_compile_cg": ("tra
        "adamw_capturable_graph": ("optimizer", ("cuda_graphs",))}
 COMPILED = ("torch_compile", "torch_compile_cg", "torch_compile_graph")
 GRAPHED = ("torch_compile_cg", "torch_compile_graph", "adamw_capturable_graph")
-
-
-class NoMark:
-    def mark(self) -> None:
-        pass
 
 
 # ---- presets and availability -----------------------------------------------------------------------
@@ -137,7 +133,7 @@ def test_list_shows_the_reasons():
 def test_graph_workloads_are_not_profiled_unless_asked(monkeypatch):
     from types import SimpleNamespace
 
-    from apextui.core import roofline
+    from apextui.core import analysis as roofline
 
     graphs, plain = SimpleNamespace(uses_cuda_graphs=True), SimpleNamespace()
     assert roofline.profile_skip_reason(plain, "cuda") is None

@@ -9,8 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from apextui.core import files, roofline
-from apextui.core.roofline import (
+from apextui.core import analysis as roofline
+from apextui.core import files
+from apextui.core.analysis import ceilings as ceilings_mod
+from apextui.core.analysis import (
     Achieved, Ceilings, CeilingsUnavailable, Probe, Work, achieved, analyse_run, busy_from, classify,
     get_ceilings, norm_work, optimizer_work, transformer_work, work_per_step,
 )
@@ -207,7 +209,7 @@ def test_analyse_run_uses_the_optimizer_step_time_for_the_optimizer():
 
 
 def test_probe_on_cpu_skips_the_profiler(monkeypatch, tmp_path):
-    monkeypatch.setattr(roofline, "measure_ceilings", lambda device: ceil(copy=5.0, fp32=0.1))
+    monkeypatch.setattr(ceilings_mod, "measure_ceilings", lambda device: ceil(copy=5.0, fp32=0.1))
     monkeypatch.setenv("APEXTUI_CACHE_DIR", str(tmp_path))
     p = roofline.probe_after_run(object(), "cpu")
     assert p.kernel_ms is None and "CPU" in p.busy_note
@@ -341,7 +343,7 @@ def test_a_cpu_run_carries_its_roofline_and_bottleneck(monkeypatch, tmp_path):
     from apextui.core.runner import Runner
 
     monkeypatch.setenv("APEXTUI_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(roofline, "measure_ceilings", lambda device: ceil(copy=10.0, fp32=0.1, bf16=0.2))
+    monkeypatch.setattr(ceilings_mod, "measure_ceilings", lambda device: ceil(copy=10.0, fp32=0.1, bf16=0.2))
     snaps = []
     final = Runner(presets.resolve("layernorm"), "cpu", snaps.append, steps=6).run()
     assert final.status == "ok" and final.info.work.bytes == 20 * 4 * 64 * 256

@@ -6,14 +6,10 @@ import torch
 from torch import nn
 
 from apextui.core.workloads.norm import NormWorkload
+from apextui.core.timing import NoMark
 from apextui.core.workloads.optimizer import OptimizerWorkload
 
 SIZE = {"batch": 2, "seq": 8, "hidden": 32}
-
-
-class NoMark:
-    def mark(self) -> None:
-        pass
 
 
 def test_error_check_passes_for_an_identical_implementation():

@@ -131,7 +131,7 @@ def cache_key() -> str:
 
 
 def _cache_path() -> Path:
-    from .roofline import cache_dir  # $APEXTUI_CACHE_DIR, else $XDG_CACHE_HOME/apextui, else ~/.cache/apextui
+    from .analysis import cache_dir  # $APEXTUI_CACHE_DIR, else $XDG_CACHE_HOME/apextui, else ~/.cache/apextui
 
     return cache_dir() / CACHE_FILE
 

@@ -1,9 +1,11 @@
-"""Which device to run on, and a short description of the environment for reports."""
+"""Which device to run on, a short description of the environment for reports, and the machine's identity
+(`machine_identity`) under which measurements are cached."""
 
 from __future__ import annotations
 
 import platform
 import sys
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
@@ -70,3 +72,54 @@ def pci_bus_id() -> str | None:
         return f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
     except Exception:  # noqa: BLE001
         return None
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo where there is one): part of a CPU machine's identity."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+@dataclass(frozen=True)
+class MachineIdentity:
+    """Which machine a measurement belongs to, so a cached one is reused only where it was made: the GPU
+    and its driver, or the CPU model and torch's threads; and torch. The roofline's ceilings are cached
+    under `key`; stored advice under `key` and the Apex installed (`core.advise.cache.environment`)."""
+
+    device: str  # "cuda" | "cpu"
+    name: str  # GPU or CPU model
+    torch: str
+    torch_cuda: str | None
+    driver: str | None = None  # CUDA only
+    threads: int | None = None  # CPU only
+
+    @property
+    def key(self) -> str:
+        """'cuda|<GPU>|driver <version>|torch <version>' or 'cpu|<CPU>|<n> threads|torch <version>' (the
+        values stored in the cache files: keep them as they are, or old entries are no longer found)."""
+        if self.device == "cuda":
+            return f"cuda|{self.name}|driver {self.driver}|torch {self.torch}"
+        return f"cpu|{self.name}|{self.threads} threads|torch {self.torch}"
+
+
+def machine_identity(device: str) -> MachineIdentity:
+    """This machine's identity for `device` (imports torch; on CUDA asks NVML for the driver)."""
+    import torch
+
+    if device == "cuda":
+        from .nvml import Nvml
+
+        name = torch.cuda.get_device_name()
+        try:
+            driver = Nvml(pci_bus_id=pci_bus_id()).driver_version().value or "unknown"
+        except Exception:  # noqa: BLE001 - the NVML shim never raises; a driver we cannot read is "unknown"
+            driver = "unknown"
+        return MachineIdentity("cuda", name, torch.__version__, torch.version.cuda, driver=driver)
+    return MachineIdentity(device, cpu_model(), torch.__version__, torch.version.cuda,
+                           threads=torch.get_num_threads())

@@ -23,3 +23,8 @@ def ms(value: float | None) -> str:
     if v >= 1:
         return f"{v:.2f}"
     return f"{v:.3f}"
+
+
+def pct(fraction: float) -> str:
+    """A fraction as a percentage with one decimal: 0.0123 -> '1.2 %' (noise thresholds, roofline fractions)."""
+    return f"{100 * fraction:.1f} %"

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from .presets import Preset
-from .roofline import (PROFILE_STEPS, PerStepWork, Probe, RunAnalysis, UtilAverage, Work, analyse_run,
+from .analysis import (PROFILE_STEPS, PerStepWork, Probe, RunAnalysis, UtilAverage, Work, analyse_run,
                        probe_after_run)
 from .sampler import MonitorReading, Sampler
 from .stats import Stats, StepStats
@@ -257,7 +257,7 @@ class Runner(RunControl):
                  sample_interval: float = 1.0, sampler: Sampler | None = None, analyse: bool = True,
                  profile_steps: int = PROFILE_STEPS) -> None:
         self.preset = preset
-        self.analyse = analyse  # after an ok run: GPU-busy profile window + ceilings (roofline.py)
+        self.analyse = analyse  # after an ok run: GPU-busy profile window + ceilings (core/analysis/)
         self.profile_steps = profile_steps
         self.device = device
         self.callback = callback
@@ -501,3 +501,13 @@ class Runner(RunControl):
             if kind == "end":
                 self._finished.set()
                 return
+
+
+RunnerFactory = Callable[..., Any]  # (preset, device, callback, *, steps, sample_interval) -> a runner
+
+
+def thread_runner_factory(preset: Preset, device: str, callback: Callable[[Any], None], *,
+                          steps: int | None = None, sample_interval: float = 1.0) -> Runner:
+    """A `Runner` that trains in a thread of this process (headless advice, tests, `APEXTUI_WORKER=thread`);
+    the TUI's default trains in a worker process instead (`ui.app.default_runner_factory`)."""
+    return Runner(preset, device, callback, steps=steps, sample_interval=sample_interval)

@@ -29,6 +29,14 @@ BLOCK_TARGET_MS = 5.0  # steps shorter than this are timed in blocks at least th
 MIN_BLOCKS = 10  # ... but never fewer timed intervals than this in a run's measured steps
 
 
+class NoMark:
+    """A clock that times nothing: for steps run outside the timed window (the GPU-busy profile window,
+    warm-ups, benchmarks), where a workload's `clock.mark()` has nobody to tell."""
+
+    def mark(self) -> None:
+        """Nothing to time."""
+
+
 @dataclass(frozen=True)
 class StepRecord:
     """One timed interval: a step, or a block of `steps` consecutive steps ending at `step`."""

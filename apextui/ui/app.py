@@ -34,6 +34,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, OptionList
 
 from apextui.core.presets import Preset
+from apextui.core.runner import RunnerFactory, thread_runner_factory
 
 from . import results
 from .bridge import RunBridge, RunView
@@ -49,9 +50,6 @@ from .widgets.status_pane import StatusPane
 REFRESH_S = 0.5  # live numbers: at most 2 redraws a second (the issue allows ~10; each costs the training GIL time)
 SPARK_REFRESH_S = 1.0  # the loss and step-time sparklines, the costly part of a redraw: once a second
 QUIT_JOIN_S = 30.0  # how long quitting waits for a stopped run to wind down
-
-# (preset, device, callback, steps=..., sample_interval=...) -> object with start/stop/join/is_alive
-RunnerFactory = Callable[..., Any]
 
 EXIT_HANGUP = 128 + signal.SIGHUP
 
@@ -88,14 +86,6 @@ def default_runner_factory(preset: Preset, device: str, callback: Callable[[Any]
     from apextui.core.worker import ProcessRunner
 
     return ProcessRunner(preset, device, callback, steps=steps, sample_interval=sample_interval)
-
-
-def thread_runner_factory(preset: Preset, device: str, callback: Callable[[Any], None], *,
-                          steps: int | None = None, sample_interval: float = 1.0) -> Any:
-    """Train in a thread of this process (tests, and `APEXTUI_WORKER=thread`)."""
-    from apextui.core.runner import Runner
-
-    return Runner(preset, device, callback, steps=steps, sample_interval=sample_interval)
 
 
 def env_runner_factory() -> RunnerFactory:

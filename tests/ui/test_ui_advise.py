@@ -10,6 +10,7 @@ from ui_fakes import FakeEngine, FakeRunner, cpu_probe_no_apex, fake_probe, gpu_
     static_text, wait_for
 
 from apextui.core import advise, presets
+from apextui.core.advise import run as advise_run
 from apextui.ui.app import make_app
 from apextui.ui.screens.advise_screen import AdviseScreen, open_advice
 
@@ -55,7 +56,7 @@ def status(app) -> str:
 
 
 async def test_a_measures_with_the_apps_runner_shows_progress_then_verdicts(monkeypatch):
-    monkeypatch.setattr(advise, "environment", lambda device: dict(ENV))
+    monkeypatch.setattr(advise_run, "environment", lambda device: dict(ENV))
     engine = HoldFirst("adamw_fused", 50)
     app = gpu_app(engine)
     total = 2 * len(presets.load_builtin())  # every shipped preset is available on the (fake) GPU, 2 repeats

@@ -7,7 +7,7 @@ from typing import Any, ContextManager, Mapping, Protocol
 
 import torch
 
-from ..roofline import PerStepWork, Work
+from ..analysis import PerStepWork, Work
 
 
 class Marker(Protocol):

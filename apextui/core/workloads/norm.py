@@ -7,7 +7,7 @@ from typing import Mapping
 import torch
 from torch import nn
 
-from ..roofline import norm_work
+from ..analysis import norm_work
 from .base import Marker, Workload, autocast
 
 TOLERANCE_FP32 = 1e-3

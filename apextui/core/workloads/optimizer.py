@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from ..compilation import WARMUP_STEPS, TrainingState
-from ..roofline import optimizer_work
+from ..analysis import optimizer_work
 from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
 
 GRAPHED = ("adamw_capturable_graph",)  # variants whose optimizer step is replayed from a CUDA graph

@@ -10,8 +10,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..compilation import WARMUP_STEPS, TrainingState, compile_warmup
-from ..roofline import transformer_work
+from ..analysis import transformer_work
 from . import markov
+from ..timing import NoMark
 from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
 
 MAX_POOL_TOKENS = 2**23  # fresh tokens generated up front: one new batch a step up to this many, then cycled
@@ -81,11 +82,6 @@ class LossModel(nn.Module):
         with autocast(self.device, self.amp):
             logits = self.model(inputs)
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
-
-
-class _NoMark:
-    def mark(self) -> None:
-        pass
 
 
 def parts(variant: str) -> tuple[NormFactory, str]:
@@ -162,7 +158,7 @@ class TransformerWorkload(Workload):
     def warm_up(self) -> float | None:
         if self.compiled is None:
             return None
-        marker = _NoMark()
+        marker = NoMark()
 
         def rewind() -> None:
             self._i = 0

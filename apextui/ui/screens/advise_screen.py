@@ -24,9 +24,8 @@ from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.widgets import Footer, ProgressBar, Static
 
-from apextui.core.advise import DEFAULT_REPEATS, Advisor, Progress, not_measured_text, provenance, roofline_text, \
-    store, trust_note
-from apextui.core.compare import format_speedup, from_fields
+from apextui.core.advise import DEFAULT_REPEATS, Advisor, Progress, store
+from apextui.core.advise.render import AdviceView, view
 
 from .. import fmt
 
@@ -201,59 +200,72 @@ def render_lines(lines: Sequence[str]) -> Text:
     return t
 
 
-def render_doc(doc: Mapping[str, Any]) -> Text:
-    """The verdict per workload with its evidence, and the Apex line."""
+def render_doc(v: AdviceView) -> Text:
+    """The verdict per workload with its evidence, and the Apex line: the TUI's layout of the one view of the
+    advice (`core.advise.render.view`, which the CLI's text lays out too)."""
     t = Text()
-    apex = doc["apex"]
     style = {"worth_it": "bold green", "mixed": "bold yellow", "not_worth_it": "bold", "not_measurable": "yellow"}
     t.append("Apex here: ", style="bold")
-    t.append(apex["text"] + "\n", style=style.get(apex["status"], ""))
-    for w in doc["workloads"]:
+    t.append(v.apex + "\n", style=style.get(v.apex_status, ""))
+    for w in v.workloads:
         t.append("\n")
-        t.append(f"{w['workload']}", style="bold underline")
-        t.append(f"  baseline {w['baseline']}", style="dim")
-        if w["status"] != "complete":
-            t.append(f"  [{w['status'].replace('_', ' ')}]", style="bold yellow")
+        t.append(f"{w.workload}", style="bold underline")
+        t.append(f"  baseline {w.baseline}", style="dim")
+        if w.status_label:
+            t.append(f"  [{w.status_label}]", style="bold yellow")
         t.append("\n")
-        if w.get("recommended"):
+        if w.recommended:
             t.append("  ➜ use ", style="bold")
-            t.append(w["recommended"], style="bold green")
-            rec = next((p for p in w["presets"] if p["preset"] == w["recommended"]), None)
-            if rec is not None and not rec["is_baseline"] and rec["speedup_vs_baseline"] is not None:
-                t.append(f"  {format_speedup(from_fields(rec, 'speedup_vs_baseline'))} the baseline")
-            if w.get("within_noise"):
-                t.append(f"  (runner-up {w['runner_up']} within noise)", style="yellow")
+            t.append(w.recommended, style="bold green")
+            if w.recommended_vs_base is not None:
+                t.append(f"  {w.recommended_vs_base} the baseline")
+            if w.runner_up_within_noise:
+                t.append(f"  (runner-up {w.runner_up_within_noise} within noise)", style="yellow")
             t.append("\n")
-        t.append(f"  {w['verdict']}\n")
-        for f in w.get("flags", []):
-            t.append(f"  ⚑ {f['text']}\n", style="bold red")
-        if w["apex"]["status"] != "none":
+        t.append(f"  {w.verdict}\n")
+        for f in w.flags:
+            t.append(f"  ⚑ {f}\n", style="bold red")
+        if w.apex is not None:
             t.append("  Apex: ", style="bold")
-            t.append(w["apex"]["text"] + "\n")
+            t.append(w.apex + "\n")
         t.append(f"  {'preset':<22}{'median':>8} {'p10–p90':>13} {'n':>2} {'spread':>7} {'vs base (95 %)':>18} "
                  f"{'loss':>7}\n", style="dim")
-        for p in sorted(w["presets"], key=lambda p: (p["median_ms"] is None, p["median_ms"] or 0)):
-            name = p["preset"][:20] + (" *" if p["is_baseline"] else "") + (" ⚑" if p["flagged"] else "")
-            if p["median_ms"] is None:
-                why = (f"unavailable: {p['reason']}" if p["status"] == "unavailable" else not_measured_text(p))
-                t.append(f"  ✗ {p['preset']}: {why}\n", style="dim")
+        for r in w.rows:
+            if r.kind != "measured":
+                t.append(f"  ✗ {r.preset}: {r.why}\n", style="dim")
                 continue
-            rng = f"{fmt.ms(p['p10_ms'])}–{fmt.ms(p['p90_ms'])}"
-            spread = f"{100 * p['spread']:.1f}%" if p["spread"] is not None else fmt.DASH
-            up = "base" if p["is_baseline"] else format_speedup(from_fields(p, "speedup_vs_baseline"))
-            loss = f"{p['final_loss']:.4g}" if p["final_loss"] is not None else fmt.DASH
-            t.append(f"  {name:<22}", style="bold" if p["preset"] == w.get("recommended") else "")
-            t.append(f"{fmt.ms(p['median_ms']):>8} {rng:>13} {p['repeats']:>2} {spread:>7} {up:>18} {loss:>7}\n")
-            extra = [] if roofline_text(p) == fmt.DASH else [roofline_text(p)]
-            if p["compile_s"] is not None:
-                extra.append(f"compile {p['compile_s']:.1f} s (not in ms/step)")
+            name = r.preset[:20] + (" *" if r.is_baseline else "") + (" ⚑" if r.flagged else "")
+            t.append(f"  {name:<22}", style="bold" if r.recommended else "")
+            t.append(f"{r.median:>8} {r.p10_p90:>13} {r.repeats:>2} {r.spread:>7} {r.vs_base:>18} {r.loss:>7}\n")
+            extra = [x for x in (r.roofline if r.roofline != fmt.DASH else None, r.compile) if x]
             if extra:
                 t.append(f"      {' · '.join(extra)}\n", style="dim")
-        for n in w.get("notes", []):
+        for n in w.notes:
             t.append(f"  note: {n}\n", style="italic")
     t.append(f"\nms = median of the repeats' median ms/step · * baseline · ⚑ flagged · ≈ within noise: "
-             f"{doc['rules']['noise']}\n", style="dim")
+             f"{v.noise_rule}\n", style="dim")
     return t
+
+
+def render_head(job: AdviceJob, v: AdviceView) -> Text:
+    """Where the advice comes from (measured now, or reused: when, how, where), and its warnings."""
+    head = Text()
+    if v.reused:
+        head.append(v.reuse_note, style="cyan")
+        head.append("  · r measures again", style="dim")
+    else:
+        head.append(f"measured {v.measured_at} on {v.device}: {v.runs_ok} of {v.runs_total} runs ok, "
+                    f"{v.repeats} repeat(s) × {v.steps} steps, in {v.elapsed_s:.0f} s")
+        if job.reuse_note:
+            head.append(f"\n(nothing to reuse: {job.reuse_note})", style="dim")
+    if v.trust_note:
+        head.append(f"\n⚠ {v.trust_note}", style="bold yellow")
+    if v.status == "partial":
+        head.append("\nPARTIAL: stopped before every run was made; the verdicts use what was measured",
+                    style="bold yellow")
+    if job.store_note:
+        head.append(f"\n{job.store_note}", style="red")
+    return head
 
 
 class AdviseScreen(ModalScreen[None]):
@@ -344,26 +356,9 @@ class AdviseScreen(ModalScreen[None]):
             status.update(head)
             body.update("")
             return
-        doc = job.doc or {}
-        if doc.get("reused"):
-            head.append(doc.get("reuse_note") or f"reused advice {provenance(doc)}", style="cyan")
-            head.append("  · r measures again", style="dim")
-        else:
-            head.append(f"measured {doc.get('measured_at')} on {doc.get('device')}: {doc['runs']['ok']} of "
-                        f"{doc['runs']['total']} runs ok, {doc['settings']['repeats']} repeat(s) × "
-                        f"{doc['settings']['steps']} steps, in {doc.get('elapsed_s', 0):.0f} s")
-            if job.reuse_note:
-                head.append(f"\n(nothing to reuse: {job.reuse_note})", style="dim")
-        trust = trust_note(doc)
-        if trust:
-            head.append(f"\n⚠ {trust}", style="bold yellow")
-        if doc.get("status") == "partial":
-            head.append("\nPARTIAL: stopped before every run was made; the verdicts use what was measured",
-                        style="bold yellow")
-        if job.store_note:
-            head.append(f"\n{job.store_note}", style="red")
-        status.update(head)
-        body.update(render_doc(doc))
+        v = view(job.doc or {})
+        status.update(head + render_head(job, v))
+        body.update(render_doc(v))
 
     def action_stop_advice(self) -> None:
         job = self.job

@@ -1,0 +1,159 @@
+"""The decision for one workload and for Apex on the machine, from measurements (pure: numbers in, typed
+verdict out). What the decisions say in words is `wording`'s: each verdict here is decided first, then
+worded there."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..presets import BASELINES
+from . import wording
+from .model import LOSS_CHECKED, LOSS_TOLERANCE, ApexStatus, ApexVerdict, MachineApexStatus, Measurement, \
+    WorkloadStatus, WorkloadVerdict, _round, versus
+
+
+def _fastest(ms: Sequence[Measurement]) -> Measurement | None:
+    measured = [m for m in ms if m.measured]
+    return min(measured, key=lambda m: m.median_ms) if measured else None  # type: ignore[arg-type, return-value]
+
+
+def _flags(workload: str, base: Measurement | None, ms: Sequence[Measurement]) -> list[dict[str, Any]]:
+    """A failed accuracy check, and (workloads in LOSS_CHECKED) a final loss over LOSS_TOLERANCE worse than
+    the baseline's: flagged presets are reported but never recommended."""
+    flags: list[dict[str, Any]] = []
+    base_loss = base.final_loss if base is not None else None
+    for m in ms:
+        if not m.measured:
+            continue
+        if m.check_failed:
+            flags.append({"preset": m.preset, "kind": "check", "text": wording.check_flag(m)})
+        if (workload in LOSS_CHECKED and base is not None and m is not base and base_loss
+                and m.final_loss is not None):
+            worse = (m.final_loss - base_loss) / abs(base_loss)
+            if worse > LOSS_TOLERANCE:
+                flags.append({"preset": m.preset, "kind": "loss", "final_loss": _round(m.final_loss, 6),
+                              "baseline_loss": _round(base_loss, 6), "worse_by": _round(worse),
+                              "text": wording.loss_flag(m, base, worse)})
+    return flags
+
+
+def apex_verdict(measurements: Sequence[Measurement], flagged: Iterable[str] = (), base: Measurement | None = None) -> ApexVerdict:
+    """The fastest measured Apex preset against the fastest measured torch-only one (pure)."""
+    flagged = set(flagged)
+    apex = [m for m in measurements if m.needs_apex]
+    torch_ok = [m for m in measurements if not m.needs_apex and m.measured]
+    best_torch = _fastest([m for m in torch_ok if m.preset not in flagged]) or _fastest(torch_ok)
+    kw: dict[str, Any] = {"best_torch": best_torch.preset if best_torch else None,
+                          "best_torch_ms": best_torch.median_ms if best_torch else None}
+
+    def worded(status: ApexStatus, **more: Any) -> ApexVerdict:
+        v = ApexVerdict(status, "", **kw, **more)
+        return replace(v, text=wording.apex_text(v, measurements, base))
+
+    if not apex:
+        return worded("none")
+    measured = [m for m in apex if m.measured]
+    if not measured:
+        unavailable = [m for m in apex if not m.available]
+        failed = [m for m in apex if m.status == "failed"]
+        if failed:
+            why = failed[0].errors[0].splitlines()[0][:200] if failed[0].errors else "failed"
+            return worded("failed", reason=why, failed_preset=failed[0].preset)
+        if len(unavailable) == len(apex):
+            return worded("not_measurable", reason=unavailable[0].reason or "unavailable")
+        return worded("not_measured")
+    best_apex = _fastest([m for m in measured if m.preset not in flagged]) or _fastest(measured)
+    assert best_apex is not None
+    kw.update(best_apex=best_apex.preset, best_apex_ms=best_apex.median_ms)
+    if best_torch is None:
+        return worded("no_torch")
+    c = versus(best_apex, best_torch)
+    kw.update(speedup=c.speedup, difference=c.difference, noise_threshold=c.noise)
+    if c.within_noise:
+        return worded("within_noise")
+    if c.verdict == "faster":
+        return worded("faster_flagged" if best_apex.preset in flagged else "faster")
+    return worded("slower")
+
+
+def _status(ms: Sequence[Measurement]) -> WorkloadStatus:
+    planned = [m for m in ms if m.available]
+    if planned and all(not m.runs for m in planned):
+        return "not_measured"
+    if not all(m.complete for m in ms):
+        return "partial"
+    if planned and not any(m.measured for m in planned):
+        return "failed"
+    return "complete"
+
+
+def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | None = None) -> WorkloadVerdict:
+    """The verdict for one workload from its measurements (pure: numbers in, verdict out).
+
+    `baseline` is the baseline preset's name (default: the measurement whose variant is the workload's
+    baseline variant, the one named like it first)."""
+    ms = tuple(measurements)
+    if baseline is None:
+        base_variant = BASELINES.get(workload)
+        cands = [m for m in ms if m.variant == base_variant]
+        cands.sort(key=lambda m: m.preset != base_variant)
+        baseline = cands[0].preset if cands else None
+    base = next((m for m in ms if m.preset == baseline), None)
+    status = _status(ms)
+    flags = _flags(workload, base if base is not None and base.measured else None, ms)
+    flagged = {f["preset"] for f in flags}
+    apex = apex_verdict(ms, flagged, base)
+    measured = sorted((m for m in ms if m.measured), key=lambda m: m.median_ms)  # type: ignore[arg-type, return-value]
+    notes = wording.notes(ms, status, measured)
+    if not measured:
+        v = WorkloadVerdict(workload, baseline, status, ms, flags=tuple(flags), apex=apex, notes=notes)
+        return replace(v, text=wording.workload_text(v))
+    fastest = measured[0]
+    vs_base = versus(fastest, base) if base is not None and base.measured else None
+    base_same = True if base is fastest else (vs_base.within_noise if vs_base is not None else None)
+    runner = measured[1] if len(measured) > 1 else None
+    vs_runner = versus(fastest, runner) if runner is not None else None
+    tied = tuple(m.preset for m in measured[1:] if versus(fastest, m).within_noise)
+
+    # the recommendation: the fastest unflagged preset, unless within noise of the baseline
+    eligible = [m for m in measured if m.preset not in flagged]
+    best = eligible[0] if eligible else None
+    if best is None:
+        recommended = None
+    elif base is not None and base.measured and (best is base or versus(best, base).within_noise):
+        recommended = base.preset
+    else:
+        recommended = best.preset
+    v = WorkloadVerdict(
+        workload, baseline, status, ms, fastest=fastest.preset,
+        speedup_vs_baseline=vs_base.speedup if vs_base is not None else None, baseline_within_noise=base_same,
+        runner_up=runner.preset if runner else None,
+        speedup_vs_runner_up=vs_runner.speedup if vs_runner is not None else None,
+        within_noise=vs_runner.within_noise if vs_runner is not None else None,
+        difference=vs_runner.difference if vs_runner is not None else None,
+        noise_threshold=vs_runner.noise if vs_runner is not None else None, tied=tied,
+        recommended=recommended, flags=tuple(flags), apex=apex, notes=notes,
+    )
+    return replace(v, text=wording.workload_text(v))
+
+
+def overall_apex(workloads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Apex for the machine, from the workloads' `to_dict()` (their "apex" entries): worth it where it is
+    faster beyond noise, no gain where it is not, or not measurable here."""
+    per = [(w["workload"], w["apex"]) for w in workloads if w.get("apex") and w["apex"]["status"] != "none"]
+    faster = [(n, a) for n, a in per if a["status"] == "faster"]
+    no_gain = [(n, a) for n, a in per if a["status"] in ("within_noise", "slower", "faster_flagged")]
+    unmeasurable = [(n, a) for n, a in per if a["status"] in ("not_measurable", "failed")]
+    best_torch = {w["workload"]: w["apex"].get("best_torch") for w in workloads if w.get("apex")}
+    status: MachineApexStatus
+    if faster:
+        status = "worth_it" if not no_gain else "mixed"
+    elif no_gain:
+        status = "not_worth_it"
+    elif unmeasurable:
+        status = "not_measurable"
+    else:
+        status = "unknown"
+    text = wording.overall_apex_text(status, faster, no_gain, unmeasurable, best_torch)
+    return {"status": status, "text": text, "workloads": {n: a["status"] for n, a in per}}

@@ -1,0 +1,316 @@
+"""The advice's result model: one run, one preset's runs, and the verdicts, with their JSON form.
+
+Statuses are `Literal`s so a misspelt one is a type error, not a silent miss.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Literal, Mapping
+
+from ..compare import Comparison, Timing, compare, fields, timing_from_runs, timing_from_summary
+
+KIND = "apextui-advice"
+SCHEMA = 1
+CACHE_FILE = "advice.json"
+CACHE_VERSION = 1
+
+LOSS_TOLERANCE = 0.02  # final loss more than 2 % above the baseline's: flagged
+LOSS_CHECKED = ("transformer",)  # workloads whose final losses are compared
+DEFAULT_REPEATS = 2
+MAX_REPEATS = 100
+DEFAULT_STEPS = {"cuda": 100, "cpu": 30}
+RUN_JOIN_S = 30.0  # after a run's final snapshot: how long to wait for its worker to exit
+
+RunStatus = Literal["ok", "stopped", "failed"]
+PresetStatus = Literal["unavailable", "not_run", "failed", "stopped", "ok"]  # `Measurement.status`
+WorkloadStatus = Literal["complete", "partial", "not_measured", "failed"]
+ApexStatus = Literal["faster", "faster_flagged", "slower", "within_noise", "not_measurable", "failed", "not_measured",
+                     "no_torch", "none"]  # Apex against torch for one workload
+MachineApexStatus = Literal["worth_it", "mixed", "not_worth_it", "not_measurable", "unknown"]  # `overall_apex`
+AdviceStatus = Literal["complete", "partial"]  # the document's
+
+LOSS_RULE = (f"{', '.join(LOSS_CHECKED)}: a final loss more than {LOSS_TOLERANCE:.0%} above the baseline's "
+             "(same steps, same seed) is flagged and never recommended")
+
+
+class AdviceError(ValueError):
+    """Bad advice settings (unknown workload, repeats out of range...); the message says which."""
+
+
+# ---- measured results -----------------------------------------------------------------------------
+def _float(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return statistics.median(kept) if kept else None
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run of one preset: its status and the summary numbers it reported (`events.summary`)."""
+
+    repeat: int
+    status: RunStatus
+    median_ms: float | None = None
+    median_low_ms: float | None = None  # the median's 95 % interval (None in advice stored before it)
+    median_high_ms: float | None = None
+    timed_intervals: int = 0
+    p10_ms: float | None = None
+    p90_ms: float | None = None
+    final_loss: float | None = None
+    compile_s: float | None = None
+    steps: int = 0
+    measured_steps: int = 0
+    elapsed_s: float | None = None
+    error: str | None = None
+    bottleneck: Mapping[str, Any] | None = None  # {"label", "reason", "figures"}
+    roofline: Mapping[str, Any] | None = None
+    gpu_busy: float | None = None
+    check: Mapping[str, Any] | None = None  # fused norms: accuracy check against torch
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.median_ms is not None and self.median_ms > 0
+
+    @property
+    def check_failed(self) -> bool:
+        return bool(self.check) and self.check.get("passed") is False  # type: ignore[union-attr]
+
+    @property
+    def timing(self) -> Timing | None:
+        return timing_from_summary(self.to_dict()) if self.ok else None
+
+    @classmethod
+    def from_summary(cls, repeat: int, status: RunStatus, summary: Mapping[str, Any], error: str | None = None) -> "RunResult":
+        s = summary
+        return cls(
+            repeat=repeat, status=status, median_ms=_float(s.get("median_ms")),
+            median_low_ms=_float(s.get("median_low_ms")), median_high_ms=_float(s.get("median_high_ms")),
+            timed_intervals=int(s.get("timed_intervals") or 0), p10_ms=_float(s.get("p10_ms")),
+            p90_ms=_float(s.get("p90_ms")), final_loss=_float(s.get("final_loss")),
+            compile_s=_float(s.get("compile_s")), steps=int(s.get("steps") or 0),
+            measured_steps=int(s.get("measured_steps") or 0), elapsed_s=_float(s.get("elapsed_s")), error=error,
+            bottleneck=s.get("bottleneck") if isinstance(s.get("bottleneck"), Mapping) else None,
+            roofline=s.get("roofline") if isinstance(s.get("roofline"), Mapping) else None,
+            gpu_busy=_float(s.get("gpu_busy")), check=s.get("check") if isinstance(s.get("check"), Mapping) else None,
+        )
+
+    @classmethod
+    def from_snapshot(cls, repeat: int, snap: Any) -> "RunResult":
+        from .. import events
+
+        return cls.from_summary(repeat, snap.status, events.summary(snap), snap.error)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "repeat": self.repeat, "status": self.status, "error": self.error, "median_ms": self.median_ms,
+            "median_low_ms": self.median_low_ms, "median_high_ms": self.median_high_ms,
+            "timed_intervals": self.timed_intervals, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms, "steps": self.steps,
+            "measured_steps": self.measured_steps, "final_loss": self.final_loss, "compile_s": self.compile_s,
+            "elapsed_s": self.elapsed_s, "gpu_busy": self.gpu_busy,
+            "bottleneck": (self.bottleneck or {}).get("label"),
+        }
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Every run of one preset in this advice (or why it was not run)."""
+
+    preset: str
+    variant: str
+    workload: str
+    needs_apex: tuple[str, ...] = ()
+    amp: str = "none"
+    runs: tuple[RunResult, ...] = ()
+    planned: int = 0  # runs planned (repeats); 0 when not run
+    available: bool = True
+    reason: str = ""  # why it is not run (unavailable, not comparable)
+    fix: str = ""
+
+    @property
+    def ok_runs(self) -> list[RunResult]:
+        return [r for r in self.runs if r.ok]
+
+    @property
+    def medians_ms(self) -> list[float]:
+        return [r.median_ms for r in self.ok_runs]  # type: ignore[misc]
+
+    @property
+    def median_ms(self) -> float | None:
+        return _median(self.medians_ms)
+
+    @property
+    def timing(self) -> Timing | None:
+        """The median of the repeat medians, with the hull of the repeats' intervals (`timing_from_runs`)."""
+        return timing_from_runs(r.timing for r in self.ok_runs)  # type: ignore[misc]
+
+    @property
+    def p10_ms(self) -> float | None:
+        return _median(r.p10_ms for r in self.ok_runs)
+
+    @property
+    def p90_ms(self) -> float | None:
+        return _median(r.p90_ms for r in self.ok_runs)
+
+    @property
+    def spread(self) -> float | None:
+        """(max - min) / median of the repeat medians; None with fewer than two (reported; the noise rule
+        has the run-to-run spread through `timing`'s interval)."""
+        m = self.medians_ms
+        if len(m) < 2:
+            return None
+        return (max(m) - min(m)) / statistics.median(m)
+
+    @property
+    def final_loss(self) -> float | None:
+        return _median(r.final_loss for r in self.ok_runs)
+
+    @property
+    def compile_s(self) -> float | None:
+        """The longest (cold) compile: later repeats in one process reuse torch's compile cache and take
+        a fraction of a second, which is not what a user's first run pays."""
+        times = [r.compile_s for r in self.ok_runs if r.compile_s is not None]
+        return max(times) if times else None
+
+    @property
+    def measured(self) -> bool:
+        return self.median_ms is not None
+
+    @property
+    def check_failed(self) -> bool:
+        return any(r.check_failed for r in self.ok_runs)
+
+    @property
+    def representative(self) -> RunResult | None:
+        """The ok run whose median is closest to the aggregate (its bottleneck and roofline are reported)."""
+        med = self.median_ms
+        if med is None:
+            return None
+        return min(self.ok_runs, key=lambda r: abs(r.median_ms - med))  # type: ignore[operator]
+
+    @property
+    def status(self) -> PresetStatus:
+        """"stopped": interrupted before a run finished; "ok": at least one run counted."""
+        if not self.available:
+            return "unavailable"
+        if not self.runs:
+            return "not_run"
+        if not self.ok_runs:
+            return "failed" if any(r.status == "failed" for r in self.runs) else "stopped"
+        return "ok"
+
+    @property
+    def complete(self) -> bool:
+        return not self.available or len(self.runs) >= self.planned
+
+    @property
+    def errors(self) -> list[str]:
+        return [r.error for r in self.runs if r.status == "failed" and r.error]
+
+
+def versus(a: Measurement, b: Measurement) -> Comparison:
+    """`a` against `b` by the one noise rule (`compare.compare`); both must be measured. Its `difference`
+    (faster / slower - 1) and `noise` (the largest difference still noise) are the document's `difference`
+    and `noise_threshold`."""
+    ta, tb = a.timing, b.timing
+    if ta is None or tb is None:
+        raise ValueError("versus needs two measured presets")
+    return compare(ta, tb)
+
+
+@dataclass(frozen=True)
+class ApexVerdict:
+    """Apex against torch for one workload."""
+
+    status: ApexStatus
+    text: str
+    best_apex: str | None = None
+    best_apex_ms: float | None = None
+    best_torch: str | None = None
+    best_torch_ms: float | None = None
+    speedup: float | None = None  # best torch-only median / best Apex median (> 1: Apex faster); measured only
+    difference: float | None = None
+    noise_threshold: float | None = None
+    reason: str | None = None  # why Apex could not be measured
+    failed_preset: str | None = None  # the Apex preset whose failure `reason` quotes (not in the JSON)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "text": self.text, "best_apex": self.best_apex,
+                "best_apex_ms": _round(self.best_apex_ms), "best_torch": self.best_torch,
+                "best_torch_ms": _round(self.best_torch_ms), "speedup": _round(self.speedup),
+                "difference": _round(self.difference), "noise_threshold": _round(self.noise_threshold),
+                "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class WorkloadVerdict:
+    workload: str
+    baseline: str | None  # the baseline preset's name
+    status: WorkloadStatus
+    measurements: tuple[Measurement, ...]
+    fastest: str | None = None
+    speedup_vs_baseline: float | None = None  # of the fastest
+    baseline_within_noise: bool | None = None
+    runner_up: str | None = None
+    speedup_vs_runner_up: float | None = None
+    within_noise: bool | None = None  # fastest vs runner-up
+    difference: float | None = None  # fastest vs runner-up, relative
+    noise_threshold: float | None = None  # fastest vs runner-up
+    tied: tuple[str, ...] = ()  # presets within noise of the fastest
+    recommended: str | None = None
+    flags: tuple[Mapping[str, Any], ...] = ()  # {"preset", "kind": "loss"|"check", "text", ...}
+    apex: ApexVerdict = field(default_factory=lambda: ApexVerdict("none", ""))
+    text: str = ""
+    notes: tuple[str, ...] = ()
+
+    def measurement(self, name: str | None) -> Measurement | None:
+        return next((m for m in self.measurements if m.preset == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        base = self.measurement(self.baseline)
+        flagged = {f["preset"] for f in self.flags}
+        presets = []
+        for m in self.measurements:
+            rep = m.representative
+            timing = m.timing
+            vs_base = versus(m, base) if base is not None and base.measured and timing is not None else None
+            presets.append({
+                "preset": m.preset, "variant": m.variant, "amp": m.amp, "needs_apex": list(m.needs_apex),
+                "is_baseline": m.preset == self.baseline, "status": m.status,
+                "reason": m.reason or None, "fix": m.fix or None,
+                # medians of the runs' own (rounded) figures, not rounded again: the speed-ups follow from them
+                "median_ms": m.median_ms, "median_low_ms": timing.low_ms if timing else None,
+                "median_high_ms": timing.high_ms if timing else None, "p10_ms": m.p10_ms, "p90_ms": m.p90_ms,
+                "repeats": len(m.ok_runs), "planned_repeats": m.planned,
+                "repeat_medians_ms": m.medians_ms, "spread": _round(m.spread),
+                **fields(vs_base, "speedup_vs_baseline"),
+                "final_loss": _round(m.final_loss, 6), "compile_s": _round(m.compile_s, 3),
+                "flagged": m.preset in flagged,
+                "bottleneck": dict(rep.bottleneck) if rep is not None and rep.bottleneck else None,
+                "roofline": dict(rep.roofline) if rep is not None and rep.roofline else None,
+                "gpu_busy": rep.gpu_busy if rep is not None else None,
+                "evidence_run": rep.repeat if rep is not None else None,
+                "errors": m.errors,
+                "runs": [r.to_dict() for r in m.runs],
+            })
+        return {
+            "workload": self.workload, "baseline": self.baseline, "status": self.status,
+            "fastest": self.fastest, "speedup_vs_baseline": _round(self.speedup_vs_baseline),
+            "baseline_within_noise": self.baseline_within_noise,
+            "runner_up": self.runner_up, "speedup_vs_runner_up": _round(self.speedup_vs_runner_up),
+            "within_noise": self.within_noise, "difference": _round(self.difference),
+            "noise_threshold": _round(self.noise_threshold), "tied": list(self.tied),
+            "recommended": self.recommended, "flags": [dict(f) for f in self.flags],
+            "apex": self.apex.to_dict(), "verdict": self.text, "notes": list(self.notes), "presets": presets,
+        }

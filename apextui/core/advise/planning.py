@@ -1,0 +1,65 @@
+"""Which runs the advice makes: the runnable presets of each workload, and why the others are not run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from ..presets import BASELINES, WORKLOADS, Preset
+from .model import AdviceError, Measurement
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    workload: str
+    baseline: str | None
+    runnable: tuple[Preset, ...]
+    skipped: tuple[Measurement, ...]  # unavailable or not comparable
+
+
+AvailabilityFn = Callable[[Preset], Any]  # -> an object with ok, reason, fix (core.availability.Availability)
+
+
+def parse_workloads(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """'optimizer,norm' (or a list) -> ('optimizer', 'norm'), in the order given, duplicates dropped;
+    None -> every workload. Raises AdviceError naming the unknown one."""
+    if value is None:
+        return tuple(WORKLOADS)
+    items = [p.strip() for p in value.split(",")] if isinstance(value, str) else [str(p).strip() for p in value]
+    items = [p for p in items if p]
+    if not items:
+        raise AdviceError(f"no workload given; choose from {', '.join(WORKLOADS)}")
+    out: list[str] = []
+    for p in items:
+        if p not in WORKLOADS:
+            raise AdviceError(f"unknown workload {p[:40]!r}; choose from {', '.join(WORKLOADS)}")
+        if p not in out:
+            out.append(p)
+    return tuple(out)
+
+
+def plan(presets: Sequence[Preset], device: str, workloads: Sequence[str],
+         availability_fn: AvailabilityFn) -> list[WorkloadPlan]:
+    """Which presets of each workload run, and why the others do not."""
+    plans = []
+    size_key = "cpu_size" if device == "cpu" else "size"
+    for w in workloads:
+        mine = [p for p in presets if p.workload == w]
+        bases = sorted((p for p in mine if p.variant == BASELINES[w]), key=lambda p: p.name != BASELINES[w])
+        base = bases[0] if bases else None
+        runnable, skipped = [], []
+        for p in mine:
+            kw = dict(preset=p.name, variant=p.variant, workload=w, needs_apex=tuple(p.needs_apex), amp=p.amp)
+            if base is not None and dict(getattr(p, size_key)) != dict(getattr(base, size_key)):
+                skipped.append(Measurement(**kw, available=False, fix="give it the baseline's size to compare it",
+                                           reason=f"not comparable: its [{size_key}] differs from the baseline "
+                                                  f"{base.name}'s"))
+                continue
+            a = availability_fn(p)
+            if a is None or not a.ok:
+                skipped.append(Measurement(**kw, available=False, reason=a.reason if a else "not checked",
+                                           fix=a.fix if a else ""))
+                continue
+            runnable.append(p)
+        plans.append(WorkloadPlan(w, base.name if base else None, tuple(runnable), tuple(skipped)))
+    return plans

@@ -1,0 +1,167 @@
+"""The one renderer of the advice document: `view()` reads the JSON document (fresh or stored, hence a dict)
+once into a typed view, and both front ends lay that view out: `format_text` here for the CLI, the TUI's
+advise screen with styles. Neither front end reads the document's dict itself, so a figure is worded in
+one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping
+
+from ..compare import NOISE_RULE, format_speedup, from_fields
+from ..fmt import DASH
+from ..fmt import ms as _ms
+from .model import AdviceStatus, ApexStatus, MachineApexStatus, PresetStatus, WorkloadStatus
+from .wording import not_measured_text, provenance, roofline_text, trust_note
+
+RowKind = Literal["measured", "unavailable", "not_measured"]
+
+
+@dataclass(frozen=True)
+class PresetRow:
+    """One preset's line of a workload's table, every figure already worded."""
+
+    preset: str
+    kind: RowKind
+    status: PresetStatus
+    is_baseline: bool
+    flagged: bool
+    recommended: bool
+    why: str = ""  # unavailable / not measured: why there is no median
+    median: str = DASH  # ms/step
+    p10_p90: str = DASH
+    repeats: int = 0
+    spread: str = DASH
+    vs_base: str = DASH  # "base" for the baseline, else its speed-up over the baseline
+    loss: str = DASH
+    roofline: str = DASH  # bottleneck · roofline figures (`wording.roofline_text`)
+    compile: str | None = None  # "compile 1.2 s (not in ms/step)"
+
+
+@dataclass(frozen=True)
+class WorkloadView:
+    """One workload: its verdict, flags, Apex line, notes and table."""
+
+    workload: str
+    baseline: str | None
+    status: WorkloadStatus
+    status_label: str | None  # None when complete, else "partial", "not measured", ...
+    recommended: str | None
+    recommended_vs_base: str | None  # the recommended preset's speed-up over the baseline (not the baseline)
+    runner_up_within_noise: str | None  # the runner-up, when it is within noise of the fastest
+    verdict: str
+    flags: tuple[str, ...]
+    apex_status: ApexStatus
+    apex: str | None  # None when the workload has no Apex preset
+    notes: tuple[str, ...]
+    rows: tuple[PresetRow, ...]  # fastest first, those without a median last
+
+
+@dataclass(frozen=True)
+class AdviceView:
+    """The whole advice: where and how it was measured, whether it is reused or partial, and the workloads."""
+
+    device: str
+    machine: str
+    torch: str
+    apex_installed: str
+    steps: Any
+    repeats: Any
+    status: AdviceStatus
+    reused: bool
+    reuse_note: str  # reused advice: when, with how many steps and repeats, on which device
+    measured_at: str
+    elapsed_s: float
+    runs_ok: int
+    runs_total: int
+    trust_note: str | None
+    apex_status: MachineApexStatus
+    apex: str  # Apex on this machine, in one line
+    noise_rule: str
+    workloads: tuple[WorkloadView, ...]
+
+
+def _row(p: Mapping[str, Any], recommended: str | None) -> PresetRow:
+    common = dict(preset=p["preset"], status=p["status"], is_baseline=bool(p["is_baseline"]),
+                  flagged=bool(p["flagged"]), recommended=p["preset"] == recommended)
+    if p["status"] == "unavailable":
+        return PresetRow(kind="unavailable", why=f"unavailable: {p['reason']}", **common)
+    if p["median_ms"] is None:
+        return PresetRow(kind="not_measured", why=not_measured_text(p), **common)
+    return PresetRow(
+        kind="measured", median=_ms(p["median_ms"]), p10_p90=f"{_ms(p['p10_ms'])}–{_ms(p['p90_ms'])}",
+        repeats=int(p["repeats"]), spread=f"{100 * p['spread']:.1f}%" if p["spread"] is not None else DASH,
+        vs_base="base" if p["is_baseline"] else format_speedup(from_fields(p, "speedup_vs_baseline")),
+        loss=f"{p['final_loss']:.4g}" if p["final_loss"] is not None else DASH, roofline=roofline_text(p),
+        compile=f"compile {p['compile_s']:.1f} s (not in ms/step)" if p["compile_s"] is not None else None, **common)
+
+
+def _workload(w: Mapping[str, Any]) -> WorkloadView:
+    rec = next((p for p in w["presets"] if p["preset"] == w.get("recommended")), None)
+    rec_vs = (format_speedup(from_fields(rec, "speedup_vs_baseline"))
+              if rec is not None and not rec["is_baseline"] and rec["speedup_vs_baseline"] is not None else None)
+    order = sorted(w["presets"], key=lambda p: (p["median_ms"] is None, p["median_ms"] or 0))
+    apex = w["apex"]
+    return WorkloadView(
+        workload=w["workload"], baseline=w["baseline"], status=w["status"],
+        status_label=None if w["status"] == "complete" else w["status"].replace("_", " "),
+        recommended=w.get("recommended"), recommended_vs_base=rec_vs,
+        runner_up_within_noise=w["runner_up"] if w.get("within_noise") else None, verdict=w["verdict"],
+        flags=tuple(f["text"] for f in w.get("flags", [])), apex_status=apex["status"],
+        apex=None if apex["status"] == "none" else apex["text"], notes=tuple(w.get("notes", [])),
+        rows=tuple(_row(p, w.get("recommended")) for p in order),
+    )
+
+
+def view(doc: Mapping[str, Any]) -> AdviceView:
+    """The typed view of an advice document (`document()`'s, or a stored one's)."""
+    env = doc.get("environment") or {}
+    s = doc.get("settings") or {}
+    runs = doc.get("runs") or {}
+    return AdviceView(
+        device=str(doc.get("device")), machine=str(env.get("name", "?")), torch=str(env.get("torch", "?")),
+        apex_installed=str(env.get("apex", "?")), steps=s.get("steps"), repeats=s.get("repeats"),
+        status=doc.get("status", "complete"), reused=bool(doc.get("reused")),
+        reuse_note=str(doc.get("reuse_note") or f"reused advice {provenance(doc)}"),
+        measured_at=str(doc.get("measured_at")), elapsed_s=float(doc.get("elapsed_s", 0)),
+        runs_ok=int(runs.get("ok", 0)), runs_total=int(runs.get("total", 0)), trust_note=trust_note(doc),
+        apex_status=doc["apex"]["status"], apex=doc["apex"]["text"],
+        noise_rule=str((doc.get("rules") or {}).get("noise", NOISE_RULE)),
+        workloads=tuple(_workload(w) for w in doc.get("workloads", [])),
+    )
+
+
+def text_lines(v: AdviceView) -> list[str]:
+    """The CLI's layout of the view: a short table per workload, a verdict line each, and the Apex line."""
+    lines = [f"apextui advise on {v.device} ({v.machine}, torch {v.torch}, Apex {v.apex_installed}): "
+             f"{v.repeats} repeat(s) × {v.steps} steps a preset"]
+    lines.append(v.reuse_note if v.reused else f"measured {v.measured_at} in {v.elapsed_s:.0f} s")
+    if v.trust_note:
+        lines.append(f"WARNING: {v.trust_note}")
+    if v.status == "partial":
+        lines.append("PARTIAL: interrupted; the verdicts below use only what was measured")
+    for w in v.workloads:
+        lines += ["", f"{w.workload} (baseline {w.baseline})" + (f" [{w.status_label}]" if w.status_label else ""),
+                  f"  {'preset':<24} {'median ms':>10} {'p10–p90 ms':>16} {'n':>2} {'spread':>7} "
+                  f"{'vs base (95 %)':>19} {'loss':>8}  bottleneck · roofline"]
+        for r in w.rows:
+            name = r.preset + (" *" if r.is_baseline else "") + (" !" if r.flagged else "")
+            if r.kind != "measured":
+                lines.append(f"  {name:<24} {r.why}")
+                continue
+            extra = r.roofline + (f" · {r.compile}" if r.compile else "")
+            lines.append(f"  {name:<24} {r.median:>10} {r.p10_p90:>16} {r.repeats:>2} {r.spread:>7} "
+                         f"{r.vs_base:>19} {r.loss:>8}  {extra}")
+        lines.append(f"  verdict: {w.verdict}")
+        lines += [f"  flag: {f}" for f in w.flags]
+        if w.apex is not None:
+            lines.append(f"  apex: {w.apex}")
+        lines += [f"  note: {n}" for n in w.notes]
+    lines += ["", f"Apex on this machine: {v.apex}", f"(* baseline, ! flagged; n = repeats counted; ≈ within noise: "
+                                                     f"{NOISE_RULE})"]
+    return lines
+
+
+def format_text(doc: Mapping[str, Any]) -> str:
+    """The advice for a terminal (`apextui advise`)."""
+    return "\n".join(text_lines(view(doc)))

@@ -1,0 +1,264 @@
+"""Running the advice: the `Advisor` drives every planned run through a runner factory and reports progress."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Literal, Mapping, Sequence
+
+from ..fmt import ms as _ms
+from ..presets import Preset
+from ..runner import RunnerFactory, thread_runner_factory
+from .cache import environment, find_reusable
+from .decide import verdict
+from .document import document
+from .model import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, RUN_JOIN_S, AdviceError, Measurement, RunResult, \
+    WorkloadVerdict
+from .planning import AvailabilityFn, WorkloadPlan, parse_workloads, plan
+
+
+ProgressEvent = Literal["plan", "skip", "run", "run_end", "reused", "done"]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the advice is doing: `event` "plan" | "skip" | "run" (a run's update) | "run_end" | "reused" | "done"."""
+
+    event: ProgressEvent
+    index: int = 0  # this run, 1-based, of `total`
+    total: int = 0
+    workload: str | None = None
+    preset: str | None = None
+    repeat: int = 0
+    repeats: int = 0
+    status: str = ""  # the run's: starting | compiling | running | profiling | ok | stopped | failed
+    steps_done: int = 0
+    steps: int = 0
+    elapsed_s: float | None = None
+    compile_s: float | None = None
+    result: RunResult | None = None  # run_end
+    message: str = ""
+
+    def line(self) -> str:
+        """One line for a log (the CLI prints it for each run's end, skip and plan)."""
+        where = f"[{self.index}/{self.total}] {self.workload} {self.preset} repeat {self.repeat}/{self.repeats}"
+        if self.event == "run_end" and self.result is not None:
+            r = self.result
+            comp = f", compiled in {r.compile_s:.1f} s (not in ms/step)" if r.compile_s is not None else ""
+            if r.ok:
+                return (f"{where}: ok, median {_ms(r.median_ms)} ms/step (p10 {_ms(r.p10_ms)}, "
+                        f"p90 {_ms(r.p90_ms)}) over {r.measured_steps} steps{comp}")
+            err = f": {(r.error or '').splitlines()[0][:200]}" if r.error else ""
+            return f"{where}: {r.status} after {r.steps} steps{err}"
+        if self.event == "run":
+            what = "compiling…" if self.status == "compiling" else f"{self.status} {self.steps_done}/{self.steps}"
+            return f"{where}: {what}"
+        return self.message
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+class Advisor:
+    """Runs the advice: `run()` blocks (call it from the thread that should drive the runs) and returns
+    the document; `stop()` (any thread, or a signal handler) stops the current run and makes `run()`
+    return the partial advice; `document()` is the advice as measured so far."""
+
+    def __init__(self, device: str, *, steps: int | None = None, repeats: int = DEFAULT_REPEATS,
+                 workloads: Sequence[str] | str | None = None, presets: Sequence[Preset] | None = None,
+                 availability_fn: AvailabilityFn | None = None, runner_factory: RunnerFactory | None = None,
+                 on_progress: ProgressFn | None = None, sample_interval: float = 1.0,
+                 env: Mapping[str, Any] | None = None, use_run: bool = True) -> None:
+        if device not in DEFAULT_STEPS:
+            raise AdviceError(f"device must be cpu or cuda (resolved), got {device!r}")
+        if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
+            raise AdviceError(f"repeats must be a whole number from 1 to {MAX_REPEATS}, got {repeats!r}")
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
+            raise AdviceError(f"steps must be a whole number >= 1, got {steps!r}")
+        self.device = device
+        self.steps = steps if steps is not None else DEFAULT_STEPS[device]
+        self.repeats = repeats
+        self.workloads = parse_workloads(workloads)
+        if presets is None:
+            from ..presets import load_all
+
+            presets = load_all()[0]
+        self.presets = list(presets)
+        if availability_fn is None:
+            from ..availability import availability
+
+            availability_fn = lambda p: availability(p, device)  # noqa: E731
+        self.availability_fn = availability_fn
+        self.runner_factory = runner_factory or thread_runner_factory
+        self.on_progress = on_progress
+        self.sample_interval = sample_interval
+        self._env = dict(env) if env is not None else None
+        self.use_run = use_run
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._runner: Any = None
+        self._plans: list[WorkloadPlan] | None = None
+        self._runs: dict[tuple[str, str], list[RunResult]] = {}
+        self.started = time.time()
+        self.finished: float | None = None
+        self.interrupted = False
+
+    # ---- control --------------------------------------------------------------------------------
+    def stop(self) -> None:
+        """Stop after the current step of the current run; safe from any thread and from signal handlers."""
+        self._cancel.set()
+        runner = self._runner
+        if runner is not None:
+            try:
+                runner.stop()
+            except Exception:  # noqa: BLE001
+                pass
+
+    @property
+    def stopping(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def env(self) -> dict[str, Any]:
+        if self._env is None:
+            try:
+                self._env = environment(self.device)
+            except Exception as exc:  # noqa: BLE001 - the advice stands without it (and is never reused)
+                self._env = {"device": self.device, "error": f"{type(exc).__name__}: {exc}",
+                             "key": f"{self.device}|unknown environment|{time.time()}"}
+        return self._env
+
+    def plans(self) -> list[WorkloadPlan]:
+        if self._plans is None:
+            self._plans = plan(self.presets, self.device, self.workloads, self.availability_fn)
+        return self._plans
+
+    @property
+    def total_runs(self) -> int:
+        return sum(len(p.runnable) for p in self.plans()) * self.repeats
+
+    # ---- results --------------------------------------------------------------------------------
+    def verdicts(self) -> list[WorkloadVerdict]:
+        out = []
+        for p in self.plans():
+            ms = [Measurement(preset=x.name, variant=x.variant, workload=x.workload, needs_apex=tuple(x.needs_apex),
+                              amp=x.amp, runs=tuple(self._runs.get((p.workload, x.name), ())), planned=self.repeats)
+                  for x in p.runnable]
+            out.append(verdict(p.workload, [*ms, *p.skipped], baseline=p.baseline))
+        return out
+
+    def document(self) -> dict[str, Any]:
+        return document(self.verdicts(), device=self.device, env=self.env, steps=self.steps, repeats=self.repeats,
+                        workloads=self.workloads, partial=self.interrupted, started=self.started,
+                        finished=self.finished)
+
+    def reusable(self, steps: int | None = None, repeats: int | None = None,
+                 path: Path | None = None) -> tuple[dict[str, Any] | None, str]:
+        """Stored advice measured in this environment that covers these workloads and presets, or None,
+        and why (see find_reusable); `steps`/`repeats`: what the user asked for explicitly, if anything."""
+        return find_reusable(self.env, self.workloads, self.plans(), steps=steps, repeats=repeats, path=path)
+
+    # ---- running --------------------------------------------------------------------------------
+    def _emit(self, progress: Progress) -> None:
+        if self.on_progress is None:
+            return
+        try:
+            self.on_progress(progress)
+        except Exception:  # noqa: BLE001 - a broken consumer must not stop the advice
+            import sys
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+
+    def run(self) -> dict[str, Any]:
+        """Measure every runnable preset `repeats` times, interleaved; the document (partial if stopped)."""
+        self.started = time.time()
+        plans = self.plans()
+        total = self.total_runs
+        self._emit(Progress("plan", total=total, repeats=self.repeats, steps=self.steps,
+                            message=f"advice on {self.device}: {total} runs ({self.repeats} repeat(s) × "
+                                    f"{self.steps} steps) over {', '.join(self.workloads)}"))
+        for p in plans:
+            for m in p.skipped:
+                self._emit(Progress("skip", workload=p.workload, preset=m.preset, total=total,
+                                    message=f"{p.workload} {m.preset}: not run: {m.reason}"))
+        index = 0
+        for p in plans:
+            for repeat in range(1, self.repeats + 1):
+                order = p.runnable if repeat % 2 else tuple(reversed(p.runnable))
+                for preset in order:
+                    if self._cancel.is_set():
+                        self.interrupted = True
+                        break
+                    index += 1
+                    result = self._run_one(preset, repeat, index, total)
+                    self._runs.setdefault((p.workload, preset.name), []).append(result)
+                    self._emit(Progress("run_end", index=index, total=total, workload=p.workload,
+                                        preset=preset.name, repeat=repeat, repeats=self.repeats,
+                                        status=result.status, steps_done=result.steps, steps=self.steps,
+                                        elapsed_s=result.elapsed_s, compile_s=result.compile_s, result=result))
+        if self._cancel.is_set():
+            self.interrupted = True
+        self.finished = time.time()
+        doc = self.document()
+        self._emit(Progress("done", total=total, index=index, message=f"advice {doc['status']}"))
+        return doc
+
+    def _run_one(self, preset: Preset, repeat: int, index: int, total: int) -> RunResult:
+        done = threading.Event()
+        final: list[Any] = []
+
+        def callback(snap: Any) -> None:  # the runner's delivery (or reader) thread, <= ~10 times a second
+            if snap.finished:
+                final.append(snap)
+            info = snap.info
+            self._emit(Progress("run", index=index, total=total, workload=preset.workload, preset=preset.name,
+                                repeat=repeat, repeats=self.repeats, status=snap.status,
+                                steps_done=snap.steps_done, steps=self.steps, elapsed_s=snap.elapsed_s,
+                                compile_s=info.compile_s if info is not None else None))
+            if snap.finished:
+                done.set()
+
+        self._emit(Progress("run", index=index, total=total, workload=preset.workload, preset=preset.name,
+                            repeat=repeat, repeats=self.repeats, status="starting", steps=self.steps))
+        try:
+            runner = self.runner_factory(preset, self.device, callback, steps=self.steps,
+                                         sample_interval=self.sample_interval)
+        except Exception as exc:  # noqa: BLE001
+            return RunResult(repeat, "failed", error=f"could not start: {type(exc).__name__}: {exc}")
+        with self._lock:
+            self._runner = runner
+        if self._cancel.is_set():  # stop() came between the check in run() and now
+            runner.stop()
+        try:
+            if self.use_run and callable(getattr(runner, "run", None)):
+                runner.run()  # trains in this thread (headless: the main thread)
+            else:
+                runner.start()
+                while not done.wait(0.1):
+                    if not runner.is_alive():
+                        done.wait(1.0)
+                        break
+                join = getattr(runner, "join", None)
+                if callable(join):  # the worker process exits before the next run starts
+                    join(RUN_JOIN_S)
+        except Exception as exc:  # noqa: BLE001
+            if not final:
+                return RunResult(repeat, "failed", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            with self._lock:
+                self._runner = None
+        snap = final[-1] if final else getattr(runner, "result", None)
+        if snap is None:
+            return RunResult(repeat, "failed", error="the run ended without a final result")
+        return RunResult.from_snapshot(repeat, snap)
+
+
+def run_advice(device: str, steps: int | None = None, repeats: int = DEFAULT_REPEATS,
+               workloads: Sequence[str] | str | None = None, runner_factory: RunnerFactory | None = None,
+               on_progress: ProgressFn | None = None, **kw: Any) -> dict[str, Any]:
+    """Measure and return the advice document (see `Advisor` for the other keyword arguments)."""
+    return Advisor(device, steps=steps, repeats=repeats, workloads=workloads, runner_factory=runner_factory,
+                   on_progress=on_progress, **kw).run()

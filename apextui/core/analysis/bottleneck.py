@@ -1,0 +1,115 @@
+"""Placing a run on the roofline (`achieved`: work over time against the ceilings) and labelling its
+bottleneck (`classify`, pure)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+from ..fmt import pct as _pct
+from .ceilings import Ceilings
+from .work import Primary, Scope, Work
+
+HOST_BOUND_BELOW = 0.6  # GPU busy fraction under which a step is host-bound
+
+BottleneckLabel = Literal["host-bound", "memory-bound", "compute-bound", "unknown"]
+
+
+@dataclass(frozen=True)
+class Achieved:
+    """A run's work over its time, and as fractions of the ceilings (None where unknown)."""
+
+    time_ms: float
+    scope: Scope
+    tflops: float | None
+    gb_s: float | None
+    precision: str | None = None  # the matmul ceiling compared with
+    compute_ceiling_tflops: float | None = None
+    copy_ceiling_gb_s: float | None = None
+    compute_fraction: float | None = None
+    bandwidth_fraction: float | None = None
+    intensity: float | None = None  # FLOP/byte of the work model
+    ridge: float | None = None  # FLOP/byte where the two ceilings meet
+    primary: Primary = "bytes"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def achieved(work: Work, time_ms: float, ceilings: Ceilings | None) -> Achieved:
+    """`work` done in `time_ms` milliseconds, against `ceilings` (None: figures without fractions)."""
+    if not time_ms > 0:
+        raise ValueError(f"time_ms must be > 0, got {time_ms}")
+    tflops = work.flops / time_ms / 1e9 if work.flops is not None else None
+    gb_s = work.bytes / time_ms / 1e6 if work.bytes is not None else None
+    peak, precision, copy, ridge = None, None, None, None
+    if ceilings is not None:
+        peak, precision = ceilings.compute_tflops(work.precision)
+        copy = ceilings.copy_gb_s
+        ridge = ceilings.ridge(work.precision)
+    return Achieved(
+        time_ms=time_ms, scope=work.scope, tflops=tflops, gb_s=gb_s, precision=precision,
+        compute_ceiling_tflops=peak, copy_ceiling_gb_s=copy,
+        compute_fraction=tflops / peak if tflops is not None and peak else None,
+        bandwidth_fraction=gb_s / copy if gb_s is not None and copy else None,
+        intensity=work.intensity, ridge=ridge, primary=work.primary,
+    )
+
+
+# ---- bottleneck -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Bottleneck:
+    """"host-bound" | "memory-bound" | "compute-bound" | "unknown", why, and the figures that decided it."""
+
+    label: BottleneckLabel
+    reason: str
+    figures: Mapping[str, float | str | None] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "reason": self.reason, "figures": dict(self.figures)}
+
+
+def classify(busy_fraction: float | None, achieved: Achieved | None, ceilings: Ceilings | None = None,
+             host_threshold: float = HOST_BOUND_BELOW) -> Bottleneck:
+    """Label a run.
+
+    1. GPU busy fraction known and < `host_threshold`: "host-bound" (the device waits for the host).
+    2. Both roofline fractions known: the higher one decides ("memory-bound" if bandwidth's, else
+       "compute-bound"); on a tie, intensity against the ridge point.
+    3. Otherwise intensity against the ridge point: below it "memory-bound", at or above "compute-bound".
+    4. Nothing to decide with: "unknown".
+    `ceilings` supplies the ridge point when `achieved` lacks it.
+    """
+    figures: dict[str, float | str | None] = {}
+    if busy_fraction is not None:
+        figures["busy_fraction"] = busy_fraction
+        figures["host_threshold"] = host_threshold
+        if busy_fraction < host_threshold:
+            return Bottleneck("host-bound", f"the GPU is busy {_pct(busy_fraction)} of the step (under "
+                              f"{_pct(host_threshold)}): it waits for the host (Python, kernel launches, "
+                              "synchronisation)", figures)
+    if achieved is None:
+        return Bottleneck("unknown", "no work model or step time to place the run on the roofline", figures)
+    comp, band = achieved.compute_fraction, achieved.bandwidth_fraction
+    intensity = achieved.intensity
+    ridge = achieved.ridge
+    if ridge is None and ceilings is not None:
+        ridge = ceilings.ridge(achieved.precision or "fp32")
+    figures.update({"compute_fraction": comp, "bandwidth_fraction": band, "intensity": intensity, "ridge": ridge})
+    busy = f"GPU busy {_pct(busy_fraction)}; " if busy_fraction is not None else ""
+    prec = achieved.precision or "matmul"
+    if comp is not None and band is not None and comp != band:
+        figures["decided_by"] = "fractions"
+        if band > comp:
+            return Bottleneck("memory-bound", f"{busy}{_pct(band)} of the copy bandwidth against {_pct(comp)} of "
+                              f"the {prec} matmul ceiling", figures)
+        return Bottleneck("compute-bound", f"{busy}{_pct(comp)} of the {prec} matmul ceiling against {_pct(band)} "
+                          "of the copy bandwidth", figures)
+    if intensity is not None and ridge is not None:
+        figures["decided_by"] = "intensity"
+        if intensity < ridge:
+            return Bottleneck("memory-bound", f"{busy}{intensity:.3g} FLOP/byte, under the ridge point "
+                              f"{ridge:.3g} FLOP/byte", figures)
+        return Bottleneck("compute-bound", f"{busy}{intensity:.3g} FLOP/byte, at or over the ridge point "
+                          f"{ridge:.3g} FLOP/byte", figures)
+    return Bottleneck("unknown", f"{busy}no ceilings (or work model) to compare with", figures)
