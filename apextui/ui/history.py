@@ -39,8 +39,9 @@ class RecentFile:
 
 def recent_results(folders: Iterable[str | Path] | None = None, limit: int = RECENT) -> list[RecentFile]:
     """`apextui-results-*.json` files in `folders` (default: the history folder), newest first, at most
-    `limit`; a folder that is missing or unreadable is skipped, and a file is listed once (by real path)."""
-    found: dict[str, RecentFile] = {}
+    `limit`; a folder that is missing or unreadable is skipped, and a file is listed once (by real path;
+    and a copy with the same name and size, as `w` leaves in the history folder, only from the first folder)."""
+    found: dict[Any, RecentFile] = {}
     for folder in folders if folders is not None else (history_dir(),):
         try:
             paths = list(Path(folder).glob(PATTERN))
@@ -52,6 +53,8 @@ def recent_results(folders: Iterable[str | Path] | None = None, limit: int = REC
                 key = os.path.realpath(path)
             except OSError:
                 continue
-            if path.is_file():
+            if path.is_file() and (path.name, info.st_size) not in found:
                 found.setdefault(key, RecentFile(path, info.st_mtime, info.st_size))
-    return sorted(found.values(), key=lambda f: (-f.mtime, str(f.path)))[:limit]
+                found[(path.name, info.st_size)] = found[key]
+    unique = {id(f): f for f in found.values()}.values()
+    return sorted(unique, key=lambda f: (-f.mtime, str(f.path)))[:limit]
