@@ -44,11 +44,15 @@ async def test_help_lists_every_key_and_pane(key):
 
 
 async def test_ctrl_c_quits_at_once_without_runs():
+    """Not Textual's "press ctrl+q to quit" hint: ctrl+c quits, even from a modal screen."""
     app = gpu_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot, app)
+        await pilot.press("f1")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
         await pilot.press("ctrl+c")
-        await wait_for(pilot, lambda: app._exit_renderables is not None or not app.is_running, 5, "exit")
+        await wait_for(pilot, lambda: app.return_code is not None, 5, "exit")  # set by app.exit()
     assert app.return_code == 0 and app.quit_saved is None
     assert history.recent_results() == []  # nothing to save: no file
 
