@@ -119,3 +119,19 @@ async def test_help_says_what_quitting_does():
         assert isinstance(app.screen, HelpScreen)
         text = " ".join(f"{k} {w}" for k, w in KEYS)
         assert "ctrl+c" in text and "saved automatically to the run history" in text
+
+
+def test_docs_key_table_and_help_name_every_binding():
+    """docs/tui.md's key table and the help screen list every key of the main screen."""
+    from pathlib import Path
+
+    from apextui.ui.app import ApexTuiApp
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "tui.md").read_text()
+    table = doc.split("## Keys", 1)[1].split("\n\n", 2)[1]
+    doc_keys = {k for line in table.splitlines() if line.startswith("| ") for k in line.split("|")[1].split()}
+    help_keys = {k for keys, _ in KEYS for k in keys.split()}
+    for binding in ApexTuiApp.BINDINGS:
+        key = {"question_mark": "?", "f1": "F1"}.get(binding.key, binding.key)
+        assert key in doc_keys, key
+        assert key.lower() in {k.lower() for k in help_keys}, key
