@@ -121,7 +121,7 @@ async def test_help_says_what_quitting_does():
         assert "ctrl+c" in text and "saved automatically to the run history" in text
 
 
-def test_docs_key_table_and_help_name_every_binding():
+async def test_docs_key_table_and_help_name_every_binding():
     """docs/tui.md's key table and the help screen list every key of the main screen."""
     from pathlib import Path
 
