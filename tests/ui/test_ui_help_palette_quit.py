@@ -108,6 +108,13 @@ async def test_command_palette_has_every_action_and_starts_a_preset():
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fused_amp via the palette")
         assert app.table.rows_data[0].preset == "fused_amp"
+        await pilot.press("ctrl+p")  # an action by name: the run's details
+        await pilot.pause()
+        for ch in "Run details":
+            await pilot.press("space" if ch == " " else ch)
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetailsScreen", 5, "details via the palette")
 
 
 async def test_help_says_what_quitting_does():
