@@ -26,21 +26,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
 from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, OptionList
+from textual.widgets import DataTable, Footer, OptionList
 
+from apextui.core.atomic import write_atomic as write_text_atomic
 from apextui.core.presets import Preset
 from apextui.core.runner import RunnerFactory, thread_runner_factory
 
-from . import results
+from . import history, results
 from .bridge import RunBridge, RunView
 from .doctor_view import ReportProvider, default_report_provider
 from .messages import DoctorFailed, DoctorReady, ProbeDone, ProbeFailed, RunUpdated
 from .probe import EXIT_UNAVAILABLE, Probe, ProbeFn, probe_environment
+from .run_log import RunLog
 from .widgets.comparison_table import ComparisonTable
 from .widgets.live_run import LiveRun
 from .widgets.monitor_panel import MonitorPanel
@@ -50,6 +53,7 @@ from .widgets.status_pane import StatusPane
 REFRESH_S = 0.5  # live numbers: at most 2 redraws a second (the issue allows ~10; each costs the training GIL time)
 SPARK_REFRESH_S = 1.0  # the loss and step-time sparklines, the costly part of a redraw: once a second
 QUIT_JOIN_S = 30.0  # how long quitting waits for a stopped run to wind down
+MAX_RUN_LOGS = 50  # the log screen (o) keeps the output of the last 50 runs (each at most 256 KiB)
 
 EXIT_HANGUP = 128 + signal.SIGHUP
 
@@ -110,7 +114,7 @@ class ApexTuiApp(App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "apextui"
-    ENABLE_COMMAND_PALETTE = False
+    ENABLE_COMMAND_PALETTE = True  # ctrl+p: every action (commands.py), start <preset> for each preset
     BINDINGS = [
         Binding("s", "stop", "Stop"),
         Binding("d", "doctor", "Doctor"),
@@ -119,6 +123,15 @@ class ApexTuiApp(App[None]):
         Binding("p", "screenshot", "SVG"),
         Binding("l", "load", "Load"),
         Binding("q", "quit", "Quit"),
+        # help, details, log, export (help_screen.py lists them; the footer has room for ? only at 80 columns)
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("f1", "help", "Help", show=False),
+        Binding("i", "details", "Details", show=False),
+        Binding("o", "log", "Log", show=False),
+        Binding("e", "export", "Export", show=False),
+        # Textual binds ctrl+c to a "press ctrl+q to quit" hint; here it quits, as q does (priority: even
+        # from the load screen's input)
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
     def __init__(self, *, presets: Sequence[Preset], report_provider: ReportProvider,
@@ -166,6 +179,9 @@ class ApexTuiApp(App[None]):
         self.hangup_message = ""
         self.advice_job: Any = None  # `a`: the advice measuring in the background (screens/advise_screen.py)
         self._hung_up = False
+        self.run_logs: list[RunLog] = []  # every run's worker output, for the log screen (o)
+        self._saved_session_rows = 0  # session rows already in a results file (w, or the save on quit)
+        self.quit_saved: Path | None = None  # where quitting saved the unsaved runs
 
     # ---- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -177,7 +193,7 @@ class ApexTuiApp(App[None]):
                 yield LiveRun(id="live")
                 yield MonitorPanel(id="monitor")
         yield ComparisonTable(id="table")
-        yield Footer()
+        yield Footer(show_command_palette=False)  # 80 columns hold the keys and "? Help", not "^p palette" too
 
     @property
     def picker(self) -> PresetPicker:
@@ -353,15 +369,21 @@ class ApexTuiApp(App[None]):
             return False
         self._run_id += 1
         bridge = RunBridge(self._run_id, self.post_message, min_interval=self.refresh_interval)
+        log: RunLog | None = None
         try:
             runner = self.runner_factory(preset, self.probe.device, bridge, steps=self.steps,
                                          sample_interval=self.sample_interval)
+            log = RunLog.of_runner(f"{name} (run {self._run_id})", runner)  # open before the worker writes
             runner.start()
         except Exception as exc:  # noqa: BLE001
+            if log is not None:
+                log.close()
             self.notify(f"{name} could not start: {type(exc).__name__}: {exc}", severity="error", timeout=10,
                         markup=False)
             return False
         self.active = ActiveRun(self._run_id, preset, runner, bridge)
+        self.run_logs.append(log)
+        del self.run_logs[:-MAX_RUN_LOGS]
         self.latest_view = None
         self._last_spark = 0.0  # a run's first redraw always draws its sparklines
         self.query_one(MonitorPanel).reset()
@@ -447,6 +469,8 @@ class ApexTuiApp(App[None]):
         self._poll_timer = self._render_timer = self._spark_timer = None
         active.bridge.close()
         self.active = None
+        if self.run_logs:
+            self.run_logs[-1].drain()  # the worker may delete its log now: read the rest first
         snap = view.snapshot
         device = self.probe.device if self.probe else "cpu"
         env = self.probe.env if self.probe else None
@@ -492,6 +516,7 @@ class ApexTuiApp(App[None]):
             active.runner.stop()
             self.live.show_stopping()
             await asyncio.to_thread(active.runner.join, QUIT_JOIN_S)
+        self.save_unsaved_on_quit(active)
         self.shutdown_runs(0)
         self.exit()
 
@@ -566,6 +591,8 @@ class ApexTuiApp(App[None]):
             self.notify(f"could not save results: {exc}", severity="error", timeout=10, markup=False)
             return
         why = f"{saved.fallback_reason}; " if saved.fallback_reason else ""
+        self._saved_session_rows = sum(r.source == results.SESSION for r in rows)
+        self._copy_to_history(saved.path)
         self.notify(f"{why}saved {len(rows)} run{'s' if len(rows) != 1 else ''} to {saved.path.resolve()}",
                     title="results saved", severity="warning" if why else "information", timeout=8, markup=False)
 
@@ -585,7 +612,7 @@ class ApexTuiApp(App[None]):
             if path:
                 self.load_results(path)
 
-        self.push_screen(LoadScreen(), loaded)
+        self.push_screen(LoadScreen(history.recent_results([history.history_dir(), self.save_dir])), loaded)
 
     def load_results(self, path: str | Path) -> int:
         """Add a results file's runs to the comparison table; the number added (0 on error)."""
@@ -598,6 +625,111 @@ class ApexTuiApp(App[None]):
         self.notify(f"loaded {len(rows)} run{'s' if len(rows) != 1 else ''} from {path}", timeout=4)
         self.refresh_bindings()
         return len(rows)
+
+    # ---- help, command palette, run details, worker log, export, history ---------------------
+    def action_help(self) -> None:
+        from .screens.help_screen import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's commands (theme, keys, quit…), then every action of apextui and start <preset>."""
+        from .commands import app_commands
+
+        yield from super().get_system_commands(screen)
+        yield from app_commands(self)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """enter on a comparison row: its full record."""
+        if isinstance(event.data_table, ComparisonTable):
+            self.show_details(event.cursor_row)
+
+    def action_details(self) -> None:
+        self.show_details(self.table.cursor_row)
+
+    def show_details(self, index: int) -> None:
+        from .screens.run_details_screen import RunDetailsScreen
+
+        rows = self.table.rows_data
+        if not rows:
+            self.notify("no finished runs yet: their details appear here once they end", timeout=3)
+            return
+        row = rows[min(max(index, 0), len(rows) - 1)]
+        self.push_screen(RunDetailsScreen(row, rows))
+
+    def action_log(self) -> None:
+        from .screens.log_screen import LogScreen
+
+        self.push_screen(LogScreen(lambda: self.run_logs))
+
+    def action_export(self, kinds: str = "csv,md") -> None:
+        """CSV and Markdown of the comparison table, in the start folder (the data folder if it is read-only)."""
+        from . import export
+
+        rows = self.table.rows_data
+        if not rows:
+            self.notify("no finished runs to export yet", severity="warning", timeout=3)
+            return
+        written = []
+        stem = f"apextui-results-{time.strftime('%Y%m%d-%H%M%S')}"
+        texts = {"csv": export.to_csv, "md": export.to_markdown}
+        for kind in kinds.split(","):
+            text = texts[kind](rows)
+            for folder in (self.save_dir, history.history_dir()):
+                try:
+                    folder.mkdir(parents=True, exist_ok=True)
+                    written.append(write_text_atomic(folder / f"{stem}.{kind}", text))
+                    break
+                except OSError as exc:
+                    error = exc
+            else:
+                self.notify(f"could not export {kind}: {error}", severity="error", timeout=10, markup=False)
+        if written:
+            self.notify("\n".join(str(p.resolve()) for p in written), title="exported", timeout=8, markup=False)
+
+    def action_export_csv(self) -> None:
+        self.action_export("csv")
+
+    def action_export_markdown(self) -> None:
+        self.action_export("md")
+
+    def _copy_to_history(self, path: Path) -> None:
+        """Saved results accumulate in the run history folder too (best effort: it is a copy)."""
+        try:
+            target = history.history_dir() / path.name
+            if path.resolve().parent != target.parent.resolve():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                write_text_atomic(target, path.read_text(encoding="utf-8"))
+        except OSError:
+            pass
+
+    @property
+    def unsaved_rows(self) -> list[results.ResultRow]:
+        """Session runs finished since the last save (loaded rows are in their file already)."""
+        return [r for r in self.table.rows_data if r.source == results.SESSION][self._saved_session_rows:]
+
+    def save_unsaved_on_quit(self, stopped: ActiveRun | None = None) -> Path | None:
+        """Quitting (q, ctrl+q, ctrl+c) saves the session's runs to the run history folder when some were not
+        saved with w, like a hang-up does, so no run is lost; the path is printed once the terminal is back."""
+        extra = []
+        if stopped is not None and self.active is stopped:  # its last update has not reached the table yet
+            final = getattr(stopped.runner, "result", None)
+            if final is not None:
+                extra.append(results.row_from_snapshot(final, stopped.preset, self.probe.device if self.probe
+                                                       else "cpu", self.probe.env if self.probe else None))
+        if not self.unsaved_rows and not extra:
+            return None
+        rows = [r for r in self.table.rows_data if r.source == results.SESSION] + extra
+        try:
+            saved = history.save_to_history(rows, env=self.probe.env if self.probe else None)
+        except OSError as exc:
+            self.hangup_message = f"could not save the unsaved runs on quitting: {exc}"
+            return None
+        self.quit_saved = saved.path
+        self._saved_session_rows = len(rows)
+        self.hangup_message = f"saved {len(rows)} run(s) of this session to {saved.path.resolve()}"
+        return saved.path
 
 
 def make_app(*, preset: Preset | None = None, device: str = "auto", steps: int | None = None,

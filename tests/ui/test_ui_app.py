@@ -270,6 +270,7 @@ async def test_save_load_and_screenshot_keys(tmp_path):
         await pilot.pause()
         assert isinstance(app.screen, LoadScreen)
         app.screen.query_one("#load-path").value = str(saved[0])  # typing a long tmp path key by key is slow
+        app.screen.query_one("#load-path").focus()  # the recent files list has the focus first
         await pilot.press("enter")
         await pilot.pause()
         rows = app.query_one(ComparisonTable).rows_data

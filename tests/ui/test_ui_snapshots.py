@@ -72,3 +72,67 @@ def test_doctor_report_screen_80x24(snap_compare):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=open_report)
+
+
+def test_help_screen_80x24(snap_compare):
+    app, before = gpu_session()
+
+    async def open_help(pilot) -> None:
+        await before(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_help)
+
+
+def test_run_details_screen_80x24(snap_compare):
+    """fused_fp32's record (the second comparison row), opened with enter on the table."""
+    app, before = gpu_session()
+
+    async def open_details(pilot) -> None:
+        await before(pilot)
+        table = app.table
+        table.focus()
+        table.move_cursor(row=1)
+        await pilot.press("enter")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_details)
+
+
+def test_log_screen_80x24(snap_compare, tmp_path):
+    """The worker output of two runs: one that ended (its log file deleted), one still running."""
+    from ui_fakes import FakeRunner
+
+    class LoggingRunner(FakeRunner):
+        def __init__(self, *args, **kw) -> None:
+            super().__init__(*args, **kw)
+            self.log_path = str(tmp_path / f"{self.preset.name}.log")
+            with open(self.log_path, "w") as fh:
+                fh.write(f"[worker] {self.preset.name}: torch.compile of the model…\n")
+                if self.preset.amp == "fp16":
+                    fh.write("FutureWarning: `torch.cuda.amp.GradScaler(args...)` is deprecated. "
+                             "Please use `torch.amp.GradScaler('cuda', args...)` instead.\n")
+
+        def _end(self, status: str) -> None:
+            super()._end(status)
+            import os
+            os.unlink(self.log_path)
+
+    def factory(preset, device, callback, *, steps=None, sample_interval=1.0):
+        return LoggingRunner(preset, device, callback, steps=steps, hold_at=150 if preset.name == "fused_amp" else None)
+
+    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
+                   runner_factory=factory)
+
+    async def open_log(pilot) -> None:
+        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        app.start_preset("fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "fp32")
+        app.start_preset("fused_amp")
+        await wait_for(pilot, lambda: app.active is not None, 10, "fused_amp running")
+        app.clear_notifications()
+        await pilot.press("o")
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=open_log)

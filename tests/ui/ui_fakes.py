@@ -200,6 +200,7 @@ class FakeRunner:
         self.scale: float | None = None
         self.skipped = 0
         self.finished = False
+        self.result: Snapshot | None = None
         self.stopped = False
         self.joined = False
         gpu = device == "cuda"
@@ -264,7 +265,8 @@ class FakeRunner:
     def _end(self, status: str) -> None:
         if not self.finished:
             self.finished = True
-            self.callback(self._snap(status, ()))
+            self.result = self._snap(status, ())  # as ProcessRunner.result: the final snapshot
+            self.callback(self.result)
 
     def release(self) -> None:
         """Finish the held run normally."""

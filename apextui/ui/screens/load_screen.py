@@ -1,23 +1,72 @@
-"""Ask for a results file to load into the comparison table."""
+"""Load a results file into the comparison table: pick a recent one, or type a path.
+
+The recent files are `apextui-results-*.json` in the run history folder (the user's data folder) and in
+the start folder, newest first (`history.recent_results`).
+"""
 
 from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Sequence
 
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Input, Static
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from ..history import RecentFile
+
+
+def describe(f: RecentFile, home: Path | None = None) -> str:
+    """'2026-12-01 03:40  apextui-results-20261201-034012.json  3 KiB  ~/.local/share/apextui'."""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(f.mtime))
+    folder = str(f.path.parent)
+    if home is not None and folder.startswith(str(home)):
+        folder = "~" + folder[len(str(home)):]
+    size = f"{max(1, round(f.size / 1024))} KiB"
+    return f"{when}  {f.path.name}  {size}  {folder}"
 
 
 class LoadScreen(ModalScreen[str | None]):
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
+    def __init__(self, recent: Sequence[RecentFile] = ()) -> None:
+        super().__init__()
+        self.recent = list(recent)
+
     def compose(self) -> ComposeResult:
         with Vertical(id="load-box") as box:
             box.border_title = "Load results"
             yield Static("A file saved with w, or the output of `apextui --preset NAME --json`.")
+            if self.recent:
+                try:
+                    home: Path | None = Path.home()
+                except RuntimeError:
+                    home = None
+                yield OptionList(*(Option(describe(f, home), id=str(i)) for i, f in enumerate(self.recent)),
+                                 id="load-recent")
+            else:
+                yield Static("no saved results yet in the run history or the start folder", classes="hint",
+                             id="load-none")
             yield Input(placeholder="path/to/apextui-results.json", id="load-path")
-            yield Static("enter load · esc cancel", classes="hint")
+            hint = "↑↓ enter load a recent file · tab type a path · esc cancel" if self.recent else \
+                "enter load · esc cancel"
+            yield Static(hint, classes="hint")
+
+    def on_mount(self) -> None:
+        if self.recent:
+            recent = self.query_one("#load-recent", OptionList)
+            recent.highlighted = 0
+            recent.focus()
+        else:
+            self.query_one("#load-path", Input).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.dismiss(str(self.recent[int(event.option.id or 0)].path))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         value = event.value.strip()

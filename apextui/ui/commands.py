@@ -1,0 +1,37 @@
+"""The command palette's entries (ctrl+p): every action of the main screen, and start <preset> for each preset.
+
+`ApexTuiApp.get_system_commands` yields these after Textual's own (theme, keys, screenshot, quit…).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Iterator
+
+from textual.app import SystemCommand
+
+ACTIONS: tuple[tuple[str, str, str], ...] = (
+    ("Stop the run", "s: stop after the current step (again while compiling: end its worker)", "stop"),
+    ("Doctor report", "d: the full Apex doctor report with fixes", "doctor"),
+    ("Advise", "a: which presets to use on this machine", "advise"),
+    ("Save results (JSON)", "w: all rows to apextui-results-*.json; a copy goes to the run history", "save"),
+    ("Export CSV and Markdown", "e: the comparison table as .csv and .md", "export"),
+    ("Export CSV", "the comparison table as apextui-results-*.csv", "export_csv"),
+    ("Export Markdown", "the comparison table as apextui-results-*.md", "export_markdown"),
+    ("Load results", "l: a recent results file, or a path", "load"),
+    ("Worker output log", "o: compile messages, warnings and errors of every run", "log"),
+    ("Run details", "i: the full record of the highlighted comparison row", "details"),
+    ("SVG screenshot", "p: save the screen as apextui-*.svg", "screenshot"),
+    ("Help", "? / F1: every key and pane", "help"),
+    ("Quit apextui", "q / ctrl+c: stop the run, save unsaved runs to the run history, exit", "quit"),
+)
+
+
+def app_commands(app: Any) -> Iterator[SystemCommand]:
+    """Commands for `app` (an ApexTuiApp): each runs the action its key runs."""
+    for title, help_text, action in ACTIONS:
+        yield SystemCommand(title, help_text, partial(app.run_action, action))
+    for preset in app.presets:
+        what = f"{preset.workload}: {preset.description}" if getattr(preset, "description", "") else preset.workload
+        yield SystemCommand(f"start {preset.name}", f"run the {preset.name} preset ({what})",
+                            partial(app.start_preset, preset.name), discover=False)

@@ -1,0 +1,106 @@
+"""The comparison table as CSV (for spreadsheets) and as Markdown (the seed article's tables are Markdown).
+
+No Textual here: `to_csv` / `to_markdown` give the text, `save_exports` writes both beside each other.
+The numbers are those of the saved JSON (`results.results_document`), so the three formats agree.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from apextui.core.atomic import write_atomic
+from apextui.core.compare import format_speedup, from_fields
+
+from . import fmt
+from .results import ResultRow, baseline_row, results_document
+
+CSV_COLUMNS = (
+    "preset", "workload", "variant", "baseline", "device", "size", "amp", "status", "steps", "measured_steps",
+    "median_ms", "p10_ms", "p90_ms", "mean_ms", "opt_median_ms", "compile_s", "throughput", "throughput_unit",
+    "speedup", "speedup_low", "speedup_high", "speedup_verdict", "baseline_run", "final_loss", "loss_floor",
+    "max_abs_err", "check_passed", "bottleneck", "source", "error",
+)
+MD_HEADER = ("preset", "device", "status", "median ms", "p10–p90 ms", "speed-up", "throughput", "loss/floor",
+             "max err")
+
+
+def _entries(rows: Sequence[ResultRow]) -> list[dict[str, Any]]:
+    """The runs as the saved JSON has them (speed-ups against the same baselines as the table)."""
+    return list(results_document(rows)["runs"])
+
+
+def _csv_value(value: Any) -> Any:
+    return "" if value is None else value
+
+
+def _flat(entry: Mapping[str, Any]) -> dict[str, Any]:
+    summary = entry.get("summary") or {}
+    check = summary.get("check") if isinstance(summary.get("check"), Mapping) else {}
+    bottleneck = summary.get("bottleneck") if isinstance(summary.get("bottleneck"), Mapping) else {}
+    flat = {**{k: summary.get(k) for k in CSV_COLUMNS}, **{k: entry.get(k) for k in CSV_COLUMNS if k in entry}}
+    flat["max_abs_err"] = check.get("max_abs_err") if check else None
+    flat["check_passed"] = check.get("passed") if check else None
+    flat["bottleneck"] = bottleneck.get("label") if bottleneck else None
+    return flat
+
+
+def to_csv(rows: Sequence[ResultRow]) -> str:
+    """One line per run, `CSV_COLUMNS` in that order; empty cells for unknown values; numbers unrounded."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for entry in _entries(rows):
+        flat = _flat(entry)
+        writer.writerow([_csv_value(flat.get(k)) for k in CSV_COLUMNS])
+    return out.getvalue()
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_row(entry: Mapping[str, Any], is_base: bool) -> tuple[str, ...]:
+    s = entry.get("summary") or {}
+    check = s.get("check") if isinstance(s.get("check"), Mapping) else None
+    p10, p90 = s.get("p10_ms"), s.get("p90_ms")
+    spread = f"{fmt.ms(p10)}–{fmt.ms(p90)}" if p10 is not None and p90 is not None else fmt.DASH
+    if is_base:
+        speedup = "base"
+    else:
+        comparison = from_fields(entry)
+        speedup = format_speedup(comparison) if comparison else fmt.DASH
+    unit = s.get("throughput_unit") or ""
+    loss = fmt.DASH
+    if s.get("final_loss") is not None:
+        loss = f"{s['final_loss']:.3f}" + (f"/{s['loss_floor']:.3f}" if s.get("loss_floor") is not None else "")
+    err = fmt.error(check.get("max_abs_err")) if check else fmt.DASH
+    return (str(entry["preset"]), str(entry["device"]), str(entry["status"]), fmt.ms(s.get("median_ms")), spread,
+            speedup, fmt.si(s.get("throughput"), unit), loss, err)
+
+
+def to_markdown(rows: Sequence[ResultRow]) -> str:
+    """A GitHub Markdown table of the runs, formatted as the comparison table shows them."""
+    lines = ["| " + " | ".join(MD_HEADER) + " |", "| " + " | ".join("---" for _ in MD_HEADER) + " |"]
+    for row, entry in zip(rows, _entries(rows)):
+        cells = _md_row(entry, baseline_row(row, rows) is row)
+        lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Exported:
+    csv: Path
+    markdown: Path
+
+
+def save_exports(rows: Sequence[ResultRow], directory: str | Path, stem: str | None = None) -> Exported:
+    """Write `STEM.csv` and `STEM.md` atomically in `directory` (STEM: apextui-results-YYYYmmdd-HHMMSS)."""
+    stem = stem or f"apextui-results-{time.strftime('%Y%m%d-%H%M%S')}"
+    directory = Path(directory)
+    return Exported(write_atomic(directory / f"{stem}.csv", to_csv(rows)),
+                    write_atomic(directory / f"{stem}.md", to_markdown(rows)))

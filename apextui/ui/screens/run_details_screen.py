@@ -1,0 +1,127 @@
+"""A comparison row's full record: everything the saved JSON holds for that run, and its environment.
+
+The record is `results.results_document(rows)["runs"][i]` (what `w` writes, speed-up against the same
+baseline as the table) plus the row's environment; known fields are grouped, and any other field is
+shown under "Other", so nothing in the JSON is hidden.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator, Mapping, Sequence
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Static
+
+from .. import results
+from ..results import ResultRow
+
+RUN = ("preset", "workload", "variant", "baseline", "device", "size", "amp", "status", "error", "source")
+SPEEDUP = ("speedup", "speedup_low", "speedup_high", "speedup_verdict", "baseline_run", "baseline_note")
+TIMING = ("steps", "warmup", "measured_steps", "timed_intervals", "block_steps", "median_ms", "median_low_ms",
+          "median_high_ms", "p10_ms", "p90_ms", "mean_ms", "min_ms", "max_ms", "opt_median_ms", "throughput",
+          "throughput_unit", "elapsed_s", "compile_s")
+LOSS = ("final_loss", "loss_floor", "skipped_steps", "loss_scale")
+ANALYSIS = ("gpu_busy", "gpu_busy_source", "gpu_busy_note", "gpu_kernel_ms", "bottleneck", "roofline")
+
+
+def show_value(value: Any) -> str:
+    """A JSON value for reading: null as —, floats to 6 significant digits, lists joined."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.6g}" if math.isfinite(value) else str(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(show_value(v) for v in value) or "[]"
+    return str(value)
+
+
+def flatten(key: str, value: Any) -> Iterator[tuple[str, str]]:
+    """('roofline.ai', '12.5'), ...: nested objects as dotted keys."""
+    if isinstance(value, Mapping) and value:
+        for k, v in value.items():
+            yield from flatten(f"{key}.{k}", v)
+    else:
+        yield key, show_value(value)
+
+
+def record(row: ResultRow, rows: Sequence[ResultRow]) -> dict[str, Any]:
+    """The row's entry in the saved JSON, with its environment."""
+    entry = dict(results.results_document(rows)["runs"][[id(r) for r in rows].index(id(row))])
+    entry["env"] = dict(row.env) if row.env else None
+    return entry
+
+
+def sections(entry: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """(title, [(field, value)]) groups covering every field of `entry`."""
+    summary = dict(entry.get("summary") or {})
+    top = {k: v for k, v in entry.items() if k not in ("summary", "env")}
+    out: list[tuple[str, list[tuple[str, str]]]] = []
+
+    def take(source: dict[str, Any], keys: Sequence[str]) -> list[tuple[str, str]]:
+        pairs: list[tuple[str, str]] = []
+        for k in keys:
+            if k in source:
+                pairs.extend(flatten(k, source.pop(k)))
+        return pairs
+
+    out.append(("Run", take(top, RUN)))
+    out.append(("Speed-up", take(top, SPEEDUP)))
+    out.append(("Timing", take(summary, TIMING)))
+    out.append(("Loss", take(summary, LOSS)))
+    check = summary.pop("check", None)
+    out.append(("Norm check", list(flatten("check", check)) if check else [("check", "— (no reference check)")]))
+    out.append(("Bottleneck and roofline", take(summary, ANALYSIS)))
+    other = [pair for k, v in {**top, **summary}.items() for pair in flatten(k, v)]
+    if other:
+        out.append(("Other", other))
+    env = entry.get("env")
+    out.append(("Environment", [pair for k, v in env.items() for pair in flatten(k, v)] if env
+                else [("env", "— (not recorded)")]))
+    return [(title, pairs) for title, pairs in out if pairs]
+
+
+def details_body(entry: Mapping[str, Any]) -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="cyan", no_wrap=True)
+    grid.add_column(ratio=1)
+    for n, (title, pairs) in enumerate(sections(entry)):
+        if n:
+            grid.add_row("", "")
+        grid.add_row(Text(title, style="bold underline"), "")
+        for key, value in pairs:
+            grid.add_row(key, Text(value))
+    return grid
+
+
+class RunDetailsScreen(ModalScreen[None]):
+    """Opened with enter (or i) on a comparison row; esc closes it."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss", "Close"),
+        Binding("i", "dismiss", "Close", show=False),
+        Binding("q", "dismiss", "Close", show=False),
+    ]
+
+    def __init__(self, row: ResultRow, rows: Sequence[ResultRow]) -> None:
+        super().__init__()
+        self.row = row
+        self.entry = record(row, rows)
+        self.label = results.run_label(row, rows)
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="details-scroll") as scroll:
+            scroll.border_title = f"Run details · {self.label}"
+            scroll.border_subtitle = "↑↓ PgUp PgDn scroll · esc close"
+            yield Static(details_body(self.entry), id="details-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#details-scroll").focus()
