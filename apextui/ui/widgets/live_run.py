@@ -9,18 +9,27 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import ProgressBar, Sparkline, Static
+from textual.widgets import ProgressBar, Static
 
 from apextui.core.availability import Availability
 from apextui.core.presets import Preset
 
 from .. import fmt
 from ..bridge import RunView
+from .axis_chart import AxisChart
 
 STATUS_STYLE = {
     "starting": ("◌ starting", "bold cyan"), "running": ("● running", "bold green"),
     "ok": ("✓ finished", "bold green"), "stopped": ("■ stopped", "bold yellow"), "failed": ("✗ failed", "bold red"),
 }
+
+
+def _ms_label(value: float) -> str:
+    return fmt.ms(value)
+
+
+def _loss_label(value: float) -> str:
+    return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
 
 
 STOPPING_COMPILE = "■ stopping once compilation ends (s again: end it now)…"
@@ -40,12 +49,13 @@ class LiveRun(Vertical):
         yield Static(self._timing(None, None), id="run-timing")
         with Horizontal(id="rate-row"):
             yield Static("— /s", id="run-rate")
-            yield Sparkline([], id="ms-spark")
+            yield AxisChart(label=_ms_label, id="ms-spark")
         yield Static("", id="amp-row")
         with Horizontal(id="loss-row"):
-            yield Static("loss —", id="loss-value")
-            yield Sparkline([], id="loss-spark")
-            yield Static("", id="loss-floor")
+            with Vertical(id="loss-labels"):
+                yield Static("loss —", id="loss-value")
+                yield Static("", id="loss-floor")
+            yield AxisChart(label=_loss_label, id="loss-spark")
 
     def on_mount(self) -> None:
         self.query_one("#amp-row").display = False
@@ -60,11 +70,10 @@ class LiveRun(Vertical):
             self._cache[wid] = key
             self.query_one(f"#{wid}", Static).update(content, layout=layout)  # type: ignore[arg-type]
 
-    def _spark(self, wid: str, data: tuple[float, ...]) -> None:
-        spark = self.query_one(f"#{wid}", Sparkline)
-        if self._cache.get(wid) != data:
-            self._cache[wid] = data
-            spark.data = list(data)
+    def _spark(self, wid: str, data: tuple[float, ...], floor: float | None = None) -> None:
+        if self._cache.get(wid) != (data, floor):
+            self._cache[wid] = (data, floor)
+            self.query_one(f"#{wid}", AxisChart).set_data(data, floor)
 
     @staticmethod
     def _timing(now: float | None, stats: object) -> Text:
@@ -146,7 +155,7 @@ class LiveRun(Vertical):
             self._set("loss-value", Text.assemble(("avg ", "bold"), (fmt.loss(view.smooth_loss), "bold"),
                                                   ("\nbatch ", "dim"), (fmt.loss(view.last_loss), "dim")))
             if sparklines:
-                self._spark("loss-spark", view.losses)
+                self._spark("loss-spark", view.losses, floor)
             self._set("loss-floor", Text.assemble(("floor ", "dim"), (fmt.loss(floor), "bold cyan"))
                       if floor is not None else "")
         else:  # the norm workloads time forward + backward and have no loss
