@@ -365,7 +365,7 @@ class ApexTuiApp(App[None]):
         self.latest_view = None
         self._last_spark = 0.0  # a run's first redraw always draws its sparklines
         self.query_one(MonitorPanel).reset()
-        self.live.border_title = f"Run · {name}"
+        self.live.begin(preset)
         self.refresh_bindings()
         return True
 

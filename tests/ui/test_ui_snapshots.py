@@ -72,3 +72,28 @@ def test_doctor_report_screen_80x24(snap_compare):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=open_report)
+
+
+def test_compiling_80x24(snap_compare):
+    """torch_compile compiling after fp32 finished: its name, no stale 100 %, the clock at 12 s, no loss n/a."""
+    import time
+
+    from textual.clock import MockClock
+
+    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
+                   runner_factory=FakeEngine(compile_hold=["torch_compile"]))
+
+    async def run_before(pilot) -> None:
+        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        app.start_preset("fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "fp32")
+        app.start_preset("torch_compile")
+        await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.snapshot.status == "compiling",
+                       10, "compiling drawn")
+        app.live._started = time.monotonic() - 12.2
+        app.live._tick()
+        app.query_one("#run-progress #bar")._clock = MockClock(1.0)  # the indeterminate bar's pulse, stopped
+        app.clear_notifications()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
