@@ -166,6 +166,7 @@ class ApexTuiApp(App[None]):
         self.hangup_message = ""
         self.advice_job: Any = None  # `a`: the advice measuring in the background (screens/advise_screen.py)
         self._hung_up = False
+        self._toasts_until: dict[tuple[str, str], float] = {}  # (message, title) -> its toast's expiry
 
     # ---- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -476,11 +477,23 @@ class ApexTuiApp(App[None]):
         return view is not None and view.run_id == active.run_id and view.snapshot.status == "compiling"
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "stop" and self.active is None:
-            return None  # shown dimmed in the footer
-        if action == "save" and not self.table.rows_data:
-            return None
+        # s and w stay enabled with nothing to stop or save: pressed, they say so (a disabled key said nothing)
         return True
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """As App.notify, but a toast already on screen with the same words is not stacked again (rapid
+        Enter or s pressed four times showed four identical toasts over the run pane)."""
+        key, now = (message, title), time.monotonic()
+        if self._toasts_until.get(key, 0.0) > now:
+            return
+        self._toasts_until = {k: t for k, t in self._toasts_until.items() if t > now}
+        self._toasts_until[key] = now + (self.NOTIFICATION_TIMEOUT if timeout is None else timeout)
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def clear_notifications(self) -> None:
+        self._toasts_until.clear()
+        super().clear_notifications()
 
     # ---- quitting ------------------------------------------------------------------------
     async def action_quit(self) -> None:
@@ -512,7 +525,7 @@ class ApexTuiApp(App[None]):
             if final is not None and self.active is active:  # its last update is not in the table yet
                 rows.append(results.row_from_snapshot(final, active.preset, self.probe.device if self.probe else
                                                       "cpu", self.probe.env if self.probe else None))
-        rows = list(self.table.rows_data) + rows
+        rows = [r for r in self.table.rows_data if r.source == results.SESSION] + rows  # as w saves
         if rows:
             try:
                 saved = results.save_session(rows, self.save_dir, env=self.probe.env if self.probe else None)
@@ -556,9 +569,12 @@ class ApexTuiApp(App[None]):
         self.push_screen(ReportScreen(self.report, self.report_error))
 
     def action_save(self) -> None:
-        rows = self.table.rows_data
+        # this session's runs only: loaded rows are in their own files already, and saved again they came
+        # back as duplicates that could not be told apart
+        rows = [r for r in self.table.rows_data if r.source == results.SESSION]
         if not rows:
-            self.notify("no finished runs to save yet", severity="warning", timeout=3)
+            loaded = " (loaded runs are in their own files)" if self.table.rows_data else ""
+            self.notify(f"no finished runs of this session to save yet{loaded}", severity="warning", timeout=4)
             return
         try:
             saved = results.save_session(rows, self.save_dir, env=self.probe.env if self.probe else None)
@@ -566,7 +582,7 @@ class ApexTuiApp(App[None]):
             self.notify(f"could not save results: {exc}", severity="error", timeout=10, markup=False)
             return
         why = f"{saved.fallback_reason}; " if saved.fallback_reason else ""
-        self.notify(f"{why}saved {len(rows)} run{'s' if len(rows) != 1 else ''} to {saved.path.resolve()}",
+        self.notify(f"{why}saved {len(rows)} run{'s' if len(rows) != 1 else ''} to\n{_short_path(saved.path)}",
                     title="results saved", severity="warning" if why else "information", timeout=8, markup=False)
 
     def action_screenshot(self) -> None:
@@ -576,7 +592,7 @@ class ApexTuiApp(App[None]):
         except OSError as exc:
             self.notify(f"could not save the screenshot: {exc}", severity="error", timeout=10)
             return
-        self.notify(f"screenshot saved to {Path(path).resolve()}", title="SVG saved", timeout=8)
+        self.notify(f"screenshot saved to\n{_short_path(Path(path))}", title="SVG saved", timeout=8, markup=False)
 
     def action_load(self) -> None:
         from .screens.load_screen import LoadScreen
@@ -594,10 +610,26 @@ class ApexTuiApp(App[None]):
         except results.ResultsError as exc:
             self.notify(str(exc), title="cannot load results", severity="error", timeout=10, markup=False)
             return 0
-        self.table.add_results(rows)
-        self.notify(f"loaded {len(rows)} run{'s' if len(rows) != 1 else ''} from {path}", timeout=4)
+        shown = self.table.rows_data
+        new = [r for r in rows if r not in shown]  # the same file loaded again adds nothing twice
+        self.table.add_results(new)
+        again = f" ({len(rows) - len(new)} already shown)" if len(new) < len(rows) else ""
+        self.notify(f"loaded {len(new)} run{'s' if len(new) != 1 else ''} from {path}{again}", timeout=4,
+                    markup=False)
         self.refresh_bindings()
-        return len(rows)
+        return len(new)
+
+
+def _short_path(path: Path) -> str:
+    """The path relative to the working directory (or ~) when inside it: a toast then shows the file's name
+    on one line rather than breaking it."""
+    resolved = path.resolve()
+    for base, prefix in ((Path.cwd(), ""), (Path.home(), "~/")):
+        try:
+            return prefix + str(resolved.relative_to(base))
+        except ValueError:
+            continue
+    return str(resolved)
 
 
 def make_app(*, preset: Preset | None = None, device: str = "auto", steps: int | None = None,
