@@ -36,7 +36,7 @@ from textual.widgets import Footer, OptionList
 from apextui.core.presets import Preset
 from apextui.core.runner import RunnerFactory, thread_runner_factory
 
-from . import results, scrollbars
+from . import contrast, results, scrollbars
 from .bridge import RunBridge, RunView
 from .doctor_view import ReportProvider, default_report_provider
 from .messages import DoctorFailed, DoctorReady, ProbeDone, ProbeFailed, RunUpdated
@@ -129,6 +129,7 @@ class ApexTuiApp(App[None]):
                  preset_errors: Iterable[tuple[str, str]] = ()) -> None:
         super().__init__()
         scrollbars.install()
+        contrast.install(self)  # NO_COLOR: greys, but a red "NOT INSTALLED" stays readable
         self.preset_errors = [tuple(e) for e in preset_errors]  # (path, message): user files that did not load
         self.refresh_interval = refresh_interval
         self.spark_interval = max(spark_interval, refresh_interval)
