@@ -205,6 +205,7 @@ class ApexTuiApp(App[None]):
             self.load_results(path)
         if self.autostart and self.preselect:
             self._pending_start = self.preselect
+            self._show_highlighted()
         # torch (device probe) and the doctor only after the first frame is on screen
         self.call_after_refresh(self._start_probes)
         try:  # the SSH connection drops: stop the run, save the results, exit
@@ -290,6 +291,7 @@ class ApexTuiApp(App[None]):
 
     def on_doctor_ready(self, message: DoctorReady) -> None:
         self.report = message.report
+        self._show_highlighted()
         try:
             self.query_one(StatusPane).set_report(message.report)
         except Exception as exc:  # noqa: BLE001 - an unexpected report shape must not kill the UI
@@ -308,7 +310,10 @@ class ApexTuiApp(App[None]):
             return
         preset = self.picker.highlighted_preset
         avail = self.probe.availability.get(preset.name) if (self.probe and preset) else None
-        self.live.show_preset(preset, avail, self.probe.device if self.probe else None)
+        waiting = None
+        if preset is not None and self._pending_start == preset.name:  # not "enter: start": it will start
+            waiting = "device probe" if self.probe is None else "Apex doctor"
+        self.live.show_preset(preset, avail, self.probe.device if self.probe else None, waiting=waiting)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         if self.active is None:
@@ -340,6 +345,7 @@ class ApexTuiApp(App[None]):
             self._pending_start = name
             what = "device probe" if self.probe is None else "Apex doctor"
             self.notify(f"{name} starts as soon as the {what} finishes…", timeout=3)
+            self._show_highlighted()
             return False
         avail = self.probe.availability.get(name)
         if avail is None or not avail.ok:

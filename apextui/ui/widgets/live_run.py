@@ -96,8 +96,10 @@ class LiveRun(Vertical):
         return t
 
     # ---- idle ----------------------------------------------------------------------------
-    def show_preset(self, preset: Preset | None, avail: Availability | None, device: str | None) -> None:
-        """Nothing running: describe the highlighted preset (and why it cannot run, with the fix)."""
+    def show_preset(self, preset: Preset | None, avail: Availability | None, device: str | None,
+                    waiting: str | None = None) -> None:
+        """Nothing running: describe the highlighted preset (and why it cannot run, with the fix); `waiting`:
+        it starts by itself once that (the device probe, the Apex doctor) finishes."""
         self.set_class(False, "-running")
         self.set_class(True, "-idle")
         if preset is None:
@@ -105,7 +107,9 @@ class LiveRun(Vertical):
             return
         self._title(f"Run · {preset.name}")
         t = Text.assemble((preset.name, "bold"), " ", (preset.description, "dim"))
-        if avail is not None and not avail.ok:
+        if waiting:
+            t.append(f"\nstarts as soon as the {waiting} finishes…", style="bold cyan")
+        elif avail is not None and not avail.ok:
             t.append(f"\n✗ {avail.reason}", style="red")
             if avail.fix:
                 t.append(f"\nfix: {avail.fix}", style="cyan")
