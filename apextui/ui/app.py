@@ -206,6 +206,7 @@ class ApexTuiApp(App[None]):
         if self.autostart and self.preselect:
             self._pending_start = self.preselect
             self._show_highlighted()
+        self.set_interval(1.0, self._show_advice_measuring)
         # torch (device probe) and the doctor only after the first frame is on screen
         self.call_after_refresh(self._start_probes)
         try:  # the SSH connection drops: stop the run, save the results, exit
@@ -564,6 +565,17 @@ class ApexTuiApp(App[None]):
             return None
         r = rows[-1]
         return {**r.summary, "status": r.status, "error": r.error, "preset": r.preset, "device": r.device}
+
+    def _show_advice_measuring(self) -> None:
+        """Once a second: while the advice measures in the background, the run pane's subtitle says so."""
+        job = self.advice_job
+        text = ""
+        if job is not None and job.running:
+            _latest, done, total, _lines = job.state()
+            text = f"advice measuring · {done}/{total or '…'} runs · a: show"
+        live = self.live
+        if (live.border_subtitle or "") != text:
+            live.border_subtitle = text
 
     # ---- doctor, results, screenshot -----------------------------------------------------
     def action_advise(self) -> None:
