@@ -171,6 +171,8 @@ class LiveRun(Vertical):
         if stopping and not snap.finished:
             label, style = (STOPPING_COMPILE if snap.status == "compiling" else "■ stopping…"), "bold yellow"
         title = Text.assemble((label, style), "  ")
+        if snap.error:  # first, where the one-line title cannot cut it off
+            title.append(f"{snap.error}  ", style="red")
         if info is not None:
             size = "small size" if info.size_name == "cpu" else "full size"
             title.append(f"{info.preset}", style="bold")
@@ -183,8 +185,6 @@ class LiveRun(Vertical):
             title.append(self._preset.name, style="bold")
             if snap.status == "compiling":
                 title.append(" · compile time is not counted in ms/step", style="dim")
-        if snap.error:
-            title.append(f"  {snap.error}", style="red")
         self._set("run-title", title)
         name = info.preset if info else (self._preset.name if self._preset else None)
         self._title(f"Run · {name}" if name else "Run")
@@ -207,21 +207,23 @@ class LiveRun(Vertical):
         floor = info.loss_floor if info else None
         if view.losses:
             self._set("loss-value", Text.assemble(("avg ", "bold"), (fmt.loss(view.smooth_loss), "bold"),
-                                                  ("\nbatch ", "dim"), (fmt.loss(view.last_loss), "dim")))
+                                                  ("\nbatch ", "dim"), (fmt.loss(view.last_loss), "dim")),
+                      layout="loss-value" not in self._cache or "avg" not in str(self._cache["loss-value"]))
             if sparklines:
                 self._spark("loss-spark", view.losses, floor)
             self._set("loss-floor", Text.assemble(("floor ", "dim"), (fmt.loss(floor), "bold cyan"))
                       if floor is not None else "")
         elif info is not None and info.workload == "norm":  # they time forward + backward and have no loss
-            self._set("loss-value", Text("loss n/a", style="dim"))
+            self._set("loss-value", Text("loss n/a", style="dim"), layout=True)
             self._set("loss-floor", Text("fwd+bwd only", style="dim"))
-        else:  # no loss yet (compiling, or no step finished)
-            self._set("loss-value", Text("loss —", style="dim"))
+        else:  # no loss yet (compiling, or no step finished); one line where the last run's had two: relayout
+            self._set("loss-value", Text("loss —", style="dim"), layout=True)
             self._set("loss-floor", Text.assemble(("floor ", "dim"), (fmt.loss(floor), "bold cyan"))
-                      if floor is not None else "")
+                      if floor is not None else Text("floor —", style="dim"))
         spark = self.query_one("#loss-spark")
-        if spark.display != bool(view.losses):
-            spark.display = bool(view.losses)
+        chart = bool(view.losses) or not (info is not None and info.workload == "norm")  # empty until steps come
+        if spark.display != chart:
+            spark.display = chart
 
         amp = bool(info and info.uses_grad_scaler)
         row = self.query_one("#amp-row")
