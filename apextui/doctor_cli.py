@@ -81,10 +81,14 @@ def render_lines(report: DoctorReport) -> list[list[Segment]]:
     if apex.import_error:
         row("import", (apex.import_error, "red"))
 
+    # columns as wide as their longest name (+2): a long extension name never runs into its path
+    ext_w = max([34] + [len(e.name) + 2 for e in report.extensions])
+    feat_w = max([20] + [len(f.name) + 2 for f in report.features])
+    smoke_w = max([16] + [len(s.name) + 2 for s in report.smoke])
     head("Compiled extensions")
     for e in report.extensions:
         why = "" if e.status == "ok" else (e.reason if e.kind == "missing" else f"{e.kind}: {e.reason}")
-        out.append([(f"  {e.status:<8} ", _EXT_STYLE.get(e.status)), (f"{e.name:<34}", None),
+        out.append([(f"  {e.status:<8} ", _EXT_STYLE.get(e.status)), (e.name.ljust(ext_w), None),
                     (why if why else (e.path or ""), None if why else "dim")])
     head("Features")
     exts = {e.name: e for e in report.extensions}
@@ -97,17 +101,17 @@ def render_lines(report: DoctorReport) -> list[list[Segment]]:
         if not f.ok and bad and f.reason.startswith(f"needs {bad[0].name}"):  # details are in the rows above
             e = bad[0]
             detail = f"  needs {e.name}, which is {e.status}" + (f" ({e.kind})" if e.kind != "missing" else "")
-        out.append([(f"  {mark[0]:<4} ", mark[1]), (f"{f.name:<20}", None), (f"{where}{needs}", "dim"),
+        out.append([(f"  {mark[0]:<4} ", mark[1]), (f.name.ljust(feat_w), None), (f"{where}{needs}", "dim"),
                     (detail, None)])
     head("Smoke tests (CUDA, vs torch)")
     for s in report.smoke:
         if s.skipped:
-            out.append([("  skip ", "dim"), (f"{s.name:<16}", None), (s.reason, "dim")])
+            out.append([("  skip ", "dim"), (s.name.ljust(smoke_w), None), (s.reason, "dim")])
         elif s.passed:
-            out.append([("  pass ", "green"), (f"{s.name:<16}", None),
+            out.append([("  pass ", "green"), (s.name.ljust(smoke_w), None),
                         (f"max abs err {s.max_abs_err:.2e} (tol {s.tolerance:g})  {s.seconds or 0:.2f} s", None)])
         else:
-            out.append([("  FAIL ", "bold red"), (f"{s.name:<16}", None), (s.reason, None)])
+            out.append([("  FAIL ", "bold red"), (s.name.ljust(smoke_w), None), (s.reason, None)])
 
     if report.problems:
         head(f"Problems ({len(report.problems)})")

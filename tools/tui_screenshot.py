@@ -22,6 +22,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
@@ -51,6 +52,32 @@ async def wait_until(pilot, condition, deadline: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out waiting for {what}")
         await asyncio.sleep(0.05)  # not pilot.pause: it would add its own work to the measured run
+
+
+def screenshot_ready(view: Any, run_id: int | None, preset: str, at_step: int, need_gpu: bool,
+                     spark_stale: bool) -> bool:
+    """Whether the screen shows *this* run far enough along: its own run id and preset (not the previous
+    run's final state, still on screen while this one starts or compiles), past compiling, --at-step steps
+    done (or finished), GPU readings when on CUDA, the sparklines drawn."""
+    if view is None or run_id is None or view.run_id != run_id:
+        return False
+    snap = view.snapshot
+    if snap.finished:  # this run ended (a failure while compiling has no RunInfo): show how
+        return True
+    if snap.info is None or snap.info.preset != preset or snap.status in ("starting", "compiling"):
+        return False
+    gpu_ok = not need_gpu or len(view.monitor.get("gpu_util_pct", ())) >= 2
+    return snap.steps_done >= min(at_step, snap.info.steps) and gpu_ok and not spark_stale
+
+
+def started_run_id(app: Any, preset: str, rows_before: int) -> int | None:
+    """The run id of the run of `preset` that was just started (None while it has not started)."""
+    if app.active is not None and app.active.preset.name == preset:
+        return app.active.run_id
+    rows = app.table.rows_data
+    if len(rows) > rows_before and rows[-1].preset == preset:  # it ended already (failed at once)
+        return app._run_id
+    return None
 
 
 async def choose(pilot, app, name: str) -> None:
@@ -97,19 +124,18 @@ async def drive(args: argparse.Namespace) -> int:
         print(f"running {preset.name} …")
         n_rows = len(table.rows_data)
         await choose(pilot, app, preset.name)
-        await wait_until(pilot, lambda: app.active is not None or len(table.rows_data) > n_rows, deadline,
+        await wait_until(pilot, lambda: started_run_id(app, preset.name, n_rows) is not None, deadline,
                          f"{preset.name} to start")
+        run_id = started_run_id(app, preset.name, n_rows)
 
         def ready() -> bool:
             view = app._drawn_view  # what is on screen
-            if view is None or view.snapshot.info is None:
-                return False
-            util = view.monitor.get("gpu_util_pct", ())
-            if util:
-                util_seen[:] = util
-            gpu_ok = probe.device != "cuda" or len(util) >= 2
-            return view.finished or (view.snapshot.steps_done >= min(args.at_step, view.snapshot.info.steps)
-                                     and gpu_ok and not app._spark_stale)
+            if view is not None and view.run_id == run_id:
+                util = view.monitor.get("gpu_util_pct", ())
+                if util:
+                    util_seen[:] = util
+            return screenshot_ready(view, run_id, preset.name, args.at_step, probe.device == "cuda",
+                                    app._spark_stale)
 
         try:
             await wait_until(pilot, ready, deadline, f"{args.at_step} steps with GPU metrics")
@@ -127,6 +153,8 @@ async def drive(args: argparse.Namespace) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         app.save_screenshot(filename=out.name, path=str(out.parent.resolve()))
         view = app._drawn_view
+        if view is not None and view.run_id != run_id:  # timed out before this run drew: report nothing of it
+            view = None
         snap = view.snapshot if view else None
         # stop the run (if it is still going) the way a user would, and wait for it
         if app.active is not None:
@@ -160,12 +188,13 @@ async def drive(args: argparse.Namespace) -> int:
                       f"power {m.gpu_power_w} W, temp {m.gpu_temp_c} °C, SM {m.gpu_sm_clock_mhz} MHz; "
                       f"process CPU {m.cpu_pct} %, RSS {fmt.mib(m.rss_mb)}")
         print("comparison table:")
-        from apextui.ui.results import speedup
+        from apextui.core.compare import format_speedup
+        from apextui.ui.results import comparison
 
         for r in table.rows_data:
-            up = speedup(r, table.rows_data)
+            up = format_speedup(comparison(r, table.rows_data), compact=True)
             print(f"  {r.preset:<16} {r.device:<5} {r.status:<8} median {fmt.ms(r.median_ms):>6} ms  "
-                  f"speed-up {fmt.speedup(up):>6}  final loss {fmt.loss(r.final_loss)}")
+                  f"speed-up {up:>6}  final loss {fmt.loss(r.final_loss)}")
         if app.report is not None:
             apex = app.report.to_dict()["apex"] if hasattr(app.report, "to_dict") else app.report.get("apex", {})
             print(f"doctor: Apex {apex.get('status')} {apex.get('version') or ''}".rstrip())

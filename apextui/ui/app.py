@@ -38,7 +38,7 @@ from apextui.core.atomic import write_atomic as write_text_atomic
 from apextui.core.presets import Preset
 from apextui.core.runner import RunnerFactory, thread_runner_factory
 
-from . import history, results
+from . import contrast, history, results, scrollbars
 from .bridge import RunBridge, RunView
 from .doctor_view import ReportProvider, default_report_provider
 from .messages import DoctorFailed, DoctorReady, ProbeDone, ProbeFailed, RunUpdated
@@ -141,6 +141,8 @@ class ApexTuiApp(App[None]):
                  refresh_interval: float = REFRESH_S, spark_interval: float = SPARK_REFRESH_S,
                  preset_errors: Iterable[tuple[str, str]] = ()) -> None:
         super().__init__()
+        scrollbars.install()
+        contrast.install(self)  # NO_COLOR: greys, but a red "NOT INSTALLED" stays readable
         self.preset_errors = [tuple(e) for e in preset_errors]  # (path, message): user files that did not load
         self.refresh_interval = refresh_interval
         self.spark_interval = max(spark_interval, refresh_interval)
@@ -182,6 +184,7 @@ class ApexTuiApp(App[None]):
         self.run_logs: list[RunLog] = []  # every run's worker output, for the log screen (o)
         self._saved_session_rows = 0  # session rows already in a results file (w, or the save on quit)
         self.quit_saved: Path | None = None  # where quitting saved the unsaved runs
+        self._toasts_until: dict[tuple[str, str], float] = {}  # (message, title) -> its toast's expiry
 
     # ---- layout --------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -218,6 +221,8 @@ class ApexTuiApp(App[None]):
             self.load_results(path)
         if self.autostart and self.preselect:
             self._pending_start = self.preselect
+            self._show_highlighted()
+        self.set_interval(1.0, self._show_advice_measuring)
         # torch (device probe) and the doctor only after the first frame is on screen
         self.call_after_refresh(self._start_probes)
         try:  # the SSH connection drops: stop the run, save the results, exit
@@ -303,6 +308,7 @@ class ApexTuiApp(App[None]):
 
     def on_doctor_ready(self, message: DoctorReady) -> None:
         self.report = message.report
+        self._show_highlighted()
         try:
             self.query_one(StatusPane).set_report(message.report)
         except Exception as exc:  # noqa: BLE001 - an unexpected report shape must not kill the UI
@@ -321,7 +327,10 @@ class ApexTuiApp(App[None]):
             return
         preset = self.picker.highlighted_preset
         avail = self.probe.availability.get(preset.name) if (self.probe and preset) else None
-        self.live.show_preset(preset, avail, self.probe.device if self.probe else None)
+        waiting = None
+        if preset is not None and self._pending_start == preset.name:  # not "enter: start": it will start
+            waiting = "device probe" if self.probe is None else "Apex doctor"
+        self.live.show_preset(preset, avail, self.probe.device if self.probe else None, waiting=waiting)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         if self.active is None:
@@ -353,6 +362,7 @@ class ApexTuiApp(App[None]):
             self._pending_start = name
             what = "device probe" if self.probe is None else "Apex doctor"
             self.notify(f"{name} starts as soon as the {what} finishes…", timeout=3)
+            self._show_highlighted()
             return False
         avail = self.probe.availability.get(name)
         if avail is None or not avail.ok:
@@ -387,7 +397,7 @@ class ApexTuiApp(App[None]):
         self.latest_view = None
         self._last_spark = 0.0  # a run's first redraw always draws its sparklines
         self.query_one(MonitorPanel).reset()
-        self.live.border_title = f"Run · {name}"
+        self.live.begin(preset)
         self.refresh_bindings()
         return True
 
@@ -500,11 +510,23 @@ class ApexTuiApp(App[None]):
         return view is not None and view.run_id == active.run_id and view.snapshot.status == "compiling"
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "stop" and self.active is None:
-            return None  # shown dimmed in the footer
-        if action == "save" and not self.table.rows_data:
-            return None
+        # s and w stay enabled with nothing to stop or save: pressed, they say so (a disabled key said nothing)
         return True
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """As App.notify, but a toast already on screen with the same words is not stacked again (rapid
+        Enter or s pressed four times showed four identical toasts over the run pane)."""
+        key, now = (message, title), time.monotonic()
+        if self._toasts_until.get(key, 0.0) > now:
+            return
+        self._toasts_until = {k: t for k, t in self._toasts_until.items() if t > now}
+        self._toasts_until[key] = now + (self.NOTIFICATION_TIMEOUT if timeout is None else timeout)
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def clear_notifications(self) -> None:
+        self._toasts_until.clear()
+        super().clear_notifications()
 
     # ---- quitting ------------------------------------------------------------------------
     async def action_quit(self) -> None:
@@ -537,7 +559,7 @@ class ApexTuiApp(App[None]):
             if final is not None and self.active is active:  # its last update is not in the table yet
                 rows.append(results.row_from_snapshot(final, active.preset, self.probe.device if self.probe else
                                                       "cpu", self.probe.env if self.probe else None))
-        rows = list(self.table.rows_data) + rows
+        rows = [r for r in self.table.rows_data if r.source == results.SESSION] + rows  # as w saves
         if rows:
             try:
                 saved = results.save_session(rows, self.save_dir, env=self.probe.env if self.probe else None)
@@ -569,6 +591,17 @@ class ApexTuiApp(App[None]):
         r = rows[-1]
         return {**r.summary, "status": r.status, "error": r.error, "preset": r.preset, "device": r.device}
 
+    def _show_advice_measuring(self) -> None:
+        """Once a second: while the advice measures in the background, the run pane's subtitle says so."""
+        job = self.advice_job
+        text = ""
+        if job is not None and job.running:
+            _latest, done, total, _lines = job.state()
+            text = f"advice measuring · {done}/{total or '…'} runs · a: show"
+        live = self.live
+        if (live.border_subtitle or "") != text:
+            live.border_subtitle = text
+
     # ---- doctor, results, screenshot -----------------------------------------------------
     def action_advise(self) -> None:
         from .screens.advise_screen import open_advice
@@ -581,9 +614,12 @@ class ApexTuiApp(App[None]):
         self.push_screen(ReportScreen(self.report, self.report_error))
 
     def action_save(self) -> None:
-        rows = self.table.rows_data
+        # this session's runs only: loaded rows are in their own files already, and saved again they came
+        # back as duplicates that could not be told apart
+        rows = [r for r in self.table.rows_data if r.source == results.SESSION]
         if not rows:
-            self.notify("no finished runs to save yet", severity="warning", timeout=3)
+            loaded = " (loaded runs are in their own files)" if self.table.rows_data else ""
+            self.notify(f"no finished runs of this session to save yet{loaded}", severity="warning", timeout=4)
             return
         try:
             saved = results.save_session(rows, self.save_dir, env=self.probe.env if self.probe else None)
@@ -593,7 +629,7 @@ class ApexTuiApp(App[None]):
         why = f"{saved.fallback_reason}; " if saved.fallback_reason else ""
         self._saved_session_rows = sum(r.source == results.SESSION for r in rows)
         self._copy_to_history(saved.path)
-        self.notify(f"{why}saved {len(rows)} run{'s' if len(rows) != 1 else ''} to {saved.path.resolve()}",
+        self.notify(f"{why}saved {len(rows)} run{'s' if len(rows) != 1 else ''} to\n{_short_path(saved.path)}",
                     title="results saved", severity="warning" if why else "information", timeout=8, markup=False)
 
     def action_screenshot(self) -> None:
@@ -603,7 +639,7 @@ class ApexTuiApp(App[None]):
         except OSError as exc:
             self.notify(f"could not save the screenshot: {exc}", severity="error", timeout=10)
             return
-        self.notify(f"screenshot saved to {Path(path).resolve()}", title="SVG saved", timeout=8)
+        self.notify(f"screenshot saved to\n{_short_path(Path(path))}", title="SVG saved", timeout=8, markup=False)
 
     def action_load(self) -> None:
         from .screens.load_screen import LoadScreen
@@ -621,10 +657,15 @@ class ApexTuiApp(App[None]):
         except results.ResultsError as exc:
             self.notify(str(exc), title="cannot load results", severity="error", timeout=10, markup=False)
             return 0
-        self.table.add_results(rows)
-        self.notify(f"loaded {len(rows)} run{'s' if len(rows) != 1 else ''} from {path}", timeout=4)
+        shown = self.table.rows_data
+        new = [r for r in rows if r not in shown]  # the same file loaded again adds nothing twice
+        self.table.add_results(new)
+        again = f" ({len(rows) - len(new)} already shown)" if len(new) < len(rows) else ""
+        self.notify(f"loaded {len(new)} run{'s' if len(new) != 1 else ''} from {path}{again}", timeout=4,
+                    markup=False)
         self.refresh_bindings()
-        return len(rows)
+        return len(new)
+
 
     # ---- help, command palette, run details, worker log, export, history ---------------------
     def action_help(self) -> None:
@@ -730,6 +771,17 @@ class ApexTuiApp(App[None]):
         self._saved_session_rows = len(rows)
         self.hangup_message = f"saved {len(rows)} run(s) of this session to {saved.path.resolve()}"
         return saved.path
+
+def _short_path(path: Path) -> str:
+    """The path relative to the working directory (or ~) when inside it: a toast then shows the file's name
+    on one line rather than breaking it."""
+    resolved = path.resolve()
+    for base, prefix in ((Path.cwd(), ""), (Path.home(), "~/")):
+        try:
+            return prefix + str(resolved.relative_to(base))
+        except ValueError:
+            continue
+    return str(resolved)
 
 
 def make_app(*, preset: Preset | None = None, device: str = "auto", steps: int | None = None,

@@ -136,3 +136,105 @@ def test_log_screen_80x24(snap_compare, tmp_path):
         await pilot.pause(0.2)
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=open_log)
+
+
+def test_compiling_80x24(snap_compare):
+    """torch_compile compiling after fp32 finished: its name, no stale 100 %, the clock at 12 s, no loss n/a."""
+    import time
+
+    from textual.clock import MockClock
+
+    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
+                   runner_factory=FakeEngine(compile_hold=["torch_compile"]))
+
+    async def run_before(pilot) -> None:
+        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        app.start_preset("fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "fp32")
+        app.start_preset("torch_compile")
+        await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.snapshot.status == "compiling",
+                       10, "compiling drawn")
+        app.live._ticker.pause()  # the clock drawn once, at 12 s, after every pending redraw is done
+        await pilot.pause(1.2)
+        app.live._started = time.monotonic() - 12.2
+        app.live._tick()
+        app.query_one("#run-progress #bar")._clock = MockClock(1.0)  # the indeterminate bar's pulse, stopped
+        app.clear_notifications()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_advice_measuring_80x24(snap_compare, monkeypatch):
+    """`a` on an H200: the advice's progress at the top, the finished runs under it."""
+    from textual.clock import MockClock
+    from ui_fakes import FakeRunner
+
+    from apextui.core.advise import run as advise_run
+    from apextui.ui.screens.advise_screen import AdviseScreen
+
+    monkeypatch.setattr(advise_run, "environment", lambda device: {
+        "device": "cuda", "name": "NVIDIA H200", "driver": "570.133.20", "torch": "2.11.0+cu128",
+        "apex": "version 0.1", "key": "cuda|NVIDIA H200|snapshot"})
+    held: list[FakeRunner] = []
+
+    class HoldSecond(FakeEngine):
+        def __call__(self, preset, device, callback, *, steps=None, sample_interval=1.0):
+            hold = 50 if preset.name == "adamw_fused" and not held else None
+            runner = FakeRunner(preset, device, callback, steps=steps, sample_interval=sample_interval, hold_at=hold)
+            if hold is not None:
+                held.append(runner)
+            return runner
+
+    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
+                   runner_factory=HoldSecond())
+
+    async def run_before(pilot) -> None:
+        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, AdviseScreen) and held
+                       and "50/100" in str(app.screen.query_one("#advise-status").render()), 10, "advice progress")
+        app.screen.query_one("#advise-progress #bar")._clock = MockClock(1.0)
+        app.clear_notifications()
+        await pilot.pause()
+
+    try:
+        assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    finally:
+        for runner in held:
+            runner.release()
+
+
+def test_failed_run_80x24(snap_compare):
+    """fused_amp failed at step 37 (out of memory): ✗ failed with the error in the run pane and the table."""
+    import dataclasses
+
+    from ui_fakes import FakeRunner
+
+    class FailAt37(FakeRunner):
+        def start(self):
+            self.callback(self._snap("starting", ()))
+            self.callback(self._snap("running", ()))
+            self._advance(37)
+            self.finished = True
+            self.callback(dataclasses.replace(self._snap("failed", ()), error="CUDA out of memory at step 38"))
+            return self
+
+    class Engine(FakeEngine):
+        def __call__(self, preset, device, callback, *, steps=None, sample_interval=1.0):
+            cls = FailAt37 if preset.name == "fused_amp" else FakeRunner
+            return cls(preset, device, callback, steps=steps, sample_interval=sample_interval)
+
+    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
+                   runner_factory=Engine())
+
+    async def run_before(pilot) -> None:
+        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        app.start_preset("fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "fp32")
+        app.start_preset("fused_amp")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 2, 10, "fused_amp failed")
+        app.clear_notifications()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

@@ -188,8 +188,9 @@ class FakeRunner:
 
     def __init__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
                  steps: int | None = None, sample_interval: float = 1.0, hold_at: int | None = None,
-                 batch: int = 10) -> None:
+                 batch: int = 10, compile_hold: bool = False) -> None:
         self.preset, self.device, self.callback = preset, device, callback
+        self.compiling = compile_hold  # stays "compiling" (no RunInfo yet) until release()
         self.steps = steps or preset.steps
         self.warmup = preset.warmup if preset.warmup < self.steps else self.steps // 5
         self.hold_at = hold_at
@@ -256,6 +257,9 @@ class FakeRunner:
 
     def start(self) -> "FakeRunner":
         self.callback(self._snap("starting", ()))
+        if self.compiling:
+            self.callback(dataclasses.replace(self._snap("starting", ()), status="compiling"))
+            return self
         self.callback(self._snap("running", ()))
         self._advance(self.hold_at if self.hold_at is not None else self.steps)
         if self.hold_at is None:
@@ -270,6 +274,9 @@ class FakeRunner:
 
     def release(self) -> None:
         """Finish the held run normally."""
+        if self.compiling:
+            self.compiling = False
+            self.callback(self._snap("running", ()))
         self._advance(self.steps)
         self._end("ok")
 
@@ -286,16 +293,18 @@ class FakeRunner:
 
 
 class FakeEngine:
-    """A runner factory: `hold` maps preset names to the step their run pauses at."""
+    """A runner factory: `hold` maps preset names to the step their run pauses at; the runs of the presets
+    in `compile_hold` stay "compiling" until released."""
 
-    def __init__(self, hold: dict[str, int] | None = None) -> None:
+    def __init__(self, hold: dict[str, int] | None = None, compile_hold: Sequence[str] = ()) -> None:
         self.hold = hold or {}
+        self.compile_hold = set(compile_hold)  # presets whose run stays compiling until released
         self.runners: list[FakeRunner] = []
 
     def __call__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
                  steps: int | None = None, sample_interval: float = 1.0) -> FakeRunner:
         runner = FakeRunner(preset, device, callback, steps=steps, sample_interval=sample_interval,
-                            hold_at=self.hold.get(preset.name))
+                            hold_at=self.hold.get(preset.name), compile_hold=preset.name in self.compile_hold)
         self.runners.append(runner)
         return runner
 

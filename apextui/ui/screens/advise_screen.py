@@ -194,9 +194,15 @@ def render_progress(job: AdviceJob) -> Text:
 
 
 def render_lines(lines: Sequence[str]) -> Text:
+    """The finished runs, then the presets not run on one line: eight "not run" lines (one a preset, each
+    with its reason) used to push the progress off an 80x24 screen; the verdict gives the reasons."""
+    finished = [line for line in lines if ": not run:" not in line]
+    skipped = [line.split(":", 1)[0].split()[-1] for line in lines if ": not run:" in line]
     t = Text("Finished runs (evidence so far):\n", style="bold")
-    for line in lines[-30:]:
-        t.append(line + "\n", style="dim" if ": not run:" in line else "")
+    for line in finished[-30:]:
+        t.append(line + "\n")
+    if skipped:
+        t.append(f"not run ({len(skipped)}): {', '.join(skipped)}\n", style="dim")
     return t
 
 

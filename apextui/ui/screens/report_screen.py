@@ -19,6 +19,7 @@ class ReportScreen(ModalScreen[None]):
         Binding("escape", "dismiss", "Close"),
         Binding("d", "dismiss", "Close", show=False),
         Binding("q", "dismiss", "Close", show=False),
+        Binding("p", "app.screenshot", "SVG"),  # the app's binding does not reach through a modal screen
     ]
 
     def __init__(self, report: Any | None, error: str | None = None) -> None:

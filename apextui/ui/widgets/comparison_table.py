@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import DataTable
 
 from .. import fmt
@@ -54,7 +55,15 @@ def cells(row: ResultRow, rows: Sequence[ResultRow], source_label: str = "", com
 
 
 class ComparisonTable(DataTable):
-    """Rows are rebuilt when a run finishes or results are loaded (rare), never per step."""
+    """Rows are rebuilt when a run finishes or results are loaded (rare), never per step.
+
+    A list of rows: Home/End go to the first/last row (DataTable's scrolled sideways and cut the first
+    letter of every row), and the cursor row stays in view above the horizontal scrollbar."""
+
+    BINDINGS = [
+        Binding("home", "first_row", "First row", show=False),
+        Binding("end", "last_row", "Last row", show=False),
+    ]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
@@ -74,6 +83,33 @@ class ComparisonTable(DataTable):
     def add_results(self, rows: Sequence[ResultRow]) -> None:
         self.rows_data.extend(rows)
         self._rebuild()
+
+    def action_first_row(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=0)
+            self.scroll_x = 0
+
+    def action_last_row(self) -> None:
+        if self.row_count:
+            self.move_cursor(row=self.row_count - 1)
+            self.scroll_x = 0
+
+    def watch_cursor_coordinate(self, old: object, new: object) -> None:
+        """Also scroll the cursor row clear of the horizontal scrollbar (DataTable's own scrolling left the
+        last row under it)."""
+        super().watch_cursor_coordinate(old, new)  # type: ignore[arg-type]
+        self.call_after_refresh(self._row_in_view)
+
+    def _row_in_view(self) -> None:
+        row = self.cursor_row
+        if row < 0 or not self.row_count:
+            return
+        visible = self.scrollable_content_region.height - self.header_height
+        top = int(self.scroll_y)
+        if row >= top + visible:
+            self.scroll_y = row - visible + 1
+        elif row < top:
+            self.scroll_y = row
 
     def on_resize(self) -> None:
         if self.rows_data and self._compact != (self.size.width < WIDE):

@@ -6,21 +6,34 @@ loss under it, dimmed ("batch")."""
 
 from __future__ import annotations
 
+import time
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import ProgressBar, Sparkline, Static
+from textual.timer import Timer
+from textual.widgets import ProgressBar, Static
 
 from apextui.core.availability import Availability
 from apextui.core.presets import Preset
 
 from .. import fmt
 from ..bridge import RunView
+from .axis_chart import AxisChart
 
 STATUS_STYLE = {
     "starting": ("◌ starting", "bold cyan"), "running": ("● running", "bold green"),
+    "compiling": ("◐ compiling", "bold magenta"), "profiling": ("◔ profiling", "bold cyan"),
     "ok": ("✓ finished", "bold green"), "stopped": ("■ stopped", "bold yellow"), "failed": ("✗ failed", "bold red"),
 }
+
+
+def _ms_label(value: float) -> str:
+    return fmt.ms(value)
+
+
+def _loss_label(value: float) -> str:
+    return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
 
 
 STOPPING_COMPILE = "■ stopping once compilation ends (s again: end it now)…"
@@ -31,6 +44,10 @@ class LiveRun(Vertical):
         super().__init__(id=id)
         self.border_title = "Run"
         self._cache: dict[str, object] = {}
+        self._preset: Preset | None = None  # the run's preset, known before its RunInfo (compiling)
+        self._started = 0.0  # time.monotonic() at begin(): the elapsed time while no snapshot comes
+        self._status = ""
+        self._ticker: Timer | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("select a preset and press enter", id="run-title")
@@ -40,12 +57,13 @@ class LiveRun(Vertical):
         yield Static(self._timing(None, None), id="run-timing")
         with Horizontal(id="rate-row"):
             yield Static("— /s", id="run-rate")
-            yield Sparkline([], id="ms-spark")
+            yield AxisChart(label=_ms_label, id="ms-spark")
         yield Static("", id="amp-row")
         with Horizontal(id="loss-row"):
-            yield Static("loss —", id="loss-value")
-            yield Sparkline([], id="loss-spark")
-            yield Static("", id="loss-floor")
+            with Vertical(id="loss-labels"):
+                yield Static("loss —", id="loss-value")
+                yield Static("", id="loss-floor")
+            yield AxisChart(label=_loss_label, id="loss-spark")
 
     def on_mount(self) -> None:
         self.query_one("#amp-row").display = False
@@ -60,11 +78,10 @@ class LiveRun(Vertical):
             self._cache[wid] = key
             self.query_one(f"#{wid}", Static).update(content, layout=layout)  # type: ignore[arg-type]
 
-    def _spark(self, wid: str, data: tuple[float, ...]) -> None:
-        spark = self.query_one(f"#{wid}", Sparkline)
-        if self._cache.get(wid) != data:
-            self._cache[wid] = data
-            spark.data = list(data)
+    def _spark(self, wid: str, data: tuple[float, ...], floor: float | None = None) -> None:
+        if self._cache.get(wid) != (data, floor):
+            self._cache[wid] = (data, floor)
+            self.query_one(f"#{wid}", AxisChart).set_data(data, floor)
 
     @staticmethod
     def _timing(now: float | None, stats: object) -> Text:
@@ -79,8 +96,10 @@ class LiveRun(Vertical):
         return t
 
     # ---- idle ----------------------------------------------------------------------------
-    def show_preset(self, preset: Preset | None, avail: Availability | None, device: str | None) -> None:
-        """Nothing running: describe the highlighted preset (and why it cannot run, with the fix)."""
+    def show_preset(self, preset: Preset | None, avail: Availability | None, device: str | None,
+                    waiting: str | None = None) -> None:
+        """Nothing running: describe the highlighted preset (and why it cannot run, with the fix); `waiting`:
+        it starts by itself once that (the device probe, the Apex doctor) finishes."""
         self.set_class(False, "-running")
         self.set_class(True, "-idle")
         if preset is None:
@@ -88,7 +107,9 @@ class LiveRun(Vertical):
             return
         self._title(f"Run · {preset.name}")
         t = Text.assemble((preset.name, "bold"), " ", (preset.description, "dim"))
-        if avail is not None and not avail.ok:
+        if waiting:
+            t.append(f"\nstarts as soon as the {waiting} finishes…", style="bold cyan")
+        elif avail is not None and not avail.ok:
             t.append(f"\n✗ {avail.reason}", style="red")
             if avail.fix:
                 t.append(f"\nfix: {avail.fix}", style="cyan")
@@ -99,6 +120,42 @@ class LiveRun(Vertical):
         self._set("run-title", t, layout=True)
 
     # ---- running -------------------------------------------------------------------------
+    def begin(self, preset: Preset) -> None:
+        """A run of `preset` starts: name it, and clear the previous run's bar, numbers and charts
+        (a compile can take a minute before the first snapshot with a RunInfo)."""
+        self._preset = preset
+        self._started = time.monotonic()
+        self._status = "starting"
+        self._title(f"Run · {preset.name}")
+        self._set("run-title", Text.assemble(STATUS_STYLE["starting"], "  ", (preset.name, "bold")))
+        self._set("run-steps", self._steps_text(None, 0, 0.0))
+        bar = self.query_one("#run-progress", ProgressBar)
+        bar.update(total=None, progress=0)
+        self._percentage(bar, False)
+        for wid in ("ms-spark", "loss-spark"):
+            self._cache.pop(wid, None)
+            self.query_one(f"#{wid}", AxisChart).set_data(())
+        if self._ticker is None:
+            self._ticker = self.set_interval(1.0, self._tick)
+
+    @staticmethod
+    def _percentage(bar: ProgressBar, shown: bool) -> None:
+        """Hide the bar's percentage while the total is unknown (it would read --%)."""
+        for status in bar.query("#percentage"):
+            if status.display != shown:
+                status.display = shown
+
+    def _tick(self) -> None:
+        """Once a second: the elapsed time goes on while compiling (no snapshots come meanwhile)."""
+        if self._status in ("starting", "compiling"):
+            self._set("run-steps", self._steps_text(None, 0, 0.0))
+
+    def _steps_text(self, info: object, done: int, elapsed: float) -> str:
+        """' 150/400 · 7.5 s'; before the RunInfo (compiling) ' … · 12 s', counted here in whole seconds."""
+        if info is None:
+            return f" … · {int(max(elapsed, time.monotonic() - self._started if self._started else 0.0))} s"
+        return f" {done}/{getattr(info, 'steps')} · {fmt.seconds(elapsed)}"
+
     def _title(self, title: str) -> None:
         if self.border_title != title:
             self.border_title = title
@@ -109,10 +166,13 @@ class LiveRun(Vertical):
         self.set_class(False, "-idle")
         snap = view.snapshot
         info = snap.info
+        self._status = snap.status
         label, style = STATUS_STYLE.get(snap.status, (snap.status, "bold"))
         if stopping and not snap.finished:
             label, style = (STOPPING_COMPILE if snap.status == "compiling" else "■ stopping…"), "bold yellow"
         title = Text.assemble((label, style), "  ")
+        if snap.error:  # first, where the one-line title cannot cut it off
+            title.append(f"{snap.error}  ", style="red")
         if info is not None:
             size = "small size" if info.size_name == "cpu" else "full size"
             title.append(f"{info.preset}", style="bold")
@@ -121,19 +181,22 @@ class LiveRun(Vertical):
             title.append(f" · {info.device} · {size}", style="dim")
             if info.params:
                 title.append(f" · {fmt.si(info.params, 'params')}", style="dim")
-        if snap.error:
-            title.append(f"  {snap.error}", style="red")
+        elif self._preset is not None:
+            title.append(self._preset.name, style="bold")
+            if snap.status == "compiling":
+                title.append(" · compile time is not counted in ms/step", style="dim")
         self._set("run-title", title)
-        self._title(f"Run · {info.preset}" if info else "Run")
+        name = info.preset if info else (self._preset.name if self._preset else None)
+        self._title(f"Run · {name}" if name else "Run")
 
         bar = self.query_one("#run-progress", ProgressBar)
         if info is not None:
             if bar.total != info.steps:
                 bar.update(total=info.steps)
+                self._percentage(bar, True)
             if bar.progress != snap.steps_done:
                 bar.update(progress=snap.steps_done)
-        steps = f"{snap.steps_done}/{info.steps}" if info else "…"
-        self._set("run-steps", f" {steps} · {fmt.seconds(snap.elapsed_s)}")
+        self._set("run-steps", self._steps_text(info, snap.steps_done, snap.elapsed_s))
         self._set("run-timing", self._timing(view.last_ms, snap.stats))
 
         unit = f"{info.units}/s" if info else "/s"
@@ -144,17 +207,23 @@ class LiveRun(Vertical):
         floor = info.loss_floor if info else None
         if view.losses:
             self._set("loss-value", Text.assemble(("avg ", "bold"), (fmt.loss(view.smooth_loss), "bold"),
-                                                  ("\nbatch ", "dim"), (fmt.loss(view.last_loss), "dim")))
+                                                  ("\nbatch ", "dim"), (fmt.loss(view.last_loss), "dim")),
+                      layout="loss-value" not in self._cache or "avg" not in str(self._cache["loss-value"]))
             if sparklines:
-                self._spark("loss-spark", view.losses)
+                self._spark("loss-spark", view.losses, floor)
             self._set("loss-floor", Text.assemble(("floor ", "dim"), (fmt.loss(floor), "bold cyan"))
                       if floor is not None else "")
-        else:  # the norm workloads time forward + backward and have no loss
-            self._set("loss-value", Text("loss n/a", style="dim"))
+        elif info is not None and info.workload == "norm":  # they time forward + backward and have no loss
+            self._set("loss-value", Text("loss n/a", style="dim"), layout=True)
             self._set("loss-floor", Text("fwd+bwd only", style="dim"))
+        else:  # no loss yet (compiling, or no step finished); one line where the last run's had two: relayout
+            self._set("loss-value", Text("loss —", style="dim"), layout=True)
+            self._set("loss-floor", Text.assemble(("floor ", "dim"), (fmt.loss(floor), "bold cyan"))
+                      if floor is not None else Text("floor —", style="dim"))
         spark = self.query_one("#loss-spark")
-        if spark.display != bool(view.losses):
-            spark.display = bool(view.losses)
+        chart = bool(view.losses) or not (info is not None and info.workload == "norm")  # empty until steps come
+        if spark.display != chart:
+            spark.display = chart
 
         amp = bool(info and info.uses_grad_scaler)
         row = self.query_one("#amp-row")

@@ -93,3 +93,8 @@ class PresetPicker(OptionList):
         if index is None:
             index = next((i for i, o in enumerate(options) if not o.disabled), None)
         self.highlighted = index
+        self.call_after_refresh(self.scroll_to_highlight)  # before the first layout it cannot scroll yet
+
+    def on_resize(self) -> None:
+        """Keep the highlighted preset in view when the terminal shrinks (200x60 -> 80x24 lost it)."""
+        self.call_after_refresh(self.scroll_to_highlight)

@@ -1,0 +1,48 @@
+"""Rough edge 4: in the comparison table the last row hid under the horizontal scrollbar, ↓ did not reach
+it, End scrolled sideways (cutting every row's first letter), and the cursor row did not show."""
+
+from __future__ import annotations
+
+import pytest
+from ui_fakes import FakeEngine, fake_probe, gpu_report, provider, wait_for
+
+from apextui.ui.app import make_app
+from apextui.ui.widgets.comparison_table import ComparisonTable
+
+pytestmark = pytest.mark.asyncio
+
+PRESETS = ("fp32", "fused_fp32", "fused_amp", "adamw", "adamw_fused", "adamw_capturable_graph", "fused_adam",
+           "layernorm", "fused_layernorm")
+
+
+def last_visible_row(table: ComparisonTable) -> int:
+    return int(table.scroll_y) + table.scrollable_content_region.height - table.header_height - 1
+
+
+@pytest.mark.parametrize("size", [(80, 24), (64, 24)])
+async def test_down_and_end_reach_the_last_row_above_the_scrollbar(size, tmp_path):
+    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
+                   runner_factory=FakeEngine(), save_dir=tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        for name in PRESETS:
+            app.start_preset(name)
+            await wait_for(pilot, lambda: app.active is None, 5, name)
+        app.action_save()
+        (saved,) = tmp_path.glob("apextui-results-*.json")
+        app.load_results(saved)  # rows labelled f1: a wider preset column
+        table = app.query_one(ComparisonTable)
+        table.focus()
+        await pilot.press("home")
+        await pilot.pause()
+        assert table.cursor_row == 0 and table.scroll_y == 0
+        for _ in range(table.row_count - 1):
+            await pilot.press("down")
+        await pilot.pause(0.1)
+        assert table.cursor_row == table.row_count - 1
+        assert last_visible_row(table) >= table.cursor_row, "the last row is under the scrollbar"
+        await pilot.press("home")
+        await pilot.press("end")
+        await pilot.pause(0.1)
+        assert table.cursor_row == table.row_count - 1 and table.scroll_x == 0
+        assert last_visible_row(table) >= table.cursor_row
