@@ -9,10 +9,11 @@ import torch
 from torch import nn
 
 from ..compilation import WARMUP_STEPS, TrainingState
-from ..analysis import optimizer_work
 from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
+from .spec import OPTIMIZER
 
-GRAPHED = ("adamw_capturable_graph",)  # variants whose optimizer step is replayed from a CUDA graph
+# variants whose optimizer step is replayed from a CUDA graph (those the registry says need CUDA graphs)
+GRAPHED = tuple(v.name for v in OPTIMIZER.variants if v.cuda_graphs)
 
 
 def make_optimizer(variant: str, params: list[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
@@ -63,7 +64,7 @@ class OptimizerWorkload(Workload):
         self.uses_grad_scaler = self.scaler is not None
         self.units_per_step = batch
         self.params = sum(p.numel() for p in self.model.parameters())
-        self.work = optimizer_work(self.params)
+        self.work = OPTIMIZER.work(OPTIMIZER.variant(variant), size, self.params, amp)
         self.compiles = self.uses_cuda_graphs = self.graphed
         self.graph: torch.cuda.CUDAGraph | None = None
 
