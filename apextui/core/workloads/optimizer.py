@@ -17,8 +17,8 @@ GRAPHED = tuple(v.name for v in OPTIMIZER.variants if v.cuda_graphs)
 
 
 def make_optimizer(variant: str, params: list[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
-    """torch AdamW (defaults), torch AdamW fused=True, fused + capturable (for CUDA graphs), or apex
-    FusedAdam in AdamW mode."""
+    """torch AdamW (defaults), torch AdamW fused=True, fused + capturable (for CUDA graphs), apex
+    FusedAdam in AdamW mode, or apex FusedLAMB (its defaults, AdamW's weight decay)."""
     if variant == "adamw":
         return torch.optim.AdamW(params, lr=lr)
     if variant == "adamw_fused":
@@ -29,6 +29,10 @@ def make_optimizer(variant: str, params: list[torch.nn.Parameter], lr: float) ->
         from apex.optimizers import FusedAdam
 
         return FusedAdam(params, lr=lr, adam_w_mode=True, weight_decay=0.01)  # AdamW's default decay
+    if variant == "fused_lamb":
+        from apex.optimizers import FusedLAMB
+
+        return FusedLAMB(params, lr=lr, weight_decay=0.01)  # decoupled decay (adam_w_mode) is its default
     raise ValueError(f"unknown optimizer variant {variant!r}")
 
 

@@ -39,6 +39,10 @@ class OptimizerCost:
 
 
 ADAMW = OptimizerCost("AdamW", ADAMW_BYTES_PER_PARAM, ADAMW_FLOPS_PER_PARAM)
+# apex FusedLAMB (its kernels, per parameter): the global gradient norm reads g (4); stage 1 reads p, g, m, v
+# and writes m, v and the update (28); the trust ratio's norms read p and the update (8); stage 2 reads the
+# update and p and writes p (12). FLOPs: Adam's 14, the three norms' square-and-add 6, the trust-ratio scale 2.
+LAMB = OptimizerCost("LAMB", 52, 22, note="gradient norm, stage 1, parameter and update norms, stage 2")
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,7 @@ OPTIMIZER = WorkloadSpec(
         VariantSpec("fused_adam", "apex FusedAdam", apex=("FusedAdam",)),
         VariantSpec("adamw_capturable_graph", "torch `AdamW(fused=True, capturable=True)`, its step replayed "
                     "from a CUDA graph", needs=("cuda_graphs",)),
+        VariantSpec("fused_lamb", "apex FusedLAMB", apex=("FusedLAMB",), optimizer=LAMB),
     ),
     size_limits=MappingProxyType({"layers": (1, 1024), "width": (1, 65536), "batch": (1, 65536)}),
     product_limit=(("layers", "width", "width"), "parameters", 2**32),
@@ -209,4 +214,4 @@ def variant(workload: str, name: str) -> VariantSpec:
     return WORKLOADS[workload].variant(name)
 
 
-__all__ = ["ADAMW", "Need", "OptimizerCost", "VariantSpec", "WORKLOADS", "WorkloadSpec", "variant"]
+__all__ = ["ADAMW", "LAMB", "Need", "OptimizerCost", "VariantSpec", "WORKLOADS", "WorkloadSpec", "variant"]
