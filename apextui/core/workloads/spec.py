@@ -35,14 +35,13 @@ class OptimizerCost:
     name: str  # in the work model's basis, e.g. "AdamW"
     bytes_per_param: int
     flops_per_param: int
-    note: str = ""  # how the bytes are counted, where it is not plain read-once write-once
 
 
 ADAMW = OptimizerCost("AdamW", ADAMW_BYTES_PER_PARAM, ADAMW_FLOPS_PER_PARAM)
 # apex FusedLAMB (its kernels, per parameter): the global gradient norm reads g (4); stage 1 reads p, g, m, v
 # and writes m, v and the update (28); the trust ratio's norms read p and the update (8); stage 2 reads the
 # update and p and writes p (12). FLOPs: Adam's 14, the three norms' square-and-add 6, the trust-ratio scale 2.
-LAMB = OptimizerCost("LAMB", 52, 22, note="gradient norm, stage 1, parameter and update norms, stage 2")
+LAMB = OptimizerCost("LAMB", 52, 22)
 
 
 @dataclass(frozen=True)
