@@ -30,15 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from .workloads.spec import WORKLOADS
+
 WARMUP_STEPS = 3  # cudagraph trees: 1 warm-up run, 1 recording, then replays
 
-# (workload, variant) -> what the variant needs beyond torch itself
+# (workload, variant) -> what the variant needs beyond torch itself (declared in the workload registry)
 NEEDS: Mapping[tuple[str, str], tuple[str, ...]] = {
-    ("transformer", "torch_compile"): ("compile",),
-    ("transformer", "torch_compile_cg"): ("compile", "cuda_graphs"),
-    ("transformer", "torch_compile_graph"): ("compile", "cuda_graphs"),
-    ("optimizer", "adamw_capturable_graph"): ("cuda_graphs",),
-}
+    (w, v.name): v.needs for w, spec in WORKLOADS.items() for v in spec.variants if v.needs}
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,11 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .presets import Preset
+from .workloads.spec import WORKLOADS
 
 FIT_FRACTION = 0.9  # refuse when the estimate exceeds this share of the free memory
-SHRINK_ORDER = {  # which size keys to halve, in turn, to find a size to suggest
-    "optimizer": ("layers", "width", "batch"),
-    "norm": ("batch", "seq", "hidden"),
-    "transformer": ("batch", "vocab", "layers", "d_model", "seq"),
-}
+# which size keys to halve, in turn, to find a size to suggest (declared in the workload registry)
+SHRINK_ORDER = {w: spec.shrink_order for w, spec in WORKLOADS.items()}
 MAX_POOL_TOKENS = 2**23  # as workloads.transformer
 
 

@@ -24,45 +24,19 @@ from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
 from . import files
+from .workloads.spec import WORKLOADS as REGISTRY
 
+# The tables below are views of the workload registry (`workloads.spec.WORKLOADS`), where each workload and
+# its variants are declared once.
 # workload -> variant -> Apex features the variant needs
 WORKLOADS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType({
-    "optimizer": MappingProxyType({
-        "adamw": (),
-        "adamw_fused": (),
-        "fused_adam": ("FusedAdam",),
-        "adamw_capturable_graph": (),  # CUDA only: see compilation.NEEDS
-    }),
-    "norm": MappingProxyType({
-        "layernorm": (),
-        "fused_layernorm": ("FusedLayerNorm",),
-        "rmsnorm": (),
-        "fused_rmsnorm": ("FusedRMSNorm",),
-    }),
-    "transformer": MappingProxyType({
-        "fp32": (),
-        "fused_fp32": ("FusedAdam", "FusedLayerNorm"),
-        "fused_amp": ("FusedAdam", "FusedLayerNorm"),
-        "torch_amp": (),
-        "torch_compile": (),  # torch.compile: see compilation.NEEDS
-        "torch_compile_cg": (),  # torch.compile + CUDA graphs
-        "torch_compile_graph": (),  # torch.compile + the whole step in one CUDA graph
-    }),
-})
+    w: MappingProxyType({v.name: v.apex for v in spec.variants}) for w, spec in REGISTRY.items()})
 
 # workload -> size keys it accepts (all positive ints)
-SIZE_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType({
-    "optimizer": ("layers", "width", "batch"),
-    "norm": ("batch", "seq", "hidden"),
-    "transformer": ("vocab", "d_model", "layers", "heads", "seq", "batch", "branching"),
-})
+SIZE_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType({w: s.size_keys for w, s in REGISTRY.items()})
 
 # variants whose throughput and loss floor are compared against this baseline
-BASELINES: Mapping[str, str] = MappingProxyType({
-    "optimizer": "adamw",
-    "norm": "layernorm",
-    "transformer": "fp32",
-})
+BASELINES: Mapping[str, str] = MappingProxyType({w: s.baseline for w, s in REGISTRY.items()})
 
 AMP_MODES = ("none", "fp16", "bf16")
 TOP_KEYS = {
@@ -82,23 +56,13 @@ LIMITS: Mapping[str, tuple[int, int]] = MappingProxyType({
 # lr: a finite number with LR_RANGE[0] < lr < LR_RANGE[1] (both exclusive)
 LR_RANGE = (0.0, 10.0)
 
-# workload -> size key -> (smallest, largest), inclusive. Generous for an H200-class GPU; the
-# transformer's vocab is bounded by its dense vocab x vocab Markov matrix, built on the host.
-SIZE_LIMITS: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType({
-    "optimizer": MappingProxyType({"layers": (1, 1024), "width": (1, 65536), "batch": (1, 65536)}),
-    "norm": MappingProxyType({"batch": (1, 65536), "seq": (1, 1_048_576), "hidden": (1, 65536)}),
-    "transformer": MappingProxyType({
-        "vocab": (1, 32768), "d_model": (1, 16384), "layers": (1, 256), "heads": (1, 256),
-        "seq": (1, 65536), "batch": (1, 65536), "branching": (1, 32768),  # and branching <= vocab
-    }),
-})
+# workload -> size key -> (smallest, largest), inclusive (the registry's limits: generous for an H200-class GPU)
+SIZE_LIMITS: Mapping[str, Mapping[str, tuple[int, int]]] = MappingProxyType(
+    {w: s.size_limits for w, s in REGISTRY.items()})
 
 # workload -> (size keys multiplied, what the product is, its largest value): the biggest tensor
-PRODUCT_LIMITS: Mapping[str, tuple[tuple[str, ...], str, int]] = MappingProxyType({
-    "optimizer": (("layers", "width", "width"), "parameters", 2**32),
-    "norm": (("batch", "seq", "hidden"), "input elements", 2**32),
-    "transformer": (("batch", "seq", "vocab"), "logits", 2**32),
-})
+PRODUCT_LIMITS: Mapping[str, tuple[tuple[str, ...], str, int]] = MappingProxyType(
+    {w: s.product_limit for w, s in REGISTRY.items()})
 
 
 class PresetError(ValueError):
@@ -335,10 +299,10 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
         if missing:
             lo, hi = limits[missing[0]]
             raise fail(f"{fld}.{missing[0]}", f"missing; give {_range(lo, hi)}")
-        if workload == "transformer" and table["d_model"] % table["heads"]:
-            raise fail(f"{fld}.heads", f"d_model ({table['d_model']}) must be divisible by heads")
-        if workload == "transformer" and table["branching"] > table["vocab"]:
-            raise fail(f"{fld}.branching", f"got {table['branching']}; must not exceed vocab ({table['vocab']})")
+        check = REGISTRY[workload].size_check
+        bad = check(table) if check is not None else None
+        if bad is not None:
+            raise fail(f"{fld}.{bad[0]}", bad[1])
         keys, what, most = PRODUCT_LIMITS[workload]
         product = math.prod(table[k] for k in keys)
         if product > most:

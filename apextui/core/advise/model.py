@@ -10,6 +10,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping
 
+from ..workloads.spec import WORKLOADS
 from ..compare import Comparison, Timing, compare, fields, timing_from_runs, timing_from_summary
 
 KIND = "apextui-advice"
@@ -18,7 +19,7 @@ CACHE_FILE = "advice.json"
 CACHE_VERSION = 1
 
 LOSS_TOLERANCE = 0.02  # final loss more than 2 % above the baseline's: flagged
-LOSS_CHECKED = ("transformer",)  # workloads whose final losses are compared
+LOSS_CHECKED = tuple(w for w, s in WORKLOADS.items() if s.loss_checked)  # workloads whose final losses are compared
 DEFAULT_REPEATS = 2
 MAX_REPEATS = 100
 DEFAULT_STEPS = {"cuda": 100, "cpu": 30}

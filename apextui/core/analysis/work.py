@@ -63,11 +63,13 @@ class PerStepWork:
         return self.work.bytes if self.work is not None else None
 
 
-def optimizer_work(n_params: int) -> Work:
-    """The AdamW step over `n_params` fp32 parameters."""
-    return Work(flops=float(ADAMW_FLOPS_PER_PARAM * n_params), bytes=float(ADAMW_BYTES_PER_PARAM * n_params),
+def optimizer_work(n_params: int, bytes_per_param: int = ADAMW_BYTES_PER_PARAM,
+                   flops_per_param: int = ADAMW_FLOPS_PER_PARAM, name: str = "AdamW") -> Work:
+    """The optimizer step over `n_params` fp32 parameters; the costs a parameter come from the variant
+    (`workloads.spec.OptimizerCost`), AdamW's by default."""
+    return Work(flops=float(flops_per_param * n_params), bytes=float(bytes_per_param * n_params),
                 scope="opt_step", precision="fp32", primary="bytes",
-                basis=f"AdamW step: {ADAMW_BYTES_PER_PARAM} bytes and {ADAMW_FLOPS_PER_PARAM} FLOPs a parameter")
+                basis=f"{name} step: {bytes_per_param} bytes and {flops_per_param} FLOPs a parameter")
 
 
 def norm_work(batch: int, seq: int, hidden: int, kind: str = "layernorm") -> Work:
@@ -108,14 +110,13 @@ def transformer_work(size: Mapping[str, int], params: int, amp: str = "none") ->
 
 def work_per_step(workload: str, variant: str, size: Mapping[str, int], params: int | None,
                   amp: str = "none") -> Work:
-    """The work model of one step of a workload at a size (`params`: trainable parameters, where known)."""
-    if workload == "optimizer":
-        n = params if params else size["layers"] * (size["width"] ** 2 + size["width"])
-        return optimizer_work(n)
-    if workload == "norm":
-        return norm_work(size["batch"], size["seq"], size["hidden"], "rmsnorm" if "rmsnorm" in variant else "layernorm")
-    if workload == "transformer":
-        if params is None:
-            raise ValueError("the transformer's work model needs its parameter count")
-        return transformer_work(size, params, amp)
-    raise ValueError(f"unknown workload {workload!r}")
+    """The work model of one step of a workload at a size (`params`: trainable parameters, where known),
+    as the workload's spec in the registry (`workloads.spec.WORKLOADS`) defines it."""
+    from ..workloads.spec import WORKLOADS  # the registry imports this module's models
+
+    spec = WORKLOADS.get(workload)
+    if spec is None:
+        raise ValueError(f"unknown workload {workload!r}")
+    if variant not in spec.variant_map:
+        raise ValueError(f"unknown {workload} variant {variant!r}")
+    return spec.work(spec.variant(variant), size, params, amp)

@@ -1,11 +1,18 @@
-"""The article's experiments as workloads, built from a preset."""
+"""The article's experiments as workloads, built from a preset.
+
+Each workload is declared once in the registry (`spec.WORKLOADS`); importing this package is cheap (no
+torch): the workload classes are imported when one is built.
+"""
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from ..presets import Preset
-from .base import Workload
+from .spec import WORKLOADS, VariantSpec, WorkloadSpec
+
+if TYPE_CHECKING:
+    from ..presets import Preset
+    from .base import Workload
 
 
 def build(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
@@ -13,19 +20,19 @@ def build(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> W
     import torch
 
     torch.manual_seed(preset.seed)
-    if preset.workload == "optimizer":
-        from .optimizer import OptimizerWorkload
-
-        return OptimizerWorkload(preset.variant, size, device, preset.amp, preset.lr)
-    if preset.workload == "norm":
-        from .norm import NormWorkload
-
-        return NormWorkload(preset.variant, size, device, preset.amp, preset.seed)
-    if preset.workload == "transformer":
-        from .transformer import TransformerWorkload
-
-        return TransformerWorkload(preset.variant, size, device, preset.amp, preset.lr, preset.seed, steps)
-    raise ValueError(f"unknown workload {preset.workload!r}")
+    spec = WORKLOADS.get(preset.workload)
+    if spec is None:
+        raise ValueError(f"unknown workload {preset.workload!r}")
+    return spec.builder(preset, device, size, steps)
 
 
-__all__ = ["Workload", "build"]
+def __getattr__(name: str) -> Any:
+    """`Workload` on first use: its module imports torch."""
+    if name == "Workload":
+        from .base import Workload
+
+        return Workload
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["WORKLOADS", "VariantSpec", "Workload", "WorkloadSpec", "build"]

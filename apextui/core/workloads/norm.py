@@ -7,8 +7,8 @@ from typing import Mapping
 import torch
 from torch import nn
 
-from ..analysis import norm_work
 from .base import Marker, Workload, autocast
+from .spec import NORM
 
 TOLERANCE_FP32 = 1e-3
 
@@ -54,7 +54,7 @@ class NormWorkload(Workload):
         self.device, self.amp = device, amp
         self.units_per_step = batch
         self.params = sum(p.numel() for p in self.norm.parameters())
-        self.work = norm_work(batch, seq, hidden, "rmsnorm" if "rmsnorm" in variant else "layernorm")
+        self.work = NORM.work(NORM.variant(variant), size, None, amp)
         self._grad_out: dict[torch.dtype, torch.Tensor] = {self.grad_out.dtype: self.grad_out}
         ref = COUNTERPART[variant]
         if ref is not None:

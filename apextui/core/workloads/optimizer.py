@@ -9,15 +9,16 @@ import torch
 from torch import nn
 
 from ..compilation import WARMUP_STEPS, TrainingState
-from ..analysis import optimizer_work
 from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
+from .spec import OPTIMIZER
 
-GRAPHED = ("adamw_capturable_graph",)  # variants whose optimizer step is replayed from a CUDA graph
+# variants whose optimizer step is replayed from a CUDA graph (those the registry says need CUDA graphs)
+GRAPHED = tuple(v.name for v in OPTIMIZER.variants if v.cuda_graphs)
 
 
 def make_optimizer(variant: str, params: list[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
-    """torch AdamW (defaults), torch AdamW fused=True, fused + capturable (for CUDA graphs), or apex
-    FusedAdam in AdamW mode."""
+    """torch AdamW (defaults), torch AdamW fused=True, fused + capturable (for CUDA graphs), apex
+    FusedAdam in AdamW mode, or apex FusedLAMB (its defaults, AdamW's weight decay)."""
     if variant == "adamw":
         return torch.optim.AdamW(params, lr=lr)
     if variant == "adamw_fused":
@@ -28,6 +29,10 @@ def make_optimizer(variant: str, params: list[torch.nn.Parameter], lr: float) ->
         from apex.optimizers import FusedAdam
 
         return FusedAdam(params, lr=lr, adam_w_mode=True, weight_decay=0.01)  # AdamW's default decay
+    if variant == "fused_lamb":
+        from apex.optimizers import FusedLAMB
+
+        return FusedLAMB(params, lr=lr, weight_decay=0.01)  # decoupled decay (adam_w_mode) is its default
     raise ValueError(f"unknown optimizer variant {variant!r}")
 
 
@@ -63,7 +68,7 @@ class OptimizerWorkload(Workload):
         self.uses_grad_scaler = self.scaler is not None
         self.units_per_step = batch
         self.params = sum(p.numel() for p in self.model.parameters())
-        self.work = optimizer_work(self.params)
+        self.work = OPTIMIZER.work(OPTIMIZER.variant(variant), size, self.params, amp)
         self.compiles = self.uses_cuda_graphs = self.graphed
         self.graph: torch.cuda.CUDAGraph | None = None
 

@@ -1,0 +1,216 @@
+"""The workload registry: each workload and its variants declared once, read by everything else.
+
+Why: a workload used to be spread over a dozen tables (presets' variants, Apex needs, size keys and
+limits, baselines; the roofline's work model; compilation's needs; the memory estimate's shrink order;
+the advice's loss check). Now `WORKLOADS` holds one `WorkloadSpec` per workload and the others derive
+their tables from it (`presets.WORKLOADS`, `presets.SIZE_LIMITS`, `compilation.NEEDS`, ...).
+
+Importing this module is cheap (no torch): presets and the TUI read it before any run. A spec names its
+workload class lazily (`builder`, called only to run).
+
+Adding a variant: one `VariantSpec` in its workload's spec below, its construction in the workload's module
+(e.g. `make_optimizer` in optimizer.py), and a preset TOML in presets/. See CONTRIBUTING.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Callable, Literal, Mapping
+
+from ..analysis.work import ADAMW_BYTES_PER_PARAM, ADAMW_FLOPS_PER_PARAM, Work, norm_work, optimizer_work, \
+    transformer_work
+
+if TYPE_CHECKING:
+    from ..presets import Preset
+    from .base import Workload
+
+Need = Literal["compile", "cuda_graphs"]  # what a variant needs beyond torch (see compilation.py)
+
+
+@dataclass(frozen=True)
+class OptimizerCost:
+    """The fewest bytes and the FLOPs of one optimizer step, per fp32 parameter (the roofline's model)."""
+
+    name: str  # in the work model's basis, e.g. "AdamW"
+    bytes_per_param: int
+    flops_per_param: int
+
+
+ADAMW = OptimizerCost("AdamW", ADAMW_BYTES_PER_PARAM, ADAMW_FLOPS_PER_PARAM)
+# apex FusedLAMB (its kernels, per parameter): the global gradient norm reads g (4); stage 1 reads p, g, m, v
+# and writes m, v and the update (28); the trust ratio's norms read p and the update (8); stage 2 reads the
+# update and p and writes p (12). FLOPs: Adam's 14, the three norms' square-and-add 6, the trust-ratio scale 2.
+LAMB = OptimizerCost("LAMB", 52, 22)
+
+
+@dataclass(frozen=True)
+class VariantSpec:
+    """One way to run a workload: what it needs and how the docs and the work model describe it."""
+
+    name: str
+    summary: str  # a few words for docs/presets.md and CONTRIBUTING.md's checks
+    apex: tuple[str, ...] = ()  # Apex features it needs (names from apex_features.FEATURES)
+    needs: tuple[Need, ...] = ()  # beyond torch: a compile backend and/or CUDA graphs
+    optimizer: OptimizerCost = ADAMW  # the optimizer step's cost (the optimizer workload's work model)
+
+    @property
+    def cuda_graphs(self) -> bool:
+        return "cuda_graphs" in self.needs
+
+
+SizeCheck = Callable[[Mapping[str, int]], "tuple[str, str] | None"]  # -> (size key, why) when the size is bad
+WorkModel = Callable[[VariantSpec, Mapping[str, int], "int | None", str], Work]
+Builder = Callable[["Preset", str, Mapping[str, int], int], "Workload"]
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """One workload: its variants, sizes and their limits, baseline, work model, and how to build it."""
+
+    name: str
+    variants: tuple[VariantSpec, ...]
+    size_limits: Mapping[str, tuple[int, int]]  # size key -> (smallest, largest), inclusive; order = keys
+    product_limit: tuple[tuple[str, ...], str, int]  # (keys multiplied, what the product is, its largest value)
+    baseline: str  # the variant the others are compared with
+    builder: Builder  # (preset, device, size, steps) -> the workload; imports torch
+    work: WorkModel  # (variant, size, trainable parameters or None, amp) -> one step's FLOPs and bytes
+    shrink_order: tuple[str, ...]  # size keys the memory estimate halves, in turn, to suggest a size that fits
+    loss_checked: bool = False  # the advice compares final losses with the baseline's (a learnable task)
+    size_check: SizeCheck | None = None  # relations between size keys beyond their limits
+    variant_map: Mapping[str, VariantSpec] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "variant_map", MappingProxyType({v.name: v for v in self.variants}))
+        if self.baseline not in self.variant_map:
+            raise ValueError(f"{self.name}: baseline {self.baseline!r} is not one of its variants")
+
+    @property
+    def size_keys(self) -> tuple[str, ...]:
+        return tuple(self.size_limits)
+
+    def variant(self, name: str) -> VariantSpec:
+        return self.variant_map[name]
+
+
+# ---- optimizer ---------------------------------------------------------------------------------------
+def _build_optimizer(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
+    from .optimizer import OptimizerWorkload
+
+    return OptimizerWorkload(preset.variant, size, device, preset.amp, preset.lr)
+
+
+def _optimizer_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
+    n = params if params else size["layers"] * (size["width"] ** 2 + size["width"])
+    c = variant.optimizer
+    return optimizer_work(n, c.bytes_per_param, c.flops_per_param, c.name)
+
+
+OPTIMIZER = WorkloadSpec(
+    name="optimizer",
+    variants=(
+        VariantSpec("adamw", "torch AdamW defaults: foreach on CUDA"),
+        VariantSpec("adamw_fused", "torch `fused=True`"),
+        VariantSpec("fused_adam", "apex FusedAdam", apex=("FusedAdam",)),
+        VariantSpec("adamw_capturable_graph", "torch `AdamW(fused=True, capturable=True)`, its step replayed "
+                    "from a CUDA graph", needs=("cuda_graphs",)),
+        VariantSpec("fused_lamb", "apex FusedLAMB", apex=("FusedLAMB",), optimizer=LAMB),
+    ),
+    size_limits=MappingProxyType({"layers": (1, 1024), "width": (1, 65536), "batch": (1, 65536)}),
+    product_limit=(("layers", "width", "width"), "parameters", 2**32),
+    baseline="adamw",
+    builder=_build_optimizer,
+    work=_optimizer_work,
+    shrink_order=("layers", "width", "batch"),
+)
+
+
+# ---- norm --------------------------------------------------------------------------------------------
+def _build_norm(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
+    from .norm import NormWorkload
+
+    return NormWorkload(preset.variant, size, device, preset.amp, preset.seed)
+
+
+def _norm_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
+    kind = "rmsnorm" if "rmsnorm" in variant.name else "layernorm"
+    return norm_work(size["batch"], size["seq"], size["hidden"], kind)
+
+
+NORM = WorkloadSpec(
+    name="norm",
+    variants=(
+        VariantSpec("layernorm", "torch nn.LayerNorm"),
+        VariantSpec("fused_layernorm", "apex FusedLayerNorm", apex=("FusedLayerNorm",)),
+        VariantSpec("rmsnorm", "torch nn.RMSNorm"),
+        VariantSpec("fused_rmsnorm", "apex FusedRMSNorm", apex=("FusedRMSNorm",)),
+    ),
+    size_limits=MappingProxyType({"batch": (1, 65536), "seq": (1, 1_048_576), "hidden": (1, 65536)}),
+    product_limit=(("batch", "seq", "hidden"), "input elements", 2**32),
+    baseline="layernorm",
+    builder=_build_norm,
+    work=_norm_work,
+    shrink_order=("batch", "seq", "hidden"),
+)
+
+
+# ---- transformer -------------------------------------------------------------------------------------
+def _build_transformer(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
+    from .transformer import TransformerWorkload
+
+    return TransformerWorkload(preset.variant, size, device, preset.amp, preset.lr, preset.seed, steps)
+
+
+def _transformer_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
+    if params is None:
+        raise ValueError("the transformer's work model needs its parameter count")
+    return transformer_work(size, params, amp)
+
+
+def _transformer_size_check(size: Mapping[str, int]) -> tuple[str, str] | None:
+    if size["d_model"] % size["heads"]:
+        return "heads", f"d_model ({size['d_model']}) must be divisible by heads"
+    if size["branching"] > size["vocab"]:
+        return "branching", f"got {size['branching']}; must not exceed vocab ({size['vocab']})"
+    return None
+
+
+_APEX_FUSED = ("FusedAdam", "FusedLayerNorm")
+TRANSFORMER = WorkloadSpec(
+    name="transformer",
+    variants=(
+        VariantSpec("fp32", "nn.LayerNorm + torch AdamW"),
+        VariantSpec("fused_fp32", "apex FusedAdam + FusedLayerNorm", apex=_APEX_FUSED),
+        VariantSpec("fused_amp", "apex fused + fp16 autocast + `GradScaler`", apex=_APEX_FUSED),
+        VariantSpec("torch_amp", "no Apex: torch fused AdamW + bf16 autocast"),
+        VariantSpec("torch_compile", "`torch_amp` through `torch.compile`", needs=("compile",)),
+        VariantSpec("torch_compile_cg", "`torch.compile(mode=\"reduce-overhead\")`: CUDA graphs",
+                    needs=("compile", "cuda_graphs")),
+        VariantSpec("torch_compile_graph", "`torch.compile`, the whole step in one CUDA graph",
+                    needs=("compile", "cuda_graphs")),
+    ),
+    # vocab is bounded by the dense vocab x vocab Markov matrix, built on the host
+    size_limits=MappingProxyType({
+        "vocab": (1, 32768), "d_model": (1, 16384), "layers": (1, 256), "heads": (1, 256),
+        "seq": (1, 65536), "batch": (1, 65536), "branching": (1, 32768),  # and branching <= vocab
+    }),
+    product_limit=(("batch", "seq", "vocab"), "logits", 2**32),
+    baseline="fp32",
+    builder=_build_transformer,
+    work=_transformer_work,
+    shrink_order=("batch", "vocab", "layers", "d_model", "seq"),
+    loss_checked=True,
+    size_check=_transformer_size_check,
+)
+
+
+# workload name -> its spec, in the order presets are listed
+WORKLOADS: Mapping[str, WorkloadSpec] = MappingProxyType({s.name: s for s in (OPTIMIZER, NORM, TRANSFORMER)})
+
+
+def variant(workload: str, name: str) -> VariantSpec:
+    """The spec of a workload's variant; KeyError when either is unknown."""
+    return WORKLOADS[workload].variant(name)
+
+
+__all__ = ["ADAMW", "LAMB", "Need", "OptimizerCost", "VariantSpec", "WORKLOADS", "WorkloadSpec", "variant"]

@@ -1,0 +1,108 @@
+"""The workload registry (core/workloads/spec.py): one declaration that presets, compilation, the work
+model, the memory estimate, the advice and the docs all read; and FusedLAMB, added through it."""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+
+import pytest
+
+from apextui.core import compilation, memory, presets
+from apextui.core.advise import LOSS_CHECKED
+from apextui.core.analysis import work_per_step
+from apextui.core.availability import availability
+from apextui.core.workloads.spec import ADAMW, LAMB, WORKLOADS, variant
+from helpers import ROOT
+
+SIZE = {"layers": 2, "width": 4, "batch": 1}  # 40 parameters
+
+
+def test_preset_tables_are_views_of_the_registry():
+    assert list(presets.WORKLOADS) == list(WORKLOADS)
+    for name, spec in WORKLOADS.items():
+        assert dict(presets.WORKLOADS[name]) == {v.name: v.apex for v in spec.variants}
+        assert presets.SIZE_KEYS[name] == spec.size_keys
+        assert presets.BASELINES[name] == spec.baseline
+        assert presets.PRODUCT_LIMITS[name] == spec.product_limit
+        assert memory.SHRINK_ORDER[name] == spec.shrink_order
+        assert set(spec.shrink_order) <= set(spec.size_keys)
+    assert compilation.needs("optimizer", "adamw_capturable_graph") == ("cuda_graphs",)
+    assert compilation.needs("transformer", "torch_compile_cg") == ("compile", "cuda_graphs")
+    assert LOSS_CHECKED == ("transformer",)
+
+
+def test_every_registered_variant_has_a_shipped_preset_and_a_row_in_the_docs():
+    docs = (ROOT / "docs" / "presets.md").read_text()
+    shipped = {p.variant for p in presets.load_builtin()}
+    for name, spec in WORKLOADS.items():
+        for v in spec.variants:
+            assert v.name in shipped, f"{name}/{v.name}: no TOML in presets/"
+            assert re.search(rf"`{re.escape(v.name)}`", docs), f"{name}/{v.name}: not in docs/presets.md"
+
+
+def test_a_baseline_must_be_one_of_its_variants():
+    spec = WORKLOADS["norm"]
+    with pytest.raises(ValueError, match="baseline"):
+        type(spec)(name="x", variants=spec.variants, size_limits=spec.size_limits,
+                   product_limit=spec.product_limit, baseline="nope", builder=spec.builder, work=spec.work,
+                   shrink_order=spec.shrink_order)
+
+
+def test_the_optimizer_work_model_comes_from_the_variant():
+    assert variant("optimizer", "adamw").optimizer == ADAMW
+    lamb = work_per_step("optimizer", "fused_lamb", SIZE, None)
+    assert (lamb.bytes, lamb.flops, lamb.scope) == (40 * LAMB.bytes_per_param, 40 * LAMB.flops_per_param, "opt_step")
+    assert lamb.bytes != work_per_step("optimizer", "fused_adam", SIZE, None).bytes
+    assert lamb.basis.startswith("LAMB step: 52 bytes")
+    with pytest.raises(ValueError, match="unknown optimizer variant"):
+        work_per_step("optimizer", "sgd", SIZE, None)
+
+
+def test_fused_lamb_preset_needs_apex_fused_lamb_and_is_unavailable_on_cpu():
+    p = presets.resolve("fused_lamb")
+    assert (p.workload, p.variant, p.baseline, p.needs_apex) == ("optimizer", "fused_lamb", "adamw", ("FusedLAMB",))
+    a = availability(p, "cpu")
+    assert not a.ok and "FusedLAMB" in a.reason and "CPU" in a.reason and a.fix
+
+
+def test_fused_lamb_availability_reads_the_apex_check(monkeypatch):
+    """On CUDA the registry's Apex need goes to the feature check, whose reason and fix come back."""
+    import apextui.core.availability as av
+
+    seen = {}
+
+    def fake_check(features, cuda_available):
+        seen["features"] = tuple(features)
+        return {f: types.SimpleNamespace(ok=False, reason="apex has no fused_lamb_cuda", fix="rebuild apex")
+                for f in features}
+
+    monkeypatch.setattr(av, "check_features", fake_check)
+    a = availability(presets.resolve("fused_lamb"), "cuda")
+    assert seen["features"] == ("FusedLAMB",)
+    assert (a.ok, a.reason, a.fix) == (False, "needs Apex FusedLAMB: apex has no fused_lamb_cuda", "rebuild apex")
+
+
+def test_fused_lamb_builds_apex_fused_lamb(monkeypatch):
+    """Without Apex here: a stand-in apex.optimizers.FusedLAMB records how the workload constructs it."""
+    torch = pytest.importorskip("torch")
+    from apextui.core.workloads.optimizer import OptimizerWorkload, make_optimizer
+
+    made = {}
+
+    class FusedLAMB(torch.optim.AdamW):  # a working optimizer, so a CPU step runs
+        def __init__(self, params, **kw):
+            made.update(kw)
+            super().__init__(params, lr=kw["lr"], weight_decay=kw["weight_decay"])
+
+    apex = types.ModuleType("apex")
+    apex.optimizers = types.ModuleType("apex.optimizers")
+    apex.optimizers.FusedLAMB = FusedLAMB
+    monkeypatch.setitem(sys.modules, "apex", apex)
+    monkeypatch.setitem(sys.modules, "apex.optimizers", apex.optimizers)
+
+    opt = make_optimizer("fused_lamb", [torch.nn.Parameter(torch.zeros(2))], 1e-3)
+    assert isinstance(opt, FusedLAMB) and made == {"lr": 1e-3, "weight_decay": 0.01}
+    w = OptimizerWorkload("fused_lamb", SIZE, "cpu", "none", 1e-3)
+    assert w.work.bytes == w.params * LAMB.bytes_per_param and not w.graphed
