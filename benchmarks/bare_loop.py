@@ -39,7 +39,7 @@ def build(preset_name: str, device: str, steps: int) -> tuple[Any, Any]:
 
 def timed_steps(workload: Any, steps: int, device: str) -> float:
     """ms/step of `steps` plain steps between two synchronisations (the loop's wall time)."""
-    from apextui.core.timing import NoMark  # the workloads call `clock.mark()`; here nobody listens
+    from apextui.core.run.timing import NoMark  # the workloads call `clock.mark()`; here nobody listens
 
     mark = NoMark()
     step = workload.step
@@ -53,7 +53,7 @@ def timed_steps(workload: Any, steps: int, device: str) -> float:
 
 def bare_block(workload: Any, warmup: int, steps: int, device: str) -> float:
     """`warmup` untimed steps, then `timed_steps`: the same shape as an apextui run of warmup + steps."""
-    from apextui.core.timing import NoMark
+    from apextui.core.run.timing import NoMark
 
     mark = NoMark()
     for _ in range(warmup):

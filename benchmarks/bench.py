@@ -61,7 +61,7 @@ def gpu_busy_ms(preset: Preset, size: dict[str, int], steps: int = 20, warmup: i
     import torch
 
     from apextui.core import workloads
-    from apextui.core.timing import NoMark
+    from apextui.core.run.timing import NoMark
 
     w = workloads.build(preset, "cuda", size, warmup + steps)
     w.warm_up()

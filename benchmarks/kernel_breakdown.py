@@ -51,7 +51,7 @@ def main() -> int:
         return 3
     from apextui.core import workloads
     from apextui.core.presets import resolve
-    from apextui.core.timing import NoMark
+    from apextui.core.run.timing import NoMark
 
     for item in args.inductor:
         import torch._inductor.config as inductor_config

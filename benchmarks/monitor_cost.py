@@ -72,7 +72,7 @@ class SharedRunner:
 
     @staticmethod
     def make(workload: Any, *args: Any, **kwargs: Any) -> Any:
-        from apextui.core.runner import Runner
+        from apextui.core.run.runner import Runner
 
         class _Shared(Runner):
             timed: TimedClock | None = None
@@ -157,8 +157,8 @@ def rounds_in_worker(preset_name: str, device: str, warmup: int, block_ms: float
     """The rounds, in this (the worker's) process: `send` takes the tui blocks' snapshots to the app.
     `collect`: garbage-collect before every block; `shared_sampler`: one sampler for every block."""
     from apextui.core.env import pci_bus_id
-    from apextui.core.sampler import Sampler
-    from apextui.headless import JsonLinePrinter
+    from apextui.core.monitor.sampler import Sampler
+    from apextui.cli.headless import JsonLinePrinter
 
     sampler = None
     if shared_sampler:
@@ -201,7 +201,7 @@ def worker_target(preset: Any, device: str, steps: int, sample_interval: float, 
     block's sent at the very end). Each preset's result is appended to `out_path` as one JSON line."""
     import signal
 
-    from apextui.core.worker import _redirect_output
+    from apextui.core.run.worker import _redirect_output
 
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
@@ -214,7 +214,7 @@ def worker_target(preset: Any, device: str, steps: int, sample_interval: float, 
             snap = dataclasses.replace(snap, status="running")
         conn.send(snap)
 
-    from apextui.core.runner import release_memory
+    from apextui.core.run.runner import release_memory
 
     try:
         for name in names:
@@ -237,7 +237,7 @@ def child(names: list[str], device: str, warmup: int, block_ms: float, rounds: i
     """The TUI app (headless) with one worker process running every preset's rounds; each preset's result
     is one JSON line appended to `out_path` as soon as it is measured."""
     from apextui.core.presets import resolve
-    from apextui.core.worker import ProcessRunner
+    from apextui.core.run.worker import ProcessRunner
     from apextui.ui.app import make_app
 
     with tempfile.TemporaryDirectory() as tmp:

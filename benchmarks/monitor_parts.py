@@ -74,7 +74,7 @@ def voluntary_switches() -> int:
 
 
 def new_clock(device: str, warmup: int, steps: int) -> Any:
-    from apextui.core.timing import CpuClock, CudaClock
+    from apextui.core.run.timing import CpuClock, CudaClock
 
     if device == "cuda":
         import torch
@@ -85,7 +85,7 @@ def new_clock(device: str, warmup: int, steps: int) -> Any:
 
 def new_sampler(device: str) -> Any:
     from apextui.core.env import pci_bus_id
-    from apextui.core.sampler import Sampler
+    from apextui.core.monitor.sampler import Sampler
 
     gpu = device == "cuda"
     return Sampler(1.0, gpu=gpu, pci_bus_id=pci_bus_id() if gpu else None)
@@ -100,8 +100,8 @@ def loop_block(workload: Any, warmup: int, steps: int, device: str, sink: Any = 
     """The runner's loop body in this thread alone; with `sink` (a file), the `inline` variant."""
     import threading
 
-    from apextui.core import events
-    from apextui.core.runner import HARVEST_INTERVAL_S
+    from apextui.core.run import events
+    from apextui.core.run.runner import HARVEST_INTERVAL_S
 
     stop = threading.Event()
     clock = new_clock(device, warmup, steps)
@@ -135,7 +135,7 @@ def loop_block(workload: Any, warmup: int, steps: int, device: str, sink: Any = 
 def runner_block(workload: Any, preset: Any, warmup: int, steps: int, device: str,
                  callback: Callable[[Any], None], sampler: Any) -> float:
     """A real Runner run of warmup + steps on the already built workload; its measured steps' mean ms."""
-    from apextui.core.runner import Runner
+    from apextui.core.run.runner import Runner
 
     class OnBuilt(Runner):
         def _build_workload(self, size: Any) -> Any:
@@ -160,7 +160,7 @@ def with_switch_interval(fn: Callable[[], float], interval: float = 0.0002) -> f
 
 def measure(name: str, device: str, rounds: int, block_ms: float, variants: list[str],
             warmup: int = 10) -> dict[str, Any]:
-    from apextui.headless import JsonLinePrinter
+    from apextui.cli.headless import JsonLinePrinter
 
     preset, workload = bare_loop.build(name, device, 10**9)
     workload.compiles = False  # compiled or captured once above

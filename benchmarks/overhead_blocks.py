@@ -48,8 +48,8 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from apextui.core.runner import Runner, Snapshot  # noqa: E402
-from apextui.core.timing import NoMark  # noqa: E402
+from apextui.core.run.runner import Runner, Snapshot  # noqa: E402
+from apextui.core.run.timing import NoMark  # noqa: E402
 
 MODES = ("aa", "json", "tui")
 
@@ -210,7 +210,7 @@ def mode_aa(preset_name: str, device: str, block: int, rounds: int) -> dict[str,
 
 
 def mode_json(preset_name: str, device: str, block: int, rounds: int) -> dict[str, Any]:
-    from apextui.headless import JsonLinePrinter
+    from apextui.cli.headless import JsonLinePrinter
 
     preset, workload = build(preset_name, device, block * rounds * 2)
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8") as fh:
@@ -234,7 +234,7 @@ def blocks_worker(preset: Any, device: str, steps: int, sample_interval: float, 
     times go to `out_path`."""
     import signal
 
-    from apextui.core.worker import _redirect_output
+    from apextui.core.run.worker import _redirect_output
 
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
@@ -259,7 +259,7 @@ def blocks_worker(preset: Any, device: str, steps: int, sample_interval: float, 
 
 def mode_tui(preset_name: str, device: str, block: int, rounds: int) -> dict[str, Any]:
     from apextui.core.presets import resolve
-    from apextui.core.worker import ProcessRunner
+    from apextui.core.run.worker import ProcessRunner
     from apextui.ui.app import make_app
 
     with tempfile.TemporaryDirectory() as tmp:

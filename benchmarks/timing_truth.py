@@ -38,9 +38,9 @@ def check(name: str, steps: int | None) -> dict[str, Any]:
     import torch
 
     from apextui.core import workloads
-    from apextui.core.timing import NoMark
+    from apextui.core.run.timing import NoMark
     from apextui.core.presets import resolve
-    from apextui.core.runner import Runner
+    from apextui.core.run.runner import Runner
 
     preset = resolve(name)
     events: list[Any] = []

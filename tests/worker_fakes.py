@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 import signal
 
-from apextui.core import worker
-from apextui.core.runner import Runner
+from apextui.core.run import worker
+from apextui.core.run.runner import Runner
 
 
 def segfault_after_three_steps(preset, device, steps, sample_interval, conn, stop, log_path) -> None:

@@ -133,7 +133,7 @@ async def drive(args: argparse.Namespace) -> int:
             await pilot.press("s")
             await wait_until(pilot, lambda: app.active is None, time.monotonic() + 60, "the run to stop")
         if args.results:
-            from apextui.ui.results import save_results
+            from apextui.core.results import save_results
 
             save_results(table.rows_data, args.results, env=probe.env)
 
@@ -160,7 +160,7 @@ async def drive(args: argparse.Namespace) -> int:
                       f"power {m.gpu_power_w} W, temp {m.gpu_temp_c} °C, SM {m.gpu_sm_clock_mhz} MHz; "
                       f"process CPU {m.cpu_pct} %, RSS {fmt.mib(m.rss_mb)}")
         print("comparison table:")
-        from apextui.ui.results import speedup
+        from apextui.core.results import speedup
 
         for r in table.rows_data:
             up = speedup(r, table.rows_data)

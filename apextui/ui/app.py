@@ -34,9 +34,9 @@ from textual.timer import Timer
 from textual.widgets import Footer, OptionList
 
 from apextui.core.presets import Preset
-from apextui.core.runner import RunnerFactory, thread_runner_factory
+from apextui.core.run.runner import RunnerFactory, thread_runner_factory
 
-from . import results
+from ..core import results
 from .bridge import RunBridge, RunView
 from .doctor_view import ReportProvider, default_report_provider
 from .messages import DoctorFailed, DoctorReady, ProbeDone, ProbeFailed, RunUpdated
@@ -83,7 +83,7 @@ def default_runner_factory(preset: Preset, device: str, callback: Callable[[Any]
                            steps: int | None = None, sample_interval: float = 1.0) -> Any:
     """Train in a worker process: a training thread beside the UI's cost a host-bound step 5-8 % on
     the H200 (GIL), and a crash or out-of-memory in the worker cannot take the UI down."""
-    from apextui.core.worker import ProcessRunner
+    from apextui.core.run.worker import ProcessRunner
 
     return ProcessRunner(preset, device, callback, steps=steps, sample_interval=sample_interval)
 
@@ -243,7 +243,7 @@ class ApexTuiApp(App[None]):
         self._post_from_thread(ProbeDone(probe))
         if self.runner_factory is default_runner_factory:
             try:  # fork the workers from a server that has imported torch: later runs start at once
-                from apextui.core.worker import prestart
+                from apextui.core.run.worker import prestart
 
                 prestart()
             except Exception:  # noqa: BLE001 - the first run then starts the server itself
@@ -642,7 +642,7 @@ def run_app(preset: Preset | None = None, device: str = "auto", steps: int | Non
     """Run the TUI in this terminal; the process exit code (0, or 3 when --device cuda is unavailable)."""
     app = make_app(preset=preset, device=device, steps=steps, sample_interval=sample_interval, load=load)
     if app.runner_factory is default_runner_factory:
-        from apextui.core.worker import prestart
+        from apextui.core.run.worker import prestart
 
         prestart()  # before Textual takes over sys.stderr; torch loads in the server meanwhile
     try:

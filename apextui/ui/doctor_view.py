@@ -1,7 +1,7 @@
 """Condensing the Apex doctor report for the status pane (presentation only).
 
 The pane works on the report's `to_dict()` shape (see
-`apextui.core.doctor_report.DoctorReport`), so a test can inject either a real
+`apextui.core.apex.doctor_report.DoctorReport`), so a test can inject either a real
 report or a plain dict of the same shape.
 """
 
@@ -21,7 +21,7 @@ APEX_STATUS_STYLE = {
 
 def default_report_provider() -> Any:
     """The real doctor (risky imports run in a child process; this may take a few seconds)."""
-    from apextui.core.doctor import run_doctor
+    from apextui.core.apex.doctor import run_doctor
 
     return run_doctor()
 
@@ -73,9 +73,9 @@ def problems_line(report: Mapping[str, Any]) -> Text:
 
 
 def full_report_lines(report: Any) -> list[Text]:
-    """The doctor's own human rendering (apextui.doctor_cli), as Rich text lines."""
+    """The doctor's own human rendering (apextui.cli.doctor), as Rich text lines."""
     try:
-        from apextui.doctor_cli import render_lines
+        from apextui.cli.doctor import render_lines
 
         lines = render_lines(report)
         return [Text.assemble(*[(t, s or "") for t, s in line]) for line in lines]

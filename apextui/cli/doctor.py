@@ -8,7 +8,7 @@ import os
 import sys
 from typing import TextIO
 
-from apextui.core.doctor import DoctorReport, run_doctor
+from apextui.core.apex.doctor import DoctorReport, run_doctor
 
 Segment = tuple[str, str | None]  # (text, rich style or None)
 
@@ -144,7 +144,7 @@ def run(as_json: bool, color: bool | None = None) -> int:
 
     if as_json:
         output.write(report.to_json() + "\n")
-    else:  # rendered whole, then written through apextui.output (a full disk or gone reader: a clean exit)
+    else:  # rendered whole, then written through apextui.cli.output (a full disk or gone reader: a clean exit)
         buffer = io.StringIO()
         print_human(report, buffer, sys.stdout is not None and use_color(sys.stdout, color))
         output.write(buffer.getvalue())

@@ -27,11 +27,11 @@ from multiprocessing.reduction import ForkingPickler
 from types import MappingProxyType
 from typing import Any, Callable, Iterator
 
-from .presets import Preset
+from ..presets import Preset
 from .runner import Callback, RunControl, Runner, Snapshot
 
 # torch._dynamo: the first optimizer step imports it (~1.5 s); imported once here, not in every worker
-PRELOAD = ["torch", "torch._dynamo", "torch.optim", "apextui.core.runner", "apextui.core.workloads"]
+PRELOAD = ["torch", "torch._dynamo", "torch.optim", "apextui.core.run.runner", "apextui.core.workloads"]
 START_METHOD_ENV = "APEXTUI_WORKER_START"
 LOG_TAIL_LINES = 12
 EXIT_GRACE_S = 10.0  # how long a finished worker gets to exit before it is killed

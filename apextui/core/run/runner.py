@@ -20,10 +20,10 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from .presets import Preset
-from .analysis import (PROFILE_STEPS, PerStepWork, Probe, RunAnalysis, UtilAverage, Work, analyse_run,
+from ..presets import Preset
+from ..analysis import (PROFILE_STEPS, PerStepWork, Probe, RunAnalysis, UtilAverage, Work, analyse_run,
                        probe_after_run)
-from .sampler import MonitorReading, Sampler
+from ..monitor.sampler import MonitorReading, Sampler
 from .stats import Stats, StepStats
 from .timing import StepRecord
 
@@ -383,7 +383,7 @@ class Runner(RunControl):
 
     def _build_workload(self, size: Mapping[str, int]) -> Any:
         """The workload this run trains (benchmarks/overhead_blocks.py hands in one built earlier)."""
-        from . import workloads
+        from .. import workloads
 
         return workloads.build(self.preset, self.device, size, self.steps)
 
@@ -396,7 +396,7 @@ class Runner(RunControl):
         size = self.preset.cpu_size if size_name == "cpu" else self.preset.size
         workload = self._build_workload(size)
         if self.sampler is None:
-            from .env import pci_bus_id
+            from ..env import pci_bus_id
 
             gpu = self.device == "cuda"
             self.sampler = Sampler(self.sample_interval, gpu=gpu, pci_bus_id=pci_bus_id() if gpu else None)
