@@ -11,12 +11,9 @@ from typing import Any, Callable, Mapping
 
 from rich.text import Text
 
-ReportProvider = Callable[[], Any]
+from apextui.core.apex.render import STATUS_STYLE, render_lines
 
-APEX_STATUS_STYLE = {
-    "complete": "bold green", "partial": "bold yellow", "python_only": "bold red", "import_fails": "bold red",
-    "not_nvidia": "bold red", "not_installed": "bold red",
-}
+ReportProvider = Callable[[], Any]
 
 
 def default_report_provider() -> Any:
@@ -39,7 +36,7 @@ def apex_line(report: Mapping[str, Any]) -> Text:
     apex = report.get("apex") or {}
     status = str(apex.get("status") or "unknown")
     text = Text("Apex ", style="bold")
-    text.append(status.upper().replace("_", " "), style=APEX_STATUS_STYLE.get(status, "bold"))
+    text.append(status.upper().replace("_", " "), style=STATUS_STYLE.get(status, "bold"))
     if apex.get("version"):
         text.append(f" {apex['version']}", style="dim")
     detail = apex.get("detail")
@@ -73,10 +70,9 @@ def problems_line(report: Mapping[str, Any]) -> Text:
 
 
 def full_report_lines(report: Any) -> list[Text]:
-    """The doctor's own human rendering (apextui.cli.doctor), as Rich text lines."""
+    """The doctor's own human rendering (`apextui.core.apex.render`, as `apextui doctor` prints it), as Rich
+    text lines."""
     try:
-        from apextui.cli.doctor import render_lines
-
         lines = render_lines(report)
         return [Text.assemble(*[(t, s or "") for t, s in line]) for line in lines]
     except Exception:  # noqa: BLE001 - a dict-shaped or foreign report: show it as JSON
