@@ -13,7 +13,6 @@ import json
 import os
 import platform
 import queue
-import signal
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from apextui.core.exits import describe_exit
 from apextui.core.apex.features import (
     AMP_FIX,
     BUILD_CMD,
@@ -144,14 +144,7 @@ def _run_child_once(tasks: list[str], cfg: dict, results: dict[str, dict], task_
             errf.seek(0)
             tail = errf.read().decode(errors="replace").strip().splitlines()
             last = tail[-1][:300] if tail else ""
-            if code < 0:
-                try:
-                    sig = signal.Signals(-code).name
-                except ValueError:
-                    sig = f"signal {-code}"
-                outcome = f"crashed: the interpreter was killed by {sig}"
-            else:
-                outcome = f"crashed: the interpreter exited with code {code}"
+            outcome = "crashed: " + describe_exit(code, "the interpreter")
             if last:
                 outcome += f" ({last})"
         kind, _, message = outcome.partition(": ")

@@ -27,6 +27,7 @@ from multiprocessing.reduction import ForkingPickler
 from types import MappingProxyType
 from typing import Any, Callable, Iterator
 
+from .. import exits
 from ..presets import Preset
 from .runner import Callback, RunControl, Runner, Snapshot
 
@@ -99,15 +100,7 @@ ForkingPickler.register(MappingProxyType, _reduce_mappingproxy)
 
 
 def describe_exit(code: int | None) -> str:
-    if code is None:
-        return "the worker process did not exit"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"the worker process was killed by {name}"
-    return f"the worker process exited with code {code}"
+    return exits.describe_exit(code, "the worker process")
 
 
 def _log_tail(path: str) -> str:
