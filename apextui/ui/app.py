@@ -34,11 +34,11 @@ from textual.timer import Timer
 from textual.widgets import Footer, OptionList
 
 from apextui.core.presets import Preset
-from apextui.core.run.runner import RunnerFactory, thread_runner_factory
+from apextui.core.run.runner import RunHandle, RunnerFactory, thread_runner_factory
 
 from ..core import results
 from .bridge import RunBridge, RunView
-from .doctor_view import ReportProvider, default_report_provider
+from .doctor_view import DoctorLike, ReportProvider, default_report_provider
 from .messages import DoctorFailed, DoctorReady, ProbeDone, ProbeFailed, RunUpdated
 from .probe import EXIT_UNAVAILABLE, Probe, ProbeFn, probe_environment
 from .widgets.comparison_table import ComparisonTable
@@ -100,7 +100,7 @@ STOPPED_WHILE_COMPILING = "stopped while compiling (s pressed twice)"
 class ActiveRun:
     run_id: int
     preset: Preset
-    runner: Any
+    runner: RunHandle
     bridge: RunBridge
     stopping: bool = False
 
@@ -145,7 +145,7 @@ class ApexTuiApp(App[None]):
 
         self.probe: Probe | None = None
         self.probe_error: str | None = None
-        self.report: Any = None
+        self.report: DoctorLike | None = None
         self.report_error: str | None = None
         self.active: ActiveRun | None = None
         self.latest_view: RunView | None = None
@@ -465,8 +465,7 @@ class ApexTuiApp(App[None]):
             active.stopping = True
             active.runner.stop()
             self.live.show_stopping(compiling=compiling)
-        elif compiling and hasattr(active.runner, "kill"):  # a worker process: end it, compile and all
-            active.runner.kill(STOPPED_WHILE_COMPILING)
+        elif compiling and active.runner.kill(STOPPED_WHILE_COMPILING):  # a worker process: ended, compile and all
             self.notify(f"ended {active.preset.name}'s worker process while it compiled", timeout=4)
         elif compiling:
             self.notify("this run trains in the app's own process: it stops once compilation ends", timeout=4)

@@ -11,19 +11,23 @@ from typing import Any, Callable, Mapping
 
 from rich.text import Text
 
+from apextui.core.apex.doctor_report import DoctorReport
 from apextui.core.apex.render import STATUS_STYLE, render_lines
 
-ReportProvider = Callable[[], Any]
+# The report as the UI receives it: the doctor's own `DoctorReport`, or a dict of its `to_dict()` shape (a
+# test's injected report, or one read back from JSON). Everything here reads it through `as_dict`.
+DoctorLike = DoctorReport | Mapping[str, Any]
+ReportProvider = Callable[[], DoctorLike]
 
 
-def default_report_provider() -> Any:
+def default_report_provider() -> DoctorReport:
     """The real doctor (risky imports run in a child process; this may take a few seconds)."""
     from apextui.core.apex.doctor import run_doctor
 
     return run_doctor()
 
 
-def as_dict(report: Any) -> Mapping[str, Any]:
+def as_dict(report: DoctorLike) -> Mapping[str, Any]:
     if isinstance(report, Mapping):
         return report
     to_dict = getattr(report, "to_dict", None)
@@ -69,7 +73,7 @@ def problems_line(report: Mapping[str, Any]) -> Text:
     return Text(f"{n} problem{'s' if n != 1 else ''} · d: full report and fixes", style="yellow")
 
 
-def full_report_lines(report: Any) -> list[Text]:
+def full_report_lines(report: DoctorLike) -> list[Text]:
     """The doctor's own human rendering (`apextui.core.apex.render`, as `apextui doctor` prints it), as Rich
     text lines."""
     try:

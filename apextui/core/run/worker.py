@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 
 from .. import exits
 from ..presets import Preset
-from .runner import Callback, RunControl, Runner, Snapshot
+from .runner import Callback, FinalStatus, RunControl, Runner, Snapshot
 
 # torch._dynamo: the first optimizer step imports it (~1.5 s); imported once here, not in every worker
 PRELOAD = ["torch", "torch._dynamo", "torch.optim", "apextui.core.run.runner", "apextui.core.workloads"]
@@ -205,12 +205,14 @@ class ProcessRunner(RunControl):
     def is_alive(self) -> bool:
         return self._reader.is_alive() or self._proc.is_alive()
 
-    def kill(self, reason: str | None = None) -> None:
-        """End the worker at once. The run's final snapshot then says it was killed ("failed"), or, given
-        `reason` (the user ended it, e.g. during a long compile), "stopped" with that reason."""
+    def kill(self, reason: str | None = None) -> bool:
+        """End the worker at once; True (see `RunHandle.kill`). The run's final snapshot then says it was killed
+        ("failed"), or, given `reason` (the user ended it, e.g. during a long compile), "stopped" with that
+        reason."""
         self._kill_reason = reason
         if self._proc.is_alive():
             self._proc.kill()
+        return True
 
     # ---- reader thread ---------------------------------------------------------------------
     def _deliver(self, snap: Snapshot) -> None:
@@ -267,7 +269,7 @@ class ProcessRunner(RunControl):
         self._remove_log()
         return self._final("stopped", reason)
 
-    def _final(self, status: str, error: str) -> Snapshot:
+    def _final(self, status: FinalStatus, error: str) -> Snapshot:
         """The last snapshot the worker sent (its steps and figures kept), made final; or an empty one."""
         if self.last is not None:
             return dataclasses.replace(self.last, status=status, new_steps=(), error=error)
