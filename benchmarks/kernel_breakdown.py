@@ -16,9 +16,7 @@ import argparse
 import ast
 import collections
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 KINDS = (  # first match wins: attention kernels' names also mention sm90
     ("attention", ("flash", "fmha", "sdpa", "cudnn")),

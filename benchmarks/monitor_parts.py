@@ -7,7 +7,7 @@
 Per preset the workload is built once; then, round after round, one block of each variant runs on it in rotating
 order (the same warm-up and measured steps each), and each variant's ms/step is divided by the round's bare block:
 
-  bare     `bare_loop.bare_block`: the user's loop, nothing of apextui in it.
+  bare     `apextui.bench.bare.bare_block`: the user's loop, nothing of apextui in it.
   again    a second bare block (an A/A control): what the design alone shows where nothing differs, e.g. an
            effect of a block's place in the round (the order rotates, so each variant follows the same one
            in most rounds).
@@ -41,10 +41,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # bare_loop and overhead_blocks beside this file
 
-import bare_loop  # noqa: E402
-from overhead_blocks import geomean_ci  # noqa: E402
+from apextui.bench import bare as bare_loop
+from apextui.bench.measure import geomean_ci
 
 VARIANTS = ("again", "loop", "quiet", "sampler", "json", "json_si", "inline")
 

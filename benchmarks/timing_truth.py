@@ -22,8 +22,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 BATCH_MS = 10.0  # do_bench's batched calls hold at least this many ms of steps

@@ -12,7 +12,7 @@ from apextui.core.run.runner import Runner
 
 def segfault_after_three_steps(preset, device, steps, sample_interval, conn, stop, log_path) -> None:
     """Train for real, then die of SIGSEGV once three measured steps have been sent to the parent."""
-    worker._redirect_output(log_path)
+    worker.redirect_output(log_path)
 
     def send(snap) -> None:
         conn.send(snap)

@@ -113,7 +113,9 @@ def _log_tail(path: str) -> str:
 
 
 # ---- worker side ---------------------------------------------------------------------------
-def _redirect_output(log_path: str) -> None:
+def redirect_output(log_path: str) -> None:
+    """Point this process's stdout and stderr (the file descriptors, so C/CUDA output too) at `log_path`: the
+    terminal belongs to the app. Public for the benchmarks' own worker processes, which do the same."""
     import sys
 
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -129,7 +131,7 @@ def worker_main(preset: Preset, device: str, steps: int | None, sample_interval:
     """The worker process: train on this main thread, send every snapshot to the parent."""
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    _redirect_output(log_path)
+    redirect_output(log_path)
     runner: Runner | None = None
 
     def send(snap: Snapshot) -> None:
