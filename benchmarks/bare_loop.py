@@ -13,52 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
-from typing import Any
 
-
-def synchronize(device: str) -> None:
-    if device == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
-
-
-def build(preset_name: str, device: str, steps: int) -> tuple[Any, Any]:
-    """(preset, its workload built, compiled or captured where it does): no apextui runner involved."""
-    from apextui.core import workloads
-    from apextui.core.presets import resolve
-
-    preset = resolve(preset_name)
-    size = preset.size if device == "cuda" else preset.cpu_size
-    workload = workloads.build(preset, device, size, steps)
-    if getattr(workload, "compiles", False):
-        workload.warm_up()
-    return preset, workload
-
-
-def timed_steps(workload: Any, steps: int, device: str) -> float:
-    """ms/step of `steps` plain steps between two synchronisations (the loop's wall time)."""
-    from apextui.core.timing import NoMark  # the workloads call `clock.mark()`; here nobody listens
-
-    mark = NoMark()
-    step = workload.step
-    synchronize(device)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        step(mark)
-    synchronize(device)
-    return (time.perf_counter() - t0) * 1000.0 / steps
-
-
-def bare_block(workload: Any, warmup: int, steps: int, device: str) -> float:
-    """`warmup` untimed steps, then `timed_steps`: the same shape as an apextui run of warmup + steps."""
-    from apextui.core.timing import NoMark
-
-    mark = NoMark()
-    for _ in range(warmup):
-        workload.step(mark)
-    return timed_steps(workload, steps, device)
+from apextui.bench.bare import bare_block, build
 
 
 def main(argv: list[str] | None = None) -> int:

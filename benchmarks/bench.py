@@ -26,14 +26,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from apextui.core import analysis as roofline  # noqa: E402
-from apextui.core.compare import (  # noqa: E402
+from apextui.core import analysis as roofline
+from apextui.core.compare import (
     baseline_problem, compare, fields, format_speedup, from_fields, timing_from_runs, timing_from_summary)
-from apextui.core.presets import Preset, load_builtin  # noqa: E402
-from run_presets import run_one  # noqa: E402
+from apextui.core.presets import Preset, load_builtin
+from apextui.bench.headless import run_one
 
 ARTICLE = {  # the original article's figures, ms/step, for the table only
     "adamw": 12.3, "fused_adam": 6.8, "layernorm": 1.25, "fused_layernorm": 0.72,
@@ -61,7 +59,7 @@ def gpu_busy_ms(preset: Preset, size: dict[str, int], steps: int = 20, warmup: i
     import torch
 
     from apextui.core import workloads
-    from apextui.core.timing import NoMark
+    from apextui.core.run.timing import NoMark
 
     w = workloads.build(preset, "cuda", size, warmup + steps)
     w.warm_up()

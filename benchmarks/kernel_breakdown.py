@@ -16,9 +16,7 @@ import argparse
 import ast
 import collections
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 KINDS = (  # first match wins: attention kernels' names also mention sm90
     ("attention", ("flash", "fmha", "sdpa", "cudnn")),
@@ -51,7 +49,7 @@ def main() -> int:
         return 3
     from apextui.core import workloads
     from apextui.core.presets import resolve
-    from apextui.core.timing import NoMark
+    from apextui.core.run.timing import NoMark
 
     for item in args.inductor:
         import torch._inductor.config as inductor_config

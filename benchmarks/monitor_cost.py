@@ -10,7 +10,7 @@
 captured) once; then, round after round, three blocks run on it in rotating order (bare, json, tui;
 json, tui, bare; tui, bare, json; ...), so drift slower than a block hits all three alike:
 
-  bare: `bare_loop.bare_block`: `--warmup` untimed steps, a synchronisation, S steps with nothing else in
+  bare: `apextui.bench.bare.bare_block`: `--warmup` untimed steps, a synchronisation, S steps with nothing else in
         the loop, a synchronisation; ms/step = wall time / S. Nothing of apextui's runner runs.
   json: a real `Runner` run of warmup + S steps (its clock, block timing, sampler and delivery threads)
         whose snapshots go to the JSON-lines printer of `apextui --json`, writing to a file.
@@ -22,7 +22,7 @@ Per round and preset two ratios, each against the round's bare block:
   reported / bare: the median ms/step apextui reports (what the user reads); target within 3 %.
   wall / bare:     the monitored loop's own rate (its measured steps' total time / steps): the monitor's
                    overhead; targets <= 1 % (json) and <= 2 % (tui).
-Summaries are geometric means over rounds with 95 % bootstrap intervals (`overhead_blocks.geomean_ci`).
+Summaries are geometric means over rounds with 95 % bootstrap intervals (`apextui.bench.measure.geomean_ci`).
 
 **In separate processes** (`--separate N`, N pairs a preset, alternating ABAB...): `bare_loop.py` as a
 process of its own, then `apextui --preset P --json --steps W+S` as another: what a user does who
@@ -56,10 +56,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # bare_loop and overhead_blocks beside this file
 
-import bare_loop  # noqa: E402
-from overhead_blocks import TimedClock, geomean_ci  # noqa: E402
+from apextui.bench import bare as bare_loop
+from apextui.bench.measure import TimedClock, geomean_ci
 
 KINDS = ("bare", "json", "tui")
 MIN_STEPS = 20
@@ -72,7 +71,7 @@ class SharedRunner:
 
     @staticmethod
     def make(workload: Any, *args: Any, **kwargs: Any) -> Any:
-        from apextui.core.runner import Runner
+        from apextui.core.run.runner import Runner
 
         class _Shared(Runner):
             timed: TimedClock | None = None
@@ -157,8 +156,8 @@ def rounds_in_worker(preset_name: str, device: str, warmup: int, block_ms: float
     """The rounds, in this (the worker's) process: `send` takes the tui blocks' snapshots to the app.
     `collect`: garbage-collect before every block; `shared_sampler`: one sampler for every block."""
     from apextui.core.env import pci_bus_id
-    from apextui.core.sampler import Sampler
-    from apextui.headless import JsonLinePrinter
+    from apextui.core.monitor.sampler import Sampler
+    from apextui.cli.headless import JsonLinePrinter
 
     sampler = None
     if shared_sampler:
@@ -201,11 +200,11 @@ def worker_target(preset: Any, device: str, steps: int, sample_interval: float, 
     block's sent at the very end). Each preset's result is appended to `out_path` as one JSON line."""
     import signal
 
-    from apextui.core.worker import _redirect_output
+    from apextui.core.run.worker import redirect_output
 
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    _redirect_output(log_path)  # the terminal belongs to the app
+    redirect_output(log_path)  # the terminal belongs to the app
     final: list[Any] = []
 
     def send(snap: Any) -> None:
@@ -214,7 +213,7 @@ def worker_target(preset: Any, device: str, steps: int, sample_interval: float, 
             snap = dataclasses.replace(snap, status="running")
         conn.send(snap)
 
-    from apextui.core.runner import release_memory
+    from apextui.core.run.runner import release_memory
 
     try:
         for name in names:
@@ -237,7 +236,7 @@ def child(names: list[str], device: str, warmup: int, block_ms: float, rounds: i
     """The TUI app (headless) with one worker process running every preset's rounds; each preset's result
     is one JSON line appended to `out_path` as soon as it is measured."""
     from apextui.core.presets import resolve
-    from apextui.core.worker import ProcessRunner
+    from apextui.core.run.worker import ProcessRunner
     from apextui.ui.app import make_app
 
     with tempfile.TemporaryDirectory() as tmp:

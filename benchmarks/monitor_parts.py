@@ -7,7 +7,7 @@
 Per preset the workload is built once; then, round after round, one block of each variant runs on it in rotating
 order (the same warm-up and measured steps each), and each variant's ms/step is divided by the round's bare block:
 
-  bare     `bare_loop.bare_block`: the user's loop, nothing of apextui in it.
+  bare     `apextui.bench.bare.bare_block`: the user's loop, nothing of apextui in it.
   again    a second bare block (an A/A control): what the design alone shows where nothing differs, e.g. an
            effect of a block's place in the round (the order rotates, so each variant follows the same one
            in most rounds).
@@ -41,10 +41,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # bare_loop and overhead_blocks beside this file
 
-import bare_loop  # noqa: E402
-from overhead_blocks import geomean_ci  # noqa: E402
+from apextui.bench import bare as bare_loop
+from apextui.bench.measure import geomean_ci
 
 VARIANTS = ("again", "loop", "quiet", "sampler", "json", "json_si", "inline")
 
@@ -74,7 +73,7 @@ def voluntary_switches() -> int:
 
 
 def new_clock(device: str, warmup: int, steps: int) -> Any:
-    from apextui.core.timing import CpuClock, CudaClock
+    from apextui.core.run.timing import CpuClock, CudaClock
 
     if device == "cuda":
         import torch
@@ -85,7 +84,7 @@ def new_clock(device: str, warmup: int, steps: int) -> Any:
 
 def new_sampler(device: str) -> Any:
     from apextui.core.env import pci_bus_id
-    from apextui.core.sampler import Sampler
+    from apextui.core.monitor.sampler import Sampler
 
     gpu = device == "cuda"
     return Sampler(1.0, gpu=gpu, pci_bus_id=pci_bus_id() if gpu else None)
@@ -100,8 +99,8 @@ def loop_block(workload: Any, warmup: int, steps: int, device: str, sink: Any = 
     """The runner's loop body in this thread alone; with `sink` (a file), the `inline` variant."""
     import threading
 
-    from apextui.core import events
-    from apextui.core.runner import HARVEST_INTERVAL_S
+    from apextui.core.run import events
+    from apextui.core.run.runner import HARVEST_INTERVAL_S
 
     stop = threading.Event()
     clock = new_clock(device, warmup, steps)
@@ -135,7 +134,7 @@ def loop_block(workload: Any, warmup: int, steps: int, device: str, sink: Any = 
 def runner_block(workload: Any, preset: Any, warmup: int, steps: int, device: str,
                  callback: Callable[[Any], None], sampler: Any) -> float:
     """A real Runner run of warmup + steps on the already built workload; its measured steps' mean ms."""
-    from apextui.core.runner import Runner
+    from apextui.core.run.runner import Runner
 
     class OnBuilt(Runner):
         def _build_workload(self, size: Any) -> Any:
@@ -160,7 +159,7 @@ def with_switch_interval(fn: Callable[[], float], interval: float = 0.0002) -> f
 
 def measure(name: str, device: str, rounds: int, block_ms: float, variants: list[str],
             warmup: int = 10) -> dict[str, Any]:
-    from apextui.headless import JsonLinePrinter
+    from apextui.cli.headless import JsonLinePrinter
 
     preset, workload = bare_loop.build(name, device, 10**9)
     workload.compiles = False  # compiled or captured once above

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def bare(preset_name: str, steps: int, device: str) -> dict[str, Any]:
@@ -36,7 +35,7 @@ def bare(preset_name: str, steps: int, device: str) -> dict[str, Any]:
     import torch
 
     from apextui.core import workloads
-    from apextui.core.timing import NoMark
+    from apextui.core.run.timing import NoMark
     from apextui.core.presets import resolve
 
     preset = resolve(preset_name)
@@ -101,9 +100,9 @@ def tui(preset_name: str, steps: int, device: str) -> dict[str, Any]:
 def worker(preset_name: str, steps: int, device: str) -> dict[str, Any]:
     """(c') the TUI's worker process alone: ProcessRunner from a plain script, no Textual, a callback
     that keeps only the last snapshot. Separates what the worker process costs from what the UI costs."""
-    from apextui.core import events
+    from apextui.core.run import events
     from apextui.core.presets import resolve
-    from apextui.core.worker import ProcessRunner, prestart
+    from apextui.core.run.worker import ProcessRunner, prestart
 
     prestart()
     runner = ProcessRunner(resolve(preset_name), device, lambda snap: None, steps=steps).start()

@@ -36,7 +36,6 @@ import functools
 import json
 import math
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -46,43 +45,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from apextui.core.runner import Runner, Snapshot  # noqa: E402
-from apextui.core.timing import NoMark  # noqa: E402
+from apextui.core.run.runner import Runner, Snapshot
+from apextui.bench.measure import TimedClock, geomean_ci  # noqa: F401 - geomean_ci: this script's summary
+from apextui.core.run.timing import NoMark
 
 MODES = ("aa", "json", "tui")
-
-
-class TimedClock:
-    """Wraps a run's clock: adds up the time its per-step calls take on the training thread, and reads that
-    thread's CPU time from the clock's start to the final harvest (the steps alone: no Runner setup)."""
-
-    def __init__(self, clock: Any) -> None:
-        self._clock = clock
-        self.seconds = 0.0
-        self.steps_cpu_s = math.nan
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._clock, name)
-
-    def start(self) -> None:
-        self._cpu0 = time.thread_time()
-        self._clock.start()
-
-    def end_step(self, *args: Any) -> None:
-        t0 = time.perf_counter()
-        self._clock.end_step(*args)
-        self.seconds += time.perf_counter() - t0
-
-    def harvest(self, wait: bool = False) -> Any:
-        t0 = time.perf_counter()
-        out = self._clock.harvest(wait)
-        if not wait:  # the final harvest waits for the GPU: not a per-step cost
-            self.seconds += time.perf_counter() - t0
-        else:
-            self.steps_cpu_s = time.thread_time() - self._cpu0
-        return out
 
 
 class SharedWorkloadRunner(Runner):
@@ -210,7 +178,7 @@ def mode_aa(preset_name: str, device: str, block: int, rounds: int) -> dict[str,
 
 
 def mode_json(preset_name: str, device: str, block: int, rounds: int) -> dict[str, Any]:
-    from apextui.headless import JsonLinePrinter
+    from apextui.cli.headless import JsonLinePrinter
 
     preset, workload = build(preset_name, device, block * rounds * 2)
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8") as fh:
@@ -234,11 +202,11 @@ def blocks_worker(preset: Any, device: str, steps: int, sample_interval: float, 
     times go to `out_path`."""
     import signal
 
-    from apextui.core.worker import _redirect_output
+    from apextui.core.run.worker import redirect_output
 
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    _redirect_output(log_path)
+    redirect_output(log_path)
     final: list[Snapshot] = []
 
     def send(snap: Snapshot) -> None:
@@ -259,7 +227,7 @@ def blocks_worker(preset: Any, device: str, steps: int, sample_interval: float, 
 
 def mode_tui(preset_name: str, device: str, block: int, rounds: int) -> dict[str, Any]:
     from apextui.core.presets import resolve
-    from apextui.core.worker import ProcessRunner
+    from apextui.core.run.worker import ProcessRunner
     from apextui.ui.app import make_app
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -289,15 +257,6 @@ def mode_tui(preset_name: str, device: str, block: int, rounds: int) -> dict[str
 
 
 # ---- the parent: run the modes, summarise --------------------------------------------------------
-def geomean_ci(ratios: list[float], n: int = 4000, seed: int = 0) -> tuple[float, float, float]:
-    """Geometric mean of the ratios and its 95 % bootstrap interval. (An arithmetic mean of ratios is
-    biased upwards by about their variance: with rounds 10 % apart, +1 % from noise alone.)"""
-    logs = [math.log(r) for r in ratios]
-    rng = random.Random(seed)
-    means = sorted(statistics.fmean(rng.choices(logs, k=len(logs))) for _ in range(n))
-    return math.exp(statistics.fmean(logs)), math.exp(means[int(0.025 * n)]), math.exp(means[int(0.975 * n) - 1])
-
-
 def summarise(rows: list[dict[str, float]]) -> dict[str, float]:
     ratios = [r["ratio"] for r in rows]
     geo, lo, hi = geomean_ci(ratios)

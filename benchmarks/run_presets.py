@@ -11,32 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from apextui.core.compare import baseline_problem, compare, format_speedup, timing_from_summary  # noqa: E402
-from apextui.core.presets import load_builtin  # noqa: E402
-
-
-def run_one(preset: str, device: str, steps: int | None) -> dict:
-    cmd = [sys.executable, "-m", "apextui", "--preset", preset, "--json", "--device", device]
-    if steps:
-        cmd += ["--steps", str(steps)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    events = []
-    for line in proc.stdout.splitlines():
-        try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
-            events.append({"event": "unparsable", "line": line})
-    return {"preset": preset, "rc": proc.returncode, "wall_s": round(time.perf_counter() - t0, 2),
-            "stderr_tail": proc.stderr[-2000:], "events": events}
+from apextui.core.compare import baseline_problem, compare, format_speedup, timing_from_summary
+from apextui.core.presets import load_builtin
+from apextui.bench.headless import run_one
 
 
 def fmt(value, spec: str = ".3f") -> str:

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 # ---- child: the app, kept busy -------------------------------------------------------------------
@@ -42,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 def child_main(args: argparse.Namespace) -> int:
     """Run the app headless until a line `quit` arrives on stdin; one JSON line per finished run on stdout."""
     from apextui.core.presets import resolve
-    from apextui.ui import results
+    from apextui.core import results
     from apextui.ui.app import make_app
 
     preset = resolve(args.preset)

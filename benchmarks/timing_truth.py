@@ -22,8 +22,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 BATCH_MS = 10.0  # do_bench's batched calls hold at least this many ms of steps
@@ -38,9 +36,9 @@ def check(name: str, steps: int | None) -> dict[str, Any]:
     import torch
 
     from apextui.core import workloads
-    from apextui.core.timing import NoMark
+    from apextui.core.run.timing import NoMark
     from apextui.core.presets import resolve
-    from apextui.core.runner import Runner
+    from apextui.core.run.runner import Runner
 
     preset = resolve(name)
     events: list[Any] = []

@@ -12,14 +12,15 @@ import time
 
 import pytest
 
-from apextui import advise_cli, cli
+from apextui.cli import advise as advise_cli
+from apextui.cli import command as cli
 from apextui.core import advise
 from apextui.core.advise import run as advise_run
 from apextui.core.advise import Advisor, AdviceError, Measurement, RunResult, overall_apex, verdict
 from apextui.core.availability import Availability
 from apextui.core.presets import load_builtin, parse
-from apextui.core.runner import RunInfo, Snapshot
-from apextui.core.stats import Stats
+from apextui.core.run.runner import RunInfo, Snapshot
+from apextui.core.run.stats import Stats
 
 from helpers import ROOT, cli_env, run_cli
 
@@ -553,8 +554,8 @@ def test_cli_end_to_end_on_cpu_then_reuse():
 
 
 def test_cli_numbers_are_those_of_the_runs_it_made(capsys):
-    from apextui.core import events
-    from apextui.core.runner import Runner
+    from apextui.core.run import events
+    from apextui.core.run.runner import Runner
 
     made = []
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_doctor import ALL_OK, FAKE_CUDA_TORCH, NVIDIA_PY, build_tree
 
-from apextui.core import apex_check
+from apextui.core.apex import check as apex_check
 
 REPO = Path(__file__).resolve().parents[1]
 INITS = {

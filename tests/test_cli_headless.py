@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from apextui import cli
+from apextui.cli import command as cli
 from apextui.core import presets
 from apextui.core.compilation import needs
 from apextui.core.presets import MAX_STEPS, load_builtin
-from apextui.core.sampler import METRIC_UNITS
+from apextui.core.monitor.sampler import METRIC_UNITS
 
 from helpers import ROOT, cli_env, json_lines, run_cli
 

@@ -9,10 +9,11 @@ import time
 
 import pytest
 
-from apextui.core import compilation, events, presets, workloads
+from apextui.core import compilation, presets, workloads
+from apextui.core.run import events
 from apextui.core.availability import availability
-from apextui.core.runner import Runner
-from apextui.core.timing import NoMark
+from apextui.core.run.runner import Runner
+from apextui.core.run.timing import NoMark
 
 from helpers import json_lines, run_cli
 

@@ -27,14 +27,16 @@ from pathlib import Path
 
 import pytest
 
-from apextui.core import apex_check, presets
-from apextui.core import apex_features as af
-from apextui.core import doctor, doctor_child
+from apextui.core import presets
+from apextui.core.apex import check as apex_check
+from apextui.core.apex import features as af
+from apextui.core.apex import doctor
+from apextui.core.apex import doctor_child
 from apextui.core.availability import availability
-from apextui.core.doctor import run_doctor
-from apextui.core.doctor_env import format_cudnn, probe_nvcc, probe_nvml
-from apextui.core.doctor_report import ApexInfo, Environment, ExtensionStatus
-from apextui.doctor_cli import print_human, render_lines, use_color
+from apextui.core.apex.doctor import run_doctor
+from apextui.core.apex.doctor_env import format_cudnn, probe_nvcc, probe_nvml
+from apextui.core.apex.doctor_report import ApexInfo, Environment, ExtensionStatus
+from apextui.cli.doctor import print_human, render_lines, use_color
 
 REPO = Path(__file__).resolve().parents[1]
 UNDEFINED = ("/opt/venv/lib/python3.11/site-packages/amp_C.cpython-311-x86_64-linux-gnu.so: "
@@ -239,7 +241,7 @@ TORCH_APEX_WRONG = {**TORCH_APEX, "apex/normalization/__init__.py":
                     TORCH_APEX["apex/normalization/__init__.py"].replace("SHIFT = 0.0", "SHIFT = 0.01")}
 SMOKE_ON_CPU = """\
 import json, sys
-from apextui.core import doctor_child as child
+from apextui.core.apex import doctor_child as child
 import torch
 out = {}
 for tree in sys.argv[1:]:
@@ -341,8 +343,8 @@ def cli(*args: str, pythonpath: Path | None = None, **env: str) -> subprocess.Co
                           env=environ, timeout=120)
 
 
-HAS_APEXTUI_CLI = (REPO / "apextui" / "cli.py").exists() and (REPO / "apextui" / "__main__.py").exists()
-DOCTOR_JSON = ("apextui", "doctor", "--json") if HAS_APEXTUI_CLI else ("apextui.doctor_cli", "--json")
+HAS_APEXTUI_CLI = (REPO / "apextui" / "cli" / "command.py").exists() and (REPO / "apextui" / "__main__.py").exists()
+DOCTOR_JSON = ("apextui", "doctor", "--json") if HAS_APEXTUI_CLI else ("apextui.cli.doctor", "--json")
 
 
 @pytest.fixture(scope="module")
@@ -366,7 +368,7 @@ def probes(trees):
     if not CLI_SKIP:
         for name in ("pyramid", "python_only", "broken"):
             jobs[f"cli:{name}"] = (cli, DOCTOR_JSON, {"pythonpath": trees[name]})
-        jobs["cli:human"] = (cli, ("apextui.doctor_cli",), {"pythonpath": trees["python_only"], "NO_COLOR": "1",
+        jobs["cli:human"] = (cli, ("apextui.cli.doctor",), {"pythonpath": trees["python_only"], "NO_COLOR": "1",
                                                              "CUDA_HOME": str(trees["python_only"] / "no-cuda")})
     # the real torch (a CPU build on the development machine) with CUDA_HOME at an nvcc whose banner is not UTF-8
     cuda_home = build_fake_cuda_home(trees["python_only"].parent / "c\u00fcda-home")
@@ -890,7 +892,7 @@ def test_cudnn_version_format():
 
 
 def test_doctor_module_imports_neither_torch_nor_textual():
-    code = ("import sys, apextui.core.doctor, apextui.doctor_cli; "
+    code = ("import sys, apextui.core.apex.doctor, apextui.cli.doctor; "
             "print([m for m in ('torch', 'textual', 'apex') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "[]"

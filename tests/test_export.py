@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from apextui.ui.export import CSV_COLUMNS, save_exports, to_csv, to_markdown
-from apextui.ui.results import ResultRow
+from apextui.core.results import ResultRow
 
 
 def row(preset: str, median: float, status: str = "ok", **summary) -> ResultRow:

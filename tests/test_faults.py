@@ -19,12 +19,13 @@ import weakref
 import pytest
 import torch
 
-from apextui.core import presets, runner as runner_mod, workloads
-from apextui.core.nvml import Nvml
-from apextui.core.runner import MAX_CONSECUTIVE_SKIPS, Runner, Snapshot
-from apextui.core.sampler import Sampler
-from apextui.core.stats import EXACT_STEPS, StepStats, percentile
-from apextui.core.timing import StepRecord
+from apextui.core import presets, workloads
+from apextui.core.run import runner as runner_mod
+from apextui.core.monitor.nvml import Nvml
+from apextui.core.run.runner import MAX_CONSECUTIVE_SKIPS, Runner, Snapshot
+from apextui.core.monitor.sampler import Sampler
+from apextui.core.run.stats import EXACT_STEPS, StepStats, percentile
+from apextui.core.run.timing import StepRecord
 
 CUDA = torch.cuda.is_available()
 
@@ -445,7 +446,7 @@ def test_step_stats_stay_bounded_over_a_million_steps():
 
 
 def test_the_run_bridge_histories_stay_bounded_over_a_million_steps():
-    from apextui.core.sampler import MonitorReading
+    from apextui.core.monitor.sampler import MonitorReading
     from apextui.ui import bridge as bridge_mod
 
     b = bridge_mod.RunBridge(1, post=lambda message: None, min_interval=3600)
@@ -488,7 +489,7 @@ def test_a_slow_consumer_gets_coalesced_snapshots_and_the_inbox_stays_short():
 
 
 def test_the_cpu_clock_holds_only_unharvested_steps():
-    from apextui.core.timing import CpuClock
+    from apextui.core.run.timing import CpuClock
 
     clock = CpuClock()
     clock.start()

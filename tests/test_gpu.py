@@ -45,7 +45,7 @@ def test_every_preset_runs_on_cuda(name):
 
 
 def test_cuda_clock_agrees_with_synchronised_wall_time():
-    from apextui.core.timing import CudaClock
+    from apextui.core.run.timing import CudaClock
 
     a = torch.randn(4096, 4096, device="cuda")
     for _ in range(3):
@@ -66,7 +66,7 @@ def test_cuda_clock_agrees_with_synchronised_wall_time():
 
 
 def test_nvml_reads_the_gpu():
-    from apextui.core.nvml import Nvml
+    from apextui.core.monitor.nvml import Nvml
     from apextui.core.env import pci_bus_id
 
     nvml = Nvml(pci_bus_id=pci_bus_id())

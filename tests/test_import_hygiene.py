@@ -9,12 +9,12 @@ from helpers import ROOT, cli_env
 
 CHECK = r"""
 import io, sys, contextlib
-import apextui.core.presets, apextui.core.runner, apextui.core.events, apextui.core.sampler
-import apextui.core.availability, apextui.core.env, apextui.core.doctor, apextui.core.workloads
-import apextui.cli, apextui.headless
+import apextui.core.presets, apextui.core.run.runner, apextui.core.run.events, apextui.core.monitor.sampler
+import apextui.core.availability, apextui.core.env, apextui.core.apex.doctor, apextui.core.workloads
+import apextui.cli.command, apextui.cli.headless
 assert "textual" not in sys.modules, "importing the core loaded textual"
 from apextui.core.presets import resolve
-from apextui import headless
+from apextui.cli import headless
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
     rc = headless.run(resolve("layernorm"), "cpu", steps=3)

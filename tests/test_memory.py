@@ -52,7 +52,7 @@ def test_a_preset_that_fits_or_unknown_free_memory_is_not_refused(monkeypatch):
 
 
 def test_headless_refuses_before_building_and_force_overrides(monkeypatch, capsys):
-    from apextui import headless
+    from apextui.cli import headless
 
     monkeypatch.setattr(memory, "free_bytes", lambda device: 1)  # nothing fits
     assert headless.run(presets.resolve("adamw"), "cpu", 3) == 2

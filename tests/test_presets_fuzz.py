@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from apextui import cli
+from apextui.cli import command as cli
 from apextui.core import presets
 from apextui.core.presets import Preset, PresetError
 

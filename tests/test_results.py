@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apextui.core import atomic
-from apextui.ui import results
-from apextui.ui.results import ResultRow, ResultsError, load_results, save_results
+from apextui.core import results
+from apextui.core.results import ResultRow, ResultsError, load_results, save_results
 
 
 def row(preset: str = "fp32", variant: str = "fp32", median: float = 10.0, **summary) -> ResultRow:

@@ -339,8 +339,9 @@ def test_real_cpu_ceilings_are_positive(tmp_path: Path):
 
 # ---- through the runner and the JSON summary ---------------------------------------------------------
 def test_a_cpu_run_carries_its_roofline_and_bottleneck(monkeypatch, tmp_path):
-    from apextui.core import events, presets
-    from apextui.core.runner import Runner
+    from apextui.core import presets
+    from apextui.core.run import events
+    from apextui.core.run.runner import Runner
 
     monkeypatch.setenv("APEXTUI_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(ceilings_mod, "measure_ceilings", lambda device: ceil(copy=10.0, fp32=0.1, bf16=0.2))

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from apextui.ui import history, run_log
-from apextui.ui.results import ResultRow, load_results
+from apextui.core.results import ResultRow, load_results
 from apextui.ui.run_log import RunLog
 
 

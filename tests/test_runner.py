@@ -8,7 +8,7 @@ import time
 import pytest
 
 from apextui.core import presets, workloads
-from apextui.core.runner import Runner, Snapshot
+from apextui.core.run.runner import Runner, Snapshot
 
 
 def run(name: str, steps: int, callback=None, **kw) -> tuple[Runner, list[Snapshot]]:
@@ -162,12 +162,12 @@ def test_fast_steps_cost_the_monitor_one_interval_a_block(monkeypatch):
     import json
     import math
 
-    from apextui.core.timing import MIN_BLOCKS, CpuClock
-    from apextui.headless import JsonLinePrinter
+    from apextui.core.run.timing import MIN_BLOCKS, CpuClock
+    from apextui.cli.headless import JsonLinePrinter
 
     import types
 
-    from apextui.core import timing
+    from apextui.core.run import timing
 
     now = [0.0]  # the clock's time: each step takes 2 µs, whatever the machine's load
 

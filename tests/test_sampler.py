@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from apextui.core.nvml import Nvml
-from apextui.core.sampler import METRIC_UNITS, Sampler
+from apextui.core.monitor.nvml import Nvml
+from apextui.core.monitor.sampler import METRIC_UNITS, Sampler
 
 
 def has_nvidia_gpu() -> bool:

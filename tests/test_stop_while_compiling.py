@@ -15,7 +15,7 @@ import pytest
 
 from apextui.core import compilation
 from apextui.core.presets import resolve
-from apextui.core.worker import ProcessRunner
+from apextui.core.run.worker import ProcessRunner
 
 from helpers import ROOT, cli_env
 

@@ -8,7 +8,7 @@ import types
 import pytest
 import torch
 
-from apextui.core.timing import CpuClock, CudaClock
+from apextui.core.run.timing import CpuClock, CudaClock
 
 
 class FakeTimeline:
@@ -131,8 +131,8 @@ def test_cpu_clock_times_steps_back_to_back():
 
 
 # ---- block timing of short steps (the monitor must not change the loop it times) ----------------------
-from apextui.core import timing  # noqa: E402
-from apextui.core.timing import BLOCK_TARGET_MS, MIN_BLOCKS, block_steps  # noqa: E402
+from apextui.core.run import timing  # noqa: E402
+from apextui.core.run.timing import BLOCK_TARGET_MS, MIN_BLOCKS, block_steps  # noqa: E402
 
 
 def test_block_size_rule():

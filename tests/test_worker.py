@@ -11,10 +11,10 @@ from typing import Callable
 import pytest
 import worker_fakes
 
-from apextui.core import worker
+from apextui.core.run import worker
 from apextui.core.presets import resolve
-from apextui.core.runner import Snapshot
-from apextui.core.worker import ProcessRunner
+from apextui.core.run.runner import Snapshot
+from apextui.core.run.worker import ProcessRunner
 
 
 def collect() -> tuple[list[Snapshot], threading.Event, Callable[[Snapshot], None]]:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import os
 import signal
 
-from apextui.core import worker
-from apextui.core.runner import Runner
+from apextui.core.run import worker
+from apextui.core.run.runner import Runner
 
 
 def segfault_after_three_steps(preset, device, steps, sample_interval, conn, stop, log_path) -> None:
     """Train for real, then die of SIGSEGV once three measured steps have been sent to the parent."""
-    worker._redirect_output(log_path)
+    worker.redirect_output(log_path)
 
     def send(snap) -> None:
         conn.send(snap)

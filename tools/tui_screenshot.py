@@ -161,7 +161,7 @@ async def drive(args: argparse.Namespace) -> int:
             await pilot.press("s")
             await wait_until(pilot, lambda: app.active is None, time.monotonic() + 60, "the run to stop")
         if args.results:
-            from apextui.ui.results import save_results
+            from apextui.core.results import save_results
 
             save_results(table.rows_data, args.results, env=probe.env)
 
@@ -189,7 +189,7 @@ async def drive(args: argparse.Namespace) -> int:
                       f"process CPU {m.cpu_pct} %, RSS {fmt.mib(m.rss_mb)}")
         print("comparison table:")
         from apextui.core.compare import format_speedup
-        from apextui.ui.results import comparison
+        from apextui.core.results import comparison
 
         for r in table.rows_data:
             up = format_speedup(comparison(r, table.rows_data), compact=True)

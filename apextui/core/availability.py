@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .apex_check import check_features
+from .apex.check import check_features
 from .presets import Preset
 
 

@@ -113,7 +113,7 @@ def machine_identity(device: str) -> MachineIdentity:
     import torch
 
     if device == "cuda":
-        from .nvml import Nvml
+        from .monitor.nvml import Nvml
 
         name = torch.cuda.get_device_name()
         try:

@@ -83,7 +83,7 @@ def free_bytes(device: str) -> int | None:
             if "torch" in sys.modules:
                 torch = sys.modules["torch"]
                 return int(torch.cuda.mem_get_info()[0])
-            from .nvml import Nvml
+            from .monitor.nvml import Nvml
 
             used, total = Nvml().memory()
             if used.value is None or total.value is None:

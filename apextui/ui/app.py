@@ -36,11 +36,12 @@ from textual.widgets import DataTable, Footer, OptionList
 
 from apextui.core.atomic import write_atomic as write_text_atomic
 from apextui.core.presets import Preset
-from apextui.core.runner import RunnerFactory, thread_runner_factory
+from apextui.core.run.runner import RunHandle, RunnerFactory, thread_runner_factory
 
-from . import contrast, history, results, scrollbars
+from ..core import results
+from . import contrast, history, scrollbars
 from .bridge import RunBridge, RunView
-from .doctor_view import ReportProvider, default_report_provider
+from .doctor_view import DoctorLike, ReportProvider, default_report_provider
 from .messages import DoctorFailed, DoctorReady, ProbeDone, ProbeFailed, RunUpdated
 from .probe import EXIT_UNAVAILABLE, Probe, ProbeFn, probe_environment
 from .run_log import RunLog
@@ -87,7 +88,7 @@ def default_runner_factory(preset: Preset, device: str, callback: Callable[[Any]
                            steps: int | None = None, sample_interval: float = 1.0) -> Any:
     """Train in a worker process: a training thread beside the UI's cost a host-bound step 5-8 % on
     the H200 (GIL), and a crash or out-of-memory in the worker cannot take the UI down."""
-    from apextui.core.worker import ProcessRunner
+    from apextui.core.run.worker import ProcessRunner
 
     return ProcessRunner(preset, device, callback, steps=steps, sample_interval=sample_interval)
 
@@ -104,7 +105,7 @@ STOPPED_WHILE_COMPILING = "stopped while compiling (s pressed twice)"
 class ActiveRun:
     run_id: int
     preset: Preset
-    runner: Any
+    runner: RunHandle
     bridge: RunBridge
     stopping: bool = False
 
@@ -160,7 +161,7 @@ class ApexTuiApp(App[None]):
 
         self.probe: Probe | None = None
         self.probe_error: str | None = None
-        self.report: Any = None
+        self.report: DoctorLike | None = None
         self.report_error: str | None = None
         self.active: ActiveRun | None = None
         self.latest_view: RunView | None = None
@@ -264,7 +265,7 @@ class ApexTuiApp(App[None]):
         self._post_from_thread(ProbeDone(probe))
         if self.runner_factory is default_runner_factory:
             try:  # fork the workers from a server that has imported torch: later runs start at once
-                from apextui.core.worker import prestart
+                from apextui.core.run.worker import prestart
 
                 prestart()
             except Exception:  # noqa: BLE001 - the first run then starts the server itself
@@ -499,8 +500,7 @@ class ApexTuiApp(App[None]):
             active.stopping = True
             active.runner.stop()
             self.live.show_stopping(compiling=compiling)
-        elif compiling and hasattr(active.runner, "kill"):  # a worker process: end it, compile and all
-            active.runner.kill(STOPPED_WHILE_COMPILING)
+        elif compiling and active.runner.kill(STOPPED_WHILE_COMPILING):  # a worker process: ended, compile and all
             self.notify(f"ended {active.preset.name}'s worker process while it compiled", timeout=4)
         elif compiling:
             self.notify("this run trains in the app's own process: it stops once compilation ends", timeout=4)
@@ -826,7 +826,7 @@ def run_app(preset: Preset | None = None, device: str = "auto", steps: int | Non
     """Run the TUI in this terminal; the process exit code (0, or 3 when --device cuda is unavailable)."""
     app = make_app(preset=preset, device=device, steps=steps, sample_interval=sample_interval, load=load)
     if app.runner_factory is default_runner_factory:
-        from apextui.core.worker import prestart
+        from apextui.core.run.worker import prestart
 
         prestart()  # before Textual takes over sys.stderr; torch loads in the server meanwhile
     try:

@@ -25,8 +25,8 @@ from typing import Callable, Mapping
 
 from textual.message import Message
 
-from apextui.core.runner import Snapshot
-from apextui.core.sampler import METRIC_UNITS
+from apextui.core.run.runner import Snapshot
+from apextui.core.monitor.sampler import METRIC_UNITS
 
 from .messages import RunUpdated
 

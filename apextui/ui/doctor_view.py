@@ -1,7 +1,7 @@
 """Condensing the Apex doctor report for the status pane (presentation only).
 
 The pane works on the report's `to_dict()` shape (see
-`apextui.core.doctor_report.DoctorReport`), so a test can inject either a real
+`apextui.core.apex.doctor_report.DoctorReport`), so a test can inject either a real
 report or a plain dict of the same shape.
 """
 
@@ -11,22 +11,23 @@ from typing import Any, Callable, Mapping
 
 from rich.text import Text
 
-ReportProvider = Callable[[], Any]
+from apextui.core.apex.doctor_report import DoctorReport
+from apextui.core.apex.render import STATUS_STYLE, render_lines
 
-APEX_STATUS_STYLE = {
-    "complete": "bold green", "partial": "bold yellow", "python_only": "bold red", "import_fails": "bold red",
-    "not_nvidia": "bold red", "not_installed": "bold red",
-}
+# The report as the UI receives it: the doctor's own `DoctorReport`, or a dict of its `to_dict()` shape (a
+# test's injected report, or one read back from JSON). Everything here reads it through `as_dict`.
+DoctorLike = DoctorReport | Mapping[str, Any]
+ReportProvider = Callable[[], DoctorLike]
 
 
-def default_report_provider() -> Any:
+def default_report_provider() -> DoctorReport:
     """The real doctor (risky imports run in a child process; this may take a few seconds)."""
-    from apextui.core.doctor import run_doctor
+    from apextui.core.apex.doctor import run_doctor
 
     return run_doctor()
 
 
-def as_dict(report: Any) -> Mapping[str, Any]:
+def as_dict(report: DoctorLike) -> Mapping[str, Any]:
     if isinstance(report, Mapping):
         return report
     to_dict = getattr(report, "to_dict", None)
@@ -39,7 +40,7 @@ def apex_line(report: Mapping[str, Any]) -> Text:
     apex = report.get("apex") or {}
     status = str(apex.get("status") or "unknown")
     text = Text("Apex ", style="bold")
-    text.append(status.upper().replace("_", " "), style=APEX_STATUS_STYLE.get(status, "bold"))
+    text.append(status.upper().replace("_", " "), style=STATUS_STYLE.get(status, "bold"))
     if apex.get("version"):
         text.append(f" {apex['version']}", style="dim")
     detail = apex.get("detail")
@@ -72,11 +73,10 @@ def problems_line(report: Mapping[str, Any]) -> Text:
     return Text(f"{n} problem{'s' if n != 1 else ''} · d: full report and fixes", style="yellow")
 
 
-def full_report_lines(report: Any) -> list[Text]:
-    """The doctor's own human rendering (apextui.doctor_cli), as Rich text lines."""
+def full_report_lines(report: DoctorLike) -> list[Text]:
+    """The doctor's own human rendering (`apextui.core.apex.render`, as `apextui doctor` prints it), as Rich
+    text lines."""
     try:
-        from apextui.doctor_cli import render_lines
-
         lines = render_lines(report)
         return [Text.assemble(*[(t, s or "") for t, s in line]) for line in lines]
     except Exception:  # noqa: BLE001 - a dict-shaped or foreign report: show it as JSON

@@ -17,7 +17,7 @@ from apextui.core.atomic import write_atomic
 from apextui.core.compare import format_speedup, from_fields
 
 from . import fmt
-from .results import ResultRow, baseline_row, results_document
+from ..core.results import ResultRow, baseline_row, results_document
 
 CSV_COLUMNS = (
     "preset", "workload", "variant", "baseline", "device", "size", "amp", "status", "steps", "measured_steps",

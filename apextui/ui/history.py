@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from .results import ResultRow, Saved, fallback_dir, save_session
+from ..core.results import ResultRow, Saved, fallback_dir, save_session
 
 PATTERN = "apextui-results-*.json"
 RECENT = 20  # files offered by the load screen

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 if TYPE_CHECKING:
     from .bridge import RunBridge
+    from .doctor_view import DoctorLike
     from .probe import Probe
 
 
@@ -29,9 +30,9 @@ class ProbeFailed(Message):
 
 
 class DoctorReady(Message):
-    """The Apex doctor report arrived (any object with `to_dict()`, or a dict)."""
+    """The Apex doctor report arrived (a `DoctorReport`, or a dict of its `to_dict()` shape)."""
 
-    def __init__(self, report: Any) -> None:
+    def __init__(self, report: "DoctorLike") -> None:
         super().__init__()
         self.report = report
 

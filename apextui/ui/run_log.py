@@ -1,6 +1,6 @@
 """What a run's worker process prints (compile messages, warnings, errors), kept for the log screen.
 
-The worker writes its stdout and stderr to a log file (`core.worker.ProcessRunner.log_path`) and removes it
+The worker writes its stdout and stderr to a log file (`core.run.worker.ProcessRunner.log_path`) and removes it
 when a run ends well. `RunLog` opens that file once, at the run's start, and reads what was appended since
 its last read; the open descriptor still reads a file that has since been deleted, so nothing printed
 is lost. A missing or unreadable file gives a note instead of an error. Only the last `MAX_CHARS` are kept.

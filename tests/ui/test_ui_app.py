@@ -25,7 +25,7 @@ from apextui.core.presets import load_builtin, resolve
 from apextui.ui.app import make_app
 from apextui.ui.screens.load_screen import LoadScreen
 from apextui.ui.screens.report_screen import ReportScreen
-from apextui.ui.results import comparison
+from apextui.core.results import comparison
 from apextui.ui.widgets.comparison_table import ComparisonTable
 from apextui.ui.widgets.preset_picker import PresetPicker
 
@@ -293,7 +293,7 @@ async def test_load_survives_every_file_the_loader_refuses(tmp_path):
     output with no finished run: one error notification each, the app keeps running and loads a good file."""
     import os
 
-    from apextui.ui.results import MAX_RESULTS_BYTES
+    from apextui.core.results import MAX_RESULTS_BYTES
 
     digits = tmp_path / "digits.json"
     digits.write_text('{"kind": "apextui-results", "schema": 1, "runs": [' + "1" * 5000 + "]}")

@@ -12,7 +12,7 @@ from ui_fakes import FakeEngine, FakeRunner, fake_probe, gpu_report, provider, w
 from apextui.ui import history
 from apextui.ui.app import make_app
 from apextui.ui.export import to_csv, to_markdown
-from apextui.ui.results import results_document
+from apextui.core.results import results_document
 from apextui.ui.screens.load_screen import LoadScreen
 from apextui.ui.screens.log_screen import LogScreen, log_text
 from apextui.ui.screens.run_details_screen import RunDetailsScreen, flatten, sections

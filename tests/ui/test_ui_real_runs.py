@@ -13,7 +13,7 @@ from ui_fakes import highlight, no_gpu_report, provider, static_text, wait_for
 
 from apextui.core.compare import format_speedup
 from apextui.ui.app import make_app
-from apextui.ui.results import comparison
+from apextui.core.results import comparison
 from apextui.ui.widgets.comparison_table import ComparisonTable
 from apextui.ui.widgets.preset_picker import PresetPicker
 

@@ -9,7 +9,8 @@ import psutil
 import pytest
 from ui_fakes import no_gpu_report, provider, static_text, wait_for
 
-from apextui.core import compilation, worker
+from apextui.core import compilation
+from apextui.core.run import worker
 from apextui.core.presets import resolve
 from apextui.ui.app import STOPPED_WHILE_COMPILING, make_app
 

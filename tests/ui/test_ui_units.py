@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from ui_fakes import FakeRunner, gpu_report, no_gpu_report
 
-from apextui.core import events
+from apextui.core.run import events
 from apextui.core.presets import resolve
 from apextui.ui import doctor_view, fmt
 from apextui.ui.bridge import Downsampled, LossAverage, RunBridge
 from apextui.ui.messages import RunUpdated
-from apextui.ui.results import (
+from apextui.core.results import (
     ResultRow,
     ResultsError,
     baseline_notes,

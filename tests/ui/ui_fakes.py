@@ -8,9 +8,9 @@ import threading
 from types import MappingProxyType
 from typing import Any, Callable, Sequence
 
-from apextui.core.apex_features import FEATURES
+from apextui.core.apex.features import FEATURES
 from apextui.core.availability import Availability
-from apextui.core.doctor_report import (
+from apextui.core.apex.doctor_report import (
     ApexInfo,
     DoctorReport,
     Environment,
@@ -21,10 +21,10 @@ from apextui.core.doctor_report import (
     SmokeResult,
 )
 from apextui.core.presets import Preset
-from apextui.core.runner import RunInfo, Snapshot
-from apextui.core.sampler import MonitorReading
-from apextui.core.stats import StepStats
-from apextui.core.timing import StepRecord
+from apextui.core.run.runner import RunInfo, Snapshot
+from apextui.core.monitor.sampler import MonitorReading
+from apextui.core.run.stats import StepStats
+from apextui.core.run.timing import StepRecord
 from apextui.ui.probe import Probe
 
 # ---- doctor reports --------------------------------------------------------------------------

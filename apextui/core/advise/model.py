@@ -109,7 +109,7 @@ class RunResult:
 
     @classmethod
     def from_snapshot(cls, repeat: int, snap: Any) -> "RunResult":
-        from .. import events
+        from ..run import events
 
         return cls.from_summary(repeat, snap.status, events.summary(snap), snap.error)
 

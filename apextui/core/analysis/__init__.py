@@ -20,8 +20,8 @@
   on others misses their kernels; `APEXTUI_PROFILE_GRAPHS=1` profiles them anyway.
 
 Modules: `work` (work models), `ceilings` (the ceilings and their cache), `bottleneck` (achieved and
-`classify`), `profile` (the GPU-busy window), `run_analysis` (one run's analysis). `apextui/roofline_cli.py`
-prints the ceilings (`python -m apextui.roofline_cli`).
+`classify`), `profile` (the GPU-busy window), `run_analysis` (one run's analysis). `apextui/cli/roofline.py`
+prints the ceilings (`python -m apextui.cli.roofline`).
 
 Importing this package is cheap (no torch): the runner, events and front ends import it freely.
 """

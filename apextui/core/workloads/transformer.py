@@ -12,7 +12,7 @@ from torch.nn import functional as F
 from ..compilation import WARMUP_STEPS, TrainingState, compile_warmup
 from ..analysis import transformer_work
 from . import markov
-from ..timing import NoMark
+from ..run.timing import NoMark
 from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
 
 MAX_POOL_TOKENS = 2**23  # fresh tokens generated up front: one new batch a step up to this many, then cycled

@@ -15,7 +15,7 @@ from textual.widgets import DataTable
 from .. import fmt
 from apextui.core.compare import format_speedup
 
-from ..results import SESSION, ResultRow, baseline_notes, baseline_row, comparison
+from ...core.results import SESSION, ResultRow, baseline_notes, baseline_row, comparison
 
 COLUMNS = (
     ("preset", "preset"), ("dev", "device"), ("median ms", "median"), ("p10–p90", "spread"),

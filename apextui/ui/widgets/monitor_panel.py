@@ -8,7 +8,7 @@ from textual.app import ComposeResult
 from textual.containers import Grid, Vertical
 from textual.widgets import Static
 
-from apextui.core.sampler import MonitorReading
+from apextui.core.monitor.sampler import MonitorReading
 
 from .. import fmt
 from .metric_cell import MetricCell

@@ -13,7 +13,6 @@ import json
 import os
 import platform
 import queue
-import signal
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,8 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from apextui.core.apex_features import (
+from apextui.core.exits import describe_exit
+from apextui.core.apex.features import (
     AMP_FIX,
     BUILD_CMD,
     BUILD_HINT,
@@ -38,9 +38,9 @@ from apextui.core.apex_features import (
     first_line,
     nvidia_apex_verdict,
 )
-from apextui.core.doctor_child import MARK, usable
-from apextui.core.doctor_env import NvccInfo, find_cuda_home, format_cudnn, probe_nvcc, probe_nvml
-from apextui.core.doctor_report import (
+from apextui.core.apex.doctor_child import MARK, usable
+from apextui.core.apex.doctor_env import NvccInfo, find_cuda_home, format_cudnn, probe_nvcc, probe_nvml
+from apextui.core.apex.doctor_report import (
     ApexInfo,
     DoctorReport,
     Environment,
@@ -144,14 +144,7 @@ def _run_child_once(tasks: list[str], cfg: dict, results: dict[str, dict], task_
             errf.seek(0)
             tail = errf.read().decode(errors="replace").strip().splitlines()
             last = tail[-1][:300] if tail else ""
-            if code < 0:
-                try:
-                    sig = signal.Signals(-code).name
-                except ValueError:
-                    sig = f"signal {-code}"
-                outcome = f"crashed: the interpreter was killed by {sig}"
-            else:
-                outcome = f"crashed: the interpreter exited with code {code}"
+            outcome = "crashed: " + describe_exit(code, "the interpreter")
             if last:
                 outcome += f" ({last})"
         kind, _, message = outcome.partition(": ")
@@ -162,7 +155,7 @@ def _run_child_once(tasks: list[str], cfg: dict, results: dict[str, dict], task_
 def _run_child(tasks: list[str], sys_path: list[str], task_timeout: float, total_timeout: float
                ) -> dict[str, dict]:
     """Run `tasks` (see doctor_child._run_task) in children, a fresh one after each crash or hang, within
-    `total_timeout`; each task's result. Also used by `apex_check` for the presets' Apex check."""
+    `total_timeout`; each task's result. Also used by `check` for the presets' Apex check."""
     features = {name: [f.module, f.attr] for name, f in FEATURES.items()}
     cfg: dict = {"sys_path": sys_path, "features": features, "smoke_needs": _smoke_needs()}
     results: dict[str, dict] = {}

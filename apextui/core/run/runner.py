@@ -18,12 +18,12 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping, Protocol
 
-from .presets import Preset
-from .analysis import (PROFILE_STEPS, PerStepWork, Probe, RunAnalysis, UtilAverage, Work, analyse_run,
+from ..presets import Preset
+from ..analysis import (PROFILE_STEPS, PerStepWork, Probe, RunAnalysis, UtilAverage, Work, analyse_run,
                        probe_after_run)
-from .sampler import MonitorReading, Sampler
+from ..monitor.sampler import MonitorReading, Sampler
 from .stats import Stats, StepStats
 from .timing import StepRecord
 
@@ -32,7 +32,11 @@ from .timing import StepRecord
 # thread's next CUDA call waits for it: on a host-bound step every wake-up is time the user's loop does not
 # spend. The TUI redraws at most twice a second (ui/app.py REFRESH_S): four hand-overs a second keep it fresh.
 HARVEST_INTERVAL_S = 0.25
-TERMINAL = ("ok", "stopped", "failed")
+# A run's status, as its snapshots carry it: "compiling" is torch.compile / CUDA-graph capture (before info),
+# "profiling" comes after the last step (GPU-busy window and ceilings); the last three are final.
+Status = Literal["starting", "compiling", "running", "profiling", "ok", "stopped", "failed"]
+FinalStatus = Literal["ok", "stopped", "failed"]
+TERMINAL: tuple[FinalStatus, ...] = ("ok", "stopped", "failed")
 # An fp16 run (GradScaler) fails once this many steps in a row were skipped: each skip halves the loss
 # scale, so 20 in a row take the default 2**16 down to 2**-4 -- gradients that overflow fp16 even then
 # are inf/NaN, not merely large (the training diverged). Occasional skips (normal) never fail a run.
@@ -67,9 +71,7 @@ class RunInfo(PerStepWork):
 class Snapshot:
     """The run as it stands; `new_steps` are the steps finished since the previous snapshot."""
 
-    # "starting" | "compiling" (torch.compile / CUDA-graph capture, before info) | "running" |
-    # "profiling" (after the last step: GPU-busy window and ceilings) | "ok" | "stopped" | "failed"
-    status: str
+    status: Status  # see `Status`
     info: RunInfo | None
     steps_done: int
     new_steps: tuple[StepRecord, ...]
@@ -311,6 +313,13 @@ class Runner(RunControl):
     def is_alive(self) -> bool:
         return self._train.is_alive() or self._deliver.is_alive()
 
+    def kill(self, reason: str | None = None) -> bool:
+        """A thread cannot be ended from outside, so this only asks the run to stop after its current step (as
+        `stop()`; `reason` is not used) and returns False: the caller learns that the run goes on until then,
+        through a torch.compile too. `ProcessRunner.kill` ends its worker process at once and returns True."""
+        self.stop()
+        return False
+
     # ---- training thread -----------------------------------------------------------------
     def _train_loop(self) -> None:
         status, error = "failed", "internal error"
@@ -322,7 +331,7 @@ class Runner(RunControl):
                 release_memory(self.device)
             self._inbox.put(("end", (status, error)))
 
-    def _train_steps(self) -> tuple[str, str | None]:
+    def _train_steps(self) -> tuple[FinalStatus, str | None]:
         """Build the workload and train; every finished step goes to the inbox. Returns (status, error)."""
         status, error = "ok", None
         clock = None
@@ -349,7 +358,7 @@ class Runner(RunControl):
                     pass
         return status, error
 
-    def _measured_steps(self, workload: Any, clock: Any, guard: LossGuard) -> tuple[str, str | None]:
+    def _measured_steps(self, workload: Any, clock: Any, guard: LossGuard) -> tuple[FinalStatus, str | None]:
         """Warm-up and measured steps, then the final harvest; (status, error). `self._step` follows the
         loop, so that a failure names its step."""
         status, error = "ok", None
@@ -383,7 +392,7 @@ class Runner(RunControl):
 
     def _build_workload(self, size: Mapping[str, int]) -> Any:
         """The workload this run trains (benchmarks/overhead_blocks.py hands in one built earlier)."""
-        from . import workloads
+        from .. import workloads
 
         return workloads.build(self.preset, self.device, size, self.steps)
 
@@ -396,7 +405,7 @@ class Runner(RunControl):
         size = self.preset.cpu_size if size_name == "cpu" else self.preset.size
         workload = self._build_workload(size)
         if self.sampler is None:
-            from .env import pci_bus_id
+            from ..env import pci_bus_id
 
             gpu = self.device == "cuda"
             self.sampler = Sampler(self.sample_interval, gpu=gpu, pci_bus_id=pci_bus_id() if gpu else None)
@@ -426,7 +435,8 @@ class Runner(RunControl):
         info: RunInfo | None = None
         done, final_loss = 0, None
         skips = SkipCounter()
-        status, error = "starting", None
+        status: Status = "starting"
+        error: str | None = None
         held: tuple[str, Any] | None = None
         probe: Probe | None = None
         gpu_util = UtilAverage()  # NVML, over the measured steps: the busy fraction if profiling fails
@@ -503,7 +513,47 @@ class Runner(RunControl):
                 return
 
 
-RunnerFactory = Callable[..., Any]  # (preset, device, callback, *, steps, sample_interval) -> a runner
+class RunHandle(Protocol):
+    """What a front end holds of a run, whether it trains in a thread of this process (`Runner`) or in a worker
+    process (`worker.ProcessRunner`); what a `RunnerFactory` returns."""
+
+    def start(self) -> "RunHandle":
+        """Begin training in the background; returns the handle itself."""
+        ...
+
+    def stop(self) -> None:
+        """Ask the run to stop after its current step; safe from any thread."""
+        ...
+
+    @property
+    def stopping(self) -> bool:
+        """Whether `stop()` (or `kill()`) was asked."""
+        ...
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the final snapshot's delivery; True when it was delivered."""
+        ...
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the run's threads (and process) to end; True when they have."""
+        ...
+
+    def is_alive(self) -> bool:
+        """Whether anything of the run is still running."""
+        ...
+
+    def kill(self, reason: str | None = None) -> bool:
+        """End the run at once where that is possible (True: a worker process); otherwise ask it to stop as
+        `stop()` does and return False (a thread cannot be killed)."""
+        ...
+
+
+class RunnerFactory(Protocol):
+    """Makes a run's handle: `thread_runner_factory` here, the TUI's worker-process factory, tests' fakes."""
+
+    def __call__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
+                 steps: int | None = None, sample_interval: float = 1.0) -> RunHandle:
+        ...
 
 
 def thread_runner_factory(preset: Preset, device: str, callback: Callable[[Any], None], *,

@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .apex_features import (
+from .features import (
     AMP_FIX,
     BUILD_HINT,
     FEATURES,
@@ -38,7 +38,7 @@ from .apex_features import (
     first_line,
     nvidia_apex_verdict,
 )
-from .atomic import write_atomic
+from ..atomic import write_atomic
 
 TIMEOUT_ENV = "APEXTUI_APEX_CHECK_TIMEOUT"  # seconds each import may take in the child (default 60)
 DEFAULT_TIMEOUT_S = 60.0
@@ -131,7 +131,7 @@ def cache_key() -> str:
 
 
 def _cache_path() -> Path:
-    from .analysis import cache_dir  # $APEXTUI_CACHE_DIR, else $XDG_CACHE_HOME/apextui, else ~/.cache/apextui
+    from ..analysis import cache_dir  # $APEXTUI_CACHE_DIR, else $XDG_CACHE_HOME/apextui, else ~/.cache/apextui
 
     return cache_dir() / CACHE_FILE
 

@@ -1,6 +1,6 @@
 """Finished runs as rows of the comparison table; saving and loading them as JSON.
 
-A row's numbers are `apextui.core.events.summary(snapshot)`, the same dict the
+A row's numbers are `apextui.core.run.events.summary(snapshot)`, the same dict the
 headless `end` event carries, so saved results and `--json` output agree.
 `load_results` reads both this module's files and headless JSON-lines output.
 Speed-ups and their verdicts come from `core.compare` (the one noise rule), against
@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from apextui.core.atomic import write_atomic
-from apextui.core import events, files
+from apextui.core import files
+from apextui.core.run import events
 from apextui.core.compare import Comparison, baseline_problem, compare, fields, timing_from_summary
 from apextui.core.presets import BASELINES, Preset
-from apextui.core.runner import Snapshot
+from apextui.core.run.runner import Snapshot
 
 RESULTS_KIND = "apextui-results"
 RESULTS_SCHEMA = 1

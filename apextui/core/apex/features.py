@@ -1,8 +1,8 @@
 """Which NVIDIA Apex features exist, what each needs, and how an import failure is classified and fixed.
 
 The tables and the classification of import failures here are shared by the
-preset availability check (`apextui.core.apex_check`, which imports Apex in a
-child process) and the full doctor report (`apextui.core.doctor`). Nothing here
+preset availability check (`apextui.core.apex.check`, which imports Apex in a
+child process) and the full doctor report (`apextui.core.apex.doctor`). Nothing here
 imports Apex.
 """
 

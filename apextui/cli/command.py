@@ -10,9 +10,9 @@ from typing import Sequence
 
 from . import output
 from .signals import EXIT_INTERRUPTED, EarlySignal, early_signals, exit_on_late_signals
-from .core.env import DEVICE_CHOICES
+from ..core.env import DEVICE_CHOICES
 from .argtypes import int_in, seconds_in
-from .core.presets import MAX_STEPS
+from ..core.presets import MAX_STEPS
 
 EXIT_USAGE, EXIT_UNAVAILABLE = 2, 3
 
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     lister.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     doctor = sub.add_parser("doctor", help="which Apex fused kernels work here, and why not")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
-    from .advise_cli import add_arguments as add_advise_arguments
+    from .advise import add_arguments as add_advise_arguments
 
     add_advise_arguments(sub.add_parser("advise", help="which configuration is fastest on this machine, measured here"))
     return parser
@@ -56,9 +56,9 @@ def _error(message: str, code: int) -> int:
 
 
 def cmd_list(as_json: bool, requested_device: str) -> int:
-    from .core.availability import availability
-    from .core.env import DeviceUnavailable, resolve_device
-    from .core.presets import WORKLOADS, PresetError, builtin_dir, load_all, user_dir
+    from ..core.availability import availability
+    from ..core.env import DeviceUnavailable, resolve_device
+    from ..core.presets import WORKLOADS, PresetError, builtin_dir, load_all, user_dir
 
     try:
         device = resolve_device(requested_device)
@@ -119,16 +119,16 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "list":
         return cmd_list(args.json, args.device)
     if args.command == "advise":
-        from .advise_cli import run as run_advise
+        from .advise import run as run_advise
 
         return run_advise(args)
     if args.command == "doctor":
-        from .doctor_cli import run as run_doctor
+        from .doctor import run as run_doctor
 
         return run_doctor(as_json=args.json)
 
-    from .core.env import DeviceUnavailable, resolve_device
-    from .core.presets import PresetError, resolve
+    from ..core.env import DeviceUnavailable, resolve_device
+    from ..core.presets import PresetError, resolve
 
     preset = None
     if args.preset is not None:
@@ -149,7 +149,7 @@ def _main(argv: Sequence[str] | None) -> int:
                                      "reason": str(exc), "fix": "use --device auto or --device cpu"}) + "\n")
             return EXIT_UNAVAILABLE
         return headless.run(preset, device, args.steps, args.sample_interval, force=args.force)
-    from .ui.app import run_app
+    from ..ui.app import run_app
 
     return run_app(preset=preset, device=args.device, steps=args.steps, sample_interval=args.sample_interval,
                    load=args.load)

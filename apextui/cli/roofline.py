@@ -1,4 +1,4 @@
-"""`python -m apextui.roofline_cli [--device cpu|cuda] [--remeasure]`: print this device's ceilings (the
+"""`python -m apextui.cli.roofline [--device cpu|cuda] [--remeasure]`: print this device's ceilings (the
 roofline's cache entry), measuring them when there are none yet."""
 
 from __future__ import annotations
@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import sys
 
-from .core.analysis import CeilingsUnavailable, cache_file, get_ceilings
+from ..core.analysis import CeilingsUnavailable, cache_file, get_ceilings
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """`python -m apextui.roofline_cli [--device cpu|cuda] [--remeasure]`: print this device's ceilings."""
+    """`python -m apextui.cli.roofline [--device cpu|cuda] [--remeasure]`: print this device's ceilings."""
     import argparse
 
     parser = argparse.ArgumentParser(description=_main.__doc__)

@@ -9,7 +9,7 @@ import subprocess
 import warnings
 from dataclasses import dataclass
 
-from apextui.core.doctor_report import GPUInfo
+from apextui.core.apex.doctor_report import GPUInfo
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from dataclasses import replace
 from typing import Any, Callable, TextIO
 
 from . import output
-from .core import events
-from .core.presets import Preset
-from .core.runner import Runner, Snapshot
+from ..core.run import events
+from ..core.presets import Preset
+from ..core.run.runner import Runner, Snapshot
 from .signals import SIGNAL_WORD, StopOnSignals
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -22,7 +22,7 @@ class JsonLinePrinter:
     """Consumes snapshots in order and prints one JSON object a line; the `end` line exactly once."""
 
     def __init__(self, out: TextIO | None = None, on_broken: Callable[[], None] | None = None) -> None:
-        self.out = out  # None: whatever sys.stdout is when printing (through apextui.output)
+        self.out = out  # None: whatever sys.stdout is when printing (through apextui.cli.output)
         self.on_broken = on_broken  # called once when stdout fails: the run stops rather than train unread
         self.lock = threading.Lock()
         self.ended = False
@@ -78,9 +78,9 @@ def log(message: str) -> None:
 def run(preset: Preset, device: str, steps: int | None, sample_interval: float = 1.0, force: bool = False) -> int:
     """Run `preset` on an already resolved device; return the process exit code. Unless `force`, a preset
     whose memory estimate does not fit in what is free is refused (exit 2) before anything is built."""
-    from .core import memory
-    from .core.availability import availability
-    from .core.env import describe
+    from ..core import memory
+    from ..core.availability import availability
+    from ..core.env import describe
 
     printer = JsonLinePrinter()
     avail = availability(preset, device)

@@ -27,11 +27,12 @@ from multiprocessing.reduction import ForkingPickler
 from types import MappingProxyType
 from typing import Any, Callable, Iterator
 
-from .presets import Preset
-from .runner import Callback, RunControl, Runner, Snapshot
+from .. import exits
+from ..presets import Preset
+from .runner import Callback, FinalStatus, RunControl, Runner, Snapshot
 
 # torch._dynamo: the first optimizer step imports it (~1.5 s); imported once here, not in every worker
-PRELOAD = ["torch", "torch._dynamo", "torch.optim", "apextui.core.runner", "apextui.core.workloads"]
+PRELOAD = ["torch", "torch._dynamo", "torch.optim", "apextui.core.run.runner", "apextui.core.workloads"]
 START_METHOD_ENV = "APEXTUI_WORKER_START"
 LOG_TAIL_LINES = 12
 EXIT_GRACE_S = 10.0  # how long a finished worker gets to exit before it is killed
@@ -99,15 +100,7 @@ ForkingPickler.register(MappingProxyType, _reduce_mappingproxy)
 
 
 def describe_exit(code: int | None) -> str:
-    if code is None:
-        return "the worker process did not exit"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"the worker process was killed by {name}"
-    return f"the worker process exited with code {code}"
+    return exits.describe_exit(code, "the worker process")
 
 
 def _log_tail(path: str) -> str:
@@ -120,7 +113,9 @@ def _log_tail(path: str) -> str:
 
 
 # ---- worker side ---------------------------------------------------------------------------
-def _redirect_output(log_path: str) -> None:
+def redirect_output(log_path: str) -> None:
+    """Point this process's stdout and stderr (the file descriptors, so C/CUDA output too) at `log_path`: the
+    terminal belongs to the app. Public for the benchmarks' own worker processes, which do the same."""
     import sys
 
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -136,7 +131,7 @@ def worker_main(preset: Preset, device: str, steps: int | None, sample_interval:
     """The worker process: train on this main thread, send every snapshot to the parent."""
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    _redirect_output(log_path)
+    redirect_output(log_path)
     runner: Runner | None = None
 
     def send(snap: Snapshot) -> None:
@@ -212,12 +207,14 @@ class ProcessRunner(RunControl):
     def is_alive(self) -> bool:
         return self._reader.is_alive() or self._proc.is_alive()
 
-    def kill(self, reason: str | None = None) -> None:
-        """End the worker at once. The run's final snapshot then says it was killed ("failed"), or, given
-        `reason` (the user ended it, e.g. during a long compile), "stopped" with that reason."""
+    def kill(self, reason: str | None = None) -> bool:
+        """End the worker at once; True (see `RunHandle.kill`). The run's final snapshot then says it was killed
+        ("failed"), or, given `reason` (the user ended it, e.g. during a long compile), "stopped" with that
+        reason."""
         self._kill_reason = reason
         if self._proc.is_alive():
             self._proc.kill()
+        return True
 
     # ---- reader thread ---------------------------------------------------------------------
     def _deliver(self, snap: Snapshot) -> None:
@@ -274,7 +271,7 @@ class ProcessRunner(RunControl):
         self._remove_log()
         return self._final("stopped", reason)
 
-    def _final(self, status: str, error: str) -> Snapshot:
+    def _final(self, status: FinalStatus, error: str) -> Snapshot:
         """The last snapshot the worker sent (its steps and figures kept), made final; or an empty one."""
         if self.last is not None:
             return dataclasses.replace(self.last, status=status, new_steps=(), error=error)

@@ -1,34 +1,22 @@
-"""`apextui doctor [--json]`: print the Apex doctor report (human or JSON)."""
+"""The doctor report as lines of styled segments: one rendering for `apextui doctor` (plain or Rich colour) and
+the TUI's full-report screen and status pane, so the two never drift apart.
+
+Styles are Rich style strings, but nothing here imports Rich (or Textual): the front ends turn the segments
+into their own text objects."""
 
 from __future__ import annotations
 
-import argparse
-import io
-import os
-import sys
-from typing import TextIO
-
-from apextui.core.doctor import DoctorReport, run_doctor
+from .doctor_report import DoctorReport
 
 Segment = tuple[str, str | None]  # (text, rich style or None)
 
-_STATUS_STYLE = {
+# The Apex status words' styles: shared by this rendering and the TUI's one-line status.
+STATUS_STYLE = {
     "complete": "bold green", "partial": "bold yellow", "python_only": "bold red", "import_fails": "bold red",
     "not_nvidia": "bold red", "not_installed": "bold red",
 }
-_EXT_STYLE = {"ok": "green", "missing": "yellow", "broken": "bold red"}
+EXT_STYLE = {"ok": "green", "missing": "yellow", "broken": "bold red"}
 
-
-def use_color(stream: TextIO, color: bool | None = None) -> bool:
-    """Colour when asked, else only on a terminal without NO_COLOR (https://no-color.org) or TERM=dumb."""
-    if color is not None:
-        return color
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def _na(value: object, none: str = "n/a") -> str:
@@ -72,7 +60,7 @@ def render_lines(report: DoctorReport) -> list[list[Segment]]:
     row("TF32/bf16", (f"{_yes_no(env.tf32_supported)} / {_yes_no(env.bf16_supported)}", None))
 
     out.append([("Apex", "bold"), ("       ", None),
-                (apex.status.upper().replace("_", " "), _STATUS_STYLE.get(apex.status))])
+                (apex.status.upper().replace("_", " "), STATUS_STYLE.get(apex.status))])
     if apex.location:
         dist = f"{apex.distribution} {apex.version or ''}".strip() if apex.distribution else (
             f"version {apex.version}" if apex.version else "no package metadata")
@@ -88,7 +76,7 @@ def render_lines(report: DoctorReport) -> list[list[Segment]]:
     head("Compiled extensions")
     for e in report.extensions:
         why = "" if e.status == "ok" else (e.reason if e.kind == "missing" else f"{e.kind}: {e.reason}")
-        out.append([(f"  {e.status:<8} ", _EXT_STYLE.get(e.status)), (e.name.ljust(ext_w), None),
+        out.append([(f"  {e.status:<8} ", EXT_STYLE.get(e.status)), (e.name.ljust(ext_w), None),
                     (why if why else (e.path or ""), None if why else "dim")])
     head("Features")
     exts = {e.name: e for e in report.extensions}
@@ -122,51 +110,3 @@ def render_lines(report: DoctorReport) -> list[list[Segment]]:
         out.append([("No problems found.", "bold green")])
     out.append([(f"(probe took {report.seconds:.1f} s; risky imports ran in a {report.isolation})", "dim")])
     return out
-
-
-def print_human(report: DoctorReport, stream: TextIO, color: bool) -> None:
-    lines = render_lines(report)
-    if not color:
-        stream.write("".join("".join(t for t, _ in line) + "\n" for line in lines))
-        return
-    from rich.console import Console
-    from rich.text import Text
-
-    console = Console(file=stream, force_terminal=True, highlight=False, soft_wrap=True)
-    for line in lines:
-        console.print(Text.assemble(*[(t, s or "") for t, s in line]))
-
-
-def run(as_json: bool, color: bool | None = None) -> int:
-    """Run the probe and print it; 0 when the probe ran (whatever it found), 2 if it could not run."""
-    try:
-        report = run_doctor()
-    except Exception as exc:  # noqa: BLE001 - the probe itself failed
-        print(f"apextui doctor: the probe could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
-    from . import output
-
-    if as_json:
-        output.write(report.to_json() + "\n")
-    else:  # rendered whole, then written through apextui.output (a full disk or gone reader: a clean exit)
-        buffer = io.StringIO()
-        print_human(report, buffer, sys.stdout is not None and use_color(sys.stdout, color))
-        output.write(buffer.getvalue())
-    return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="apextui doctor",
-                                     description="Which NVIDIA Apex fused kernels work here, and why not.")
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    args = parser.parse_args(argv)
-    from .output import OutputFailed
-
-    try:
-        return run(as_json=args.json)
-    except OutputFailed as exc:
-        return exc.report()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

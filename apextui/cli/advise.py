@@ -13,9 +13,9 @@ import sys
 from typing import Any, Sequence
 
 from .argtypes import int_in
-from .core.advise import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, AdviceError, parse_workloads
-from .core.env import DEVICE_CHOICES
-from .core.presets import MAX_STEPS, WORKLOADS
+from ..core.advise import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, AdviceError, parse_workloads
+from ..core.env import DEVICE_CHOICES
+from ..core.presets import MAX_STEPS, WORKLOADS
 from .signals import EXIT_INTERRUPTED, StopOnSignals
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -68,7 +68,7 @@ def _print(text: str) -> bool:
 
 
 def _output(doc: dict[str, Any], as_json: bool) -> bool:
-    from .core.advise import format_text
+    from ..core.advise import format_text
 
     return _print(json.dumps(doc, indent=2) if as_json else format_text(doc))
 
@@ -103,9 +103,9 @@ def run(args: argparse.Namespace, runner_factory: Any = None) -> int:
 
 
 def _run(args: argparse.Namespace, runner_factory: Any) -> int:
-    from .core.advise import Advisor, store
-    from .core.env import DeviceUnavailable, resolve_device
-    from .core.presets import PresetError, load_all
+    from ..core.advise import Advisor, store
+    from ..core.env import DeviceUnavailable, resolve_device
+    from ..core.presets import PresetError, load_all
 
     try:
         device = resolve_device(args.device)
@@ -168,7 +168,7 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
 
 
 def main(argv: Sequence[str] | None = None, runner_factory: Any = None) -> int:
-    """`python -m apextui.advise_cli ...` / tests: parse and run."""
+    """`python -m apextui.cli.advise ...` / tests: parse and run."""
     return run(build_parser().parse_args(argv), runner_factory=runner_factory)
 
 

@@ -1,0 +1,71 @@
+"""`apextui doctor [--json]`: print the Apex doctor report (human or JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+from typing import TextIO
+
+from apextui.core.apex.doctor import DoctorReport, run_doctor
+from apextui.core.apex.render import Segment, render_lines  # noqa: F401 - Segment: re-exported for callers
+
+def use_color(stream: TextIO, color: bool | None = None) -> bool:
+    """Colour when asked, else only on a terminal without NO_COLOR (https://no-color.org) or TERM=dumb."""
+    if color is not None:
+        return color
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def print_human(report: DoctorReport, stream: TextIO, color: bool) -> None:
+    lines = render_lines(report)
+    if not color:
+        stream.write("".join("".join(t for t, _ in line) + "\n" for line in lines))
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(file=stream, force_terminal=True, highlight=False, soft_wrap=True)
+    for line in lines:
+        console.print(Text.assemble(*[(t, s or "") for t, s in line]))
+
+
+def run(as_json: bool, color: bool | None = None) -> int:
+    """Run the probe and print it; 0 when the probe ran (whatever it found), 2 if it could not run."""
+    try:
+        report = run_doctor()
+    except Exception as exc:  # noqa: BLE001 - the probe itself failed
+        print(f"apextui doctor: the probe could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    from . import output
+
+    if as_json:
+        output.write(report.to_json() + "\n")
+    else:  # rendered whole, then written through apextui.cli.output (a full disk or gone reader: a clean exit)
+        buffer = io.StringIO()
+        print_human(report, buffer, sys.stdout is not None and use_color(sys.stdout, color))
+        output.write(buffer.getvalue())
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="apextui doctor",
+                                     description="Which NVIDIA Apex fused kernels work here, and why not.")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    args = parser.parse_args(argv)
+    from .output import OutputFailed
+
+    try:
+        return run(as_json=args.json)
+    except OutputFailed as exc:
+        return exc.report()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""GPU telemetry while a run trains: NVML readings and the background sampler."""
