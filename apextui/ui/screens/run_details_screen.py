@@ -18,8 +18,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
-from .. import results
-from ..results import ResultRow
+from ...core import results
+from ...core.results import ResultRow
 
 RUN = ("preset", "workload", "variant", "baseline", "device", "size", "amp", "status", "error", "source")
 SPEEDUP = ("speedup", "speedup_low", "speedup_high", "speedup_verdict", "baseline_run", "baseline_note")
