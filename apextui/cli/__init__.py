@@ -11,6 +11,8 @@ from typing import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `apextui` command: see `apextui.cli.command.main`."""
-    from .command import main as command_main
-
+    try:  # Ctrl-C while the command's modules import (presets, the registry...): the documented 130
+        from .command import main as command_main
+    except KeyboardInterrupt:
+        return 130
     return command_main(argv)
