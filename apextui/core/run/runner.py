@@ -205,6 +205,14 @@ def release_memory(device: str) -> None:
         pass
 
 
+def run_steps(preset: Preset, steps: int | None) -> int:
+    """The steps a run trains: `steps`, else the preset's; at least 1 (both runners check it alike)."""
+    n = steps if steps is not None else preset.steps
+    if n < 1:
+        raise ValueError(f"steps must be >= 1, got {n}")
+    return n
+
+
 class FrozenHeap:
     """`gc.freeze()` for the measured steps, undone after them (Python docs, `gc.freeze`).
 
@@ -263,9 +271,7 @@ class Runner(RunControl):
         self.profile_steps = profile_steps
         self.device = device
         self.callback = callback
-        self.steps = steps if steps is not None else preset.steps
-        if self.steps < 1:
-            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        self.steps = run_steps(preset, steps)
         # a short run (e.g. --steps 5) keeps some measured steps: warm-up at most a fifth of it
         self.warmup = preset.warmup if preset.warmup < self.steps else self.steps // 5
         self.sampler = sampler

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 
 from .. import exits
 from ..presets import Preset
-from .runner import Callback, FinalStatus, RunControl, Runner, Snapshot
+from .runner import Callback, FinalStatus, RunControl, Runner, Snapshot, run_steps
 
 # torch._dynamo: the first optimizer step imports it (~1.5 s); imported once here, not in every worker
 PRELOAD = ["torch", "torch._dynamo", "torch.optim", "apextui.core.run.runner", "apextui.core.workloads"]
@@ -168,9 +168,7 @@ class ProcessRunner(RunControl):
         self.preset = preset
         self.device = device
         self.callback = callback
-        self.steps = steps if steps is not None else preset.steps
-        if self.steps < 1:
-            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        self.steps = run_steps(preset, steps)
         ctx = context()
         with _real_stderr():  # creating the event may start multiprocessing's resource tracker
             self._stop = ctx.Event()
