@@ -74,3 +74,28 @@ def test_nvml_reads_the_gpu():
     used, total = nvml.memory()
     assert total.value > 1000 and nvml.utilization().ok and nvml.sm_clock().ok
     assert torch.cuda.get_device_name() in nvml.name().value or nvml.name().value
+
+
+def test_the_cuda_clock_measures_its_own_cost_and_sizes_blocks_by_it():
+    """A host-bound loop of small kernels: the clock times its own work on an interval in the warm-up and
+    sets the block target so that this work stays CLOCK_SHARE of a block (printed: the figure on this host)."""
+    import math
+
+    from apextui.core.run import timing
+
+    x = torch.randn(4096, device="cuda")
+    clock = timing.CudaClock(torch, warmup=20, steps=20 + 2000)
+    clock.start()
+    for step in range(1, 2021):
+        clock.mark()
+        clock.end_step(step, (x * 2).sum())
+        if step % 200 == 0:
+            clock.harvest()
+    records = clock.harvest(wait=True)
+    s = clock.schedule
+    assert math.isfinite(s.interval_cost_ms) and 0 < s.interval_cost_ms < 5
+    assert s.target_ms == pytest.approx(max(timing.BLOCK_TARGET_MS, s.interval_cost_ms / timing.CLOCK_SHARE))
+    step_ms = sum(r.ms * r.steps for r in records[20:]) / 2000
+    print(f"\nclock: {s.interval_cost_ms * 1000:.0f} µs an interval -> blocks of {s.target_ms:.1f} ms; "
+          f"{step_ms * 1000:.0f} µs steps timed {s.block} at a time")
+    assert s.block > 1 and sum(r.steps for r in records) == 2020
