@@ -156,7 +156,7 @@ def test_doctor_eight_gpus_on_nvswitch(tmp_path, monkeypatch):
 
 
 def test_doctor_eight_gpus_one_failing_shows_a_matrix(tmp_path, monkeypatch):
-    report, env, text = doctor(tmp_path, monkeypatch, 8, fake_nvml(8, links="switch", failing={3}))
+    _, env, text = doctor(tmp_path, monkeypatch, 8, fake_nvml(8, links="switch", failing={3}))
     assert "7 of 28 pairs n/a (GPU 3: Unknown Error)" in row(text, "GPU links")
     start = text.index(next(line for line in text if line.startswith("  GPU links ")))
     assert text[start + 1].split() == [f"GPU{i}" for i in range(8)]
@@ -175,7 +175,7 @@ def test_doctor_two_gpus_nvlinked(tmp_path, monkeypatch):
 def test_doctor_one_gpu_of_two_visible(tmp_path, monkeypatch):
     """CUDA_VISIBLE_DEVICES=0 on a 2-GPU box: torch sees one, NVML the machine's two."""
     _, env, text = doctor(tmp_path, monkeypatch, 1, fake_nvml(2, links="pairs"), nccl="(2, 27, 5, 'a0')")
-    assert row(text, "GPUs") == "1 visible to torch, 2 on this machine (NVML)"
+    assert row(text, "GPUs") == "1 visible to torch, 2 on this machine (NVML)" and env["topology"]["gpus"] == 2
     assert row(text, "NCCL") == "2.27.5-a0"
 
 
