@@ -92,6 +92,7 @@ def test_every_gpu_is_sampled_and_the_run_gpu_is_the_flat_fields():
     (run,) = r.run_gpus
     own = Nvml(pci_bus_id=pci_bus_id())
     assert own.available and run.index == own.index  # NVML's index of torch's current device
+    assert pci_bus_id(torch.cuda.current_device()) == pci_bus_id() and own.bus_id().value == pci_bus_id()
     assert (r.gpu_mem_total_mb, r.gpu_sm_clock_mhz) == (run.mem_total_mb, run.sm_clock_mhz)
     assert [g["index"] for g in monitor_fields(r)["gpus"]] == [run.index]
 
@@ -121,3 +122,18 @@ def test_json_step_lines_list_the_run_gpu():
         (gpu,) = e["gpus"]
         assert gpu["error"] is None and gpu["mem_total_mb"] == e["gpu_mem_total_mb"]
         assert gpu["util_pct"] == e["gpu_util_pct"] and gpu["sm_clock_mhz"] == e["gpu_sm_clock_mhz"]
+
+
+def test_the_tui_worker_samples_every_gpu():
+    """The TUI's runs (ProcessRunner's worker) sample every GPU NVML sees for the monitor pane, the run's
+    marked in use."""
+    from apextui.core.monitor.nvml import all_gpus
+    from apextui.core.presets import resolve
+    from apextui.core.run.worker import ProcessRunner
+
+    snaps = []
+    r = ProcessRunner(resolve("adamw"), "cuda", snaps.append, steps=30).start()
+    assert r.join(300) and r.result.status == "ok", r.result.error
+    gpus = r.result.monitor.gpus
+    assert [g.index for g in gpus] == [g.index for g in all_gpus()[0]]
+    assert len(r.result.monitor.run_gpus) == 1 and all(g.error is None for g in gpus)

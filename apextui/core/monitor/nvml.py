@@ -179,6 +179,12 @@ class Nvml:
         def read(n: Any, h: Any) -> tuple[tuple[str | None, str | None], ...]:
             kinds = {getattr(n, "NVML_NVLINK_DEVICE_TYPE_GPU", 0): "gpu",
                      getattr(n, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 2): "switch"}
+
+            def remote(link: int) -> tuple[str | None, str | None]:
+                kind = _answer(lambda: kinds.get(n.nvmlDeviceGetNvLinkRemoteDeviceType(h, link)))
+                bus = _answer(lambda: normalise_bus_id(n.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId))
+                return kind, bus
+
             links: list[tuple[str | None, str | None]] = []
             errors: list[BaseException] = []
             for link in range(int(getattr(n, "NVML_NVLINK_MAX_LINKS", 18))):
@@ -191,9 +197,7 @@ class Nvml:
                     continue
                 if active != getattr(n, "NVML_FEATURE_ENABLED", 1):
                     continue
-                kind = _answer(lambda i=link: kinds.get(n.nvmlDeviceGetNvLinkRemoteDeviceType(h, i)))
-                bus = _answer(lambda i=link: normalise_bus_id(n.nvmlDeviceGetNvLinkRemotePciInfo(h, i).busId))
-                links.append((kind, bus))
+                links.append(remote(link))
             if not links and errors and not any(type(e).__name__ == "NVMLError_NotSupported" for e in errors):
                 raise errors[0]  # every link failed, and not because the GPU has no NVLink
             return tuple(links)
