@@ -23,6 +23,7 @@ from apextui.core.apex.doctor_report import (
 from apextui.core.presets import Preset
 from apextui.core.run.runner import RunInfo, Snapshot
 from apextui.core.monitor.sampler import MonitorReading
+from apextui.core.monitor.topology import Topology
 from apextui.core.run.stats import StepStats
 from apextui.core.run.timing import StepRecord
 from apextui.ui.probe import Probe
@@ -63,6 +64,9 @@ def _env(gpu: bool) -> Environment:
         nvcc_path="/usr/local/cuda/bin/nvcc" if gpu else None, nvcc_version="12.8" if gpu else None,
         nvcc_error="" if gpu else "nvcc not found", nvcc_matches_torch=True if gpu else None,
         tf32_supported=True if gpu else None, bf16_supported=True if gpu else None,
+        nccl="2.27.5" if gpu else None, nccl_error="" if gpu else "torch is a CPU-only build",
+        topology=(Topology("single", 1, (), "one GPU: nothing to link") if gpu else
+                  Topology("n/a", 0, (), "n/a: NVML unavailable (no NVIDIA driver?): NVML Shared Library Not Found")),
     )
 
 
@@ -188,8 +192,10 @@ class FakeRunner:
 
     def __init__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
                  steps: int | None = None, sample_interval: float = 1.0, hold_at: int | None = None,
-                 batch: int = 10, compile_hold: bool = False) -> None:
+                 batch: int = 10, compile_hold: bool = False,
+                 monitor: Callable[[int, bool], MonitorReading] = reading) -> None:
         self.preset, self.device, self.callback = preset, device, callback
+        self.monitor = monitor  # the i-th monitor reading of a run on a GPU (True) or not
         self.compiling = compile_hold  # stays "compiling" (no RunInfo yet) until release()
         self.steps = steps or preset.steps
         self.warmup = preset.warmup if preset.warmup < self.steps else self.steps // 5
@@ -246,7 +252,7 @@ class FakeRunner:
             status=status, info=None if status == "starting" else self.info, steps_done=self.done,
             new_steps=new, stats=summary,
             throughput=summary.throughput(self.info.units_per_step) if summary else None,
-            skipped_steps=self.skipped, monitor=reading(i, self.device == "cuda"), elapsed_s=0.05 * self.done,
+            skipped_steps=self.skipped, monitor=self.monitor(i, self.device == "cuda"), elapsed_s=0.05 * self.done,
             final_loss=self.final_loss,
         )
 
@@ -296,15 +302,18 @@ class FakeEngine:
     """A runner factory: `hold` maps preset names to the step their run pauses at; the runs of the presets
     in `compile_hold` stay "compiling" until released."""
 
-    def __init__(self, hold: dict[str, int] | None = None, compile_hold: Sequence[str] = ()) -> None:
+    def __init__(self, hold: dict[str, int] | None = None, compile_hold: Sequence[str] = (),
+                 monitor: Callable[[int, bool], MonitorReading] = reading) -> None:
         self.hold = hold or {}
         self.compile_hold = set(compile_hold)  # presets whose run stays compiling until released
+        self.monitor = monitor
         self.runners: list[FakeRunner] = []
 
     def __call__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
                  steps: int | None = None, sample_interval: float = 1.0) -> FakeRunner:
         runner = FakeRunner(preset, device, callback, steps=steps, sample_interval=sample_interval,
-                            hold_at=self.hold.get(preset.name), compile_hold=preset.name in self.compile_hold)
+                            hold_at=self.hold.get(preset.name), compile_hold=preset.name in self.compile_hold,
+                            monitor=self.monitor)
         self.runners.append(runner)
         return runner
 
