@@ -223,3 +223,12 @@ def test_model_presets_one_a_variant_named_after_the_model():
     assert ps[0].name == "vit:build/fp32" and all(p.model == "examples/vit.py:build" and p.steps == 7 for p in ps)
     with pytest.raises(user_model.ModelSpecError, match="expected FILE.py:FUNC"):
         mp.presets_for("examples/vit.py")
+
+
+def test_the_example_in_docs_your_model_runs(tmp_path):
+    import re
+
+    code = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "your-model.md").read_text(), re.S)[0]
+    (tmp_path / "doc_model.py").write_text(code)
+    w = ModelWorkload(f"{tmp_path / 'doc_model.py'}:build", "bf16", "cpu", lr=1e-3, seed=0, steps=2)
+    assert math.isfinite(float(w.step(NoMark())[0])) and w.check["passed"]

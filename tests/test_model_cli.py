@@ -157,3 +157,21 @@ def test_advise_model_gives_the_verdict_for_the_model(tmp_path):
     assert w["workload"] == "model" and w["baseline"] == "m:build/fp32" and w["recommended"]
     assert {p["variant"] for p in w["presets"] if p["status"] == "ok"} >= {"fp32", "bf16", "adamw_fused"}
     assert w["apex"]["status"] == "not_measurable"
+
+
+@pytest.mark.parametrize("source, expected", [
+    (None, "does not exist"),
+    ("def build(:\n", "syntax error in"),
+    ("def make():\n    pass\n", "has no function 'build' at its top level"),
+])
+def test_the_tui_refuses_a_bad_model_before_it_starts_without_running_its_code(tmp_path, source, expected):
+    path = str(tmp_path / "absent.py") if source is None else model_file(tmp_path, source)
+    proc = run_cli("--model", f"{path}:build", "--device", "cpu")
+    assert proc.returncode == 2 and expected in one_error_line(proc.stderr)
+
+
+def test_a_preset_file_naming_a_model_gets_the_same_usage_errors(tmp_path):
+    preset = tmp_path / "mine.toml"
+    preset.write_text(f'workload = "model"\nmodel = "{tmp_path / "absent.py"}:build"\nvariant = "bf16"\nsteps = 20\n')
+    proc = run_cli("--preset", str(preset), "--json", "--device", "cpu")
+    assert proc.returncode == 2 and "does not exist" in one_error_line(proc.stderr)

@@ -149,29 +149,38 @@ def _main(argv: Sequence[str] | None) -> int:
         from .model import run_headless
 
         return run_headless(args.model, args.variant, args.device, args.steps, args.sample_interval, args.force)
-    model_presets = []
+    model_presets, preset = [], None
     if args.model is not None:  # the TUI: the model's variants join the picker; its code runs in the worker only
-        from .model import presets as model_presets_for, usage
+        from .model import presets as model_presets_for
+        from .model import usage, variant_preset
 
         try:
             model_presets = model_presets_for(args.model)
+            if args.variant is not None:  # preselected and started, as --preset NAME
+                preset = variant_preset(args.model, args.variant)
         except ModelSpecError as exc:
             return usage(exc)
-        from ..core.workloads.user_model import check_static
-
-        try:  # its file, syntax and function (without running it): usage errors before the TUI starts
-            check_static(args.model)
-        except ModelSpecError as exc:
-            return usage(exc)
-    preset = None
     if args.preset is not None:
         try:
             preset = resolve(args.preset)
         except PresetError as exc:
             return _error(str(exc), EXIT_USAGE)
+    spec = preset.model if preset is not None and preset.model is not None else args.model
+    if spec is not None:
+        from ..core.workloads.user_model import check_static
+        from .model import usage
+
+        try:  # its file, syntax and function (without running it): usage errors before the TUI or the run
+            check_static(spec)
+        except ModelSpecError as exc:
+            return usage(exc)
     if args.json:
         if preset is None:
             return _error("--json needs --preset NAME (see `apextui list`)", EXIT_USAGE)
+        if preset.model is not None:  # a preset file naming your model
+            from .model import run_preset
+
+            return run_preset(preset, args.device, args.steps, args.sample_interval, args.force)
         from . import headless
 
         try:

@@ -42,21 +42,38 @@ def presets(spec: str, steps: int | None = None) -> list[Any]:
     return presets_for(spec, steps=steps or DEFAULT_STEPS)
 
 
+def variant_preset(spec: str, variant: str | None, steps: int | None = None) -> Any:
+    """The preset of `--model spec --variant variant`; ModelSpecError naming what is wrong."""
+    from ..core import model_presets as mp
+
+    names = mp.variant_names()
+    if variant is None:
+        raise ModelSpecError(f"--json with --model needs --variant NAME; one of: {', '.join(names)}")
+    if variant not in names:
+        raise ModelSpecError(f"unknown model variant {variant[:40]!r}; choose one of: {', '.join(names)}")
+    return next(p for p in presets(spec, steps) if p.variant == variant)
+
+
 def run_headless(spec: str, variant: str | None, requested_device: str, steps: int | None,
                  sample_interval: float, force: bool) -> int:
     """`apextui --model M --variant V --json`: the same JSON lines and exit codes as a preset's run."""
+    try:
+        preset = variant_preset(spec, variant)
+    except ModelSpecError as exc:
+        return usage(exc)
+    return run_preset(preset, requested_device, steps, sample_interval, force)
+
+
+def run_preset(preset: Any, requested_device: str, steps: int | None, sample_interval: float, force: bool) -> int:
+    """A model preset headless (from --model, or a preset file naming a `model`): usage errors first (exit 2),
+    then availability (exit 3), then the run (in this process; its failure exits 1)."""
     from ..core import model_presets as mp
     from ..core.env import DeviceUnavailable, resolve_device
     from ..core.workloads import user_model
     from . import headless
 
-    names = mp.variant_names()
-    if variant is None:
-        return error(f"--json with --model needs --variant NAME; one of: {', '.join(names)}", EXIT_USAGE)
-    if variant not in names:
-        return error(f"unknown model variant {variant[:40]!r}; choose one of: {', '.join(names)}", EXIT_USAGE)
+    spec = preset.model
     try:
-        preset = next(p for p in presets(spec) if p.variant == variant)
         fn = user_model.load_function(spec)
     except ModelSpecError as exc:
         return usage(exc)
