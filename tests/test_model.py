@@ -232,3 +232,19 @@ def test_the_example_in_docs_your_model_runs(tmp_path):
     (tmp_path / "doc_model.py").write_text(code)
     w = ModelWorkload(f"{tmp_path / 'doc_model.py'}:build", "bf16", "cpu", lr=1e-3, seed=0, steps=2)
     assert math.isfinite(float(w.step(NoMark())[0])) and w.check["passed"]
+
+
+def test_a_package_module_spec_loads_like_a_file(tmp_path, monkeypatch):
+    (tmp_path / "mymodels").mkdir()
+    (tmp_path / "mymodels" / "__init__.py").write_text("")
+    (tmp_path / "mymodels" / "tiny.py").write_text((ROOT / "examples" / "gpt.py").read_text())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fn = user_model.load_function("mymodels.tiny:build")
+    assert user_model.takes_small(fn) and user_model.model_name("mymodels.tiny:build") == "tiny:build"
+    setup = user_model.call_build(fn, "mymodels.tiny:build", small=True)
+    assert isinstance(setup, apextui.ModelSetup)
+    user_model.check_static("mymodels.tiny:build")
+    with pytest.raises(user_model.ModelSpecError, match="no module named 'mymodels.absent'"):
+        user_model.load_function("mymodels.absent:build")
+    with pytest.raises(user_model.ModelSpecError, match="has no function 'make'"):
+        user_model.load_function("mymodels.tiny:make")
