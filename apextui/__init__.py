@@ -1,3 +1,25 @@
-"""apextui: is NVIDIA Apex really built here, and do fused kernels make training faster?"""
+"""apextui: is NVIDIA Apex really built here, and do fused kernels make training faster?
+
+`apextui.ModelSetup` is what a function given to `apextui --model FILE.py:FUNC` returns (docs/your-model.md).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .core.workloads.user_model import ModelSetup
 
 __version__ = "0.1.0"
+
+__all__ = ["ModelSetup", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    """`ModelSetup` on first use: importing `apextui` itself stays free of imports (`apextui` starts its signal
+    handling before anything else loads; see cli.main)."""
+    if name == "ModelSetup":
+        from .core.workloads.user_model import ModelSetup
+
+        return ModelSetup
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

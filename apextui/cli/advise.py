@@ -15,7 +15,8 @@ from typing import Any, Sequence
 from .argtypes import int_in
 from ..core.advise import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, AdviceError, parse_workloads
 from ..core.env import DEVICE_CHOICES
-from ..core.presets import MAX_STEPS, WORKLOADS
+from ..core.presets import MAX_STEPS
+from ..core.workloads.spec import SHIPPED
 from .signals import EXIT_INTERRUPTED, StopOnSignals
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -42,7 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=int_in(1, MAX_REPEATS), metavar="R",
                         help=f"runs of each preset, interleaved (default {DEFAULT_REPEATS})")
     parser.add_argument("--workloads", type=_workloads, metavar="LIST",
-                        help=f"comma-separated, from {','.join(WORKLOADS)} (default: all)")
+                        help=f"comma-separated, from {','.join(SHIPPED)} (default: all; with --model: none)")
+    parser.add_argument("--model", metavar="FILE.py:FUNC",
+                        help="advise on your own model: every variant of it (docs/your-model.md)")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse the last advice stored for this environment (GPU, driver, torch, Apex) if any")
     return parser
@@ -70,7 +73,12 @@ def _print(text: str) -> bool:
 def _output(doc: dict[str, Any], as_json: bool) -> bool:
     from ..core.advise import format_text
 
-    return _print(json.dumps(doc, indent=2) if as_json else format_text(doc))
+    if as_json:
+        return _print(json.dumps(doc, indent=2))
+    model = doc.get("model")
+    head = (f"model {model['name']} ({model['spec']}): {model['params']:,} parameters at its "
+            f"{'CPU size' if model['size'] == 'small' else 'full size'}\n") if model else ""
+    return _print(head + format_text(doc))
 
 
 class ProgressPrinter:
@@ -122,10 +130,21 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
         return EXIT_USAGE
     for e in errors:
         log(f"warning: skipped a user preset: {e.message}")
+    model = getattr(args, "model", None)
+    workloads, availability_fn, facts = args.workloads, None, None
+    if model is not None:
+        from .model import model_for_advice
+
+        got = model_for_advice(model, device, args.reuse)
+        if isinstance(got, int):
+            return got
+        facts, model_presets, availability_fn = got
+        presets = [*presets, *model_presets]
+        workloads = (*(args.workloads or ()), "model")
     try:
         advisor = Advisor(device, steps=args.steps, repeats=args.repeats or DEFAULT_REPEATS,
-                          workloads=args.workloads, presets=presets, runner_factory=runner_factory,
-                          on_progress=ProgressPrinter())
+                          workloads=workloads, presets=presets, runner_factory=runner_factory,
+                          on_progress=ProgressPrinter(), availability_fn=availability_fn)
     except AdviceError as exc:
         log(f"error: {exc}")
         return EXIT_USAGE
@@ -151,11 +170,16 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
 
     with StopOnSignals(first, again) as signals:
         doc = advisor.run()
-    try:
-        path = store(doc)
-        log(f"advice stored in {path} (reuse it with --reuse)")
-    except OSError as exc:
-        log(f"warning: could not store the advice: {exc}")
+    if facts is not None:  # the user's model: named in the advice, never stored (its code may change)
+        from ..core.model_presets import describe
+
+        doc["model"] = describe(facts)
+    else:
+        try:
+            path = store(doc)
+            log(f"advice stored in {path} (reuse it with --reuse)")
+        except OSError as exc:
+            log(f"warning: could not store the advice: {exc}")
     printed = _output(doc, args.json)
     if signals.count or advisor.interrupted:
         return signals.exit_code

@@ -13,6 +13,7 @@ from .signals import EXIT_INTERRUPTED, EarlySignal, early_signals, exit_on_late_
 from ..core.env import DEVICE_CHOICES
 from .argtypes import int_in, seconds_in
 from ..core.presets import MAX_STEPS
+from ..core.workloads.user_model import ModelSpecError
 
 EXIT_USAGE, EXIT_UNAVAILABLE = 2, 3
 
@@ -28,6 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--preset", metavar="NAME|FILE.toml",
                         help="preset name (see `apextui list`) or a path to your own preset file")
+    parser.add_argument("--model", metavar="FILE.py:FUNC",
+                        help="your own model: a function returning apextui.ModelSetup (docs/your-model.md); "
+                        "also package.module:FUNC")
+    parser.add_argument("--variant", metavar="NAME", help="with --model --json: the model variant to run "
+                        "(see `apextui list --model ...`)")
     parser.add_argument("--json", action="store_true", help="run headless; JSON lines on stdout")
     parser.add_argument("--steps", type=int_in(1, MAX_STEPS), metavar="N", help="override the preset's step count")
     parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto",
@@ -42,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     lister = sub.add_parser("list", help="every preset, and whether it can run here")
     lister.add_argument("--json", action="store_true", help="print JSON")
     lister.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    lister.add_argument("--model", metavar="FILE.py:FUNC", help="list your model's variants instead of the presets")
     doctor = sub.add_parser("doctor", help="which Apex fused kernels work here, and why not")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     from .advise import add_arguments as add_advise_arguments
@@ -117,6 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "list":
+        if args.model is not None:
+            from .model import cmd_list as cmd_list_model
+
+            return cmd_list_model(args.model, args.json, args.device)
         return cmd_list(args.json, args.device)
     if args.command == "advise":
         from .advise import run as run_advise
@@ -130,15 +141,46 @@ def _main(argv: Sequence[str] | None) -> int:
     from ..core.env import DeviceUnavailable, resolve_device
     from ..core.presets import PresetError, resolve
 
-    preset = None
+    if args.model is not None and args.preset is not None:
+        return _error("give --preset or --model, not both", EXIT_USAGE)
+    if args.variant is not None and args.model is None:
+        return _error("--variant goes with --model FILE.py:FUNC (a preset names its variant itself)", EXIT_USAGE)
+    if args.model is not None and args.json:
+        from .model import run_headless
+
+        return run_headless(args.model, args.variant, args.device, args.steps, args.sample_interval, args.force)
+    model_presets, preset = [], None
+    if args.model is not None:  # the TUI: the model's variants join the picker; its code runs in the worker only
+        from .model import presets as model_presets_for
+        from .model import usage, variant_preset
+
+        try:
+            model_presets = model_presets_for(args.model)
+            if args.variant is not None:  # preselected and started, as --preset NAME
+                preset = variant_preset(args.model, args.variant)
+        except ModelSpecError as exc:
+            return usage(exc)
     if args.preset is not None:
         try:
             preset = resolve(args.preset)
         except PresetError as exc:
             return _error(str(exc), EXIT_USAGE)
+    spec = preset.model if preset is not None and preset.model is not None else args.model
+    if spec is not None:
+        from ..core.workloads.user_model import check_static
+        from .model import usage
+
+        try:  # its file, syntax and function (without running it): usage errors before the TUI or the run
+            check_static(spec)
+        except ModelSpecError as exc:
+            return usage(exc)
     if args.json:
         if preset is None:
             return _error("--json needs --preset NAME (see `apextui list`)", EXIT_USAGE)
+        if preset.model is not None:  # a preset file naming your model
+            from .model import run_preset
+
+            return run_preset(preset, args.device, args.steps, args.sample_interval, args.force)
         from . import headless
 
         try:
@@ -152,4 +194,4 @@ def _main(argv: Sequence[str] | None) -> int:
     from ..ui.app import run_app
 
     return run_app(preset=preset, device=args.device, steps=args.steps, sample_interval=args.sample_interval,
-                   load=args.load)
+                   load=args.load, extra=model_presets)

@@ -7,13 +7,16 @@ import signal
 import sys
 import threading
 from dataclasses import replace
-from typing import Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from . import output
 from ..core.run import events
 from ..core.presets import Preset
 from ..core.run.runner import Runner, Snapshot
 from .signals import SIGNAL_WORD, StopOnSignals
+
+if TYPE_CHECKING:
+    from ..core.availability import Availability
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
@@ -75,15 +78,17 @@ def log(message: str) -> None:
     print(f"apextui: {message}", file=sys.stderr, flush=True)
 
 
-def run(preset: Preset, device: str, steps: int | None, sample_interval: float = 1.0, force: bool = False) -> int:
+def run(preset: Preset, device: str, steps: int | None, sample_interval: float = 1.0, force: bool = False,
+        avail: Availability | None = None) -> int:
     """Run `preset` on an already resolved device; return the process exit code. Unless `force`, a preset
-    whose memory estimate does not fit in what is free is refused (exit 2) before anything is built."""
+    whose memory estimate does not fit in what is free is refused (exit 2) before anything is built.
+    `avail`: its availability where the caller knows more than `availability` (the user's model)."""
     from ..core import memory
     from ..core.availability import availability
     from ..core.env import describe
 
     printer = JsonLinePrinter()
-    avail = availability(preset, device)
+    avail = avail if avail is not None else availability(preset, device)
     if not avail.ok:
         log(f"preset {preset.name!r} is unavailable on {device}: {avail.reason}")
         if avail.fix:
@@ -133,7 +138,9 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
         if stop_early.is_set():
             runner.stop()
         printer.emit(events.start_event(preset, device, runner.steps, runner.warmup, describe(device)))
-        if device == "cpu":
+        if device == "cpu" and preset.model is not None:
+            log(f"running {preset.name} on CPU at your function's small size (small=True, where it takes it)")
+        elif device == "cpu":
             log(f"running {preset.name} on CPU with its small size {dict(preset.cpu_size)}")
         if not printer.broken:
             runner.run()  # trains in this (main) thread; the first signal stops it after the current step

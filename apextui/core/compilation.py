@@ -7,6 +7,7 @@ Which variants need what (`NEEDS`):
   choice) and Python's headers (its generated kernels include Python.h); on CUDA the triton package, a C
   compiler (`$CC`, else clang, gcc or cc: triton builds its kernel launcher with it) and Python's headers.
 - "cuda_graphs": a CUDA device.
+- "cuda": a CUDA device (the model workload's tf32).
 
 The checks are cheap (a PATH lookup, a file test, a module spec): they never import torch._dynamo or
 compile anything. A compile that still fails at run time fails that run with the error.
@@ -111,7 +112,16 @@ def check_compile(device: str) -> Check:
     return Check(True)
 
 
-CHECKS: Mapping[str, Callable[[str], Check]] = {"cuda_graphs": check_cuda_graphs, "compile": check_compile}
+def check_cuda(device: str) -> Check:
+    """TF32 is a mode of NVIDIA tensor cores: on the CPU the variant would be fp32 again."""
+    if device != "cuda":
+        return Check(False, "TF32 is a CUDA tensor-core mode; on CPU this would be the fp32 run again",
+                     "run on a machine with an NVIDIA GPU (--device cuda)")
+    return Check(True)
+
+
+CHECKS: Mapping[str, Callable[[str], Check]] = {"cuda_graphs": check_cuda_graphs, "compile": check_compile,
+                                                "cuda": check_cuda}
 
 
 def check(workload: str, variant: str, device: str) -> Check:

@@ -29,6 +29,7 @@ FIT_FRACTION = 0.9  # refuse when the estimate exceeds this share of the free me
 # which size keys to halve, in turn, to find a size to suggest (declared in the workload registry)
 SHRINK_ORDER = {w: spec.shrink_order for w, spec in WORKLOADS.items()}
 MAX_POOL_TOKENS = 2**23  # as workloads.transformer
+_ESTIMATED = ("optimizer", "norm", "transformer")  # workloads `estimate` knows (not the user's model)
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,10 @@ def smaller(preset: Preset, size: Mapping[str, int], steps: int, device: str, fr
 
 def refusal(preset: Preset, device: str, steps: int) -> str | None:
     """Why `preset` will not fit on `device` (one line, with the estimate and a smaller size to try), or
-    None when it fits or free memory cannot be read."""
+    None when it fits or free memory cannot be read. The user's model (workload "model") has no estimate:
+    its run fails with an out-of-memory error instead."""
+    if preset.workload not in _ESTIMATED:
+        return None
     table = "cpu_size" if device == "cpu" else "size"
     size = preset.cpu_size if device == "cpu" else preset.size
     est = estimate(preset, size, steps)

@@ -24,7 +24,10 @@ from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
 from . import files
+from .workloads.spec import MODEL as _MODEL_SPEC
 from .workloads.spec import WORKLOADS as REGISTRY
+
+REGISTRY_MODEL = _MODEL_SPEC.name  # the workload of the user's own model: presets name a `model`, no sizes
 
 # The tables below are views of the workload registry (`workloads.spec.WORKLOADS`), where each workload and
 # its variants are declared once.
@@ -40,7 +43,7 @@ BASELINES: Mapping[str, str] = MappingProxyType({w: s.baseline for w, s in REGIS
 
 AMP_MODES = ("none", "fp16", "bf16")
 TOP_KEYS = {
-    "description", "workload", "variant", "steps", "warmup", "amp", "lr", "seed", "size", "cpu_size",
+    "description", "workload", "variant", "steps", "warmup", "amp", "lr", "seed", "size", "cpu_size", "model",
 }
 
 MAX_STEPS = 10_000_000  # also the largest `--steps`
@@ -92,6 +95,7 @@ class Preset:
     seed: int
     size: Mapping[str, int] = field(default_factory=dict)
     cpu_size: Mapping[str, int] = field(default_factory=dict)
+    model: str | None = None  # workload "model": the user's FILE.py:FUNC or package.module:FUNC
 
     @property
     def needs_apex(self) -> tuple[str, ...]:
@@ -252,6 +256,14 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
     if not isinstance(variant, str) or variant not in WORKLOADS[workload]:
         raise fail("variant", f"got {show(variant)}; allowed for {workload}: {', '.join(WORKLOADS[workload])}")
 
+    model = data.get("model")
+    if workload == REGISTRY_MODEL and (not isinstance(model, str) or not model.strip()):
+        raise fail("model", f"got {show(model)}; the model workload needs model = \"FILE.py:FUNC\" or "
+                   "\"package.module:FUNC\"" if model is not None else
+                   "missing; the model workload needs model = \"FILE.py:FUNC\" or \"package.module:FUNC\"")
+    if workload != REGISTRY_MODEL and model is not None:
+        raise fail("model", f"only the model workload takes a model; this preset's workload is {workload}")
+
     def integer(fld: str, default: int | None = None) -> int:
         lo, hi = LIMITS[fld]
         value = data.get(fld, default)
@@ -275,6 +287,15 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
     if (isinstance(lr, bool) or not isinstance(lr, (int, float))
             or (isinstance(lr, float) and not math.isfinite(lr)) or not lo_lr < lr < hi_lr):
         raise fail("lr", f"got {show(lr)}; must be a finite number greater than {lo_lr:g} and less than {hi_lr:g}")
+    if workload == REGISTRY_MODEL:
+        fixed = REGISTRY[workload].variant(variant).amp or "none"
+        if "amp" in data and amp != fixed:
+            raise fail("amp", f"got {show(amp)}; the model variant {variant} runs at amp = {fixed!r} (leave amp out)")
+        amp = fixed
+        for table in ("size", "cpu_size"):
+            if table in data:
+                raise fail(table, "the model workload has no sizes: your function sizes the model (its `small` "
+                                  "argument on CPU)")
     description = data.get("description", "")
     if not isinstance(description, str):
         raise fail("description", f"got {show(description)}; must be a string")
@@ -309,6 +330,9 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
             raise fail(fld, f"{' x '.join(keys)} = {product} {what}; at most {most} allowed")
         return MappingProxyType(dict(table))
 
+    if workload == REGISTRY_MODEL:
+        return Preset(name=name, path=path, workload=workload, variant=variant, description=description,
+                      steps=steps, warmup=warmup, amp=amp, lr=float(lr), seed=seed, model=str(model).strip())
     return Preset(
         name=name, path=path, workload=workload, variant=variant, description=description,
         steps=steps, warmup=warmup, amp=amp, lr=float(lr), seed=seed,

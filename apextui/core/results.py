@@ -49,6 +49,7 @@ class ResultRow:
     error: str | None = None
     source: str = SESSION  # "session", or the file it was loaded from
     env: Mapping[str, Any] | None = None
+    model: str | None = None  # workload "model": the user's FILE.py:FUNC (runs of two models never compare)
 
     @property
     def baseline(self) -> str:
@@ -88,15 +89,16 @@ class ResultRow:
         return _float(self.check.get("max_abs_err")) if self.check else None
 
     @property
-    def comparable_key(self) -> tuple[str, str, str, str]:
-        """Rows are compared only within one workload, device, size and source (same machine)."""
-        return (self.workload, self.device, self.size, self.source)
+    def comparable_key(self) -> tuple[str, str, str, str, str]:
+        """Rows are compared only within one workload (and model), device, size and source (same machine)."""
+        return (self.workload, self.device, self.size, self.source, self.model or "")
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "preset": self.preset, "workload": self.workload, "variant": self.variant,
             "baseline": self.baseline, "device": self.device, "size": self.size, "amp": self.amp,
             "status": self.status, "error": self.error, "summary": dict(self.summary),
+            **({"model": self.model} if self.model else {}),
         }
 
 
@@ -112,7 +114,7 @@ def row_from_snapshot(snap: Snapshot, preset: Preset, device: str, env: Mapping[
     return ResultRow(
         preset=preset.name, workload=preset.workload, variant=preset.variant, device=device,
         size=info.size_name if info else ("cpu" if device == "cpu" else "default"), amp=preset.amp,
-        status=snap.status, summary=events.summary(snap), error=snap.error, env=env,
+        status=snap.status, summary=events.summary(snap), error=snap.error, env=env, model=preset.model,
     )
 
 
@@ -324,6 +326,13 @@ def _rows_from_document(doc: Mapping[str, Any], source: str, path: Path) -> list
     return rows
 
 
+def _model_spec(value: Any) -> str | None:
+    """A run's model: the spec string (results files) or the `start` line's {"spec", "name"} (--json output)."""
+    if isinstance(value, dict):
+        value = value.get("spec")
+    return value if isinstance(value, str) else None
+
+
 def _row(run: Mapping[str, Any], source: str, env: Mapping[str, Any] | None) -> ResultRow:
     workload = run["workload"]
     if not isinstance(workload, str) or workload not in BASELINES:
@@ -337,6 +346,7 @@ def _row(run: Mapping[str, Any], source: str, env: Mapping[str, Any] | None) -> 
         amp=str(run.get("amp") or "none"), status=str(run.get("status") or "ok"), summary=summary,
         error=None if run.get("error") is None else str(run["error"]), source=source,
         env=run["env"] if isinstance(run.get("env"), dict) else env,
+        model=_model_spec(run.get("model")),
     )
 
 

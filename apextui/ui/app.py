@@ -822,9 +822,17 @@ def make_app(*, preset: Preset | None = None, device: str = "auto", steps: int |
 
 
 def run_app(preset: Preset | None = None, device: str = "auto", steps: int | None = None,
-            sample_interval: float = 1.0, load: Sequence[str | Path] = ()) -> int:
-    """Run the TUI in this terminal; the process exit code (0, or 3 when --device cuda is unavailable)."""
-    app = make_app(preset=preset, device=device, steps=steps, sample_interval=sample_interval, load=load)
+            sample_interval: float = 1.0, load: Sequence[str | Path] = (), extra: Sequence[Preset] = ()) -> int:
+    """Run the TUI in this terminal; the process exit code (0, or 3 when --device cuda is unavailable).
+    `extra`: presets listed after the shipped and the user's ones (the variants of `--model`)."""
+    presets, errors = None, None
+    if extra:
+        from apextui.core.presets import load_all
+
+        found, errors = load_all()
+        presets = [*found, *extra]
+    app = make_app(preset=preset, device=device, steps=steps, sample_interval=sample_interval, load=load,
+                   presets=presets, preset_errors=errors)
     if app.runner_factory is default_runner_factory:
         from apextui.core.run.worker import prestart
 

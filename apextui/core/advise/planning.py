@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from ..presets import BASELINES, WORKLOADS, Preset
+from ..workloads.spec import SHIPPED
 from .model import AdviceError, Measurement
 
 
@@ -20,19 +21,21 @@ class WorkloadPlan:
 AvailabilityFn = Callable[[Preset], Any]  # -> an object with ok, reason, fix (core.availability.Availability)
 
 
-def parse_workloads(value: str | Iterable[str] | None) -> tuple[str, ...]:
+def parse_workloads(value: str | Iterable[str] | None, allowed: Sequence[str] = SHIPPED) -> tuple[str, ...]:
     """'optimizer,norm' (or a list) -> ('optimizer', 'norm'), in the order given, duplicates dropped;
-    None -> every workload. Raises AdviceError naming the unknown one."""
+    None -> every workload with shipped presets. Raises AdviceError naming the unknown one. `allowed`: the
+    model workload too where the presets hold a model's (`advise --model`)."""
     if value is None:
-        return tuple(WORKLOADS)
+        return tuple(SHIPPED)
     items = [p.strip() for p in value.split(",")] if isinstance(value, str) else [str(p).strip() for p in value]
     items = [p for p in items if p]
     if not items:
-        raise AdviceError(f"no workload given; choose from {', '.join(WORKLOADS)}")
+        raise AdviceError(f"no workload given; choose from {', '.join(allowed)}")
     out: list[str] = []
     for p in items:
-        if p not in WORKLOADS:
-            raise AdviceError(f"unknown workload {p[:40]!r}; choose from {', '.join(WORKLOADS)}")
+        if p not in allowed:
+            hint = "; for your own model use --model FILE.py:FUNC" if p in WORKLOADS else ""
+            raise AdviceError(f"unknown workload {p[:40]!r}; choose from {', '.join(allowed)}{hint}")
         if p not in out:
             out.append(p)
     return tuple(out)

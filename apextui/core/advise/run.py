@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 from ..fmt import ms as _ms
-from ..presets import Preset
+from ..presets import WORKLOADS, Preset
 from ..run.runner import RunnerFactory, thread_runner_factory
 from .cache import environment, find_reusable
 from .decide import verdict
@@ -80,7 +80,7 @@ class Advisor:
         self.device = device
         self.steps = steps if steps is not None else DEFAULT_STEPS[device]
         self.repeats = repeats
-        self.workloads = parse_workloads(workloads)
+        self.workloads = parse_workloads(workloads, allowed=tuple(WORKLOADS))
         if presets is None:
             from ..presets import load_all
 

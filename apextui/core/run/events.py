@@ -11,6 +11,8 @@ from ..monitor.sampler import GpuReading, MonitorReading
 from .timing import StepRecord
 
 SCHEMA_VERSION = 1
+CPU_NOTE = "running on CPU: using the preset's small cpu_size"
+CPU_NOTE_MODEL = "running on CPU: your function's small size (small=True, where it takes it)"
 
 
 def _num(value: float | None, digits: int = 4) -> float | None:
@@ -25,7 +27,8 @@ def start_event(preset: Preset, device: str, steps: int, warmup: int, env: dict[
         "event": "start",
         "schema": SCHEMA_VERSION,
         "preset": preset.name,
-        "preset_file": preset.path,
+        "preset_file": preset.path if preset.path != preset.model else None,  # a generated model preset: none
+        "model": model_fields(preset),
         "workload": preset.workload,
         "variant": preset.variant,
         "baseline": preset.baseline,
@@ -35,9 +38,18 @@ def start_event(preset: Preset, device: str, steps: int, warmup: int, env: dict[
         "steps": steps,
         "warmup": warmup,
         "amp": preset.amp,
-        "note": "running on CPU: using the preset's small cpu_size" if device == "cpu" else None,
+        "note": None if device != "cpu" else CPU_NOTE if preset.model is None else CPU_NOTE_MODEL,
         "env": env,
     }
+
+
+def model_fields(preset: Preset) -> dict[str, Any] | None:
+    """The user's model a run trains ({"spec", "name"}), None for a shipped workload."""
+    if preset.model is None:
+        return None
+    from ..workloads.user_model import model_name
+
+    return {"spec": preset.model, "name": model_name(preset.model)}
 
 
 def setup_event(info: RunInfo) -> dict[str, Any]:

@@ -175,8 +175,9 @@ def _amount(text: str) -> str:
     return text
 
 
-def describe_failure(exc: BaseException, step: int, device: str) -> str:
-    """The `error` of a failed run: what went wrong and at which step (0: while setting up)."""
+def describe_failure(exc: BaseException, step: int, device: str, workload: str | None = None) -> str:
+    """The `error` of a failed run: what went wrong and at which step (0: while setting up); `workload`
+    "model" (the user's own) gets its own advice on out-of-memory."""
     where = f"at step {step}" if step else "while setting up the workload"
     if is_out_of_memory(exc):
         text = str(exc)
@@ -184,6 +185,10 @@ def describe_failure(exc: BaseException, step: int, device: str) -> str:
         detail = f"tried to allocate {_amount(alloc.group(1))}" if alloc else (text.splitlines() or [type(exc).__name__])[0]
         if gpu:
             detail += f"; GPU {gpu.group(1)} has {gpu.group(3)} free of {gpu.group(2)}"
+        if workload == "model":
+            smaller = ("build a smaller model or batch (your function's small=True size, which CPU runs use)"
+                       if device == "cpu" else "build a smaller model or batch in your function")
+            return f"out of memory {where} ({detail[:300]}): {smaller}, or free the memory other processes hold"
         table = "[cpu_size]" if device == "cpu" else "[size]"
         return (f"out of memory {where} ({detail[:300]}): use a smaller size (lower batch, seq, d_model/width "
                 f"or layers in the preset's {table}), or free the memory other processes hold")
@@ -354,8 +359,9 @@ class Runner(RunControl):
                 self._inbox.put(("probe", probe_after_run(workload, self.device, self.profile_steps,
                                                           getattr(workload, "work", None) is not None)))
         except BaseException as exc:  # noqa: BLE001 - report, never lose what was measured
-            status, error = "failed", describe_failure(exc, self._step, self.device)
-            self._inbox.put(("traceback", traceback.format_exc()))
+            status, error = "failed", describe_failure(exc, self._step, self.device, self.preset.workload)
+            if not getattr(exc, "quiet_traceback", False):  # a user's model error carries its own traceback tail
+                self._inbox.put(("traceback", traceback.format_exc()))
             if clock is not None:
                 try:
                     records = clock.harvest()

@@ -1,4 +1,4 @@
-"""The article's experiments as workloads, built from a preset.
+"""The article's experiments as workloads, and the user's own model (`--model`), built from a preset.
 
 Each workload is declared once in the registry (`spec.WORKLOADS`); importing this package is cheap (no
 torch): the workload classes are imported when one is built.

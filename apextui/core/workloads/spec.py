@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from ..presets import Preset
     from .base import Workload
 
-Need = Literal["compile", "cuda_graphs"]  # what a variant needs beyond torch (see compilation.py)
+Need = Literal["compile", "cuda_graphs", "cuda"]  # what a variant needs beyond torch (see compilation.py)
+Amp = Literal["none", "fp16", "bf16"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class VariantSpec:
     apex: tuple[str, ...] = ()  # Apex features it needs (names from apex_features.FEATURES)
     needs: tuple[Need, ...] = ()  # beyond torch: a compile backend and/or CUDA graphs
     optimizer: OptimizerCost = ADAMW  # the optimizer step's cost (the optimizer workload's work model)
+    amp: Amp | None = None  # the precision the variant fixes, where its presets are generated (the model workload)
 
     @property
     def cuda_graphs(self) -> bool:
@@ -78,6 +80,7 @@ class WorkloadSpec:
     shrink_order: tuple[str, ...]  # size keys the memory estimate halves, in turn, to suggest a size that fits
     loss_checked: bool = False  # the advice compares final losses with the baseline's (a learnable task)
     size_check: SizeCheck | None = None  # relations between size keys beyond their limits
+    shipped: bool = True  # its presets are files in presets/; False: made from the user's model (`--model`)
     variant_map: Mapping[str, VariantSpec] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -204,8 +207,53 @@ TRANSFORMER = WorkloadSpec(
 )
 
 
+# ---- model: the user's own (`--model FILE.py:FUNC`) ------------------------------------------------------
+def _build_model(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
+    from .model import ModelWorkload
+
+    if preset.model is None:
+        raise ValueError(f"preset {preset.name!r} has workload 'model' but names no model")
+    return ModelWorkload(preset.model, preset.variant, device, preset.lr, preset.seed, steps)
+
+
+def _model_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
+    raise ValueError("a user's model has no work model (its FLOPs and bytes are not known)")
+
+
+_NORMS = ("FusedLayerNorm", "FusedRMSNorm")
+MODEL = WorkloadSpec(
+    name="model",
+    variants=(
+        VariantSpec("fp32", "your model as written: fp32, torch AdamW defaults", amp="none"),
+        VariantSpec("tf32", "fp32 with TF32 matmuls and convolutions", needs=("cuda",), amp="none"),
+        VariantSpec("bf16", "bf16 autocast", amp="bf16"),
+        VariantSpec("fp16", "fp16 autocast + `GradScaler`", amp="fp16"),
+        VariantSpec("adamw_foreach", "torch AdamW `foreach=True` (CUDA's default)", amp="none"),
+        VariantSpec("adamw_fused", "torch AdamW `fused=True`", amp="none"),
+        VariantSpec("fused_adam", "apex FusedAdam", apex=("FusedAdam",), amp="none"),
+        VariantSpec("fused_norms", "every nn.LayerNorm / nn.RMSNorm swapped for apex FusedLayerNorm / "
+                    "FusedRMSNorm", apex=_NORMS, amp="none"),
+        VariantSpec("fused_amp", "apex FusedAdam + fused norms + fp16 autocast + `GradScaler`",
+                    apex=("FusedAdam", *_NORMS), amp="fp16"),
+        VariantSpec("compile", "`torch.compile` (mode default) of model and loss", needs=("compile",), amp="none"),
+        VariantSpec("compile_cg", "`torch.compile(mode=\"reduce-overhead\")`: CUDA graphs",
+                    needs=("compile", "cuda_graphs"), amp="none"),
+    ),
+    size_limits=MappingProxyType({}),  # your function sizes the model (`small` on CPU)
+    product_limit=((), "elements", 1),
+    baseline="fp32",
+    builder=_build_model,
+    work=_model_work,
+    shrink_order=(),
+    shipped=False,
+)
+
+
 # workload name -> its spec, in the order presets are listed
-WORKLOADS: Mapping[str, WorkloadSpec] = MappingProxyType({s.name: s for s in (OPTIMIZER, NORM, TRANSFORMER)})
+WORKLOADS: Mapping[str, WorkloadSpec] = MappingProxyType(
+    {s.name: s for s in (OPTIMIZER, NORM, TRANSFORMER, MODEL)})
+# the workloads whose presets ship in presets/ (the model workload's are made from `--model`)
+SHIPPED: tuple[str, ...] = tuple(w for w, s in WORKLOADS.items() if s.shipped)
 
 
 def variant(workload: str, name: str) -> VariantSpec:
@@ -213,4 +261,5 @@ def variant(workload: str, name: str) -> VariantSpec:
     return WORKLOADS[workload].variant(name)
 
 
-__all__ = ["ADAMW", "LAMB", "Need", "OptimizerCost", "VariantSpec", "WORKLOADS", "WorkloadSpec", "variant"]
+__all__ = ["ADAMW", "Amp", "LAMB", "MODEL", "Need", "OptimizerCost", "SHIPPED", "VariantSpec", "WORKLOADS",
+           "WorkloadSpec", "variant"]

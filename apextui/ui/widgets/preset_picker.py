@@ -11,6 +11,7 @@ from textual.widgets.option_list import Option
 
 from apextui.core.availability import Availability
 from apextui.core.presets import BASELINES, WORKLOADS, Preset
+from apextui.core.workloads.user_model import model_name
 
 GROUP_PREFIX = "group:"
 
@@ -45,7 +46,9 @@ class PresetPicker(OptionList):
         order = list(WORKLOADS)
         workloads = sorted({p.workload for p in self.presets}, key=order.index)
         for workload in workloads:
-            head = Text.assemble((workload, "bold"), (f"  vs {BASELINES[workload]}", "dim"))
+            models = sorted({p.model for p in self.presets if p.workload == workload and p.model})
+            title = f"{workload} {model_name(models[0])}" if len(models) == 1 else workload  # --model: its name
+            head = Text.assemble((title, "bold"), (f"  vs {BASELINES[workload]}", "dim"))
             options.append(Option(head, id=GROUP_PREFIX + workload, disabled=True))
             for p in (p for p in self.presets if p.workload == workload):
                 options.append(self._preset_option(p))

@@ -1,0 +1,161 @@
+"""`--model FILE.py:FUNC` on the command line: the headless run (`apextui --model M --variant V --json`),
+`apextui list --model M` and the model's presets for the TUI and `apextui advise --model M`.
+
+Usage errors (`ModelSpecError`: the spec, the file, its syntax, its imports, the function, what it returns)
+print one line, plus the tail of the user's traceback where it is their code, and exit 2. A function that
+raises is a run-time failure: the headless run reports it as a `failed` run (exit 1).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from . import output
+from ..core.workloads.user_model import ModelSpecError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
+
+
+def error(message: str, code: int, detail: str = "") -> int:
+    """One line on stderr (`apextui: error: ...`), the user's traceback tail under it, indented; `code`."""
+    print(f"apextui: error: {message}", file=sys.stderr)
+    for line in detail.splitlines():
+        print(f"  {line}", file=sys.stderr)
+    return code
+
+
+def usage(exc: ModelSpecError) -> int:
+    return error(str(exc), EXIT_USAGE, exc.detail)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def presets(spec: str, steps: int | None = None) -> list[Any]:
+    """The model's presets (ModelSpecError for a malformed spec; nothing is imported)."""
+    from ..core.model_presets import DEFAULT_STEPS, presets_for
+
+    return presets_for(spec, steps=steps or DEFAULT_STEPS)
+
+
+def variant_preset(spec: str, variant: str | None, steps: int | None = None) -> Any:
+    """The preset of `--model spec --variant variant`; ModelSpecError naming what is wrong."""
+    from ..core import model_presets as mp
+
+    names = mp.variant_names()
+    if variant is None:
+        raise ModelSpecError(f"--json with --model needs --variant NAME; one of: {', '.join(names)}")
+    if variant not in names:
+        raise ModelSpecError(f"unknown model variant {variant[:40]!r}; choose one of: {', '.join(names)}")
+    return next(p for p in presets(spec, steps) if p.variant == variant)
+
+
+def run_headless(spec: str, variant: str | None, requested_device: str, steps: int | None,
+                 sample_interval: float, force: bool) -> int:
+    """`apextui --model M --variant V --json`: the same JSON lines and exit codes as a preset's run."""
+    try:
+        preset = variant_preset(spec, variant)
+    except ModelSpecError as exc:
+        return usage(exc)
+    return run_preset(preset, requested_device, steps, sample_interval, force)
+
+
+def run_preset(preset: Any, requested_device: str, steps: int | None, sample_interval: float, force: bool) -> int:
+    """A model preset headless (from --model, or a preset file naming a `model`): usage errors first (exit 2),
+    then availability (exit 3), then the run (in this process; its failure exits 1)."""
+    from ..core import model_presets as mp
+    from ..core.env import DeviceUnavailable, resolve_device
+    from ..core.workloads import user_model
+    from . import headless
+
+    spec = preset.model
+    try:
+        fn = user_model.load_function(spec)
+    except ModelSpecError as exc:
+        return usage(exc)
+    try:
+        device = resolve_device(requested_device)
+    except DeviceUnavailable as exc:
+        headless.log(str(exc))
+        output.write(json.dumps({"event": "unavailable", "preset": preset.name, "device": requested_device,
+                                 "reason": str(exc), "fix": "use --device auto or --device cpu"}) + "\n")
+        return EXIT_UNAVAILABLE
+    avail = mp.model_availability(preset, device)
+    if avail.ok:
+        try:
+            facts = mp.probe(spec, device, preset.seed, fn)
+            avail = mp.model_availability(preset, device, facts)
+        except ModelSpecError as exc:
+            return usage(exc)
+        except Exception as exc:  # noqa: BLE001 - their function raised: the run builds it again and fails
+            headless.log(f"your function raised {_first_line(exc)}; the run reports it")
+    return headless.run(preset, device, steps if steps is not None else preset.steps, sample_interval,
+                        force=force, avail=avail)
+
+
+def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
+    """`apextui list --model M`: the model's variants and whether each can run here."""
+    from ..core import model_presets as mp
+    from ..core.env import DeviceUnavailable, resolve_device
+
+    try:
+        device = resolve_device(requested_device)
+    except DeviceUnavailable as exc:
+        return error(str(exc), EXIT_UNAVAILABLE)
+    try:
+        found = presets(spec)
+        facts = mp.probe(spec, device)
+    except ModelSpecError as exc:
+        return usage(exc)
+    except Exception as exc:  # noqa: BLE001 - their function raised while building the model
+        from ..core.workloads.user_model import user_traceback
+
+        return error(f"--model {spec!r}: your function raised {_first_line(exc)}", EXIT_FAILED,
+                     user_traceback(exc, None))
+    rows = []
+    for p in found:
+        a = mp.model_availability(p, device, facts)
+        rows.append({"name": p.name, "workload": p.workload, "variant": p.variant, "amp": p.amp,
+                     "needs_apex": list(p.needs_apex), "available": a.ok, "reason": a.reason or None,
+                     "fix": a.fix or None, "description": p.description, "source": "model", "path": spec})
+    if as_json:
+        output.write(json.dumps({"device": device, "model": mp.describe(facts), "presets": rows}) + "\n")
+        return EXIT_OK
+    size = "CPU size (small=True)" if facts.small else "full size"
+    lines = [f"model {facts.name} ({spec}) on {device}: {facts.params:,} parameters at its {size}, "
+             f"{facts.norms} norm{'s' if facts.norms != 1 else ''} Apex could swap", ""]
+    width = max(len(r["variant"]) for r in rows)
+    for r in rows:
+        mark = "available" if r["available"] else f"unavailable: {r['reason']}"
+        lines.append(f"  {r['variant']:<{width}} {mark}")
+    output.write("\n".join(lines) + "\n")
+    return EXIT_OK
+
+
+def model_for_advice(spec: str, device: str, reuse: bool) -> Any:
+    """`apextui advise --model M`: (facts, the model's presets, their availability function), or the exit
+    code of a usage error (printed) or of a function that raises (exit 1, nothing to measure)."""
+    from ..core import model_presets as mp
+
+    if reuse:
+        return error("--reuse does not apply to --model: advice on your model is measured afresh (its code may "
+                     "have changed)", EXIT_USAGE)
+    try:
+        found = presets(spec)
+        facts = mp.probe(spec, device)
+    except ModelSpecError as exc:
+        return usage(exc)
+    except Exception as exc:  # noqa: BLE001 - their function raised: every run would fail the same way
+        from ..core.workloads.user_model import user_traceback
+
+        return error(f"--model {spec!r}: your function raised {_first_line(exc)}", EXIT_FAILED,
+                     user_traceback(exc, None))
+
+    def availability_fn(p: Any) -> Any:
+        return mp.model_availability(p, device, facts)
+
+    return facts, found, availability_fn

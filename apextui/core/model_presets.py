@@ -1,0 +1,92 @@
+"""The user's model (`--model FILE.py:FUNC`) as presets: one a model variant (`workloads.spec.MODEL`), so that
+`apextui list`, the headless run, the advice and the TUI handle it as they handle the shipped presets.
+
+`presets_for(spec)` makes them (no user code runs: the TUI process never imports the user's model, its
+worker does). `probe(spec, device, seed)` imports the user's file and calls the function once, in this
+process, for the front ends whose runs happen in this process anyway (headless, advise, list): a usage
+error (the file, its syntax, an import error, no such function, a wrong return type) raises
+`ModelSpecError` (`fn`: the function, where the caller loaded it already); what it built is kept for the
+first run (`user_model.keep`), and the facts it yields (parameters, norms) refine availability
+(`model_availability`: no norms, no norm swap).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .availability import Availability, availability
+from .presets import Preset
+from .workloads import user_model
+from .workloads.spec import MODEL
+
+DEFAULT_STEPS = 50
+DEFAULT_WARMUP = 10
+NORM_VARIANTS = tuple(v.name for v in MODEL.variants if v.name in ("fused_norms", "fused_amp"))
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a probe learnt of the model: its name, trainable parameters and how many norms Apex could swap."""
+
+    spec: str
+    name: str
+    params: int
+    norms: int
+    units: str
+    small: bool  # built at the CPU size
+
+
+def preset_name(spec: str, variant: str) -> str:
+    """'gpt:build/bf16': the model's short name and the variant (how the runs are named in tables and JSON)."""
+    return f"{user_model.model_name(spec)}/{variant}"
+
+
+def presets_for(spec: str, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP, seed: int = 0,
+                lr: float = 1e-3, variants: tuple[str, ...] | None = None) -> list[Preset]:
+    """A preset per model variant (all of them, or `variants`), in the registry's order. Raises
+    ModelSpecError for a malformed spec (no file or function is looked at)."""
+    user_model.split_spec(spec)
+    chosen = [v for v in MODEL.variants if variants is None or v.name in variants]
+    return [Preset(name=preset_name(spec, v.name), path=spec, workload=MODEL.name, variant=v.name,
+                   description=f"{user_model.model_name(spec)}: {v.summary}", steps=steps,
+                   warmup=min(warmup, steps - 1), amp=v.amp or "none", lr=lr, seed=seed, model=spec)
+            for v in chosen]
+
+
+def variant_names() -> tuple[str, ...]:
+    return tuple(v.name for v in MODEL.variants)
+
+
+def probe(spec: str, device: str, seed: int = 0, fn: Callable[..., Any] | None = None) -> ModelFacts:
+    """Import the user's file and build the model once (CPU size on CPU), as a run would, in this process:
+    ModelSpecError for usage errors; any exception the user's function raises passes through (the caller
+    reports a failed run). The setup built is kept for this process's first run of the model."""
+    import torch
+
+    from .workloads.model import count_norms
+
+    fn = fn if fn is not None else user_model.load_function(spec)
+    small = device == "cpu"
+    torch.manual_seed(seed)
+    setup = user_model.call_build(fn, spec, small)
+    facts = ModelFacts(spec=spec, name=user_model.model_name(spec),
+                       params=sum(p.numel() for p in setup.model.parameters() if p.requires_grad),
+                       norms=count_norms(setup.model), units=setup.units, small=small)
+    user_model.keep(spec, small, seed, setup)
+    return facts
+
+
+def model_availability(preset: Preset, device: str, facts: ModelFacts | None = None) -> Availability:
+    """`availability` (Apex, torch.compile, CUDA), and for the norm swap a model with norms to swap."""
+    a = availability(preset, device)
+    if a.ok and facts is not None and preset.variant in NORM_VARIANTS and facts.norms == 0:
+        return Availability(False, "the model has no nn.LayerNorm or nn.RMSNorm for Apex to replace",
+                            "nothing to do: the norm swap does not apply to this model")
+    return a
+
+
+def describe(facts: ModelFacts) -> dict[str, Any]:
+    """The model's JSON description (list, advise)."""
+    return {"spec": facts.spec, "name": facts.name, "params": facts.params, "norms": facts.norms,
+            "size": "small" if facts.small else "full"}

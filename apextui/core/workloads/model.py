@@ -1,0 +1,400 @@
+"""The user's own model as a workload: one of the model variants (`spec.MODEL`) applied to it.
+
+A variant is a `Recipe` (TF32 on or off, the optimizer, whether every norm is swapped for Apex's fused one,
+torch.compile's mode) plus the precision its `VariantSpec` fixes (`amp`). Every variant trains the same
+model from the same initial weights (torch seeded before the user's function builds it) on the same batches
+(`POOL` made once by `make_batch` from a seeded generator, cycled), so that their losses can be compared.
+
+Loss parity (`check`): each variant except fp32 first trains `PARITY_STEPS` steps as fp32 would (the model
+as built, fp32, torch AdamW defaults) and then as itself, both from the initial weights and on the first
+batches, and compares the two losses step by step; a loss further from fp32's than the precision's
+tolerance (`TOLERANCE`) fails the check, and a variant that failed it is flagged (never recommended) by
+the advice and shown red in the TUI. Then weights and buffers are put back and the optimizer is made
+afresh: the measured run starts from the initial weights. For a compiled variant the variant's parity
+steps are its compile warm-up.
+
+The norm swap (fused_norms, fused_amp) replaces every `nn.LayerNorm` / `nn.RMSNorm` with Apex's
+`FusedLayerNorm` / `FusedRMSNorm`, its weights copied, and checks the swap on the first batch: the
+model's loss before and after, in fp32, must agree within `SWAP_TOLERANCE` (relative).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+import torch
+from torch import nn
+
+from ..compilation import WARMUP_STEPS
+from ..run.timing import NoMark
+from . import user_model
+from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
+from .spec import MODEL
+
+POOL = 8  # batches made up front and cycled: the data costs nothing in a step, and every variant sees the same
+PARITY_STEPS = 5  # steps of fp32 and of the variant whose losses are compared
+# the largest relative difference from fp32's loss over the parity steps, by the variant's arithmetic
+TOLERANCE = {"fp32": 2e-3, "tf32": 1e-2, "fp16": 3e-2, "bf16": 5e-2}
+SWAP_TOLERANCE = 1e-4  # relative difference of the first batch's fp32 loss before and after the norm swap
+
+OptimizerKind = Literal["adamw", "adamw_foreach", "adamw_fused", "fused_adam"]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How a model variant differs from fp32 (its precision is its `VariantSpec.amp`)."""
+
+    tf32: bool = False
+    optimizer: OptimizerKind = "adamw"
+    fused_norms: bool = False
+    compile_mode: str | None = None  # torch.compile mode, None: eager
+
+
+RECIPES: dict[str, Recipe] = {
+    "fp32": Recipe(),
+    "tf32": Recipe(tf32=True),
+    "bf16": Recipe(),
+    "fp16": Recipe(),
+    "adamw_foreach": Recipe(optimizer="adamw_foreach"),
+    "adamw_fused": Recipe(optimizer="adamw_fused"),
+    "fused_adam": Recipe(optimizer="fused_adam"),
+    "fused_norms": Recipe(fused_norms=True),
+    "fused_amp": Recipe(optimizer="fused_adam", fused_norms=True),
+    "compile": Recipe(compile_mode="default"),
+    "compile_cg": Recipe(compile_mode="reduce-overhead"),
+}
+
+
+class UserCodeError(RuntimeError):
+    """The user's function, `make_batch`, model or loss raised, or gave something unusable: a run-time
+    failure (the run fails); the message says which, with the tail of their traceback (so the runner prints
+    no traceback of its own)."""
+
+    quiet_traceback = True
+
+
+def make_optimizer(kind: OptimizerKind, params: list[nn.Parameter], lr: float) -> torch.optim.Optimizer:
+    if kind == "adamw_foreach":
+        return torch.optim.AdamW(params, lr=lr, foreach=True)
+    from .optimizer import make_optimizer as shared
+
+    return shared(kind, params, lr)
+
+
+def _tensors(batch: Any) -> list[torch.Tensor]:
+    """Every tensor in a batch (tensors, and tuples, lists and dicts of them, nested)."""
+    if isinstance(batch, torch.Tensor):
+        return [batch]
+    if isinstance(batch, dict):
+        return [t for v in batch.values() for t in _tensors(v)]
+    if isinstance(batch, (tuple, list)):
+        return [t for v in batch for t in _tensors(v)]
+    return []
+
+
+def _call(model: nn.Module, inputs: Any) -> Any:
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def _loss_of(output: Any) -> Any:
+    """A model that returns its loss: the tensor itself, or its `loss` entry or attribute."""
+    if isinstance(output, dict) and "loss" in output:
+        return output["loss"]
+    return getattr(output, "loss", output)
+
+
+class LossModule(nn.Module):
+    """Forward and loss of one batch under the variant's autocast: what each step runs, and what
+    torch.compile compiles (it sees, and fuses, the loss too)."""
+
+    def __init__(self, model: nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor] | None, device: str,
+                 amp: str) -> None:
+        super().__init__()
+        self.model, self.loss_fn, self.device, self.amp = model, loss_fn, device, amp
+
+    def forward(self, batch: Any) -> torch.Tensor:
+        with autocast(self.device, self.amp):
+            if self.loss_fn is None:
+                return _loss_of(_call(self.model, batch))
+            inputs, targets = batch
+            return self.loss_fn(_call(self.model, inputs), targets)
+
+
+def swap_norms(model: nn.Module) -> list[str]:
+    """Every nn.LayerNorm / nn.RMSNorm in `model` replaced in place by apex FusedLayerNorm / FusedRMSNorm with
+    the same shape, eps and weights (a LayerNorm without bias, which FusedLayerNorm cannot express, is kept).
+    Returns the swapped modules' names."""
+    from apex.normalization import FusedLayerNorm, FusedRMSNorm
+
+    swapped: list[str] = []
+    done: dict[int, nn.Module] = {}  # one module used in two places stays one module
+    for parent_name, parent in list(model.named_modules()):
+        for name, child in list(parent.named_children()):
+            new = done.get(id(child))
+            if new is None:
+                new = _fused(child, FusedLayerNorm, FusedRMSNorm)
+                if new is None:
+                    continue
+                done[id(child)] = new
+            setattr(parent, name, new)
+            swapped.append(f"{parent_name}.{name}" if parent_name else name)
+    return swapped
+
+
+def _fused(child: nn.Module, fused_ln: Any, fused_rms: Any) -> nn.Module | None:
+    if type(child) is nn.LayerNorm:
+        if child.elementwise_affine and child.bias is None:
+            return None
+        new = fused_ln(child.normalized_shape, eps=child.eps, elementwise_affine=child.elementwise_affine)
+    elif type(child) is nn.RMSNorm:
+        eps = child.eps if child.eps is not None else torch.finfo(torch.float32).eps
+        new = fused_rms(child.normalized_shape, eps=eps, elementwise_affine=child.elementwise_affine)
+    else:
+        return None
+    ref = next(child.parameters(), None)
+    if ref is not None:
+        new = new.to(device=ref.device, dtype=ref.dtype)
+        with torch.no_grad():
+            for (_, p_new), (_, p_old) in zip(new.named_parameters(), child.named_parameters()):
+                p_new.copy_(p_old)
+    return new
+
+
+def count_norms(model: nn.Module) -> int:
+    """The modules the norm swap would replace."""
+    return sum(1 for m in model.modules() if (type(m) is nn.LayerNorm and not (m.elementwise_affine and m.bias is None))
+               or type(m) is nn.RMSNorm)
+
+
+def _user(what: str, exc: BaseException) -> UserCodeError:
+    tail = user_model.user_traceback(exc, None)
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return UserCodeError(f"{what} raised {type(exc).__name__}: {first}\n{tail}".rstrip())
+
+
+def _is_oom(exc: BaseException) -> bool:
+    from ..run.runner import is_out_of_memory
+
+    return is_out_of_memory(exc)
+
+
+class ModelWorkload(Workload):
+    """The user's model, trained one step at a time under one model variant (see the module docstring)."""
+
+    def __init__(self, spec: str, variant: str, device: str, lr: float, seed: int, steps: int) -> None:
+        self.spec, self.variant, self.device = spec, variant, device
+        self.recipe = RECIPES[variant]
+        self.amp = MODEL.variant(variant).amp or "none"
+        self._set_tf32(self.recipe.tf32)
+        try:
+            setup = user_model.build(spec, device == "cpu", seed)
+        except user_model.ModelSpecError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - their function: say so, with their traceback
+            if _is_oom(exc):
+                raise
+            raise _user(f"{spec} (your function)", exc) from exc
+        self.setup = setup
+        self.model = setup.model.to(device)
+        self.model.train()
+        self.lr = float(setup.lr) if setup.lr is not None else lr
+        self.batches = self._make_batches(seed)
+        self.units = setup.units
+        self.units_per_step = setup.units_per_step or self._batch_size(self.batches[0])
+        self.loss_module = LossModule(self.model, setup.loss_fn, device, self.amp)
+        self._i = 0
+        self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        reference = None if variant == MODEL.baseline else self._reference_losses()
+        swap: dict[str, Any] | None = None
+        if self.recipe.fused_norms:
+            swap = self._swap_norms()
+            self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.params = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        self.opt = self._optimizer()
+        self.scaler = grad_scaler(device, self.amp)
+        self.uses_grad_scaler = self.scaler is not None
+        self.compiled: nn.Module | None = None
+        self.uses_cuda_graphs = self.recipe.compile_mode == "reduce-overhead"
+        if self.uses_cuda_graphs and device != "cuda":
+            raise ValueError(f"{variant} needs CUDA (CUDA graphs); this run is on {device}")
+        self._reference, self._swap = reference, swap
+        if self.recipe.compile_mode is not None:
+            self.compiled = torch.compile(self.loss_module, mode=self.recipe.compile_mode)
+            self.compiles = True
+        elif reference is not None:
+            self.check = self._parity(reference, self._variant_losses(PARITY_STEPS), swap)
+
+    # ---- set-up --------------------------------------------------------------------------------
+    def _set_tf32(self, on: bool) -> None:
+        """Set explicitly for every variant (fp32 too): a run in the same process as a tf32 one must not
+        inherit it, and cuDNN convolutions default to TF32."""
+        if self.device == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = on
+            torch.backends.cudnn.allow_tf32 = on
+
+    def _make_batches(self, seed: int) -> list[Any]:
+        device = torch.device(self.device)
+        generator = torch.Generator(device=device).manual_seed(seed + 1)
+        batches = []
+        for _ in range(POOL):
+            try:
+                batch = self.setup.make_batch(device, generator)
+            except Exception as exc:  # noqa: BLE001
+                if _is_oom(exc):
+                    raise
+                raise _user("make_batch(device, generator)", exc) from exc
+            tensors = _tensors(batch)
+            if not tensors:
+                raise UserCodeError(f"make_batch returned {type(batch).__name__} with no tensor in it; return a "
+                                    "tensor, or a tuple/list/dict of tensors")
+            wrong = next((t for t in tensors if t.device.type != device.type), None)
+            if wrong is not None:
+                raise UserCodeError(f"make_batch returned a tensor on {wrong.device}; this run is on {self.device}: "
+                                    "create it with device=device (the first argument make_batch gets)")
+            batches.append(batch)
+        return batches
+
+    @staticmethod
+    def _batch_size(batch: Any) -> int:
+        first = _tensors(batch)[0]
+        return int(first.shape[0]) if first.dim() else 1
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        return make_optimizer(self.recipe.optimizer, [p for p in self.model.parameters() if p.requires_grad],
+                              self.lr)
+
+    def _restore(self) -> None:
+        """Weights and buffers back to the initial ones, in place (a compiled graph keeps pointing at them);
+        gradients dropped; the data from its first batch."""
+        with torch.no_grad():
+            for k, v in self.model.state_dict().items():
+                v.copy_(self._initial[k])
+        for p in self.model.parameters():
+            p.grad = None
+        self._i = 0
+
+    def _checked_loss(self, loss: Any) -> torch.Tensor:
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            what = f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else type(loss).__name__
+            src = "loss_fn" if self.setup.loss_fn is not None else "the model (no loss_fn given)"
+            raise UserCodeError(f"{src} returned {what}; it must return the scalar loss tensor")
+        return loss
+
+    def _forward(self, module: nn.Module, batch: Any) -> torch.Tensor:
+        try:
+            return self._checked_loss(module(batch))
+        except UserCodeError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            if _is_oom(exc):
+                raise
+            if self.setup.loss_fn is not None and not (isinstance(batch, (tuple, list)) and len(batch) == 2):
+                raise UserCodeError(f"make_batch returned {type(batch).__name__}; with a loss_fn it must return "
+                                    "(inputs, targets)") from exc
+            raise _user("the model's forward (or loss_fn)", exc) from exc
+
+    def _reference_losses(self) -> list[float]:
+        """PARITY_STEPS steps as fp32 trains (fp32, no TF32, torch AdamW defaults) from the initial weights;
+        then the weights are put back."""
+        self._set_tf32(False)
+        module = LossModule(self.model, self.setup.loss_fn, self.device, "none")
+        opt = make_optimizer("adamw", [p for p in self.model.parameters() if p.requires_grad], self.lr)
+        losses = []
+        for k in range(PARITY_STEPS):
+            opt.zero_grad()
+            loss = self._forward(module, self.batches[k % POOL])
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+        del opt
+        self._restore()
+        self._set_tf32(self.recipe.tf32)
+        return losses
+
+    def _swap_norms(self) -> dict[str, Any]:
+        """Swap the norms, and check on the first batch that the fp32 loss is the same before and after."""
+        if count_norms(self.model) == 0:
+            raise ValueError(f"{self.variant}: the model has no nn.LayerNorm or nn.RMSNorm for Apex to replace; "
+                             "this variant does not apply to it")
+        plain = LossModule(self.model, self.setup.loss_fn, self.device, "none")
+        with torch.no_grad():
+            before = float(self._forward(plain, self.batches[0]))
+            names = swap_norms(self.model)
+            after = float(self._forward(plain, self.batches[0]))
+        err = abs(after - before)
+        tol = SWAP_TOLERANCE * max(abs(before), 1e-6)
+        return {"modules": len(names), "loss_before": before, "loss_after": after, "max_abs_err": err,
+                "tolerance": tol, "passed": bool(err <= tol)}
+
+    def _variant_losses(self, n: int) -> list[float]:
+        """n steps of this variant from the initial weights (its compile warm-up, for a compiled one); then
+        weights, optimizer, scaler and data are put back as they were before."""
+        losses = []
+        marker = NoMark()
+        for _ in range(n):
+            loss, _ = self.step(marker)
+            losses.append(float(loss.detach()) if loss is not None else math.nan)
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        self._restore()
+        self.opt = self._optimizer()
+        self.scaler = grad_scaler(self.device, self.amp)
+        return losses
+
+    def _parity(self, reference: list[float], losses: list[float], swap: dict[str, Any] | None) -> dict[str, Any]:
+        """The variant's losses against fp32's, step by step, within the precision's tolerance."""
+        arithmetic = self.amp if self.amp != "none" else ("tf32" if self.recipe.tf32 else "fp32")
+        rel = TOLERANCE[arithmetic]
+        scale = max((abs(r) for r in reference), default=1.0) or 1.0
+        diffs = [abs(a - b) if math.isfinite(a) else math.inf for a, b in zip(losses, reference)]
+        err = max(diffs, default=0.0)
+        tol = rel * scale
+        passed = err <= tol and (swap is None or swap["passed"])
+        check: dict[str, Any] = {
+            "against": MODEL.baseline, "kind": "loss_parity", "steps": len(reference), "max_abs_err": err,
+            "tolerance": tol, "relative_tolerance": rel, "losses": losses, "baseline_losses": reference,
+            "passed": bool(passed),
+        }
+        if swap is not None:
+            check["norm_swap"] = swap
+        return check
+
+    # ---- run -----------------------------------------------------------------------------------
+    def warm_up(self) -> float | None:
+        """Compile (and record CUDA graphs) on the parity steps, then start again from the initial weights."""
+        if self.compiled is None:
+            return None
+        import time
+
+        t0 = time.perf_counter()
+        losses = self._variant_losses(max(PARITY_STEPS, WARMUP_STEPS))
+        if self._reference is not None:
+            self.check = self._parity(self._reference, losses[:PARITY_STEPS], self._swap)
+        return time.perf_counter() - t0
+
+    def step(self, clock: Marker) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        batch = self.batches[self._i % POOL]
+        self._i += 1
+        self.opt.zero_grad()  # set_to_none is the default; apex FusedAdam takes no argument
+        if self.compiled is not None:
+            if self.uses_cuda_graphs:
+                torch.compiler.cudagraph_mark_step_begin()  # a new iteration: earlier graph outputs are dead
+            loss = self._forward(self.compiled, batch)
+        else:
+            loss = self._forward(self.loss_module, batch)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            clock.mark()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            loss.backward()
+            clock.mark()
+            self.opt.step()
+        return loss.detach(), scale_tensor(self.scaler)

@@ -1,0 +1,177 @@
+"""`--model` on the command line, in a subprocess: every bad input gets one line and its exit code (2 for usage
+errors, a `failed` run and 1 for errors at run time), and a good model runs with the presets' JSON contract."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers import json_lines, run_cli
+
+
+@pytest.fixture(autouse=True)
+def one_thread(monkeypatch):
+    """One intra-op thread in the CLI's process: tiny models on a small shared CPU lose most of their time to
+    two threads' spin-waits."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+GOOD = '''
+import torch
+from torch import nn
+from apextui import ModelSetup
+
+def build(small=False):
+    return ModelSetup(model=nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 1)),
+                      make_batch=lambda d, g: (torch.randn(2, 4, device=d, generator=g),
+                                               torch.randn(2, 1, device=d, generator=g)),
+                      loss_fn=nn.functional.mse_loss)
+'''
+
+
+def model_file(tmp_path: Path, source: str, name: str = "m.py") -> str:
+    path = tmp_path / name
+    path.write_text(source)
+    return str(path)
+
+
+def one_error_line(stderr: str) -> str:
+    """The error line: exactly one `apextui: error:` line, no Python traceback of apextui's own."""
+    errors = [line for line in stderr.splitlines() if line.startswith("apextui: error:")]
+    assert len(errors) == 1, stderr
+    assert "Traceback (most recent call last)" not in stderr, stderr
+    return errors[0]
+
+
+@pytest.mark.parametrize("source, spec_tail, expected", [
+    (None, ":build", "does not exist"),
+    ("def build(:\n    pass\n", ":build", "syntax error in {path} line 1"),
+    ("import no_such_module_here\n", ":build", "importing {path} failed: ModuleNotFoundError"),
+    ("def make():\n    pass\n", ":build", "has no function 'build'; it defines: make"),
+    ("build = 3\n", ":build", "'build' in {path} is a int, not a function"),
+    ("def build():\n    pass\n", "", "expected FILE.py:FUNC or package.module:FUNC"),
+], ids=["missing-file", "syntax-error", "import-error", "missing-function", "not-callable", "no-function-named"])
+def test_usage_errors_exit_2_with_one_line(tmp_path, source, spec_tail, expected):
+    path = str(tmp_path / "absent.py") if source is None else model_file(tmp_path, source)
+    proc = run_cli("--model", path + spec_tail, "--variant", "fp32", "--json", "--device", "cpu")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    assert expected.format(path=path) in one_error_line(proc.stderr)
+
+
+def test_an_import_error_shows_the_tail_of_the_users_traceback(tmp_path):
+    path = model_file(tmp_path, "x = 1\ndef helper():\n    raise RuntimeError('no GPU driver here')\nhelper()\n")
+    proc = run_cli("list", "--model", f"{path}:build", "--device", "cpu")
+    assert proc.returncode == 2
+    assert "RuntimeError: no GPU driver here" in one_error_line(proc.stderr)
+    assert f'File "{path}", line 3, in helper' in proc.stderr and "raise RuntimeError" in proc.stderr
+
+
+def test_a_wrong_return_type_is_a_usage_error(tmp_path):
+    path = model_file(tmp_path, "def build():\n    return {'model': None}\n")
+    proc = run_cli("--model", f"{path}:build", "--variant", "fp32", "--json", "--device", "cpu")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "the function returned dict; it must return apextui.ModelSetup" in one_error_line(proc.stderr)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--variant", "fp64"], "unknown model variant 'fp64'; choose one of: fp32, tf32"),
+    ([], "--json with --model needs --variant NAME"),
+    (["--variant", "fp32", "--preset", "fp32"], "give --preset or --model, not both"),
+])
+def test_bad_variant_arguments_exit_2(tmp_path, args, expected):
+    proc = run_cli("--model", f"{model_file(tmp_path, GOOD)}:build", "--json", "--device", "cpu", *args)
+    assert proc.returncode == 2
+    assert expected in one_error_line(proc.stderr)
+
+
+def end_of(proc) -> dict:
+    events = json_lines(proc.stdout)
+    assert events[0]["event"] == "start" and events[-1]["event"] == "end"
+    return events[-1]
+
+
+RUN_TIME = {
+    "raises": ("def build():\n    raise ValueError('the config has no vocab')\n",
+               "raised ValueError: the config has no vocab"),
+    "wrong-device": (GOOD.replace("device=d, generator=g),\n", "device='meta'),\n"),
+                     "make_batch returned a tensor on meta; this run is on cpu"),
+    "out-of-memory": (GOOD.replace("torch.randn(2, 4, device=d, generator=g)", "torch.empty(2**44, 2**10, device=d)"),
+                      "out of memory while setting up the workload"),
+}
+
+
+@pytest.mark.parametrize("case", [c if c != "out-of-memory" else pytest.param(c, marks=pytest.mark.slow)
+                                  for c in RUN_TIME])
+def test_run_time_errors_are_failed_runs_exit_1(tmp_path, case):
+    source, expected = RUN_TIME[case]
+    proc = run_cli("--model", f"{model_file(tmp_path, source)}:build", "--variant", "fp32", "--json",
+                   "--device", "cpu", "--steps", "3")
+    assert proc.returncode == 1, proc.stderr
+    end = end_of(proc)
+    assert end["status"] == "failed" and expected in end["error"], end["error"]
+
+
+def test_a_good_model_runs_headless_and_the_json_names_it(tmp_path):
+    path = model_file(tmp_path, GOOD)
+    proc = run_cli("--model", f"{path}:build", "--variant", "adamw_fused", "--json", "--device", "cpu",
+                   "--steps", "4")
+    assert proc.returncode == 0, proc.stderr
+    events = json_lines(proc.stdout)
+    start, end = events[0], events[-1]
+    assert start["model"] == {"spec": f"{path}:build", "name": "m:build"}
+    assert (start["workload"], start["variant"], start["baseline"]) == ("model", "adamw_fused", "fp32")
+    assert end["status"] == "ok" and end["summary"]["check"]["passed"] is True
+
+
+@pytest.mark.slow
+def test_an_unavailable_variant_exits_3(tmp_path):
+    proc = run_cli("--model", f"{model_file(tmp_path, GOOD)}:build", "--variant", "fused_adam", "--json",
+                   "--device", "cpu")
+    assert proc.returncode == 3
+    [event] = json_lines(proc.stdout)
+    assert event["event"] == "unavailable" and "Apex" in event["reason"]
+
+
+def test_list_model_json_names_the_model_and_each_variants_availability():
+    proc = run_cli("list", "--model", "examples/vit.py:build", "--json", "--device", "cpu")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["model"]["name"] == "vit:build" and doc["model"]["norms"] == 5 and doc["model"]["size"] == "small"
+    rows = {r["variant"]: r for r in doc["presets"]}
+    assert rows["fp32"]["available"] and rows["bf16"]["available"]
+    assert not rows["tf32"]["available"] and "CUDA" in rows["tf32"]["reason"]
+    assert not rows["fused_norms"]["available"] and rows["fused_norms"]["fix"]
+
+
+@pytest.mark.slow
+def test_advise_model_gives_the_verdict_for_the_model(tmp_path):
+    """Every CPU variant of a tiny model, torch.compile included (its inductor build is the slow part)."""
+    proc = run_cli("advise", "--model", f"{model_file(tmp_path, GOOD)}:build", "--device", "cpu", "--steps", "25",
+                   "--repeats", "1", "--json", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["model"]["name"] == "m:build"
+    [w] = doc["workloads"]
+    assert w["workload"] == "model" and w["baseline"] == "m:build/fp32" and w["recommended"]
+    assert {p["variant"] for p in w["presets"] if p["status"] == "ok"} >= {"fp32", "bf16", "adamw_fused"}
+    assert w["apex"]["status"] == "not_measurable"
+
+
+@pytest.mark.parametrize("source, expected", [
+    (None, "does not exist"),
+    ("def build(:\n", "syntax error in"),
+    ("def make():\n    pass\n", "has no function 'build' at its top level"),
+])
+def test_the_tui_refuses_a_bad_model_before_it_starts_without_running_its_code(tmp_path, source, expected):
+    path = str(tmp_path / "absent.py") if source is None else model_file(tmp_path, source)
+    proc = run_cli("--model", f"{path}:build", "--device", "cpu")
+    assert proc.returncode == 2 and expected in one_error_line(proc.stderr)
+
+
+def test_a_preset_file_naming_a_model_gets_the_same_usage_errors(tmp_path):
+    preset = tmp_path / "mine.toml"
+    preset.write_text(f'workload = "model"\nmodel = "{tmp_path / "absent.py"}:build"\nvariant = "bf16"\nsteps = 20\n')
+    proc = run_cli("--preset", str(preset), "--json", "--device", "cpu")
+    assert proc.returncode == 2 and "does not exist" in one_error_line(proc.stderr)
