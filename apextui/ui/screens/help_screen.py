@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.binding import Binding, BindingType
+from textual.widgets import Static
+
+from .text_screen import TextScreen
 
 KEYS: tuple[tuple[str, str], ...] = (
     ("↑ ↓ home end", "move in the preset list or the comparison table"),
@@ -63,22 +64,16 @@ def help_body() -> Table:
     return grid
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(TextScreen):
     """A modal over the main screen; esc, q, ? or F1 close it."""
 
-    BINDINGS = [
-        Binding("escape", "dismiss", "Close"),
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "dismiss", "Close", show=False),
         Binding("f1", "dismiss", "Close", show=False),
-        Binding("q", "dismiss", "Close", show=False),
     ]
+    SCROLL_ID = "help-scroll"
+    BODY_ID = "help-body"
+    BOX_TITLE = "apextui — keys and panes"
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help-scroll") as scroll:
-            scroll.border_title = "apextui — keys and panes"
-            scroll.border_subtitle = "↑↓ PgUp PgDn scroll · esc close"
-            yield Static(help_body(), id="help-body")
-        yield Footer()
-
-    def on_mount(self) -> None:
-        self.query_one("#help-scroll").focus()
+    def body(self) -> Static:
+        return Static(help_body(), id=self.BODY_ID)

@@ -3,16 +3,14 @@ errors), every run of the session, oldest first; it follows a running run's outp
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, ClassVar, Sequence
 
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.binding import Binding, BindingType
+from textual.widgets import Static
 
 from ..run_log import RunLog
+from .text_screen import TextScreen
 
 REFRESH_S = 0.5
 
@@ -38,15 +36,16 @@ def log_text(logs: Sequence[RunLog]) -> Text:
     return out
 
 
-class LogScreen(ModalScreen[None]):
+class LogScreen(TextScreen):
     """`logs` is called on every refresh, so runs started while the screen is open appear too."""
 
-    BINDINGS = [
-        Binding("escape", "dismiss", "Close"),
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("o", "dismiss", "Close", show=False),
-        Binding("q", "dismiss", "Close", show=False),
         Binding("end", "scroll_end", "End", show=False),
     ]
+    SCROLL_ID = "log-scroll"
+    BODY_ID = "log-body"
+    BOX_TITLE = "Worker output"
 
     def __init__(self, logs: Callable[[], Sequence[RunLog]], refresh_s: float = REFRESH_S) -> None:
         super().__init__()
@@ -55,15 +54,8 @@ class LogScreen(ModalScreen[None]):
         self.redraws = 0
         self._drawn: tuple[tuple[int, int, bool, str], ...] | None = None
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="log-scroll") as scroll:
-            scroll.border_title = "Worker output"
-            scroll.border_subtitle = "↑↓ PgUp PgDn scroll · esc close"
-            yield Static(id="log-body")
-        yield Footer()
-
     def on_mount(self) -> None:
-        self.query_one("#log-scroll").focus()
+        super().on_mount()
         self.refresh_log()
         self.set_interval(self.refresh_s, self.refresh_log)
 
@@ -77,8 +69,8 @@ class LogScreen(ModalScreen[None]):
             return
         self._drawn = state
         self.redraws += 1
-        self.query_one("#log-body", Static).update(log_text(logs))
-        self.query_one("#log-scroll", VerticalScroll).scroll_end(animate=False)
+        self.query_one(f"#{self.BODY_ID}", Static).update(log_text(logs))
+        self.scroll_box.scroll_end(animate=False)
 
     def action_scroll_end(self) -> None:
-        self.query_one("#log-scroll", VerticalScroll).scroll_end(animate=False)
+        self.scroll_box.scroll_end(animate=False)
