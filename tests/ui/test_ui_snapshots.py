@@ -6,18 +6,16 @@ Regenerate after an intended UI change with
 
 from __future__ import annotations
 
-from ui_fakes import FakeEngine, cpu_probe_no_apex, fake_probe, gpu_report, no_gpu_report, provider, wait_for
+from ui_fakes import FakeEngine, cpu_app, gpu_app, until_ready, wait_for
 
-from apextui.ui.app import make_app
 
 
 def gpu_session():
     """An H200 with Apex: fp32 and fused_fp32 finished, fused_amp live at step 150 of 400."""
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=FakeEngine(hold={"fused_amp": 150}))
+    app = gpu_app(FakeEngine(hold={"fused_amp": 150}))
 
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         for n, name in enumerate(("fp32", "fused_fp32"), 1):
             app.start_preset(name)
             await wait_for(pilot, lambda: len(app.table.rows_data) == n, 10, name)
@@ -32,11 +30,10 @@ def gpu_session():
 
 def cpu_session():
     """A laptop without GPU or Apex: adamw finished, fp32 live at step 150."""
-    app = make_app(device="auto", report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex(),
-                   runner_factory=FakeEngine(hold={"fp32": 150}))
+    app = cpu_app(FakeEngine(hold={"fp32": 150}))
 
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         app.start_preset("adamw")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "adamw")
         app.start_preset("fp32")
@@ -122,11 +119,10 @@ def test_log_screen_80x24(snap_compare, tmp_path):
     def factory(preset, device, callback, *, steps=None, sample_interval=1.0):
         return LoggingRunner(preset, device, callback, steps=steps, hold_at=150 if preset.name == "fused_amp" else None)
 
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=factory)
+    app = gpu_app(factory)
 
     async def open_log(pilot) -> None:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "fp32")
         app.start_preset("fused_amp")
@@ -144,11 +140,10 @@ def test_compiling_80x24(snap_compare):
 
     from textual.clock import MockClock
 
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=FakeEngine(compile_hold=["torch_compile"]))
+    app = gpu_app(FakeEngine(compile_hold=["torch_compile"]))
 
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "fp32")
         app.start_preset("torch_compile")
@@ -186,11 +181,10 @@ def test_advice_measuring_80x24(snap_compare, monkeypatch):
                 held.append(runner)
             return runner
 
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=HoldSecond())
+    app = gpu_app(HoldSecond())
 
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(app.screen, AdviseScreen) and held
                        and "50/100" in str(app.screen.query_one("#advise-status").render()), 10, "advice progress")
@@ -225,11 +219,10 @@ def test_failed_run_80x24(snap_compare):
             cls = FailAt37 if preset.name == "fused_amp" else FakeRunner
             return cls(preset, device, callback, steps=steps, sample_interval=sample_interval)
 
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=Engine())
+    app = gpu_app(Engine())
 
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "fp32")
         app.start_preset("fused_amp")

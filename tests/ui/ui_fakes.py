@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import threading
 from types import MappingProxyType
-from typing import Any, Callable, Sequence
+from typing import Any, AsyncIterator, Callable, Sequence
 
 from apextui.core.apex.features import FEATURES
 from apextui.core.availability import Availability
@@ -336,3 +337,40 @@ async def highlight(pilot: Any, app: Any, name: str) -> None:
 
     if not await highlight_preset(pilot, app, name):
         raise AssertionError(f"could not highlight {name}")
+
+
+# ---- the app, set up as most UI tests need it ---------------------------------------------------
+
+
+def gpu_app(engine: Any = None, **kw: Any) -> Any:
+    """The app on a fake H200 with Apex built (fake report and probe; `kw` may replace them, or add any other
+    `make_app` argument) and `engine` (a FakeEngine by default)."""
+    from apextui.ui.app import make_app
+
+    kw.setdefault("device", "cuda")
+    kw.setdefault("report_provider", provider(gpu_report()))
+    kw.setdefault("probe", fake_probe("cuda"))
+    return make_app(runner_factory=FakeEngine() if engine is None else engine, **kw)
+
+
+def cpu_app(engine: Any = None, **kw: Any) -> Any:
+    """The app on a fake laptop without GPU or Apex (`kw` as for `gpu_app`), with `engine`."""
+    from apextui.ui.app import make_app
+
+    kw.setdefault("device", "auto")
+    kw.setdefault("report_provider", provider(no_gpu_report()))
+    kw.setdefault("probe", cpu_probe_no_apex())
+    return make_app(runner_factory=FakeEngine() if engine is None else engine, **kw)
+
+
+async def until_ready(pilot: Any, app: Any, timeout: float = 10.0) -> None:
+    """Wait for the device probe and the doctor report (runs start only after both)."""
+    await wait_for(pilot, lambda: app.probe is not None and app.report is not None, timeout, "probe and report")
+
+
+@contextlib.asynccontextmanager
+async def running(app: Any, size: tuple[int, int] = (80, 24)) -> AsyncIterator[Any]:
+    """`app.run_test(size=size)`, its pilot yielded once the probe and the report are in."""
+    async with app.run_test(size=size) as pilot:
+        await until_ready(pilot, app)
+        yield pilot
