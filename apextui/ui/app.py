@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable, Sequence
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Footer, OptionList
 
@@ -243,7 +244,10 @@ class ApexTuiApp(RunControl, Quitting, ScreenActions, AppBase):
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         if self.active is None:
             self.latest_view = None  # the pane describes the highlighted preset again
-            self._show_highlighted()
+            try:
+                self._show_highlighted()
+            except NoMatches:  # highlighted while the main screen still mounts (--preset FILE): on_mount shows it
+                pass
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         if event.option.id:
