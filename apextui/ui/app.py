@@ -28,12 +28,13 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
-from textual.widgets import Footer, OptionList
+from textual.widgets import OptionList
 
 from apextui.core.presets import Preset
 from apextui.core.run.runner import RunnerFactory, thread_runner_factory
@@ -46,7 +47,9 @@ from .quitting import EXIT_HANGUP, QUIT_JOIN_S, Quitting
 from .run_control import MAX_RUN_LOGS, STOPPED_WHILE_COMPILING, RunControl
 from .screen_actions import ScreenActions
 from .widgets.comparison_table import ComparisonTable
+from .widgets.key_footer import KeyFooter
 from .widgets.live_run import LiveRun
+from .widgets.log_pane import LogPane
 from .widgets.monitor_panel import MonitorPanel
 from .widgets.preset_picker import PresetPicker
 from .widgets.status_pane import StatusPane
@@ -56,6 +59,10 @@ __all__ = [
     "ActiveRun", "ApexTuiApp", "default_runner_factory", "env_runner_factory", "freeze_gc_once", "make_app",
     "run_app",
 ]
+
+NARROW_COLS = 80  # below: fewer table columns, the key hints that matter, the main GPU/process metrics only
+SHORT_ROWS = 24  # below: no AMP line in the run pane, so the loss curve keeps a line
+WIDE_COLS = 150  # from: the worker output beside the comparison table
 
 _gc_frozen = False
 
@@ -131,10 +138,27 @@ class ApexTuiApp(RunControl, Quitting, ScreenActions, AppBase):
             with Vertical(id="right"):
                 yield LiveRun(id="live")
                 yield MonitorPanel(id="monitor")
-        yield ComparisonTable(id="table")
-        yield Footer(show_command_palette=False)  # 80 columns hold the keys and "? Help", not "^p palette" too
+        with Horizontal(id="bottom"):
+            yield ComparisonTable(id="table")
+            yield LogPane(lambda: self.run_logs, id="log-pane")  # shown from WIDE_COLS columns (app.tcss)
+        yield KeyFooter()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._size_classes(event.size.width, event.size.height)
+
+    def _size_classes(self, width: int, height: int) -> None:
+        """-narrow, -short, -wide on the app: app.tcss lays the panes out by them (docs/tui.md, "Sizes")."""
+        self.set_class(width < NARROW_COLS, "-narrow")
+        self.set_class(height < SHORT_ROWS, "-short")
+        self.set_class(width >= WIDE_COLS, "-wide")
+        try:
+            self.query_one(KeyFooter).set_narrow(width < NARROW_COLS)
+            self.live.set_short(height < SHORT_ROWS)
+        except NoMatches:  # a resize before the main screen is composed: on_mount applies it
+            pass
 
     def on_mount(self) -> None:
+        self._size_classes(self.size.width, self.size.height)
         picker = self.picker
         picker.highlight_preset(self.preselect)
         picker.focus()

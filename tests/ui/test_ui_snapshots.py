@@ -6,13 +6,15 @@ Regenerate after an intended UI change with
 
 from __future__ import annotations
 
-from ui_fakes import FakeEngine, cpu_app, gpu_app, until_ready, wait_for
+from ui_fakes import FakeEngine, LoggingEngine, cpu_app, gpu_app, until_ready, wait_for
 
 
 
-def gpu_session():
-    """An H200 with Apex: fp32 and fused_fp32 finished, fused_amp live at step 150 of 400."""
-    app = gpu_app(FakeEngine(hold={"fused_amp": 150}))
+def gpu_session(log_dir=None):
+    """An H200 with Apex: fp32 and fused_fp32 finished, fused_amp live at step 150 of 400; with `log_dir`, the
+    runs' workers print to log files there (the log pane of wide terminals shows them)."""
+    hold = {"fused_amp": 150}
+    app = gpu_app(FakeEngine(hold=hold) if log_dir is None else LoggingEngine(log_dir, hold=hold))
 
     async def run_before(pilot) -> None:
         await until_ready(pilot, app)
@@ -53,6 +55,25 @@ def test_main_screen_gpu_80x24(snap_compare):
 def test_main_screen_gpu_120x40(snap_compare):
     app, before = gpu_session()
     assert snap_compare(app, terminal_size=(120, 40), run_before=before)
+
+
+def test_main_screen_gpu_60x20(snap_compare):
+    """Narrow: the table keeps preset, ms, speed-up, loss and err; the footer keeps the keys that matter and
+    ? Help; the step-time and metric sparklines have room (rough edge 3)."""
+    app, before = gpu_session()
+    assert snap_compare(app, terminal_size=(60, 20), run_before=before)
+
+
+def test_main_screen_gpu_160x48(snap_compare, tmp_path):
+    """Wide: the worker output beside the comparison table, a step-time chart with its axis."""
+    app, before = gpu_session(tmp_path)
+    assert snap_compare(app, terminal_size=(160, 48), run_before=before)
+
+
+def test_main_screen_gpu_200x60(snap_compare, tmp_path):
+    """Wider: the table adds steps, throughput and compile time; the loss curve takes the run pane's height."""
+    app, before = gpu_session(tmp_path)
+    assert snap_compare(app, terminal_size=(200, 60), run_before=before)
 
 
 def test_main_screen_no_gpu_80x24(snap_compare):
@@ -99,27 +120,7 @@ def test_run_details_screen_80x24(snap_compare):
 
 def test_log_screen_80x24(snap_compare, tmp_path):
     """The worker output of two runs: one that ended (its log file deleted), one still running."""
-    from ui_fakes import FakeRunner
-
-    class LoggingRunner(FakeRunner):
-        def __init__(self, *args, **kw) -> None:
-            super().__init__(*args, **kw)
-            self.log_path = str(tmp_path / f"{self.preset.name}.log")
-            with open(self.log_path, "w") as fh:
-                fh.write(f"[worker] {self.preset.name}: torch.compile of the model…\n")
-                if self.preset.amp == "fp16":
-                    fh.write("FutureWarning: `torch.cuda.amp.GradScaler(args...)` is deprecated. "
-                             "Please use `torch.amp.GradScaler('cuda', args...)` instead.\n")
-
-        def _end(self, status: str) -> None:
-            super()._end(status)
-            import os
-            os.unlink(self.log_path)
-
-    def factory(preset, device, callback, *, steps=None, sample_interval=1.0):
-        return LoggingRunner(preset, device, callback, steps=steps, hold_at=150 if preset.name == "fused_amp" else None)
-
-    app = gpu_app(factory)
+    app = gpu_app(LoggingEngine(tmp_path, hold={"fused_amp": 150}))
 
     async def open_log(pilot) -> None:
         await until_ready(pilot, app)

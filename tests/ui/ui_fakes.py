@@ -310,6 +310,42 @@ class FakeEngine:
         return runner
 
 
+class LoggingRunner(FakeRunner):
+    """A FakeRunner whose worker prints to a log file as ProcessRunner's does (a compile line; with fp16 the
+    GradScaler FutureWarning), deleted when the run ends as the worker deletes it after a good run."""
+
+    def __init__(self, *args: Any, log_dir: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.log_path = str(log_dir / f"{self.preset.name}.log")
+        with open(self.log_path, "w") as fh:
+            fh.write(f"[worker] {self.preset.name}: torch.compile of the model…\n")
+            if self.preset.amp == "fp16":
+                fh.write("FutureWarning: `torch.cuda.amp.GradScaler(args...)` is deprecated. "
+                         "Please use `torch.amp.GradScaler('cuda', args...)` instead.\n")
+
+    def _end(self, status: str) -> None:
+        super()._end(status)
+        import os
+
+        if os.path.exists(self.log_path):
+            os.unlink(self.log_path)
+
+
+class LoggingEngine(FakeEngine):
+    """A FakeEngine of LoggingRunners writing their logs in `log_dir`."""
+
+    def __init__(self, log_dir: Any, hold: dict[str, int] | None = None) -> None:
+        super().__init__(hold)
+        self.log_dir = log_dir
+
+    def __call__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
+                 steps: int | None = None, sample_interval: float = 1.0) -> FakeRunner:
+        runner = LoggingRunner(preset, device, callback, steps=steps, sample_interval=sample_interval,
+                               hold_at=self.hold.get(preset.name), log_dir=self.log_dir)
+        self.runners.append(runner)
+        return runner
+
+
 # ---- pilot helpers ---------------------------------------------------------------------------
 
 

@@ -5,35 +5,15 @@ from __future__ import annotations
 
 from typing import Callable, ClassVar, Sequence
 
-from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import Static
 
-from ..run_log import RunLog
+from ..run_log import LogState, RunLog, log_text, poll_logs
 from .text_screen import TextScreen
 
 REFRESH_S = 0.5
 
-
-def log_text(logs: Sequence[RunLog]) -> Text:
-    """One section per run: a title line, then its output (or why there is none)."""
-    if not logs:
-        return Text("no run yet: the output of each run's worker appears here", style="dim")
-    out = Text()
-    for n, log in enumerate(logs):
-        if n:
-            out.append("\n")
-        state = "running" if log.open else "ended"
-        out.append(f"── {log.title} · {state} ──\n", style="bold")
-        if log.truncated:
-            out.append("(earlier output dropped: only the last part is kept)\n", style="dim")
-        if log.text:
-            out.append(log.text if log.text.endswith("\n") else log.text + "\n")
-        elif log.note:
-            out.append(log.note + "\n", style="dim")
-        else:
-            out.append("(no output)\n", style="dim")
-    return out
+__all__ = ["LogScreen", "log_text"]
 
 
 class LogScreen(TextScreen):
@@ -52,7 +32,7 @@ class LogScreen(TextScreen):
         self.logs = logs
         self.refresh_s = refresh_s
         self.redraws = 0
-        self._drawn: tuple[tuple[int, int, bool, str], ...] | None = None
+        self._drawn: LogState | None = None
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -61,15 +41,11 @@ class LogScreen(TextScreen):
 
     def refresh_log(self) -> None:
         """Read new output; redraw (and follow the end) only when something changed."""
-        logs = list(self.logs())
-        for log in logs:
-            log.poll()
-        state = tuple((id(log), len(log.text), log.open, log.note) for log in logs)
-        if state == self._drawn:
+        self._drawn, text = poll_logs(list(self.logs()), self._drawn)
+        if text is None:
             return
-        self._drawn = state
         self.redraws += 1
-        self.query_one(f"#{self.BODY_ID}", Static).update(log_text(logs))
+        self.query_one(f"#{self.BODY_ID}", Static).update(text)
         self.scroll_box.scroll_end(animate=False)
 
     def action_scroll_end(self) -> None:
