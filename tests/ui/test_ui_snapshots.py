@@ -201,26 +201,9 @@ def test_advice_measuring_80x24(snap_compare, monkeypatch):
 
 
 def test_failed_run_80x24(snap_compare):
-    """fused_amp failed at step 37 (out of memory): ✗ failed with the error in the run pane and the table."""
-    import dataclasses
-
-    from ui_fakes import FakeRunner
-
-    class FailAt37(FakeRunner):
-        def start(self):
-            self.callback(self._snap("starting", ()))
-            self.callback(self._snap("running", ()))
-            self._advance(37)
-            self.finished = True
-            self.callback(dataclasses.replace(self._snap("failed", ()), error="CUDA out of memory at step 38"))
-            return self
-
-    class Engine(FakeEngine):
-        def __call__(self, preset, device, callback, *, steps=None, sample_interval=1.0):
-            cls = FailAt37 if preset.name == "fused_amp" else FakeRunner
-            return cls(preset, device, callback, steps=steps, sample_interval=sample_interval)
-
-    app = gpu_app(Engine())
+    """fused_amp failed at step 37 (out of memory): ✗ failed with the error in the run pane and the table, and
+    "failed" where its speed-up would be."""
+    app = gpu_app(FakeEngine(fail={"fused_amp": 37}))
 
     async def run_before(pilot) -> None:
         await until_ready(pilot, app)

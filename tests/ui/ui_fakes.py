@@ -189,8 +189,9 @@ class FakeRunner:
 
     def __init__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
                  steps: int | None = None, sample_interval: float = 1.0, hold_at: int | None = None,
-                 batch: int = 10, compile_hold: bool = False) -> None:
+                 batch: int = 10, compile_hold: bool = False, fail_at: int | None = None) -> None:
         self.preset, self.device, self.callback = preset, device, callback
+        self.fail_at = fail_at  # fails after this many steps: "CUDA out of memory at step fail_at + 1"
         self.compiling = compile_hold  # stays "compiling" (no RunInfo yet) until release()
         self.steps = steps or preset.steps
         self.warmup = preset.warmup if preset.warmup < self.steps else self.steps // 5
@@ -262,6 +263,13 @@ class FakeRunner:
             self.callback(dataclasses.replace(self._snap("starting", ()), status="compiling"))
             return self
         self.callback(self._snap("running", ()))
+        if self.fail_at is not None:
+            self._advance(self.fail_at)
+            self.finished = True
+            self.result = dataclasses.replace(self._snap("failed", ()),
+                                              error=f"CUDA out of memory at step {self.fail_at + 1}")
+            self.callback(self.result)
+            return self
         self._advance(self.hold_at if self.hold_at is not None else self.steps)
         if self.hold_at is None:
             self._end("ok")
@@ -295,17 +303,25 @@ class FakeRunner:
 
 class FakeEngine:
     """A runner factory: `hold` maps preset names to the step their run pauses at; the runs of the presets
-    in `compile_hold` stay "compiling" until released."""
+    in `compile_hold` stay "compiling" until released; `fail` maps preset names to the step after which their
+    runs fail (each run of that preset, or only the `fail_runs`-th ones, counted from 1, when given)."""
 
-    def __init__(self, hold: dict[str, int] | None = None, compile_hold: Sequence[str] = ()) -> None:
+    def __init__(self, hold: dict[str, int] | None = None, compile_hold: Sequence[str] = (),
+                 fail: dict[str, int] | None = None, fail_runs: Sequence[int] = ()) -> None:
         self.hold = hold or {}
+        self.fail = fail or {}
+        self.fail_runs = set(fail_runs)
         self.compile_hold = set(compile_hold)  # presets whose run stays compiling until released
         self.runners: list[FakeRunner] = []
 
     def __call__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
                  steps: int | None = None, sample_interval: float = 1.0) -> FakeRunner:
+        fail_at = self.fail.get(preset.name)
+        if self.fail_runs and len(self.runners) + 1 not in self.fail_runs:
+            fail_at = None
         runner = FakeRunner(preset, device, callback, steps=steps, sample_interval=sample_interval,
-                            hold_at=self.hold.get(preset.name), compile_hold=preset.name in self.compile_hold)
+                            hold_at=self.hold.get(preset.name), compile_hold=preset.name in self.compile_hold,
+                            fail_at=fail_at)
         self.runners.append(runner)
         return runner
 
