@@ -20,17 +20,19 @@ runner factory, device probe, preset list) so tests can run it with fakes;
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, ClassVar
 
 from textual import events
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
@@ -110,7 +112,7 @@ class ApexTuiApp(RunControl, Quitting, ScreenActions, AppBase):
     CSS_PATH = "app.tcss"
     TITLE = "apextui"
     ENABLE_COMMAND_PALETTE = True  # ctrl+p: every action (commands.py), start <preset> for each preset
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "stop", "Stop"),
         Binding("d", "doctor", "Doctor"),
         Binding("a", "advise", "Advise"),
@@ -211,12 +213,12 @@ class ApexTuiApp(RunControl, Quitting, ScreenActions, AppBase):
             return
         self._post_from_thread(ProbeDone(probe))
         if self.runner_factory is default_runner_factory:
-            try:  # fork the workers from a server that has imported torch: later runs start at once
+            # fork the workers from a server that has imported torch: later runs start at once (if this fails,
+            # the first run starts the server itself)
+            with contextlib.suppress(Exception):
                 from apextui.core.run.worker import prestart
 
                 prestart()
-            except Exception:  # noqa: BLE001 - the first run then starts the server itself
-                pass
 
     def _doctor_worker(self) -> None:
         try:

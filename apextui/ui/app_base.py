@@ -7,9 +7,10 @@ quitting.py, screen_actions.py); they all subclass `AppBase`, so each sees the s
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from textual.app import App
 from textual.timer import Timer

@@ -45,7 +45,7 @@ class RunLog:
         self._fd = fd
 
     @classmethod
-    def of_runner(cls, title: str, runner: Any) -> "RunLog":
+    def of_runner(cls, title: str, runner: Any) -> RunLog:
         return cls(title, getattr(runner, "log_path", None))
 
     def poll(self) -> bool:

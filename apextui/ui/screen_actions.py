@@ -4,8 +4,8 @@ output), ctrl+p (the command palette), and p (an SVG screenshot) (a mixin of `Ap
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from textual.app import SystemCommand
 from textual.screen import Screen

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from ui_fakes import (
     FakeEngine,
+    cpu_app,
     fake_probe,
+    gpu_app,
     gpu_report,
     highlight,
     no_gpu_report,
     provider,
-    cpu_app,
-    gpu_app,
     static_text,
     until_ready,
     wait_for,
@@ -24,10 +24,10 @@ from ui_fakes import (
 from apextui.core.compare import format_speedup
 from apextui.core.env import DeviceUnavailable
 from apextui.core.presets import load_builtin, resolve
+from apextui.core.results import comparison
 from apextui.ui.app import make_app
 from apextui.ui.screens.load_screen import LoadScreen
 from apextui.ui.screens.report_screen import ReportScreen
-from apextui.core.results import comparison
 from apextui.ui.widgets.comparison_table import ComparisonTable
 from apextui.ui.widgets.preset_picker import PresetPicker
 

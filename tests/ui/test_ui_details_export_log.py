@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from ui_fakes import FakeRunner, gpu_app, until_ready, wait_for
 
+from apextui.core.results import results_document
 from apextui.ui import history
 from apextui.ui.export import to_csv, to_markdown
-from apextui.core.results import results_document
 from apextui.ui.screens.load_screen import LoadScreen
 from apextui.ui.screens.log_screen import LogScreen, log_text
 from apextui.ui.screens.run_details_screen import RunDetailsScreen, flatten, sections
@@ -22,11 +22,17 @@ pytestmark = pytest.mark.asyncio
 SIZE = (100, 30)
 
 
+def append(path, text: str) -> None:
+    """What the worker does: append to its log file."""
+    with open(path, "a") as fh:
+        fh.write(text)
+
+
 async def two_runs(pilot, app) -> None:
     await until_ready(pilot, app)
     for n, name in enumerate(("layernorm", "fused_layernorm"), 1):
         app.start_preset(name)
-        await wait_for(pilot, lambda: len(app.table.rows_data) == n, 5, name)
+        await wait_for(pilot, lambda n=n: len(app.table.rows_data) == n, 5, name)
 
 
 async def test_enter_on_a_comparison_row_shows_everything_the_json_has():
@@ -116,8 +122,7 @@ async def test_o_shows_the_worker_output_while_running_and_after_the_log_is_dele
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "layernorm")
         app.start_preset("fp32")  # held at step 50: its log is still being written
         await wait_for(pilot, lambda: app.active is not None and app.active.preset.name == "fp32", 5, "fp32 runs")
-        with open(tmp_path / "apextui-worker-fp32.log", "a") as fh:
-            fh.write("FutureWarning: torch.cuda.amp.GradScaler is deprecated\n")
+        append(tmp_path / "apextui-worker-fp32.log", "FutureWarning: torch.cuda.amp.GradScaler is deprecated\n")
         await wait_for(pilot, lambda: "GradScaler" in log_text(app.run_logs).plain, 5, "the new line on screen")
         text = log_text(app.run_logs).plain
         assert "── layernorm (run 1) · ended ──\ncompiling layernorm...\nUserWarning" in text

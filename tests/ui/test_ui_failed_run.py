@@ -24,7 +24,7 @@ async def run_all(pilot, app, names) -> None:
     """Run each preset in turn to its end (a row each)."""
     for n, name in enumerate(names, len(app.table.rows_data) + 1):
         app.start_preset(name)
-        await wait_for(pilot, lambda: len(app.table.rows_data) == n, 10, name)
+        await wait_for(pilot, lambda n=n: len(app.table.rows_data) == n, 10, name)
 
 
 async def test_a_failed_run_says_failed_where_its_speedup_would_be(tmp_path):

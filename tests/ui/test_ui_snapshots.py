@@ -9,7 +9,6 @@ from __future__ import annotations
 from ui_fakes import FakeEngine, LoggingEngine, cpu_app, gpu_app, until_ready, wait_for
 
 
-
 def gpu_session(log_dir=None):
     """An H200 with Apex: fp32 and fused_fp32 finished, fused_amp live at step 150 of 400; with `log_dir`, the
     runs' workers print to log files there (the log pane of wide terminals shows them)."""
@@ -20,7 +19,7 @@ def gpu_session(log_dir=None):
         await until_ready(pilot, app)
         for n, name in enumerate(("fp32", "fused_fp32"), 1):
             app.start_preset(name)
-            await wait_for(pilot, lambda: len(app.table.rows_data) == n, 10, name)
+            await wait_for(pilot, lambda n=n: len(app.table.rows_data) == n, 10, name)
         app.start_preset("fused_amp")
         await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.snapshot.steps_done == 150,
                        10, "fused_amp at step 150")

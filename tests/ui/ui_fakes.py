@@ -6,11 +6,10 @@ import contextlib
 import dataclasses
 import math
 import threading
+from collections.abc import AsyncIterator, Callable, Sequence
 from types import MappingProxyType
-from typing import Any, AsyncIterator, Callable, Sequence
+from typing import Any
 
-from apextui.core.apex.features import FEATURES
-from apextui.core.availability import Availability
 from apextui.core.apex.doctor_report import (
     ApexInfo,
     DoctorReport,
@@ -21,9 +20,11 @@ from apextui.core.apex.doctor_report import (
     Problem,
     SmokeResult,
 )
+from apextui.core.apex.features import FEATURES
+from apextui.core.availability import Availability
+from apextui.core.monitor.sampler import MonitorReading
 from apextui.core.presets import Preset
 from apextui.core.run.runner import RunInfo, Snapshot
-from apextui.core.monitor.sampler import MonitorReading
 from apextui.core.run.stats import StepStats
 from apextui.core.run.timing import StepRecord
 from apextui.ui.probe import Probe
@@ -257,7 +258,7 @@ class FakeRunner:
             end = min(to, self.done + self.batch)
             self.callback(self._snap("running", tuple(self._record(s) for s in range(self.done + 1, end + 1))))
 
-    def start(self) -> "FakeRunner":
+    def start(self) -> FakeRunner:
         self.callback(self._snap("starting", ()))
         if self.compiling:
             self.callback(dataclasses.replace(self._snap("starting", ()), status="compiling"))

@@ -26,22 +26,22 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("l", "load results: pick a recent file (run history, start folder) or type a path"),
     ("ctrl+p", "the command palette: every action, start <preset> for every preset"),
     ("? f1", "this help"),
-    ("q ctrl+q ctrl+c", "quit: a running run is stopped first; runs not saved with w are saved "
-                        "automatically to the run history"),
+    ("q ctrl+q ctrl+c", ("quit: a running run is stopped first; runs not saved with w are saved "
+                        "automatically to the run history")),
 )
 
 PANES: tuple[tuple[str, str], ...] = (
-    ("Apex doctor", "where runs go (GPU, or CPU at small sizes), Apex's status, each fused feature ✓/✗ "
-                    "with its reason; d opens the full report with fixes"),
+    ("Apex doctor", ("where runs go (GPU, or CPU at small sizes), Apex's status, each fused feature ✓/✗ "
+                    "with its reason; d opens the full report with fixes")),
     ("Presets", "every preset by workload, with its baseline; ✗ cannot run here (highlight it for why)"),
-    ("Run", "ms per step now / median / p10 / p90 (warm-up excluded), progress, throughput, step-time "
-            "sparkline, loss curve against the data's entropy floor, AMP loss scale and skipped steps"),
+    ("Run", ("ms per step now / median / p10 / p90 (warm-up excluded), progress, throughput, step-time "
+            "sparkline, loss curve against the data's entropy floor, AMP loss scale and skipped steps")),
     ("GPU · process", "GPU utilisation, memory, power, temperature, SM clock (NVML); process CPU % and RSS"),
-    ("Comparison", "every finished run (■ stopped, ✗ failed, f1 f2 … loaded from files): median, p10–p90, "
+    ("Comparison", ("every finished run (■ stopped, ✗ failed, f1 f2 … loaded from files): median, p10–p90, "
                    "speed-up vs the workload's baseline (≈ within noise; a failed run has none), loss/floor, "
-                   "norm check max error; narrow terminals keep the main columns, wide ones add more"),
-    ("Worker output", "150 columns or more, beside the comparison table: what the runs' workers print (o: full "
-                      "screen)"),
+                   "norm check max error; narrow terminals keep the main columns, wide ones add more")),
+    ("Worker output", ("150 columns or more, beside the comparison table: what the runs' workers print (o: full "
+                      "screen)")),
 )
 
 HISTORY = ("Run history: results saved with w, and runs saved automatically on quit, accumulate in the user's "

@@ -3,7 +3,8 @@ errors), every run of the session, oldest first; it follows a running run's outp
 
 from __future__ import annotations
 
-from typing import Callable, ClassVar, Sequence
+from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 from textual.binding import Binding, BindingType
 from textual.widgets import Static

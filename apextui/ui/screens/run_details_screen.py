@@ -8,7 +8,8 @@ shown under "Other", so nothing in the JSON is hidden.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar
 
 from rich.table import Table
 from rich.text import Text

@@ -156,7 +156,7 @@ class LiveRun(Vertical):
         """' 150/400 · 7.5 s'; before the RunInfo (compiling) ' … · 12 s', counted here in whole seconds."""
         if info is None:
             return f" … · {int(max(elapsed, time.monotonic() - self._started if self._started else 0.0))} s"
-        return f" {done}/{getattr(info, 'steps')} · {fmt.seconds(elapsed)}"
+        return f" {done}/{info.steps} · {fmt.seconds(elapsed)}"
 
     def _title(self, title: str) -> None:
         if self.border_title != title:

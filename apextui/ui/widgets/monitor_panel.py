@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from textual.app import ComposeResult
 from textual.containers import Grid, Vertical
