@@ -40,10 +40,11 @@ class ScreenActions(AppBase):
 
         self.push_screen(ReportScreen(self.report, self.report_error))
 
-    def action_screenshot(self) -> None:
-        filename = f"apextui-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """p: an SVG of the screen, apextui-YYYYmmdd-HHMMSS.svg in the start folder unless named."""
+        filename = filename or f"apextui-{time.strftime('%Y%m%d-%H%M%S')}.svg"
         try:
-            path = self.save_screenshot(filename=filename, path=str(self.save_dir))
+            path = self.save_screenshot(filename=filename, path=path or str(self.save_dir))
         except OSError as exc:
             self.notify(f"could not save the screenshot: {exc}", severity="error", timeout=10)
             return

@@ -16,6 +16,7 @@ from textual.widgets import ProgressBar, Static
 
 from apextui.core.availability import Availability
 from apextui.core.presets import Preset
+from apextui.core.run.runner import RunInfo
 
 from .. import fmt
 from ..bridge import RunView
@@ -152,7 +153,7 @@ class LiveRun(Vertical):
         if self._status in ("starting", "compiling"):
             self._set("run-steps", self._steps_text(None, 0, 0.0))
 
-    def _steps_text(self, info: object, done: int, elapsed: float) -> str:
+    def _steps_text(self, info: RunInfo | None, done: int, elapsed: float) -> str:
         """' 150/400 · 7.5 s'; before the RunInfo (compiling) ' … · 12 s', counted here in whole seconds."""
         if info is None:
             return f" … · {int(max(elapsed, time.monotonic() - self._started if self._started else 0.0))} s"
