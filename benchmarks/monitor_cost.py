@@ -58,7 +58,7 @@ from typing import Any, Callable
 HERE = Path(__file__).resolve().parent
 
 from apextui.bench import bare as bare_loop
-from apextui.bench.measure import TimedClock, geomean_ci
+from apextui.bench.measure import HostUse, TimedClock, geomean_ci, gil_handoff_s, monitor_budget
 
 KINDS = ("bare", "json", "tui")
 MIN_STEPS = 20
@@ -139,15 +139,35 @@ def monitored_block(workload: Any, preset: Any, warmup: int, steps: int, device:
     if snap is None or snap.status != "ok" or snap.stats is None:
         raise RuntimeError(f"monitored block did not finish: {snap.error if snap else 'no result'}")
     st = snap.stats
+    use = runner.timed.use
     return {"reported_ms": st.median_ms, "wall_ms": st.mean_ms, "block_steps": st.block_steps,
-            "intervals": st.count, "cpu_ms": runner.timed.steps_cpu_s * 1000 / (warmup + steps)}
+            "intervals": st.count, "cpu_ms": use.thread_cpu_s * 1000 / (warmup + steps),
+            "clock_s": runner.timed.seconds, **use.as_dict("use")}
 
 
-def bare_with_cpu(workload: Any, warmup: int, steps: int, device: str) -> tuple[float, float]:
-    """(ms/step, the training thread's CPU ms a step over warm-up and timed steps) of a bare block."""
-    cpu0 = time.thread_time()
+def bare_with_cpu(workload: Any, warmup: int, steps: int, device: str) -> dict[str, float]:
+    """A bare block's ms/step, the training thread's CPU ms a step, and its host use (`HostUse`), over its
+    warm-up and timed steps (the window a monitored block's use covers)."""
+    use0 = HostUse.now()
     ms = bare_loop.bare_block(workload, warmup, steps, device)
-    return ms, (time.thread_time() - cpu0) * 1000 / (warmup + steps)
+    use = HostUse.now() - use0
+    return {"bare_ms": ms, "bare_cpu_ms": use.thread_cpu_s * 1000 / (warmup + steps), **use.as_dict("bare_use")}
+
+
+def use_of(row: dict[str, Any], prefix: str) -> HostUse:
+    return HostUse(**{f.name: row[f"{prefix}_{f.name}"] for f in dataclasses.fields(HostUse)})
+
+
+def add_budgets(row: dict[str, Any], handoff_s: float) -> None:
+    """The round's monitor budget of its json and tui blocks (`measure.monitor_budget`), against its bare
+    block: the most the monitor can have cost, a fraction of the block."""
+    if "bare_use_wall_s" not in row:  # a run from before the host-use accounting
+        return
+    bare = use_of(row, "bare_use")
+    for kind in ("json", "tui"):
+        if f"{kind}_use_wall_s" in row:
+            budget = monitor_budget(use_of(row, f"{kind}_use"), bare, row[f"{kind}_clock_s"], handoff_s)
+            row.update({f"{kind}_budget_{k}": v for k, v in budget.items()})
 
 
 def rounds_in_worker(preset_name: str, device: str, warmup: int, block_ms: float, rounds: int,
@@ -168,6 +188,7 @@ def rounds_in_worker(preset_name: str, device: str, warmup: int, block_ms: float
     workload.compiles = False  # compiled or captured once above; a monitored block must not do it again
     first = bare_loop.bare_block(workload, warmup, MIN_STEPS, device)
     steps = max(MIN_STEPS, math.ceil(block_ms / first))
+    handoff = gil_handoff_s()
     rows = []
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8") as fh:
         for r in range(rounds):
@@ -178,18 +199,19 @@ def rounds_in_worker(preset_name: str, device: str, warmup: int, block_ms: float
                     gc.collect()
                 with GcTimer() as collections:
                     if kind == "bare":
-                        row["bare_ms"], row["bare_cpu_ms"] = bare_with_cpu(workload, warmup, steps, device)
+                        row.update(bare_with_cpu(workload, warmup, steps, device))
                     else:
                         sink = JsonLinePrinter(fh) if kind == "json" else send
                         got = monitored_block(workload, preset, warmup, steps, device, sink, sampler)
                         row.update({f"{kind}_{k}": v for k, v in got.items()})
                 row[f"{kind}_gc_collections"] = collections.count
                 row[f"{kind}_gc_ms"] = collections.seconds * 1000
+            add_budgets(row, handoff)
             rows.append(row)
         fh.flush()
         json_lines = sum(1 for _ in open(fh.name, encoding="utf-8"))
     return {"preset": preset_name, "steps": steps, "warmup": warmup, "first_bare_ms": first, "rounds": rows,
-            "json_lines": json_lines}
+            "json_lines": json_lines, "gil_handoff_s": handoff}
 
 
 def worker_target(preset: Any, device: str, steps: int, sample_interval: float, conn: Any, stop: Any,
@@ -302,6 +324,11 @@ def summarise(res: dict[str, Any]) -> dict[str, Any]:
             out[f"{kind}_{what}"] = {"geomean": g, "ci95_low": lo, "ci95_high": hi}
         out[f"{kind}_median_ms"] = statistics.median(r[f"{kind}_reported_ms"] for r in rows)
     out["block_steps"] = max(r["json_block_steps"] for r in rows)
+    for kind in ("json", "tui"):
+        if all(f"{kind}_budget_total" in r for r in rows):  # runs before the host-use accounting have none
+            out[f"{kind}_budget"] = {k: statistics.fmean(r[f"{kind}_budget_{k}"] for r in rows)
+                                     for k in ("clock", "gil", "runq", "total", "extra_switches")}
+            out[f"{kind}_budget"]["max_total"] = max(r[f"{kind}_budget_total"] for r in rows)
     if all("bare_gc_ms" in r for r in rows):  # runs before the GC accounting have none
         out["gc_ms_a_block"] = {k: statistics.fmean(r[f"{k}_gc_ms"] for r in rows) for k in KINDS}
     if res.get("separate"):
@@ -341,6 +368,39 @@ def _ratio(d: dict[str, float] | None) -> str:
     return "—" if d is None else f"{d['geomean']:.4f} ({d['ci95_low']:.3f}–{d['ci95_high']:.3f})"
 
 
+def _budget(b: dict[str, float] | None) -> str:
+    if b is None:
+        return "— | — | —"
+    return (f"{100 * b['total']:.2f} % (max {100 * b['max_total']:.2f} %) | {100 * b['clock']:.3f} % + "
+            f"{100 * b['gil']:.2f} % ({b['extra_switches']:.0f} waits) | {100 * b['runq']:.2f} %")
+
+
+def budget_table(results: dict[str, Any]) -> list[str]:
+    """The monitor's budget per preset: the most it can have taken from the training thread, by part."""
+    rows = [(name, res) for name, res in results["presets"].items()
+            if "summary" in res and "json_budget" in res["summary"]]
+    if not rows:
+        return []
+    lines = ["", "Monitor budget: the most the monitor can have taken from the training thread, a share of the "
+             "monitored block (mean over rounds)", "",
+             "| preset | GIL hand-over µs | json: budget | json: clock + GIL (extra waits a block) "
+             "| json: extra run-queue wait | tui: budget | tui: clock + GIL (extra waits a block) "
+             "| tui: extra run-queue wait |", "|---|---|---|---|---|---|---|---|"]
+    for name, res in rows:
+        s = res["summary"]
+        handoff = res.get("gil_handoff_s")
+        hand = "—" if handoff is None else f"{handoff * 1e6:.1f}"
+        lines.append(f"| {name} | {hand} | {_budget(s.get('json_budget'))} | {_budget(s.get('tui_budget'))} |")
+    lines += ["", "budget = (the clock's calls on the training thread + the CPU time of the process's other "
+              "threads beyond the bare block's + the training thread's voluntary switches beyond the bare "
+              "block's × one GIL hand-over) / the monitored block's time. The other threads cannot hold the GIL "
+              "for longer than they run, and each extra wait costs the training thread at most one hand-over "
+              "beyond that, so the budget bounds what the monitor takes through the GIL. Run-queue wait: time "
+              "the training thread was ready but its core was taken (by the TUI's app process, for example), "
+              "not in the budget; shown on its own."]
+    return lines
+
+
 def _gc(summary: dict[str, Any]) -> str:
     gc_ms = summary.get("gc_ms_a_block")
     return "—" if gc_ms is None else " / ".join(f"{gc_ms[k]:.2f}" for k in KINDS)
@@ -372,7 +432,7 @@ def table(results: dict[str, Any]) -> str:
               "and measured steps (its synchronisations included), monitored / bare: blind to time the host "
               "gives other processes, unlike wall time. GC: cyclic-garbage collections during a block, in any thread "
               "(mean ms a block)."]
-    return "\n".join(lines)
+    return "\n".join(lines + budget_table(results))
 
 
 def main(argv: list[str] | None = None) -> int:

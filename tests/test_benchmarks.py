@@ -51,13 +51,18 @@ def test_monitor_cost_runs_bare_json_and_tui_blocks_and_separate_processes_on_cp
             assert r[f"{kind}_reported_ms"] > 0 and r[f"{kind}_wall_ms"] > 0 and r[f"{kind}_cpu_ms"] > 0
         for kind in ("bare", "json", "tui"):  # cyclic-GC collections during each block, and their time
             assert r[f"{kind}_gc_collections"] >= 0 and r[f"{kind}_gc_ms"] >= 0
+        for kind in ("json", "tui"):  # the monitor budget: its parts add up, over the block's own time
+            assert r[f"{kind}_budget_total"] == pytest.approx(r[f"{kind}_budget_clock"] + r[f"{kind}_budget_gil"])
+            assert r[f"{kind}_budget_clock"] > 0 and r[f"{kind}_use_wall_s"] > 0
     assert set(res["summary"]["gc_ms_a_block"]) == {"bare", "json", "tui"}
+    assert 0 < res["gil_handoff_s"] < 0.01 and "json_budget" in res["summary"]
     s = res["summary"]
     ratios = [r["json_wall_ms"] / r["bare_ms"] for r in res["rounds"]]
     assert s["json_wall"]["geomean"] == pytest.approx(math.exp(sum(map(math.log, ratios)) / 2))
     assert len(res["separate"]) == 1 and res["separate"][0]["ratio"] > 0
     assert "| layernorm |" in (tmp_path / "monitor_cost.md").read_text()
     assert "GC ms a block" in (tmp_path / "monitor_cost.md").read_text()
+    assert "Monitor budget" in (tmp_path / "monitor_cost.md").read_text()
     again = bench("monitor_cost.py", "--from-json", str(tmp_path / "monitor_cost.json"))
     assert again.returncode == 0 and "| layernorm |" in again.stdout
 
@@ -73,6 +78,9 @@ def test_monitor_parts_runs_every_variant_against_the_bare_loop_on_cpu(tmp_path)
     assert set(res["variants"]) == set(mod.VARIANTS)
     for kind in ("bare", *mod.VARIANTS):
         assert row[kind] > 0 and row[f"{kind}_switches"] >= 0 and row[f"{kind}_cpu_s"] > 0
+    for kind in mod.VARIANTS:
+        assert row[f"{kind}_budget_total"] >= row[f"{kind}_budget_clock"] >= 0
+    assert row["loop_budget_clock"] > 0 and row["again_budget_clock"] == 0  # a bare block has no clock
     s = res["presets"]["layernorm"]["summary"]
     assert s["json_wall"]["geomean"] == pytest.approx(row["json"] / row["bare"])
     assert "| layernorm |" in proc.stdout

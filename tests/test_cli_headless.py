@@ -44,7 +44,7 @@ def check_step(e: dict, n: int) -> None:
     assert e["loss"] is None or isinstance(e["loss"], NUM)
     for key in ("opt_ms", "loss_scale", *METRIC_UNITS):
         assert key in e and (e[key] is None or isinstance(e[key], NUM)), key
-    assert e["gpu_util_pct"] is None  # CPU run
+    assert e["gpu_util_pct"] is None and e["gpus"] == []  # CPU run: no GPU of the run
     assert isinstance(e["rss_mb"], NUM)
 
 

@@ -135,6 +135,13 @@ from apextui.core.run import timing  # noqa: E402
 from apextui.core.run.timing import BLOCK_TARGET_MS, MIN_BLOCKS, block_steps  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def clock_work_costs_nothing(monkeypatch):
+    """The clock's own work, which sets the block target, costs nothing here unless a test says so: the
+    block rules below must not depend on how busy this machine is."""
+    monkeypatch.setattr(timing, "cost_clock", lambda: 0.0)
+
+
 def test_block_size_rule():
     assert block_steps(0.2, 10_000) == math.ceil(BLOCK_TARGET_MS / 0.2)  # 25 steps: a 5 ms block
     assert block_steps(BLOCK_TARGET_MS, 10_000) == 1 and block_steps(30.0, 10_000) == 1  # long steps: each
@@ -198,6 +205,27 @@ def test_steps_of_5_ms_or_more_are_timed_one_by_one():
     got = run_fake_gpu(clock, tl, 60, 8.0)
     assert clock.schedule.block == 1 and [r.step for r in got] == list(range(1, 61))
     assert all(r.steps == 1 and r.ms == pytest.approx(8.0) for r in got)
+
+
+def test_a_costly_clock_times_even_long_steps_in_blocks(monkeypatch):
+    """Where the clock's own work on an interval is expensive (the CUDA calls on a slow host), the block
+    target grows so that this work stays CLOCK_SHARE of a block: here 0.2 ms an interval -> 80 ms blocks,
+    so 8 ms steps are timed 10 at a time; the cost is read in the warm-up's second half only."""
+    ticks = [0.0]
+
+    def costly() -> float:  # each reading 0.1 ms after the last: a timed record costs 0.1 ms (mark + end: 0.2)
+        ticks[0] += 0.0001
+        return ticks[0]
+
+    monkeypatch.setattr(timing, "cost_clock", costly)
+    tl = FakeTimeline()
+    fake, counts = counting_torch(tl)
+    clock = CudaClock(fake, warmup=10, steps=10 + 400)
+    got = run_fake_gpu(clock, tl, 410, 8.0)
+    assert clock.schedule.interval_cost_ms == pytest.approx(0.2)
+    assert clock.schedule.target_ms == pytest.approx(0.2 / timing.CLOCK_SHARE)
+    assert clock.schedule.block == 10 and [r.steps for r in got[10:]] == [10] * 40
+    assert len(clock.schedule.costs_s) == 5 and ticks[0] == pytest.approx(0.0001 * 4 * 5)  # steps 6-10
 
 
 def test_a_run_stopped_inside_a_block_keeps_its_steps():

@@ -63,12 +63,13 @@ def describe(device: str) -> dict[str, Any]:
     return env
 
 
-def pci_bus_id() -> str | None:
-    """PCI bus id of the current CUDA device, so NVML samples the same GPU."""
+def pci_bus_id(index: int | None = None) -> str | None:
+    """PCI bus id of CUDA device `index` (default: the current one), so NVML samples the same GPU (a
+    data-parallel run's rank 0 names its other local ranks' GPUs to the sampler this way)."""
     try:
         import torch
 
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        props = torch.cuda.get_device_properties(torch.cuda.current_device() if index is None else index)
         return f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
     except Exception:  # noqa: BLE001
         return None

@@ -94,6 +94,7 @@ class RunView:
     last_loss: float | None  # the last batch's
     loss_scale: float | None
     monitor: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # metric -> recent readings
+    gpu_util: Mapping[int, tuple[float, ...]] = field(default_factory=dict)  # GPU (NVML index) -> recent util %
     updates: int = 0  # snapshots folded in so far
     smooth_loss: float | None = None  # `LossAverage` of the losses so far
 
@@ -124,6 +125,7 @@ class RunBridge:
         self._scale: float | None = None
         self._monitor: dict[str, deque[float]] = {k: deque(maxlen=MONITOR_POINTS) for k in METRIC_UNITS}
         self._monitor_time: float | None = None
+        self._gpu_util: dict[int, deque[float]] = {}
         self._updates = 0
         self.posted = 0  # messages posted (for tests and the overhead check)
 
@@ -170,6 +172,9 @@ class RunBridge:
             for name, value in reading.metrics().items():
                 if value is not None and name in self._monitor:
                     self._monitor[name].append(float(value))
+            for gpu in reading.gpus:
+                if gpu.util_pct is not None:
+                    self._gpu_util.setdefault(gpu.index, deque(maxlen=MONITOR_POINTS)).append(float(gpu.util_pct))
 
     # ---- UI thread ----------------------------------------------------------------------
     def take(self) -> RunView | None:
@@ -185,6 +190,7 @@ class RunBridge:
                 run_id=self.run_id, snapshot=snap, step_ms=tuple(self._step_ms), losses=self._losses.snapshot(),
                 first_loss=self._first_loss, last_ms=self._last_ms, last_loss=self._last_loss,
                 loss_scale=self._scale, monitor={k: tuple(v) for k, v in self._monitor.items()},
+                gpu_util={k: tuple(v) for k, v in self._gpu_util.items()},
                 updates=self._updates, smooth_loss=self._smooth.value,
             )
 

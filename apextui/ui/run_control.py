@@ -150,7 +150,7 @@ class RunControl(AppBase):
         elif self._spark_timer is None:  # draw them once they are due, even if no new data comes
             self._spark_timer = self.set_timer(self._last_spark + self.spark_interval - now, self._spark_due)
         self.live.show_view(view, stopping=stopping, sparklines=sparklines)
-        self.query_one(MonitorPanel).update_reading(view.snapshot.monitor, view.monitor)
+        self.query_one(MonitorPanel).update_reading(view.snapshot.monitor, view.monitor, view.gpu_util)
 
     def _finish(self, active: ActiveRun, view: RunView) -> None:
         for timer in (self._poll_timer, self._render_timer, self._spark_timer):

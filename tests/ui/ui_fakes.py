@@ -23,6 +23,7 @@ from apextui.core.apex.doctor_report import (
 from apextui.core.apex.features import FEATURES
 from apextui.core.availability import Availability
 from apextui.core.monitor.sampler import MonitorReading
+from apextui.core.monitor.topology import Topology
 from apextui.core.presets import Preset
 from apextui.core.run.runner import RunInfo, Snapshot
 from apextui.core.run.stats import StepStats
@@ -65,6 +66,9 @@ def _env(gpu: bool) -> Environment:
         nvcc_path="/usr/local/cuda/bin/nvcc" if gpu else None, nvcc_version="12.8" if gpu else None,
         nvcc_error="" if gpu else "nvcc not found", nvcc_matches_torch=True if gpu else None,
         tf32_supported=True if gpu else None, bf16_supported=True if gpu else None,
+        nccl="2.27.5" if gpu else None, nccl_error="" if gpu else "torch is a CPU-only build",
+        topology=(Topology("single", 1, (), "one GPU: nothing to link") if gpu else
+                  Topology("n/a", 0, (), "n/a: NVML unavailable (no NVIDIA driver?): NVML Shared Library Not Found")),
     )
 
 
@@ -190,9 +194,11 @@ class FakeRunner:
 
     def __init__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
                  steps: int | None = None, sample_interval: float = 1.0, hold_at: int | None = None,
-                 batch: int = 10, compile_hold: bool = False, fail_at: int | None = None) -> None:
+                 batch: int = 10, compile_hold: bool = False, fail_at: int | None = None,
+                 monitor: Callable[[int, bool], MonitorReading] = reading) -> None:
         self.preset, self.device, self.callback = preset, device, callback
         self.fail_at = fail_at  # fails after this many steps: "CUDA out of memory at step fail_at + 1"
+        self.monitor = monitor  # the i-th monitor reading of a run on a GPU (True) or not
         self.compiling = compile_hold  # stays "compiling" (no RunInfo yet) until release()
         self.steps = steps or preset.steps
         self.warmup = preset.warmup if preset.warmup < self.steps else self.steps // 5
@@ -249,7 +255,7 @@ class FakeRunner:
             status=status, info=None if status == "starting" else self.info, steps_done=self.done,
             new_steps=new, stats=summary,
             throughput=summary.throughput(self.info.units_per_step) if summary else None,
-            skipped_steps=self.skipped, monitor=reading(i, self.device == "cuda"), elapsed_s=0.05 * self.done,
+            skipped_steps=self.skipped, monitor=self.monitor(i, self.device == "cuda"), elapsed_s=0.05 * self.done,
             final_loss=self.final_loss,
         )
 
@@ -308,11 +314,13 @@ class FakeEngine:
     runs fail (each run of that preset, or only the `fail_runs`-th ones, counted from 1, when given)."""
 
     def __init__(self, hold: dict[str, int] | None = None, compile_hold: Sequence[str] = (),
-                 fail: dict[str, int] | None = None, fail_runs: Sequence[int] = ()) -> None:
+                 fail: dict[str, int] | None = None, fail_runs: Sequence[int] = (),
+                 monitor: Callable[[int, bool], MonitorReading] = reading) -> None:
         self.hold = hold or {}
         self.fail = fail or {}
         self.fail_runs = set(fail_runs)
         self.compile_hold = set(compile_hold)  # presets whose run stays compiling until released
+        self.monitor = monitor
         self.runners: list[FakeRunner] = []
 
     def __call__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
@@ -322,7 +330,7 @@ class FakeEngine:
             fail_at = None
         runner = FakeRunner(preset, device, callback, steps=steps, sample_interval=sample_interval,
                             hold_at=self.hold.get(preset.name), compile_hold=preset.name in self.compile_hold,
-                            fail_at=fail_at)
+                            fail_at=fail_at, monitor=self.monitor)
         self.runners.append(runner)
         return runner
 
@@ -358,7 +366,7 @@ class LoggingEngine(FakeEngine):
     def __call__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
                  steps: int | None = None, sample_interval: float = 1.0) -> FakeRunner:
         runner = LoggingRunner(preset, device, callback, steps=steps, sample_interval=sample_interval,
-                               hold_at=self.hold.get(preset.name), log_dir=self.log_dir)
+                               hold_at=self.hold.get(preset.name), log_dir=self.log_dir, monitor=self.monitor)
         self.runners.append(runner)
         return runner
 

@@ -249,6 +249,9 @@ def _environment(torch_res: dict, nvml, nvcc: NvccInfo, cuda_home: str | None) -
         nvcc_matches_torch=nvcc.matches_torch,
         tf32_supported=tf32,
         bf16_supported=torch_res.get("bf16") if ok else None,
+        nccl=torch_res.get("nccl") if ok else None,
+        nccl_error=torch_res.get("nccl_error", "") if ok else "torch cannot be imported",
+        topology=nvml.topology,
     )
 
 

@@ -81,6 +81,7 @@ def _task_torch(cfg: dict) -> dict:
     except Exception as exc:  # noqa: BLE001
         err = _error(exc)
         info["cuda_error"] = f"{err['error_type']}: {err['message'].splitlines()[0] if err['message'] else ''}"
+    info["nccl"], info["nccl_error"] = _nccl(torch)
     try:
         from torch.utils import cpp_extension
 
@@ -89,6 +90,23 @@ def _task_torch(cfg: dict) -> dict:
         info["cuda_home"] = None
         info["cuda_home_error"] = _error(exc)["message"]
     return info
+
+
+def _nccl(torch) -> tuple[str | None, str]:
+    """The NCCL torch was built with, "2.27.5" (torch.cuda.nccl.version(): a tuple, an int code in old torch),
+    and "" ; or None and why not. Asks the library only: no GPU needed."""
+    if not torch.version.cuda:
+        return None, "torch is a CPU-only build"
+    try:
+        version = torch.cuda.nccl.version()
+    except BaseException as exc:  # noqa: BLE001
+        err = _error(exc)
+        return None, f"torch has no NCCL ({err['error_type']}: {err['message'].splitlines()[0] if err['message'] else ''})"
+    if isinstance(version, int):  # 2708 (before NCCL 2.9) or 21903
+        version = divmod(version, 10000) if version >= 10000 else divmod(version, 1000)
+        version = (version[0], version[1] // 100, version[1] % 100)
+    parts = [str(p) for p in version]
+    return ".".join(parts[:3]) + (f"-{parts[3]}" if len(parts) > 3 and parts[3] else ""), ""
 
 
 def _apex_distribution() -> dict:

@@ -1,4 +1,5 @@
-"""Environment probes for `apextui doctor` that need no torch: NVML and nvcc. Never raise."""
+"""Environment probes for `apextui doctor` that need no torch: NVML (driver, GPUs, their links) and nvcc.
+Never raise."""
 
 from __future__ import annotations
 
@@ -6,19 +7,21 @@ import os
 import re
 import shutil
 import subprocess
-import warnings
 from dataclasses import dataclass
 
 from apextui.core.apex.doctor_report import GPUInfo
+from apextui.core.monitor.nvml import all_gpus, driver_version
+from apextui.core.monitor.topology import Topology, probe_topology
 
 
 @dataclass(frozen=True)
 class NvmlInfo:
-    """Driver and GPUs as NVML sees them; status "ok" or "n/a: <reason>"."""
+    """Driver, GPUs and their links as NVML sees them; status "ok" or "n/a: <reason>"."""
 
     status: str
     driver: str | None
     gpus: tuple[GPUInfo, ...]
+    topology: Topology
 
 
 @dataclass(frozen=True)
@@ -31,46 +34,18 @@ class NvccInfo:
     matches_torch: bool | None
 
 
-def _text(value: object) -> str:
-    """NVML may hand back bytes; a byte that is not UTF-8 must not end the probe."""
-    return value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
-
-
 def probe_nvml() -> NvmlInfo:
-    """Query NVML (nvidia-ml-py); no driver or no package gives status "n/a: ..."."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import pynvml
-    except BaseException as exc:  # noqa: BLE001
-        return NvmlInfo(f"n/a: nvidia-ml-py is not importable ({type(exc).__name__})", None, ())
-    try:
-        pynvml.nvmlInit()
-    except BaseException as exc:  # noqa: BLE001
-        return NvmlInfo(f"n/a: {_text(exc) or type(exc).__name__}", None, ())
-    try:
-        driver = _text(pynvml.nvmlSystemGetDriverVersion())
-        gpus = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            try:
-                major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
-                cap: str | None = f"{major}.{minor}"
-            except BaseException:  # noqa: BLE001
-                cap = None
-            try:
-                mem: float | None = round(pynvml.nvmlDeviceGetMemoryInfo(handle).total / 2**30, 1)
-            except BaseException:  # noqa: BLE001
-                mem = None
-            gpus.append(GPUInfo(i, _text(pynvml.nvmlDeviceGetName(handle)), cap, mem))
-        return NvmlInfo("ok", driver, tuple(gpus))
-    except BaseException as exc:  # noqa: BLE001
-        return NvmlInfo(f"n/a: {_text(exc) or type(exc).__name__}", None, ())
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except BaseException:  # noqa: BLE001
-            pass
+    """Query NVML (nvidia-ml-py); no driver or no package gives status "n/a: ...". A GPU that does not answer
+    is listed with its name "n/a (<reason>)"."""
+    listed, error = all_gpus()
+    if error:
+        return NvmlInfo(f"n/a: {error}", None, (), Topology("n/a", 0, (), f"n/a: {error}"))
+    gpus = []
+    for g in listed:
+        name, cap, (_, total) = g.name(), g.compute_capability(), g.memory()
+        gpus.append(GPUInfo(g.index, name.value if name.ok else f"n/a ({name.reason})", cap.value,
+                            round(total.value / 1024, 1) if total.ok else None))
+    return NvmlInfo("ok", driver_version().value, tuple(gpus), probe_topology(listed))
 
 
 def find_cuda_home() -> str | None:

@@ -7,6 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from apextui.core.monitor.topology import Topology
+
 SCHEMA_VERSION = 1
 # import_fails: NVIDIA's Apex is installed but `import apex` raises, crashes or hangs (whatever was built)
 ApexStatus = Literal["not_installed", "not_nvidia", "import_fails", "python_only", "partial", "complete"]
@@ -46,6 +48,9 @@ class Environment:
     nvcc_matches_torch: bool | None  # None when either side is unknown
     tf32_supported: bool | None  # None without a visible GPU
     bf16_supported: bool | None
+    nccl: str | None = None  # torch.cuda.nccl.version(), "2.27.5"; None with the reason in nccl_error
+    nccl_error: str = ""
+    topology: Topology | None = None  # how the GPUs NVML sees are linked (NVLink, NVSwitch, PCIe)
 
 
 @dataclass(frozen=True)

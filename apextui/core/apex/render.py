@@ -6,7 +6,9 @@ into their own text objects."""
 
 from __future__ import annotations
 
-from .doctor_report import DoctorReport
+from apextui.core.monitor.topology import matrix
+
+from .doctor_report import DoctorReport, Environment
 
 Segment = tuple[str, str | None]  # (text, rich style or None)
 
@@ -25,6 +27,26 @@ def _na(value: object, none: str = "n/a") -> str:
 
 def _yes_no(value: bool | None) -> str:
     return "n/a" if value is None else ("yes" if value else "no")
+
+
+def _gpu_lines(env: Environment) -> list[tuple[str, Segment]]:
+    """(label, segment) rows: how many GPUs, NCCL, and how the GPUs are linked (a matrix when not uniform)."""
+    topo = env.topology
+    seen = len(env.gpus)
+    on_machine = f", {topo.gpus} on this machine (NVML)" if topo is not None and topo.gpus != seen else ""
+    who = "torch" if env.cuda_available else "NVML"
+    nccl = ("NCCL", (env.nccl, None) if env.nccl else (f"n/a ({env.nccl_error or 'unknown'})", "dim"))
+    if seen == 0 and (topo is None or topo.gpus == 0):  # the GPU row above says there is none
+        return [nccl]
+    out: list[tuple[str, Segment]] = [("GPUs", (f"{seen} visible to {who}{on_machine}", None)), nccl]
+    if topo is None:
+        out.append(("GPU links", ("n/a", "dim")))
+        return out
+    style = {"nvlink": "green", "nvswitch": "green", "pcie": "yellow", "mixed": "yellow", "n/a": "dim"}
+    out.append(("GPU links", (topo.summary, style.get(topo.kind))))
+    if topo.kind == "mixed" or any(link.kind == "n/a" for link in topo.links):
+        out.extend(("", (line, None)) for line in matrix(topo))
+    return out
 
 
 def render_lines(report: DoctorReport) -> list[list[Segment]]:
@@ -49,6 +71,8 @@ def render_lines(report: DoctorReport) -> list[list[Segment]]:
     else:
         why = f" ({env.cuda_error})" if env.cuda_error else ""
         row("GPU", (f"none visible to torch{why}", "yellow"))
+    for line in _gpu_lines(env):
+        row(*line)
     row("driver", (f"{_na(env.driver)}  NVML {env.nvml}", None))
     if env.nvcc_version:
         unknown = "torch is a CPU-only build" if env.torch and not env.torch_cuda else "torch CUDA unknown"

@@ -1,23 +1,27 @@
-"""A tolerant NVML shim over nvidia-ml-py (module `pynvml`).
+"""A tolerant NVML shim over nvidia-ml-py (module `pynvml`): the one module that imports it.
 
 Every call returns a `Metric`: a value, or None with the reason. No driver, no
 GPU, an unsupported metric, a missing or broken library, or a GPU lost mid-run
 (NVMLError_GpuIsLost: from then on every metric is None with "GPU lost: ...")
-never raise.
+never raise. `all_gpus()` lists every GPU NVML sees; one whose handle cannot be
+had is still listed, each of its metrics None with the reason (as nvitop keeps it).
 """
 
 from __future__ import annotations
 
+import re
 import threading
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)
 class Metric:
-    """A reading, or None and why not."""
+    """A reading, or None and why not (a number or text for a metric; `Nvml.query` may give any NVML answer)."""
 
-    value: float | str | None
+    value: Any
     reason: str = ""
 
     @property
@@ -34,8 +38,64 @@ def _describe(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
+def open_library() -> tuple[Any, str]:
+    """(the initialised `pynvml` module, "") or (None, why not). nvmlInit counts its callers, so each user
+    opens it for itself; never raises."""
+    try:
+        with warnings.catch_warnings():  # the old `pynvml` distribution warns that it is deprecated on import
+            warnings.simplefilter("ignore")
+            import pynvml  # provided by nvidia-ml-py
+    except BaseException as exc:  # noqa: BLE001
+        return None, f"nvidia-ml-py not importable: {_describe(exc)}"
+    try:
+        pynvml.nvmlInit()
+    except BaseException as exc:  # noqa: BLE001
+        return None, f"NVML unavailable (no NVIDIA driver?): {_describe(exc)}"
+    return pynvml, ""
+
+
+def all_gpus() -> tuple[list[Nvml], str]:
+    """One `Nvml` for every GPU NVML sees (the whole machine, in NVML's order: nvidia-smi's indices, whatever
+    CUDA_VISIBLE_DEVICES says), and "" ; or ([], why none). A GPU whose handle fails is still in the list."""
+    lib, error = open_library()
+    if lib is None:
+        return [], error
+    try:
+        count = int(lib.nvmlDeviceGetCount())
+    except BaseException as exc:  # noqa: BLE001
+        return [], f"NVML cannot count the GPUs: {_describe(exc)}"
+    return [Nvml(i) for i in range(count)], ""
+
+
+def driver_version() -> Metric:
+    """The NVIDIA driver's version, asked of NVML itself (no GPU needed)."""
+    lib, error = open_library()
+    if lib is None:
+        return Metric(None, error)
+    try:
+        return Metric(_text(lib.nvmlSystemGetDriverVersion()))
+    except BaseException as exc:  # noqa: BLE001
+        return Metric(None, _describe(exc))
+
+
+_BUS_ID = re.compile(r"^(?:([0-9a-fA-F]+):)?([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-9a-fA-F]+)$")
+
+
+def normalise_bus_id(value: object) -> str | None:
+    """A PCI bus id in one spelling ("00000000:18:00.0"), whether NVML's 8-digit domain, the legacy 4-digit
+    one, bytes or torch's; None when it does not parse."""
+    m = _BUS_ID.match(_text(value).strip().rstrip("\x00"))
+    if m is None:
+        return None
+    domain, bus, device, function = (int(g or "0", 16) for g in m.groups())
+    return f"{domain:08x}:{bus:02x}:{device:02x}.{function:x}"
+
+
 class Nvml:
-    """Lazily initialised NVML handle for one GPU; thread-safe, never raises."""
+    """Lazily initialised NVML handle for one GPU; thread-safe, never raises.
+
+    Found by `pci_bus_id` when given (the run's GPU, as torch sees it), else by NVML `index`; `index` is
+    NVML's index of the GPU found, once it is (it can differ from torch's under CUDA_VISIBLE_DEVICES)."""
 
     def __init__(self, index: int = 0, pci_bus_id: str | None = None) -> None:
         self.index = index
@@ -50,19 +110,15 @@ class Nvml:
         if self._ready:
             return
         self._ready = True
-        try:
-            import pynvml  # provided by nvidia-ml-py
-        except BaseException as exc:  # noqa: BLE001
-            self._error = f"nvidia-ml-py not importable: {_describe(exc)}"
-            return
-        try:
-            pynvml.nvmlInit()
-        except BaseException as exc:  # noqa: BLE001
-            self._error = f"NVML unavailable (no NVIDIA driver?): {_describe(exc)}"
+        pynvml, error = open_library()
+        if pynvml is None:
+            self._error = error
             return
         try:
             if self.pci_bus_id:
                 self._handle = pynvml.nvmlDeviceGetHandleByPciBusId(self.pci_bus_id)
+                # NVML's own index of the GPU torch calls current (it only labels the GPU: unknown keeps `index`)
+                self.index = _answer(lambda: int(pynvml.nvmlDeviceGetIndex(self._handle)), self.index)
             else:
                 self._handle = pynvml.nvmlDeviceGetHandleByIndex(self.index)
         except BaseException as exc:  # noqa: BLE001
@@ -107,6 +163,57 @@ class Nvml:
     def name(self) -> Metric:
         return self._call(lambda n, h: _text(n.nvmlDeviceGetName(h)))
 
+    def compute_capability(self) -> Metric:
+        """CUDA compute capability, "major.minor"."""
+        return self._call(lambda n, h: "{}.{}".format(*n.nvmlDeviceGetCudaComputeCapability(h)))
+
+    def bus_id(self) -> Metric:
+        """The GPU's PCI bus id, normalised (see `normalise_bus_id`)."""
+        return self._call(lambda n, h: normalise_bus_id(n.nvmlDeviceGetPciInfo(h).busId))
+
+    def nvlinks(self) -> Metric:
+        """The GPU's active NVLinks, one (remote kind, remote PCI bus id) each: kind "gpu", "switch" or None when
+        NVML cannot say, bus id None likewise; () for a GPU without NVLink. Links past the GPU's own count
+        answer with an error and are skipped; a GPU that is lost ends the question (`_call`)."""
+
+        def read(n: Any, h: Any) -> tuple[tuple[str | None, str | None], ...]:
+            kinds = {getattr(n, "NVML_NVLINK_DEVICE_TYPE_GPU", 0): "gpu",
+                     getattr(n, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 2): "switch"}
+
+            def remote(link: int) -> tuple[str | None, str | None]:
+                kind = _answer(lambda: kinds.get(n.nvmlDeviceGetNvLinkRemoteDeviceType(h, link)))
+                bus = _answer(lambda: normalise_bus_id(n.nvmlDeviceGetNvLinkRemotePciInfo(h, link).busId))
+                return kind, bus
+
+            links: list[tuple[str | None, str | None]] = []
+            errors: list[BaseException] = []
+            for link in range(int(getattr(n, "NVML_NVLINK_MAX_LINKS", 18))):
+                try:
+                    active = n.nvmlDeviceGetNvLinkState(h, link)
+                except BaseException as exc:
+                    if type(exc).__name__ in GPU_GONE:
+                        raise
+                    errors.append(exc)
+                    continue
+                if active != getattr(n, "NVML_FEATURE_ENABLED", 1):
+                    continue
+                links.append(remote(link))
+            if not links and errors and not any(type(e).__name__ == "NVMLError_NotSupported" for e in errors):
+                raise errors[0]  # every link failed, and not because the GPU has no NVLink
+            return tuple(links)
+
+        return self._call(read)
+
+    def common_ancestor(self, other: Nvml) -> Metric:
+        """NVML's topology level of the closest PCIe ancestor of this GPU and `other` (NVML_TOPOLOGY_*: 0 the
+        same board ... 50 across NUMA nodes)."""
+        with other._lock:
+            other._init()
+            handle, why = other._handle, other._error
+        if handle is None:
+            return Metric(None, why or "NVML unavailable")
+        return self._call(lambda n, h: int(n.nvmlDeviceGetTopologyCommonAncestor(h, handle)))
+
     def driver_version(self) -> Metric:
         return self._call(lambda n, h: _text(n.nvmlSystemGetDriverVersion()))
 
@@ -133,6 +240,16 @@ class Nvml:
     def sm_clock(self) -> Metric:
         """Current SM clock in MHz."""
         return self._call(lambda n, h: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)))
+
+
+def _answer(fn: Callable[[], Any], default: Any = None) -> Any:
+    """`fn()`, or `default` when NVML cannot answer it (a lost GPU still raises, to end the question)."""
+    try:
+        return fn()
+    except BaseException as exc:
+        if type(exc).__name__ in GPU_GONE:
+            raise
+        return default
 
 
 def _text(value: Any) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..presets import Preset
 from .runner import RunInfo, Snapshot
-from ..monitor.sampler import MonitorReading
+from ..monitor.sampler import GpuReading, MonitorReading
 from .timing import StepRecord
 
 SCHEMA_VERSION = 1
@@ -83,13 +83,22 @@ def analysis_fields(snap: Snapshot) -> dict[str, Any]:
     }
 
 
-def monitor_fields(reading: MonitorReading | None) -> dict[str, float | None]:
+def gpu_fields(gpu: GpuReading) -> dict[str, Any]:
+    """One GPU of the run, a small flat object (as gpustat's JSON lists GPUs): NVML's index, its metrics (null
+    where unavailable) and `error`, why it gave no reading at all (else null)."""
+    return {"index": gpu.index, **{k: _num(v, 2) for k, v in gpu.metrics().items()}, "error": gpu.error}
+
+
+def monitor_fields(reading: MonitorReading | None) -> dict[str, Any]:
+    """A step line's monitor keys: the flat fields (the run's first GPU, and the host) and `gpus`, every GPU
+    of the run."""
     if reading is None:
-        return {k: None for k in MonitorReading(time=0).metrics()}
-    return {k: _num(v, 2) for k, v in reading.metrics().items()}
+        return {**{k: None for k in MonitorReading(time=0).metrics()}, "gpus": []}
+    return {**{k: _num(v, 2) for k, v in reading.metrics().items()},
+            "gpus": [gpu_fields(g) for g in reading.run_gpus]}
 
 
-def step_event(rec: StepRecord, monitor: dict[str, float | None]) -> dict[str, Any]:
+def step_event(rec: StepRecord, monitor: dict[str, Any]) -> dict[str, Any]:
     return {
         "event": "step",
         "step": rec.step,

@@ -23,7 +23,7 @@ from typing import Any, Callable, Literal, Mapping, Protocol
 from ..presets import Preset
 from ..analysis import (PROFILE_STEPS, PerStepWork, Probe, RunAnalysis, UtilAverage, Work, analyse_run,
                        probe_after_run)
-from ..monitor.sampler import MonitorReading, Sampler
+from ..monitor.sampler import GpuScope, MonitorReading, Sampler
 from .stats import Stats, StepStats
 from .timing import StepRecord
 
@@ -265,7 +265,7 @@ class Runner(RunControl):
 
     def __init__(self, preset: Preset, device: str, callback: Callback, steps: int | None = None,
                  sample_interval: float = 1.0, sampler: Sampler | None = None, analyse: bool = True,
-                 profile_steps: int = PROFILE_STEPS) -> None:
+                 profile_steps: int = PROFILE_STEPS, gpu_scope: GpuScope = "run") -> None:
         self.preset = preset
         self.analyse = analyse  # after an ok run: GPU-busy profile window + ceilings (core/analysis/)
         self.profile_steps = profile_steps
@@ -276,6 +276,7 @@ class Runner(RunControl):
         self.warmup = preset.warmup if preset.warmup < self.steps else self.steps // 5
         self.sampler = sampler
         self.sample_interval = sample_interval
+        self.gpu_scope = gpu_scope  # the GPUs the sampler reads: the run's, or every one (the TUI's pane)
         self._stop = threading.Event()
         self._finished = threading.Event()
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
@@ -414,7 +415,8 @@ class Runner(RunControl):
             from ..env import pci_bus_id
 
             gpu = self.device == "cuda"
-            self.sampler = Sampler(self.sample_interval, gpu=gpu, pci_bus_id=pci_bus_id() if gpu else None)
+            self.sampler = Sampler(self.sample_interval, gpu=gpu, pci_bus_id=pci_bus_id() if gpu else None,
+                                   scope=self.gpu_scope)
         self.sampler.start()
         compile_s = None
         if getattr(workload, "compiles", False):  # before the clock starts: never part of a step

@@ -8,18 +8,26 @@ gaps between steps are counted: their sum is the loop's wall time.
 
 **Short steps are timed in blocks** (`BlockSchedule`). Warm-up steps are timed one by one; at the end of
 the warm-up the clock takes the warm-up's second half as an estimate of a step and, where steps are
-shorter than `BLOCK_TARGET_MS`, times the measured steps in blocks of k consecutive steps (k so that a
-block lasts at least that long, but at most measured steps / `MIN_BLOCKS`, so that a run keeps at least
+shorter than the block target, times the measured steps in blocks of k consecutive steps (k so that a
+block lasts at least the target, but at most measured steps / `MIN_BLOCKS`, so that a run keeps at least
 that many timed intervals). A block is one interval: one event (one loss copy) for k steps, one record
 whose `ms` is the block's per-step mean and whose `steps` is k. The steps inside a block cost the clock
-one comparison each. Steps of `BLOCK_TARGET_MS` or longer are timed one by one (k = 1) as before.
+one comparison each. Steps as long as the target or longer are timed one by one (k = 1).
 Why: on a 0.2 ms step every per-step event, loss copy, record and JSON line is host work the user's own
 loop does not have; with blocks the monitor's work per second is bounded whatever the step time.
+
+**The block target follows the clock's own cost.** During the warm-up the clock times its own work on an
+interval (the event records and loss copies: on the H200's host 115-145 µs, the CUDA calls of a host-bound
+step) and sets the target so that this work is at most `CLOCK_SHARE` of a block: `BLOCK_TARGET_MS` (5 ms)
+where an interval costs 12.5 µs or less, longer where it costs more (about 50 ms on that host). Why: on a
+host-bound step the GPU waits for the host, so every microsecond of the clock's work adds to the step; a
+fixed 5 ms target cost such steps 1-2 % there.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -27,6 +35,8 @@ from typing import Any
 
 BLOCK_TARGET_MS = 5.0  # steps shorter than this are timed in blocks at least this long
 MIN_BLOCKS = 10  # ... but never fewer timed intervals than this in a run's measured steps
+CLOCK_SHARE = 0.0025  # the clock's own work on an interval: at most this share of a block (the target grows)
+cost_clock = time.perf_counter  # what the clock times its own work with (tests pin it)
 
 
 class NoMark:
@@ -71,13 +81,23 @@ class BlockSchedule:
         self.open = 0  # steps in the interval not yet closed
         self.half = warmup // 2
         self.calibrates = steps is not None and warmup >= 2 and steps > warmup
+        self.costs_s: list[float] = []  # the clock's own work on each warm-up interval
+        self.target_ms = BLOCK_TARGET_MS
+        self.interval_cost_ms = math.nan  # the clock's own work on an interval, measured in the warm-up
 
     def closes(self, step: int) -> bool:
         """Whether `step` ends an interval (the step after `open` steps of the current one)."""
         return self.block == 1 or self.open + 1 >= self.block or step == self.last
 
+    def costing(self, step: int) -> bool:
+        """Whether the clock times its own work on `step` (the warm-up's second half: set-up costs are over)."""
+        return self.calibrates and self.half < step <= self.warmup
+
     def calibrate(self, step_ms: float) -> None:
-        self.block = block_steps(step_ms, (self.last or 0) - self.warmup)
+        if self.costs_s:
+            self.interval_cost_ms = statistics.median(self.costs_s) * 1000.0
+            self.target_ms = max(BLOCK_TARGET_MS, self.interval_cost_ms / CLOCK_SHARE)
+        self.block = block_steps(step_ms, (self.last or 0) - self.warmup, self.target_ms)
 
 
 class _IntervalClock:
@@ -88,6 +108,7 @@ class _IntervalClock:
     schedule: BlockSchedule
     _done: int
     _last: tuple[Any, Any]
+    _mark_cost = 0.0  # the last mark's own time, on a step whose cost is timed
 
     def end_step(self, step: int, loss: Any, scale: Any = None) -> None:
         self._done = step
@@ -96,7 +117,13 @@ class _IntervalClock:
             sched.open += 1
             self._last = (loss, scale)
             return
-        self._record(step, sched.open + 1, loss, scale)
+        if sched.costing(step):
+            t0 = cost_clock()
+            self._record(step, sched.open + 1, loss, scale)
+            sched.costs_s.append(cost_clock() - t0 + self._mark_cost)
+            self._mark_cost = 0.0
+        else:
+            self._record(step, sched.open + 1, loss, scale)
         if sched.calibrates and step in (sched.half, sched.warmup):
             self._calibration(last=step == sched.warmup)
 
@@ -208,7 +235,15 @@ class CudaClock(_IntervalClock):
 
     def mark(self) -> None:
         """Called by a workload just before its optimizer step (recorded only on a step that ends an interval)."""
-        if self.schedule.closes(self._done + 1):
+        step = self._done + 1
+        if not self.schedule.closes(step):
+            return
+        if self.schedule.costing(step):
+            t0 = cost_clock()
+            self._mark_event = self._event()
+            self._mark_event.record()
+            self._mark_cost = cost_clock() - t0
+        else:
             self._mark_event = self._event()
             self._mark_event.record()
 

@@ -148,7 +148,8 @@ def worker_main(preset: Preset, device: str, steps: int | None, sample_interval:
                 runner.stop()
             raise
 
-    runner = Runner(preset, device, send, steps=steps, sample_interval=sample_interval)
+    # the TUI's monitor pane lists every GPU of the machine, the run's marked
+    runner = Runner(preset, device, send, steps=steps, sample_interval=sample_interval, gpu_scope="all")
     threading.Thread(target=lambda: (stop.wait(), runner.stop()), name="apextui-stop-watch", daemon=True).start()
     runner.run()
     conn.close()

@@ -1,4 +1,8 @@
-"""GPU (NVML) and process (psutil) metrics with short histories; n/a with the reason where missing."""
+"""GPU (NVML) and process (psutil) metrics with short histories; n/a with the reason where missing.
+
+One GPU: each metric on its own with its history. Several (the TUI samples every GPU NVML sees): one compact
+row per GPU (`GpuRow`), the run's marked, with its utilisation history; the process's CPU and memory move to
+the pane's bottom border so that eight GPUs fit an 80x24 terminal."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from textual.widgets import Static
 from apextui.core.monitor.sampler import MonitorReading
 
 from .. import fmt
+from .gpu_row import IN_USE, GpuRow
 from .metric_cell import MetricCell
 
 GPU_FIELDS = ("gpu_util_pct", "gpu_mem_used_mb", "gpu_power_w", "gpu_temp_c", "gpu_sm_clock_mhz")
@@ -19,6 +24,7 @@ LABELS = {
     "gpu_util_pct": "GPU", "gpu_mem_used_mb": "mem", "gpu_power_w": "pwr", "gpu_temp_c": "temp",
     "gpu_sm_clock_mhz": "SM", "cpu_pct": "CPU", "rss_mb": "RSS",
 }
+TITLE = "GPU · process"
 
 
 def _value(name: str, reading: MonitorReading) -> str:
@@ -46,36 +52,46 @@ class MonitorPanel(Vertical):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.border_title = "GPU · process"
-        self._gpu_state: bool | None = None
+        self.border_title = TITLE
+        self._mode: str | None = None  # "none" (the reason), "one" (a metric grid), "many" (a row per GPU)
         self._reading: MonitorReading | None = None
+        self._rows: dict[int, GpuRow] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("readings start with a run", id="gpu-na")
         with Grid(id="gpu-grid"):
             for name in GPU_FIELDS:
                 yield MetricCell(LABELS[name], id=f"m-{name}", classes="metric")
+        yield Vertical(id="gpu-rows")
         with Grid(id="host-grid"):
             for name in HOST_FIELDS:
                 yield MetricCell(LABELS[name], id=f"m-{name}", classes="metric")
 
     def on_mount(self) -> None:
-        self._show_gpu(False)
+        self._show_mode("none")
         self.query_one("#host-grid").display = False  # until the first reading
 
-    def _show_gpu(self, gpu: bool) -> None:
-        if gpu != self._gpu_state:
-            self._gpu_state = gpu
-            self.query_one("#gpu-grid").display = gpu
-            self.query_one("#gpu-na").display = not gpu
+    def _show_mode(self, mode: str) -> None:
+        if mode != self._mode:
+            self._mode = mode
+            self.query_one("#gpu-na").display = mode == "none"
+            self.query_one("#gpu-grid").display = mode == "one"
+            self.query_one("#gpu-rows").display = mode == "many"
+            if mode != "many":
+                self.border_title, self.border_subtitle = TITLE, ""
 
-    def update_reading(self, reading: MonitorReading | None, history: Mapping[str, tuple[float, ...]]) -> None:
-        """Show a sampler reading; a no-op for the reading already shown (they come once a second)."""
+    def update_reading(self, reading: MonitorReading | None, history: Mapping[str, tuple[float, ...]],
+                       gpu_history: Mapping[int, tuple[float, ...]] | None = None) -> None:
+        """Show a sampler reading; a no-op for the reading already shown (they come once a second).
+        `gpu_history`: each GPU's recent utilisation, by NVML index."""
         if reading is None or reading is self._reading:
             return
         self._reading = reading
+        if len(reading.gpus) > 1:
+            self._show_many(reading, gpu_history or {})
+            return
         gpu = any(getattr(reading, n) is not None for n in GPU_FIELDS)
-        self._show_gpu(gpu)
+        self._show_mode("one" if gpu else "none")
         host = self.query_one("#host-grid")
         if not host.display:
             host.display = True
@@ -89,8 +105,24 @@ class MonitorPanel(Vertical):
                 value = f"n/a ({reading.na[name]})"
             self.query_one(f"#m-{name}", MetricCell).set(value, history.get(name, ()))
 
+    def _show_many(self, reading: MonitorReading, gpu_history: Mapping[int, tuple[float, ...]]) -> None:
+        """A row per GPU; the process's metrics in the bottom border."""
+        self._show_mode("many")
+        self.query_one("#host-grid").display = False
+        indices = [g.index for g in reading.gpus]
+        if list(self._rows) != indices:  # the first reading of a run, or GPUs came or went
+            rows = self.query_one("#gpu-rows")
+            rows.remove_children()
+            self._rows = {i: GpuRow() for i in indices}
+            rows.mount(*self._rows.values())
+        for gpu in reading.gpus:
+            self._rows[gpu.index].show(gpu, gpu_history.get(gpu.index, ()))
+        self.border_title = f"{len(indices)} GPUs · process"
+        host = " · ".join(f"{LABELS[n]} {_value(n, reading)}" for n in HOST_FIELDS)
+        self.border_subtitle = f"{IN_USE} this run · {host}" if reading.run_gpus else host
+
     def reset(self) -> None:
         self._reading = None
-        self._show_gpu(False)
+        self._show_mode("none")
         self.query_one("#host-grid").display = False
         self.query_one("#gpu-na", Static).update("readings start with a run")
