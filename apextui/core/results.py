@@ -129,7 +129,10 @@ def baseline_row(row: ResultRow, rows: Sequence[ResultRow]) -> ResultRow | None:
 
 
 def comparison(row: ResultRow, rows: Sequence[ResultRow]) -> Comparison | None:
-    """This run against its baseline (`core.compare`: speed-up, interval, verdict); None without one."""
+    """This run against its baseline (`core.compare`: speed-up, interval, verdict); None without one, and
+    None for a failed run: the steps it timed before it failed measure nothing one should act on."""
+    if row.status == "failed":
+        return None
     base = baseline_row(row, rows)
     mine = timing_from_summary(row.summary)
     theirs = timing_from_summary(base.summary) if base is not None else None

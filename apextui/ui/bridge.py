@@ -20,13 +20,13 @@ import math
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 from textual.message import Message
 
-from apextui.core.run.runner import Snapshot
 from apextui.core.monitor.sampler import METRIC_UNITS
+from apextui.core.run.runner import Snapshot
 
 from .messages import RunUpdated
 

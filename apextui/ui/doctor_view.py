@@ -7,7 +7,8 @@ report or a plain dict of the same shape.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from rich.text import Text
 

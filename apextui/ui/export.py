@@ -9,15 +9,16 @@ from __future__ import annotations
 import csv
 import io
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from apextui.core.atomic import write_atomic
 from apextui.core.compare import format_speedup, from_fields
 
-from . import fmt
 from ..core.results import ResultRow, baseline_row, results_document
+from . import fmt
 
 CSV_COLUMNS = (
     "preset", "workload", "variant", "baseline", "device", "size", "amp", "status", "steps", "measured_steps",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from apextui.core.fmt import DASH, finite as _finite, ms
+from apextui.core.fmt import DASH, ms
+from apextui.core.fmt import finite as _finite
 
 __all__ = ["DASH", "ms", "si"]
 

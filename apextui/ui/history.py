@@ -8,9 +8,10 @@ No Textual here.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from ..core.results import ResultRow, Saved, fallback_dir, save_session
 

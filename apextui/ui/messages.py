@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 class ProbeDone(Message):
     """The device is resolved and every preset's availability known."""
 
-    def __init__(self, probe: "Probe") -> None:
+    def __init__(self, probe: Probe) -> None:
         super().__init__()
         self.probe = probe
 
@@ -32,7 +32,7 @@ class ProbeFailed(Message):
 class DoctorReady(Message):
     """The Apex doctor report arrived (a `DoctorReport`, or a dict of its `to_dict()` shape)."""
 
-    def __init__(self, report: "DoctorLike") -> None:
+    def __init__(self, report: DoctorLike) -> None:
         super().__init__()
         self.report = report
 
@@ -49,6 +49,6 @@ class RunUpdated(Message):
     At most one of these is in flight per run, whatever the step rate.
     """
 
-    def __init__(self, bridge: "RunBridge") -> None:
+    def __init__(self, bridge: RunBridge) -> None:
         super().__init__()
         self.bridge = bridge

@@ -6,8 +6,9 @@ thread worker after the first paint, never on the UI thread.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from apextui.core.availability import Availability
 from apextui.core.presets import Preset

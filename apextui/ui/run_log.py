@@ -4,14 +4,17 @@ The worker writes its stdout and stderr to a log file (`core.run.worker.ProcessR
 when a run ends well. `RunLog` opens that file once, at the run's start, and reads what was appended since
 its last read; the open descriptor still reads a file that has since been deleted, so nothing printed
 is lost. A missing or unreadable file gives a note instead of an error. Only the last `MAX_CHARS` are kept.
-No Textual here.
+`log_text` / `poll_logs`: what the log screen (o) and the log pane (wide terminals) show. No Textual here.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Sequence
 from typing import Any
+
+from rich.text import Text
 
 MAX_CHARS = 256 * 1024  # kept per run
 READ_CHUNK = 64 * 1024  # read per poll, so a flood of output cannot stall the UI thread
@@ -42,7 +45,7 @@ class RunLog:
         self._fd = fd
 
     @classmethod
-    def of_runner(cls, title: str, runner: Any) -> "RunLog":
+    def of_runner(cls, title: str, runner: Any) -> RunLog:
         return cls(title, getattr(runner, "log_path", None))
 
     def poll(self) -> bool:
@@ -82,3 +85,36 @@ class RunLog:
     @property
     def open(self) -> bool:
         return self._fd is not None
+
+
+def log_text(logs: Sequence[RunLog]) -> Text:
+    """One section per run: a title line, then its output (or why there is none)."""
+    if not logs:
+        return Text("no run yet: the output of each run's worker appears here", style="dim")
+    out = Text()
+    for n, log in enumerate(logs):
+        if n:
+            out.append("\n")
+        state = "running" if log.open else "ended"
+        out.append(f"── {log.title} · {state} ──\n", style="bold")
+        if log.truncated:
+            out.append("(earlier output dropped: only the last part is kept)\n", style="dim")
+        if log.text:
+            out.append(log.text if log.text.endswith("\n") else log.text + "\n")
+        elif log.note:
+            out.append(log.note + "\n", style="dim")
+        else:
+            out.append("(no output)\n", style="dim")
+    return out
+
+
+LogState = tuple[tuple[int, int, bool, str], ...]
+
+
+def poll_logs(logs: Sequence[RunLog], drawn: LogState | None) -> tuple[LogState, Text | None]:
+    """Read the logs' new output; their state, and the text to show when it changed since `drawn` (else None).
+    The log screen and the log pane (widgets/log_pane.py) both follow the logs with it."""
+    for log in logs:
+        log.poll()
+    state = tuple((id(log), len(log.text), log.open, log.note) for log in logs)
+    return state, (None if state == drawn else log_text(logs))

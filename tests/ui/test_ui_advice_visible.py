@@ -6,9 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from ui_fakes import FakeEngine, fake_probe, gpu_report, provider, wait_for
+from ui_fakes import gpu_app, until_ready, wait_for
 
-from apextui.ui.app import make_app
 from apextui.ui.screens.advise_screen import render_lines
 
 NOT_RUN = [f"optimizer p{i}: not run: needs NVIDIA Apex (FusedAdam), whose fused kernels run on CUDA only"
@@ -25,10 +24,9 @@ def test_not_run_presets_take_one_line():
 
 @pytest.mark.asyncio
 async def test_main_screen_says_the_advice_is_measuring():
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=FakeEngine())
+    app = gpu_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         job = SimpleNamespace(running=True, state=lambda: (None, 2, 12, []), shutdown=lambda timeout: True)
         app.advice_job = job
         await wait_for(pilot, lambda: "advice measuring" in (app.live.border_subtitle or ""), 3, "the badge")

@@ -6,10 +6,19 @@ from __future__ import annotations
 import statistics
 
 import pytest
-from ui_fakes import FakeEngine, FakeRunner, cpu_probe_no_apex, fake_probe, gpu_report, no_gpu_report, provider, \
-    static_text, wait_for
+from ui_fakes import (
+    FakeEngine,
+    FakeRunner,
+    cpu_probe_no_apex,
+    gpu_app,
+    no_gpu_report,
+    provider,
+    static_text,
+    until_ready,
+    wait_for,
+)
 
-from apextui.core import advise, presets
+from apextui.core import presets
 from apextui.core.advise import run as advise_run
 from apextui.ui.app import make_app
 from apextui.ui.screens.advise_screen import AdviseScreen, open_advice
@@ -38,15 +47,10 @@ class HoldFirst(FakeEngine):
         return runner
 
 
-def gpu_app(engine, **kw):
-    # the article's presets: fused_lamb (added later) is left out so that the run counts stay theirs
-    article = [p for p in presets.load_builtin() if p.variant != "fused_lamb"]
-    return make_app(runner_factory=engine, report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                    device="cuda", presets=article, **kw)
-
-
-async def ready(pilot, app) -> None:
-    await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+def article_app(engine, **kw):
+    """The app on a fake H200 with the article's presets: fused_lamb (added later) is left out so that the run
+    counts stay theirs."""
+    return gpu_app(engine, presets=[p for p in presets.load_builtin() if p.variant != "fused_lamb"], **kw)
 
 
 def body(app) -> str:
@@ -60,11 +64,11 @@ def status(app) -> str:
 async def test_a_measures_with_the_apps_runner_shows_progress_then_verdicts(monkeypatch):
     monkeypatch.setattr(advise_run, "environment", lambda device: dict(ENV))
     engine = HoldFirst("adamw_fused", 50)
-    app = gpu_app(engine)
-    # every preset of gpu_app (the shipped ones but fused_lamb) is available on the (fake) GPU, 2 repeats
+    app = article_app(engine)
+    # every preset of article_app (the shipped ones but fused_lamb) is available on the (fake) GPU, 2 repeats
     total = 2 * len([p for p in presets.load_builtin() if p.variant != "fused_lamb"])
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         await pilot.press("a")
         assert isinstance(app.screen, AdviseScreen)
         await wait_for(pilot, lambda: engine.held is not None and "50/100" in status(app), 10, "progress")
@@ -95,9 +99,9 @@ async def test_a_measures_with_the_apps_runner_shows_progress_then_verdicts(monk
 
 async def test_escape_leaves_it_measuring_then_the_app_says_it_is_ready():
     engine = HoldFirst("adamw", 20)
-    app = gpu_app(engine)
+    app = article_app(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         open_advice(app, workloads=("optimizer",), env=ENV)
         await wait_for(pilot, lambda: engine.held is not None, 10, "the first run")
         await pilot.press("escape")
@@ -112,9 +116,9 @@ async def test_escape_leaves_it_measuring_then_the_app_says_it_is_ready():
 
 async def test_s_stops_the_advice_and_keeps_a_partial_verdict():
     engine = HoldFirst("adamw_fused", 30)
-    app = gpu_app(engine)
+    app = article_app(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         open_advice(app, workloads=("optimizer", "norm"), env=ENV)
         await wait_for(pilot, lambda: engine.held is not None, 10, "the held run")
         await pilot.press("s")
@@ -131,16 +135,16 @@ async def test_s_stops_the_advice_and_keeps_a_partial_verdict():
 
 async def test_stored_advice_is_reused_then_r_measures_again():
     engine = FakeEngine()
-    app = gpu_app(engine)
+    app = article_app(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         open_advice(app, workloads=("optimizer",), env=ENV)
         await wait_for(pilot, lambda: app.advice_job is not None and app.advice_job.done, 10, "the first advice")
         assert len(engine.runners) == 8
     engine2 = FakeEngine()
-    app2 = gpu_app(engine2)
+    app2 = article_app(engine2)
     async with app2.run_test(size=SIZE) as pilot:
-        await ready(pilot, app2)
+        await until_ready(pilot, app2)
         open_advice(app2, workloads=("optimizer",), env=ENV)
         await wait_for(pilot, lambda: app2.advice_job is not None and app2.advice_job.done
                        and "reused" in status(app2), 10, "the reused advice")
@@ -153,9 +157,9 @@ async def test_stored_advice_is_reused_then_r_measures_again():
 
 async def test_waits_for_the_probe_and_refuses_while_a_run_is_active():
     engine = FakeEngine(hold={"fp32": 10})
-    app = gpu_app(engine)
+    app = article_app(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         app.start_preset("fp32")
         await pilot.press("a")
         await wait_for(pilot, lambda: "fp32 is running" in status(app), 5, "the refusal")
@@ -173,7 +177,7 @@ async def test_real_optimizer_advice_on_cpu_in_the_worker_process():
                    runner_factory=default_runner_factory)
     try:
         async with app.run_test(size=SIZE) as pilot:
-            await ready(pilot, app)
+            await until_ready(pilot, app)
             open_advice(app, workloads=("optimizer",), steps=15, repeats=1)
             await wait_for(pilot, lambda: app.advice_job is not None and app.advice_job.done, 180, "the advice")
             doc = app.advice_job.doc
@@ -192,18 +196,18 @@ async def test_real_optimizer_advice_on_cpu_in_the_worker_process():
 async def test_reused_advice_shows_when_and_how_it_was_measured_and_flags_too_few_steps():
     """Another process measured with 8 steps; the screen reusing it says so, and that 8 are too few."""
     engine = FakeEngine()
-    app = gpu_app(engine)
+    app = article_app(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         open_advice(app, workloads=("optimizer",), env=ENV, steps=8)
         await wait_for(pilot, lambda: app.advice_job is not None and app.advice_job.done, 10, "the 8-step advice")
         assert all(r.steps == 8 for r in engine.runners)
         await wait_for(pilot, lambda: "too few steps to trust: 8 steps a run" in status(app), 5,
                        "the warning on the measured advice")
         measured_at = app.advice_job.doc["measured_at"]
-    app2 = gpu_app(FakeEngine())
+    app2 = article_app(FakeEngine())
     async with app2.run_test(size=SIZE) as pilot:
-        await ready(pilot, app2)
+        await until_ready(pilot, app2)
         open_advice(app2, workloads=("optimizer",), env=ENV)
         await wait_for(pilot, lambda: app2.advice_job is not None and app2.advice_job.done
                        and "reused" in status(app2), 10, "the reused advice")

@@ -9,40 +9,31 @@ from pathlib import Path
 import pytest
 from ui_fakes import (
     FakeEngine,
-    cpu_probe_no_apex,
+    cpu_app,
     fake_probe,
+    gpu_app,
     gpu_report,
     highlight,
     no_gpu_report,
     provider,
     static_text,
+    until_ready,
     wait_for,
 )
 
 from apextui.core.compare import format_speedup
 from apextui.core.env import DeviceUnavailable
 from apextui.core.presets import load_builtin, resolve
+from apextui.core.results import comparison
 from apextui.ui.app import make_app
 from apextui.ui.screens.load_screen import LoadScreen
 from apextui.ui.screens.report_screen import ReportScreen
-from apextui.core.results import comparison
 from apextui.ui.widgets.comparison_table import ComparisonTable
 from apextui.ui.widgets.preset_picker import PresetPicker
 
 pytestmark = pytest.mark.asyncio
 
 SIZE = (100, 30)
-
-
-def gpu_app(engine: FakeEngine | None = None, **kw):
-    kw.setdefault("report_provider", provider(gpu_report()))
-    kw.setdefault("probe", fake_probe("cuda"))
-    kw.setdefault("device", "cuda")
-    return make_app(runner_factory=engine or FakeEngine(), **kw)
-
-
-async def ready(pilot, app) -> None:
-    await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
 
 
 async def test_probing_then_report_and_availability():
@@ -55,7 +46,7 @@ async def test_probing_then_report_and_availability():
         assert "probing…" in body
         assert app.query_one(PresetPicker).border_subtitle == "probing…"
         gate.set()
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         body = static_text(app, "#status-body")
         assert "probing" not in body
         assert "NOT INSTALLED" in body
@@ -70,7 +61,7 @@ async def test_enter_runs_highlighted_preset_and_table_row():
     engine = FakeEngine()
     app = gpu_app(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         await highlight(pilot, app, "fp32")
         await pilot.press("enter")
         table = app.query_one(ComparisonTable)
@@ -96,7 +87,7 @@ async def test_stop_key_stops_the_run():
     engine = FakeEngine(hold={"fp32": 120})
     app = gpu_app(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: app.latest_view is not None and app.latest_view.snapshot.steps_done == 120,
                        5, "120 steps")
@@ -117,7 +108,7 @@ async def test_a_stopped_baseline_is_not_used_and_the_table_says_why():
     engine = FakeEngine(hold={"fp32": 43})
     app = gpu_app(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         table = app.query_one(ComparisonTable)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: app.latest_view is not None and app.latest_view.snapshot.steps_done == 43,
@@ -141,7 +132,7 @@ async def test_a_second_start_is_refused_while_running():
     engine = FakeEngine(hold={"fp32": 50})
     app = gpu_app(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         assert app.start_preset("fp32")
         assert not app.start_preset("adamw")
         assert len(engine.runners) == 1
@@ -152,10 +143,9 @@ async def test_a_second_start_is_refused_while_running():
 
 
 async def test_unavailable_preset_is_refused_with_reason_and_fix():
-    app = make_app(device="auto", report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex(),
-                   runner_factory=FakeEngine())
+    app = cpu_app()
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         await highlight(pilot, app, "fused_adam")
         title = static_text(app, "#run-title")
         assert "CUDA only" in title and "fix:" in title  # the full reason and the fix
@@ -168,10 +158,9 @@ async def test_unavailable_preset_is_refused_with_reason_and_fix():
 
 async def test_starts_with_neither_gpu_nor_apex_and_says_so():
     engine = FakeEngine()
-    app = make_app(device="auto", report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex(),
-                   runner_factory=engine)
+    app = cpu_app(engine)
     async with app.run_test(size=(80, 24)) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         assert "No GPU" in static_text(app, "#status-body")
         assert any("No GPU here" in n.message for n in app._notifications)
         picker = app.query_one(PresetPicker)
@@ -211,7 +200,7 @@ async def test_quit_stops_the_active_run_and_waits():
     engine = FakeEngine(hold={"fp32": 30})
     app = gpu_app(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         app.start_preset("fp32")
         await pilot.press("q")
         await pilot.pause()
@@ -222,7 +211,7 @@ async def test_quit_stops_the_active_run_and_waits():
 async def test_doctor_key_opens_full_report():
     app = gpu_app()
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         await pilot.press("d")
         await pilot.pause()
         assert isinstance(app.screen, ReportScreen)
@@ -246,7 +235,7 @@ async def test_doctor_failure_is_shown():
 async def test_save_load_and_screenshot_keys(tmp_path):
     app = gpu_app(save_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         await pilot.press("w")  # nothing to save yet
         assert not list(tmp_path.glob("*.json"))
         app.start_preset("layernorm")
@@ -326,7 +315,7 @@ async def test_updates_are_coalesced_and_rate_limited():
     engine = FakeEngine(hold={"adamw": 0})
     app = gpu_app(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         app.start_preset("adamw")
         runner = engine.runners[0]
         bridge = app.active.bridge

@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from ui_fakes import FakeEngine, fake_probe, gpu_report, provider, wait_for
+from ui_fakes import FakeEngine, gpu_app, until_ready, wait_for
 
-from apextui.ui.app import make_app
 from apextui.ui.widgets.axis_chart import AxisChart, render_chart, resample
 
 LOSSES = [1.05 + 3.1 * math.exp(-s / 70) for s in range(1, 201)]
@@ -51,10 +50,9 @@ def test_one_row_is_a_sparkline_after_a_min_max_label():
 
 @pytest.mark.asyncio
 async def test_loss_chart_in_the_app_uses_its_whole_width_at_80x24():
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=FakeEngine(hold={"fp32": 150}))
+    app = gpu_app(FakeEngine(hold={"fp32": 150}))
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: len(app.query_one("#loss-spark", AxisChart).data) > 0, 10, "losses")
         await pilot.pause(0.2)

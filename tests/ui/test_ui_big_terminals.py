@@ -4,24 +4,18 @@ one screen line (rough edge 8: it wrapped to column 0 and split the fix command)
 from __future__ import annotations
 
 import pytest
-from ui_fakes import FakeEngine, cpu_probe_no_apex, no_gpu_report, provider, static_text, wait_for
+from ui_fakes import cpu_app, static_text, until_ready
 
 from apextui.ui import doctor_view
-from apextui.ui.app import make_app
 from apextui.ui.widgets.status_pane import StatusPane
 
 pytestmark = pytest.mark.asyncio
 
 
-def cpu_app():
-    return make_app(device="auto", report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex(),
-                    runner_factory=FakeEngine())
-
-
 async def test_doctor_pane_is_not_truncated_at_200_columns():
     app = cpu_app()
     async with app.run_test(size=(200, 60)) as pilot:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         await pilot.pause()
         pane = app.query_one(StatusPane)
         lines = static_text(app, "#status-body").splitlines()
@@ -32,7 +26,7 @@ async def test_doctor_pane_is_not_truncated_at_200_columns():
 async def test_full_report_lines_are_not_wrapped():
     app = cpu_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         await pilot.press("d")
         await pilot.pause()
         body = app.screen.query_one("#report-body")

@@ -7,22 +7,20 @@ import time
 
 import pytest
 from textual.widgets import ProgressBar
-from ui_fakes import FakeEngine, fake_probe, gpu_report, provider, static_text, wait_for
+from ui_fakes import FakeEngine, gpu_app, static_text, until_ready, wait_for
 
-from apextui.ui.app import make_app
 from apextui.ui.widgets.live_run import LiveRun
 
 pytestmark = pytest.mark.asyncio
 
 
 async def _ready(pilot, app) -> None:
-    await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+    await until_ready(pilot, app)
 
 
 async def test_compiling_keeps_the_name_a_fresh_bar_a_running_clock_and_no_norm_label():
     engine = FakeEngine(compile_hold=["torch_compile"])
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=engine)
+    app = gpu_app(engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await _ready(pilot, app)
         app.start_preset("fp32")  # a finished run first: its bar stood at 100 %
@@ -48,8 +46,7 @@ async def test_compiling_keeps_the_name_a_fresh_bar_a_running_clock_and_no_norm_
 
 
 async def test_a_run_without_steps_yet_says_loss_dash_not_n_a():
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=FakeEngine(hold={"adamw": 0}))
+    app = gpu_app(FakeEngine(hold={"adamw": 0}))
     async with app.run_test(size=(80, 24)) as pilot:
         await _ready(pilot, app)
         app.start_preset("adamw")
@@ -59,8 +56,7 @@ async def test_a_run_without_steps_yet_says_loss_dash_not_n_a():
 
 
 async def test_norm_workload_still_says_fwd_bwd_only():
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=FakeEngine(hold={"layernorm": 20}))
+    app = gpu_app(FakeEngine(hold={"layernorm": 20}))
     async with app.run_test(size=(80, 24)) as pilot:
         await _ready(pilot, app)
         app.start_preset("layernorm")

@@ -7,12 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
-from ui_fakes import FakeEngine, FakeRunner, fake_probe, gpu_report, provider, wait_for
+from ui_fakes import FakeRunner, gpu_app, until_ready, wait_for
 
-from apextui.ui import history
-from apextui.ui.app import make_app
-from apextui.ui.export import to_csv, to_markdown
 from apextui.core.results import results_document
+from apextui.ui import history
+from apextui.ui.export import to_csv, to_markdown
 from apextui.ui.screens.load_screen import LoadScreen
 from apextui.ui.screens.log_screen import LogScreen, log_text
 from apextui.ui.screens.run_details_screen import RunDetailsScreen, flatten, sections
@@ -23,20 +22,17 @@ pytestmark = pytest.mark.asyncio
 SIZE = (100, 30)
 
 
-def gpu_app(engine: FakeEngine | None = None, **kw):
-    return make_app(runner_factory=engine or FakeEngine(), report_provider=provider(gpu_report()),
-                    probe=fake_probe("cuda"), device="cuda", **kw)
-
-
-async def ready(pilot, app) -> None:
-    await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+def append(path, text: str) -> None:
+    """What the worker does: append to its log file."""
+    with open(path, "a") as fh:
+        fh.write(text)
 
 
 async def two_runs(pilot, app) -> None:
-    await ready(pilot, app)
+    await until_ready(pilot, app)
     for n, name in enumerate(("layernorm", "fused_layernorm"), 1):
         app.start_preset(name)
-        await wait_for(pilot, lambda: len(app.table.rows_data) == n, 5, name)
+        await wait_for(pilot, lambda n=n: len(app.table.rows_data) == n, 5, name)
 
 
 async def test_enter_on_a_comparison_row_shows_everything_the_json_has():
@@ -72,7 +68,7 @@ async def test_enter_on_a_comparison_row_shows_everything_the_json_has():
 async def test_details_without_runs_says_so():
     app = gpu_app()
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         await pilot.press("i")
         await pilot.pause()
         assert not isinstance(app.screen, RunDetailsScreen)
@@ -82,7 +78,7 @@ async def test_details_without_runs_says_so():
 async def test_e_exports_csv_and_markdown(tmp_path: Path):
     app = gpu_app(save_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         await pilot.press("e")  # nothing yet
         assert not list(tmp_path.iterdir())
         await two_runs(pilot, app)
@@ -115,10 +111,9 @@ async def test_o_shows_the_worker_output_while_running_and_after_the_log_is_dele
         return LoggingRunner(preset, device, callback, steps=steps, log_dir=tmp_path,
                              hold_at=50 if preset.name == "fp32" else None)
 
-    app = make_app(runner_factory=factory, report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   device="cuda")
+    app = gpu_app(factory)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         await pilot.press("o")
         await pilot.pause()
         assert isinstance(app.screen, LogScreen)
@@ -127,8 +122,7 @@ async def test_o_shows_the_worker_output_while_running_and_after_the_log_is_dele
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "layernorm")
         app.start_preset("fp32")  # held at step 50: its log is still being written
         await wait_for(pilot, lambda: app.active is not None and app.active.preset.name == "fp32", 5, "fp32 runs")
-        with open(tmp_path / "apextui-worker-fp32.log", "a") as fh:
-            fh.write("FutureWarning: torch.cuda.amp.GradScaler is deprecated\n")
+        append(tmp_path / "apextui-worker-fp32.log", "FutureWarning: torch.cuda.amp.GradScaler is deprecated\n")
         await wait_for(pilot, lambda: "GradScaler" in log_text(app.run_logs).plain, 5, "the new line on screen")
         text = log_text(app.run_logs).plain
         assert "── layernorm (run 1) · ended ──\ncompiling layernorm...\nUserWarning" in text

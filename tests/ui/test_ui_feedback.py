@@ -8,21 +8,15 @@ import json
 import re
 
 import pytest
-from ui_fakes import FakeEngine, fake_probe, gpu_report, provider, wait_for
+from ui_fakes import FakeEngine, gpu_app, until_ready, wait_for
 
-from apextui.ui.app import make_app
 from apextui.ui.screens.report_screen import ReportScreen
 
 pytestmark = pytest.mark.asyncio
 
 
-def gpu_app(tmp_path, engine: FakeEngine | None = None):
-    return make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                    runner_factory=engine or FakeEngine(), save_dir=tmp_path)
-
-
-async def ready(pilot, app) -> None:
-    await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+def saving_app(tmp_path, engine: FakeEngine | None = None):
+    return gpu_app(engine, save_dir=tmp_path)
 
 
 def toasts(app) -> list[str]:
@@ -39,9 +33,9 @@ def screen_lines(app) -> list[str]:
 
 
 async def test_w_and_s_with_nothing_to_do_say_so(tmp_path):
-    app = gpu_app(tmp_path)
+    app = saving_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         app.clear_notifications()
         await pilot.press("w")
         await pilot.press("s")
@@ -51,9 +45,9 @@ async def test_w_and_s_with_nothing_to_do_say_so(tmp_path):
 
 
 async def test_p_on_the_doctor_screen_saves_a_screenshot(tmp_path):
-    app = gpu_app(tmp_path)
+    app = saving_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         await pilot.press("d")
         await pilot.pause()
         assert isinstance(app.screen, ReportScreen)
@@ -63,9 +57,9 @@ async def test_p_on_the_doctor_screen_saves_a_screenshot(tmp_path):
 
 
 async def test_repeated_keys_do_not_stack_identical_toasts(tmp_path):
-    app = gpu_app(tmp_path, FakeEngine(hold={"fp32": 50}))
+    app = saving_app(tmp_path, FakeEngine(hold={"fp32": 50}))
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: app.active is not None, 5, "fp32 running")
         app.clear_notifications()
@@ -79,9 +73,9 @@ async def test_repeated_keys_do_not_stack_identical_toasts(tmp_path):
 
 async def test_save_toast_keeps_the_file_name_on_one_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    app = gpu_app(tmp_path)
+    app = saving_app(tmp_path)
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32 row")
         app.clear_notifications()
@@ -94,9 +88,9 @@ async def test_save_toast_keeps_the_file_name_on_one_line(tmp_path, monkeypatch)
 
 async def test_w_after_l_saves_only_this_sessions_runs_and_l_twice_adds_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    app = gpu_app(tmp_path)
+    app = saving_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32 row")
         await pilot.press("w")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from ui_fakes import FakeEngine, fake_probe, gpu_report, provider, wait_for
+from ui_fakes import FakeEngine, gpu_app, until_ready, wait_for
 
 from apextui.ui import history
-from apextui.ui.app import make_app
 from apextui.ui.commands import ACTIONS
 from apextui.ui.screens.help_screen import KEYS, HelpScreen
 
@@ -17,20 +16,11 @@ pytestmark = pytest.mark.asyncio
 SIZE = (100, 30)
 
 
-def gpu_app(engine: FakeEngine | None = None, **kw):
-    return make_app(runner_factory=engine or FakeEngine(), report_provider=provider(gpu_report()),
-                    probe=fake_probe("cuda"), device="cuda", **kw)
-
-
-async def ready(pilot, app) -> None:
-    await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
-
-
 @pytest.mark.parametrize("key", ["question_mark", "f1"])
 async def test_help_lists_every_key_and_pane(key):
     app = gpu_app()
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         await pilot.press(key)
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
@@ -47,7 +37,7 @@ async def test_ctrl_c_quits_at_once_without_runs():
     """Not Textual's "press ctrl+q to quit" hint: ctrl+c quits, even from a modal screen."""
     app = gpu_app()
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         await pilot.press("f1")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
@@ -61,7 +51,7 @@ async def test_ctrl_c_stops_the_run_and_saves_unsaved_runs_to_the_history(tmp_pa
     engine = FakeEngine(hold={"fused_amp": 30})
     app = gpu_app(engine, save_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32")
         app.start_preset("fused_amp")
@@ -78,7 +68,7 @@ async def test_ctrl_c_stops_the_run_and_saves_unsaved_runs_to_the_history(tmp_pa
 async def test_quit_after_w_saves_nothing_more(tmp_path):
     app = gpu_app(save_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32")
         await pilot.press("w")
@@ -95,7 +85,7 @@ async def test_command_palette_has_every_action_and_starts_a_preset():
     engine = FakeEngine()
     app = gpu_app(engine)
     async with app.run_test(size=SIZE) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         titles = [c.title for c in app.get_system_commands(app.screen)]
         for title, _help, action in ACTIONS:
             assert title in titles and hasattr(app, f"action_{action}"), action
@@ -120,7 +110,7 @@ async def test_command_palette_has_every_action_and_starts_a_preset():
 async def test_help_says_what_quitting_does():
     app = gpu_app()
     async with app.run_test(size=(120, 50)) as pilot:
-        await ready(pilot, app)
+        await until_ready(pilot, app)
         await pilot.press("f1")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)

@@ -7,9 +7,8 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.color import Color
 from textual.filter import Monochrome
-from ui_fakes import FakeEngine, cpu_probe_no_apex, no_gpu_report, provider, wait_for
+from ui_fakes import cpu_app, wait_for
 
-from apextui.ui.app import make_app
 from apextui.ui.contrast import MIN_CONTRAST, ReadableMonochrome
 
 PANE = Color.parse("#1e1e1e")
@@ -38,8 +37,7 @@ def test_light_text_is_left_alone():
 @pytest.mark.asyncio
 async def test_the_app_uses_the_readable_filter_under_no_color(monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
-    app = make_app(device="auto", report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex(),
-                   runner_factory=FakeEngine())
+    app = cpu_app()
     assert any(isinstance(f, ReadableMonochrome) for f in app._filters)
     assert not any(type(f) is Monochrome for f in app._filters)
     async with app.run_test(size=(80, 24)) as pilot:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from ui_fakes import FakeEngine, fake_probe, gpu_report, provider, static_text, wait_for
+from ui_fakes import FakeEngine, fake_probe, gpu_app, gpu_report, provider, static_text, until_ready, wait_for
 
 from apextui.core.presets import resolve
 from apextui.ui.app import make_app
@@ -26,7 +26,7 @@ async def test_preset_option_is_scrolled_into_view_at_start():
     app = make_app(preset=resolve("fp32"), autostart=False, device="cuda", report_provider=provider(gpu_report()),
                    probe=fake_probe("cuda"), runner_factory=FakeEngine())
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         await pilot.pause(0.1)
         picker = app.query_one(PresetPicker)
         assert picker.highlighted_preset.name == "fp32"
@@ -34,10 +34,9 @@ async def test_preset_option_is_scrolled_into_view_at_start():
 
 
 async def test_highlight_stays_in_view_after_shrinking():
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=FakeEngine())
+    app = gpu_app()
     async with app.run_test(size=(200, 60)) as pilot:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         picker = app.query_one(PresetPicker)
         picker.highlight_preset("torch_compile_graph")
         await pilot.pause(0.1)

@@ -12,8 +12,8 @@ import pytest
 from ui_fakes import highlight, no_gpu_report, provider, static_text, wait_for
 
 from apextui.core.compare import format_speedup
-from apextui.ui.app import make_app
 from apextui.core.results import comparison
+from apextui.ui.app import make_app
 from apextui.ui.widgets.comparison_table import ComparisonTable
 from apextui.ui.widgets.preset_picker import PresetPicker
 
@@ -76,7 +76,7 @@ async def test_real_optimizer_runs_and_speedup(apps):
         for i, name in enumerate(("adamw", "adamw_fused"), 1):
             await highlight(pilot, app, name)
             await pilot.press("enter")
-            await wait_for(pilot, lambda: len(table.rows_data) == i, 60, f"{name} to finish")
+            await wait_for(pilot, lambda i=i: len(table.rows_data) == i, 60, f"{name} to finish")
         base, fused = table.rows_data
         assert base.status == "ok" and fused.status == "ok", (base.error, fused.error)
         assert base.summary["steps"] == 30 and base.summary["measured_steps"] == 30 - base.summary["warmup"]
@@ -132,7 +132,8 @@ def test_first_paint_without_torch():
     """Run in a fresh interpreter: this test process has torch imported already."""
     code = FIRST_PAINT.format(tests=str(Path(__file__).resolve().parent))
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT,
+                          check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("OK")
 
@@ -171,6 +172,6 @@ def test_run_app_device_cuda_without_gpu_returns_3():
     code = "import sys; from apextui.ui.app import run_app; sys.exit(run_app(device='cuda'))"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
-                          cwd=ROOT, stdin=subprocess.DEVNULL)
+                          cwd=ROOT, stdin=subprocess.DEVNULL, check=False)
     assert proc.returncode == 3, (proc.returncode, proc.stderr[-2000:])
     assert "--device cuda was asked for" in proc.stderr

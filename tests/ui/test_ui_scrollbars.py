@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from ui_fakes import FakeEngine, fake_probe, gpu_report, provider, wait_for
+from ui_fakes import gpu_app, until_ready
 
-from apextui.ui.app import make_app
 from apextui.ui.widgets.preset_picker import PresetPicker
 from apextui.ui.widgets.status_pane import StatusPane
 
@@ -15,10 +14,9 @@ PARTIAL = set("▁▂▃▄▅▆▇▉▊▋▌▍▎▏")
 
 
 async def test_scrollbar_thumbs_are_whole_cells():
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=FakeEngine())
+    app = gpu_app()
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         await pilot.pause()
         for pane in (app.query_one(StatusPane), app.query_one(PresetPicker)):
             assert pane.show_vertical_scrollbar, f"{type(pane).__name__} does not overflow at 80x24"

@@ -6,21 +6,20 @@ Regenerate after an intended UI change with
 
 from __future__ import annotations
 
-from ui_fakes import FakeEngine, cpu_probe_no_apex, fake_probe, gpu_report, no_gpu_report, provider, wait_for
-
-from apextui.ui.app import make_app
+from ui_fakes import FakeEngine, LoggingEngine, cpu_app, gpu_app, until_ready, wait_for
 
 
-def gpu_session():
-    """An H200 with Apex: fp32 and fused_fp32 finished, fused_amp live at step 150 of 400."""
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=FakeEngine(hold={"fused_amp": 150}))
+def gpu_session(log_dir=None):
+    """An H200 with Apex: fp32 and fused_fp32 finished, fused_amp live at step 150 of 400; with `log_dir`, the
+    runs' workers print to log files there (the log pane of wide terminals shows them)."""
+    hold = {"fused_amp": 150}
+    app = gpu_app(FakeEngine(hold=hold) if log_dir is None else LoggingEngine(log_dir, hold=hold))
 
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         for n, name in enumerate(("fp32", "fused_fp32"), 1):
             app.start_preset(name)
-            await wait_for(pilot, lambda: len(app.table.rows_data) == n, 10, name)
+            await wait_for(pilot, lambda n=n: len(app.table.rows_data) == n, 10, name)
         app.start_preset("fused_amp")
         await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.snapshot.steps_done == 150,
                        10, "fused_amp at step 150")
@@ -32,11 +31,10 @@ def gpu_session():
 
 def cpu_session():
     """A laptop without GPU or Apex: adamw finished, fp32 live at step 150."""
-    app = make_app(device="auto", report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex(),
-                   runner_factory=FakeEngine(hold={"fp32": 150}))
+    app = cpu_app(FakeEngine(hold={"fp32": 150}))
 
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         app.start_preset("adamw")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "adamw")
         app.start_preset("fp32")
@@ -56,6 +54,25 @@ def test_main_screen_gpu_80x24(snap_compare):
 def test_main_screen_gpu_120x40(snap_compare):
     app, before = gpu_session()
     assert snap_compare(app, terminal_size=(120, 40), run_before=before)
+
+
+def test_main_screen_gpu_60x20(snap_compare):
+    """Narrow: the table keeps preset, ms, speed-up, loss and err; the footer keeps the keys that matter and
+    ? Help; the step-time and metric sparklines have room (rough edge 3)."""
+    app, before = gpu_session()
+    assert snap_compare(app, terminal_size=(60, 20), run_before=before)
+
+
+def test_main_screen_gpu_160x48(snap_compare, tmp_path):
+    """Wide: the worker output beside the comparison table, a step-time chart with its axis."""
+    app, before = gpu_session(tmp_path)
+    assert snap_compare(app, terminal_size=(160, 48), run_before=before)
+
+
+def test_main_screen_gpu_200x60(snap_compare, tmp_path):
+    """Wider: the table adds steps, throughput and compile time; the loss curve takes the run pane's height."""
+    app, before = gpu_session(tmp_path)
+    assert snap_compare(app, terminal_size=(200, 60), run_before=before)
 
 
 def test_main_screen_no_gpu_80x24(snap_compare):
@@ -102,31 +119,10 @@ def test_run_details_screen_80x24(snap_compare):
 
 def test_log_screen_80x24(snap_compare, tmp_path):
     """The worker output of two runs: one that ended (its log file deleted), one still running."""
-    from ui_fakes import FakeRunner
-
-    class LoggingRunner(FakeRunner):
-        def __init__(self, *args, **kw) -> None:
-            super().__init__(*args, **kw)
-            self.log_path = str(tmp_path / f"{self.preset.name}.log")
-            with open(self.log_path, "w") as fh:
-                fh.write(f"[worker] {self.preset.name}: torch.compile of the model…\n")
-                if self.preset.amp == "fp16":
-                    fh.write("FutureWarning: `torch.cuda.amp.GradScaler(args...)` is deprecated. "
-                             "Please use `torch.amp.GradScaler('cuda', args...)` instead.\n")
-
-        def _end(self, status: str) -> None:
-            super()._end(status)
-            import os
-            os.unlink(self.log_path)
-
-    def factory(preset, device, callback, *, steps=None, sample_interval=1.0):
-        return LoggingRunner(preset, device, callback, steps=steps, hold_at=150 if preset.name == "fused_amp" else None)
-
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=factory)
+    app = gpu_app(LoggingEngine(tmp_path, hold={"fused_amp": 150}))
 
     async def open_log(pilot) -> None:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "fp32")
         app.start_preset("fused_amp")
@@ -144,11 +140,10 @@ def test_compiling_80x24(snap_compare):
 
     from textual.clock import MockClock
 
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=FakeEngine(compile_hold=["torch_compile"]))
+    app = gpu_app(FakeEngine(compile_hold=["torch_compile"]))
 
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "fp32")
         app.start_preset("torch_compile")
@@ -186,11 +181,10 @@ def test_advice_measuring_80x24(snap_compare, monkeypatch):
                 held.append(runner)
             return runner
 
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=HoldSecond())
+    app = gpu_app(HoldSecond())
 
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(app.screen, AdviseScreen) and held
                        and "50/100" in str(app.screen.query_one("#advise-status").render()), 10, "advice progress")
@@ -206,30 +200,12 @@ def test_advice_measuring_80x24(snap_compare, monkeypatch):
 
 
 def test_failed_run_80x24(snap_compare):
-    """fused_amp failed at step 37 (out of memory): ✗ failed with the error in the run pane and the table."""
-    import dataclasses
-
-    from ui_fakes import FakeRunner
-
-    class FailAt37(FakeRunner):
-        def start(self):
-            self.callback(self._snap("starting", ()))
-            self.callback(self._snap("running", ()))
-            self._advance(37)
-            self.finished = True
-            self.callback(dataclasses.replace(self._snap("failed", ()), error="CUDA out of memory at step 38"))
-            return self
-
-    class Engine(FakeEngine):
-        def __call__(self, preset, device, callback, *, steps=None, sample_interval=1.0):
-            cls = FailAt37 if preset.name == "fused_amp" else FakeRunner
-            return cls(preset, device, callback, steps=steps, sample_interval=sample_interval)
-
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=Engine())
+    """fused_amp failed at step 37 (out of memory): ✗ failed with the error in the run pane and the table, and
+    "failed" where its speed-up would be."""
+    app = gpu_app(FakeEngine(fail={"fused_amp": 37}))
 
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "fp32")
         app.start_preset("fused_amp")

@@ -10,8 +10,8 @@ import pytest
 from ui_fakes import no_gpu_report, provider, static_text, wait_for
 
 from apextui.core import compilation
-from apextui.core.run import worker
 from apextui.core.presets import resolve
+from apextui.core.run import worker
 from apextui.ui.app import STOPPED_WHILE_COMPILING, make_app
 
 pytestmark = pytest.mark.skipif(not compilation.check_compile("cpu").ok,

@@ -4,9 +4,8 @@ it, End scrolled sideways (cutting every row's first letter), and the cursor row
 from __future__ import annotations
 
 import pytest
-from ui_fakes import FakeEngine, fake_probe, gpu_report, provider, wait_for
+from ui_fakes import FakeEngine, gpu_app, until_ready, wait_for
 
-from apextui.ui.app import make_app
 from apextui.ui.widgets.comparison_table import ComparisonTable
 
 pytestmark = pytest.mark.asyncio
@@ -21,10 +20,9 @@ def last_visible_row(table: ComparisonTable) -> int:
 
 @pytest.mark.parametrize("size", [(80, 24), (64, 24)])
 async def test_down_and_end_reach_the_last_row_above_the_scrollbar(size, tmp_path):
-    app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=fake_probe("cuda"),
-                   runner_factory=FakeEngine(), save_dir=tmp_path)
+    app = gpu_app(FakeEngine(), save_dir=tmp_path)
     async with app.run_test(size=size) as pilot:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         for name in PRESETS:
             app.start_preset(name)
             await wait_for(pilot, lambda: app.active is None, 5, name)

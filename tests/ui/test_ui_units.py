@@ -9,11 +9,7 @@ from pathlib import Path
 import pytest
 from ui_fakes import FakeRunner, gpu_report, no_gpu_report
 
-from apextui.core.run import events
 from apextui.core.presets import resolve
-from apextui.ui import doctor_view, fmt
-from apextui.ui.bridge import Downsampled, LossAverage, RunBridge
-from apextui.ui.messages import RunUpdated
 from apextui.core.results import (
     ResultRow,
     ResultsError,
@@ -25,6 +21,10 @@ from apextui.core.results import (
     row_from_snapshot,
     save_results,
 )
+from apextui.core.run import events
+from apextui.ui import doctor_view, fmt
+from apextui.ui.bridge import Downsampled, LossAverage, RunBridge
+from apextui.ui.messages import RunUpdated
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -165,8 +165,8 @@ def test_a_stopped_or_short_baseline_is_never_used_silently():
     short = finished_row("fp32", steps=30)  # 20 warm-up steps: 10 measured
     rows = [stopped, amp, short]
     assert baseline_row(amp, rows) is None
-    assert baseline_notes(rows) == ["no speed-up: fp32 run 1 stopped after 43 steps: not a baseline; fp32 run 2 "
-                                    "has only 10 measured steps (a baseline needs 20): not a baseline"]
+    assert baseline_notes(rows) == [("no speed-up: fp32 run 1 stopped after 43 steps: not a baseline; fp32 run 2 "
+                                    "has only 10 measured steps (a baseline needs 20): not a baseline")]
     ok = finished_row("fp32")
     rows = [stopped, amp, ok]
     assert baseline_row(amp, rows) is ok

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from textual.widgets._toast import Toast
-from ui_fakes import FakeEngine, fake_probe, highlight, no_gpu_report, provider, wait_for
+from ui_fakes import FakeEngine, fake_probe, highlight, no_gpu_report, provider, until_ready, wait_for
 
 from apextui.ui.app import make_app
 from apextui.ui.widgets.comparison_table import ComparisonTable
@@ -52,7 +52,7 @@ async def test_bad_user_presets_are_shown_and_the_app_runs_a_good_one(user_prese
                    runner_factory=engine)
     assert [Path(p).name for p, _ in app.preset_errors] == ["broken.toml", "huge.toml", "no_cpu.toml"]
     async with app.run_test(size=SIZE, notifications=True) as pilot:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await until_ready(pilot, app)
         errors = [n for n in app._notifications if n.severity == "error"]
         assert len(errors) == 3 and all(n.title == "preset file skipped" for n in errors)
         huge = next(n.message for n in errors if "huge.toml" in n.message)

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import threading
+from collections.abc import AsyncIterator, Callable, Sequence
 from types import MappingProxyType
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from apextui.core.apex.features import FEATURES
-from apextui.core.availability import Availability
 from apextui.core.apex.doctor_report import (
     ApexInfo,
     DoctorReport,
@@ -20,10 +20,12 @@ from apextui.core.apex.doctor_report import (
     Problem,
     SmokeResult,
 )
-from apextui.core.presets import Preset
-from apextui.core.run.runner import RunInfo, Snapshot
+from apextui.core.apex.features import FEATURES
+from apextui.core.availability import Availability
 from apextui.core.monitor.sampler import MonitorReading
 from apextui.core.monitor.topology import Topology
+from apextui.core.presets import Preset
+from apextui.core.run.runner import RunInfo, Snapshot
 from apextui.core.run.stats import StepStats
 from apextui.core.run.timing import StepRecord
 from apextui.ui.probe import Probe
@@ -192,9 +194,10 @@ class FakeRunner:
 
     def __init__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
                  steps: int | None = None, sample_interval: float = 1.0, hold_at: int | None = None,
-                 batch: int = 10, compile_hold: bool = False,
+                 batch: int = 10, compile_hold: bool = False, fail_at: int | None = None,
                  monitor: Callable[[int, bool], MonitorReading] = reading) -> None:
         self.preset, self.device, self.callback = preset, device, callback
+        self.fail_at = fail_at  # fails after this many steps: "CUDA out of memory at step fail_at + 1"
         self.monitor = monitor  # the i-th monitor reading of a run on a GPU (True) or not
         self.compiling = compile_hold  # stays "compiling" (no RunInfo yet) until release()
         self.steps = steps or preset.steps
@@ -261,12 +264,19 @@ class FakeRunner:
             end = min(to, self.done + self.batch)
             self.callback(self._snap("running", tuple(self._record(s) for s in range(self.done + 1, end + 1))))
 
-    def start(self) -> "FakeRunner":
+    def start(self) -> FakeRunner:
         self.callback(self._snap("starting", ()))
         if self.compiling:
             self.callback(dataclasses.replace(self._snap("starting", ()), status="compiling"))
             return self
         self.callback(self._snap("running", ()))
+        if self.fail_at is not None:
+            self._advance(self.fail_at)
+            self.finished = True
+            self.result = dataclasses.replace(self._snap("failed", ()),
+                                              error=f"CUDA out of memory at step {self.fail_at + 1}")
+            self.callback(self.result)
+            return self
         self._advance(self.hold_at if self.hold_at is not None else self.steps)
         if self.hold_at is None:
             self._end("ok")
@@ -300,20 +310,63 @@ class FakeRunner:
 
 class FakeEngine:
     """A runner factory: `hold` maps preset names to the step their run pauses at; the runs of the presets
-    in `compile_hold` stay "compiling" until released."""
+    in `compile_hold` stay "compiling" until released; `fail` maps preset names to the step after which their
+    runs fail (each run of that preset, or only the `fail_runs`-th ones, counted from 1, when given)."""
 
     def __init__(self, hold: dict[str, int] | None = None, compile_hold: Sequence[str] = (),
+                 fail: dict[str, int] | None = None, fail_runs: Sequence[int] = (),
                  monitor: Callable[[int, bool], MonitorReading] = reading) -> None:
         self.hold = hold or {}
+        self.fail = fail or {}
+        self.fail_runs = set(fail_runs)
         self.compile_hold = set(compile_hold)  # presets whose run stays compiling until released
         self.monitor = monitor
         self.runners: list[FakeRunner] = []
 
     def __call__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
                  steps: int | None = None, sample_interval: float = 1.0) -> FakeRunner:
+        fail_at = self.fail.get(preset.name)
+        if self.fail_runs and len(self.runners) + 1 not in self.fail_runs:
+            fail_at = None
         runner = FakeRunner(preset, device, callback, steps=steps, sample_interval=sample_interval,
                             hold_at=self.hold.get(preset.name), compile_hold=preset.name in self.compile_hold,
-                            monitor=self.monitor)
+                            fail_at=fail_at, monitor=self.monitor)
+        self.runners.append(runner)
+        return runner
+
+
+class LoggingRunner(FakeRunner):
+    """A FakeRunner whose worker prints to a log file as ProcessRunner's does (a compile line; with fp16 the
+    GradScaler FutureWarning), deleted when the run ends as the worker deletes it after a good run."""
+
+    def __init__(self, *args: Any, log_dir: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.log_path = str(log_dir / f"{self.preset.name}.log")
+        with open(self.log_path, "w") as fh:
+            fh.write(f"[worker] {self.preset.name}: torch.compile of the model…\n")
+            if self.preset.amp == "fp16":
+                fh.write("FutureWarning: `torch.cuda.amp.GradScaler(args...)` is deprecated. "
+                         "Please use `torch.amp.GradScaler('cuda', args...)` instead.\n")
+
+    def _end(self, status: str) -> None:
+        super()._end(status)
+        import os
+
+        if os.path.exists(self.log_path):
+            os.unlink(self.log_path)
+
+
+class LoggingEngine(FakeEngine):
+    """A FakeEngine of LoggingRunners writing their logs in `log_dir`."""
+
+    def __init__(self, log_dir: Any, hold: dict[str, int] | None = None) -> None:
+        super().__init__(hold)
+        self.log_dir = log_dir
+
+    def __call__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
+                 steps: int | None = None, sample_interval: float = 1.0) -> FakeRunner:
+        runner = LoggingRunner(preset, device, callback, steps=steps, sample_interval=sample_interval,
+                               hold_at=self.hold.get(preset.name), log_dir=self.log_dir, monitor=self.monitor)
         self.runners.append(runner)
         return runner
 
@@ -345,3 +398,40 @@ async def highlight(pilot: Any, app: Any, name: str) -> None:
 
     if not await highlight_preset(pilot, app, name):
         raise AssertionError(f"could not highlight {name}")
+
+
+# ---- the app, set up as most UI tests need it ---------------------------------------------------
+
+
+def gpu_app(engine: Any = None, **kw: Any) -> Any:
+    """The app on a fake H200 with Apex built (fake report and probe; `kw` may replace them, or add any other
+    `make_app` argument) and `engine` (a FakeEngine by default)."""
+    from apextui.ui.app import make_app
+
+    kw.setdefault("device", "cuda")
+    kw.setdefault("report_provider", provider(gpu_report()))
+    kw.setdefault("probe", fake_probe("cuda"))
+    return make_app(runner_factory=FakeEngine() if engine is None else engine, **kw)
+
+
+def cpu_app(engine: Any = None, **kw: Any) -> Any:
+    """The app on a fake laptop without GPU or Apex (`kw` as for `gpu_app`), with `engine`."""
+    from apextui.ui.app import make_app
+
+    kw.setdefault("device", "auto")
+    kw.setdefault("report_provider", provider(no_gpu_report()))
+    kw.setdefault("probe", cpu_probe_no_apex())
+    return make_app(runner_factory=FakeEngine() if engine is None else engine, **kw)
+
+
+async def until_ready(pilot: Any, app: Any, timeout: float = 10.0) -> None:
+    """Wait for the device probe and the doctor report (runs start only after both)."""
+    await wait_for(pilot, lambda: app.probe is not None and app.report is not None, timeout, "probe and report")
+
+
+@contextlib.asynccontextmanager
+async def running(app: Any, size: tuple[int, int] = (80, 24)) -> AsyncIterator[Any]:
+    """`app.run_test(size=size)`, its pilot yielded once the probe and the report are in."""
+    async with app.run_test(size=size) as pilot:
+        await until_ready(pilot, app)
+        yield pilot

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
 from textual.screen import ModalScreen
@@ -92,7 +93,7 @@ class AdviceJob:
             self._done.set()
 
     # ---- any thread -----------------------------------------------------------------------
-    def start(self) -> "AdviceJob":
+    def start(self) -> AdviceJob:
         self.started = time.monotonic()
         self._thread.start()
         return self
@@ -165,7 +166,7 @@ def _watch(app: Any, job: AdviceJob) -> None:
     timer = app.set_interval(0.5, check)
 
 
-def open_advice(app: Any, **kw: Any) -> "AdviseScreen":
+def open_advice(app: Any, **kw: Any) -> AdviseScreen:
     """`a`: show the advice screen (it starts or reuses an advice when there is none yet)."""
     screen = AdviseScreen(**kw)
     app.push_screen(screen)
@@ -174,7 +175,7 @@ def open_advice(app: Any, **kw: Any) -> "AdviseScreen":
 
 # ---- rendering ----------------------------------------------------------------------------------
 def render_progress(job: AdviceJob) -> Text:
-    latest, done, total, _ = job.state()
+    latest, _done, total, _ = job.state()
     t = Text()
     if job.stopping:
         t.append("stopping after the current step… ", style="bold yellow")
@@ -277,7 +278,7 @@ def render_head(job: AdviceJob, v: AdviceView) -> Text:
 class AdviseScreen(ModalScreen[None]):
     """Progress of the running advice, then the verdict per workload with its evidence."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss", "Close"),
         Binding("q", "dismiss", "Close", show=False),
         Binding("a", "dismiss", "Close", show=False),

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.binding import Binding, BindingType
+from textual.widgets import Static
+
+from .text_screen import TextScreen
 
 KEYS: tuple[tuple[str, str], ...] = (
     ("↑ ↓ home end", "move in the preset list or the comparison table"),
@@ -25,19 +26,22 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("l", "load results: pick a recent file (run history, start folder) or type a path"),
     ("ctrl+p", "the command palette: every action, start <preset> for every preset"),
     ("? f1", "this help"),
-    ("q ctrl+q ctrl+c", "quit: a running run is stopped first; runs not saved with w are saved "
-                        "automatically to the run history"),
+    ("q ctrl+q ctrl+c", ("quit: a running run is stopped first; runs not saved with w are saved "
+                        "automatically to the run history")),
 )
 
 PANES: tuple[tuple[str, str], ...] = (
-    ("Apex doctor", "where runs go (GPU, or CPU at small sizes), Apex's status, each fused feature ✓/✗ "
-                    "with its reason; d opens the full report with fixes"),
+    ("Apex doctor", ("where runs go (GPU, or CPU at small sizes), Apex's status, each fused feature ✓/✗ "
+                    "with its reason; d opens the full report with fixes")),
     ("Presets", "every preset by workload, with its baseline; ✗ cannot run here (highlight it for why)"),
-    ("Run", "ms per step now / median / p10 / p90 (warm-up excluded), progress, throughput, step-time "
-            "sparkline, loss curve against the data's entropy floor, AMP loss scale and skipped steps"),
+    ("Run", ("ms per step now / median / p10 / p90 (warm-up excluded), progress, throughput, step-time "
+            "sparkline, loss curve against the data's entropy floor, AMP loss scale and skipped steps")),
     ("GPU · process", "GPU utilisation, memory, power, temperature, SM clock (NVML); process CPU % and RSS"),
-    ("Comparison", "every finished run (■ stopped, ✗ failed, f1 f2 … loaded from files): median, p10–p90, "
-                   "speed-up vs the workload's baseline (≈ within noise), loss/floor, norm check max error"),
+    ("Comparison", ("every finished run (■ stopped, ✗ failed, f1 f2 … loaded from files): median, p10–p90, "
+                   "speed-up vs the workload's baseline (≈ within noise; a failed run has none), loss/floor, "
+                   "norm check max error; narrow terminals keep the main columns, wide ones add more")),
+    ("Worker output", ("150 columns or more, beside the comparison table: what the runs' workers print (o: full "
+                      "screen)")),
 )
 
 HISTORY = ("Run history: results saved with w, and runs saved automatically on quit, accumulate in the user's "
@@ -63,22 +67,16 @@ def help_body() -> Table:
     return grid
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(TextScreen):
     """A modal over the main screen; esc, q, ? or F1 close it."""
 
-    BINDINGS = [
-        Binding("escape", "dismiss", "Close"),
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "dismiss", "Close", show=False),
         Binding("f1", "dismiss", "Close", show=False),
-        Binding("q", "dismiss", "Close", show=False),
     ]
+    SCROLL_ID = "help-scroll"
+    BODY_ID = "help-body"
+    BOX_TITLE = "apextui — keys and panes"
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="help-scroll") as scroll:
-            scroll.border_title = "apextui — keys and panes"
-            scroll.border_subtitle = "↑↓ PgUp PgDn scroll · esc close"
-            yield Static(help_body(), id="help-body")
-        yield Footer()
-
-    def on_mount(self) -> None:
-        self.query_one("#help-scroll").focus()
+    def body(self) -> Static:
+        return Static(help_body(), id=self.BODY_ID)

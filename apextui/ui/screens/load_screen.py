@@ -7,11 +7,12 @@ the start folder, newest first (`history.recent_results`).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
+from typing import ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList, Static
@@ -31,7 +32,7 @@ def describe(f: RecentFile, home: Path | None = None) -> str:
 
 
 class LoadScreen(ModalScreen[str | None]):
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, recent: Sequence[RecentFile] = ()) -> None:
         super().__init__()

@@ -8,18 +8,17 @@ shown under "Other", so nothing in the JSON is hidden.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar
 
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.binding import Binding, BindingType
+from textual.widgets import Static
 
 from ...core import results
 from ...core.results import ResultRow
+from .text_screen import TextScreen
 
 RUN = ("preset", "workload", "variant", "baseline", "device", "size", "amp", "status", "error", "source")
 SPEEDUP = ("speedup", "speedup_low", "speedup_high", "speedup_verdict", "baseline_run", "baseline_note")
@@ -101,14 +100,12 @@ def details_body(entry: Mapping[str, Any]) -> Table:
     return grid
 
 
-class RunDetailsScreen(ModalScreen[None]):
-    """Opened with enter (or i) on a comparison row; esc closes it."""
+class RunDetailsScreen(TextScreen):
+    """Opened with enter (or i) on a comparison row; esc, q or i close it."""
 
-    BINDINGS = [
-        Binding("escape", "dismiss", "Close"),
-        Binding("i", "dismiss", "Close", show=False),
-        Binding("q", "dismiss", "Close", show=False),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("i", "dismiss", "Close", show=False)]
+    SCROLL_ID = "details-scroll"
+    BODY_ID = "details-body"
 
     def __init__(self, row: ResultRow, rows: Sequence[ResultRow]) -> None:
         super().__init__()
@@ -116,12 +113,8 @@ class RunDetailsScreen(ModalScreen[None]):
         self.entry = record(row, rows)
         self.label = results.run_label(row, rows)
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll(id="details-scroll") as scroll:
-            scroll.border_title = f"Run details · {self.label}"
-            scroll.border_subtitle = "↑↓ PgUp PgDn scroll · esc close"
-            yield Static(details_body(self.entry), id="details-body")
-        yield Footer()
+    def box_title(self) -> str:
+        return f"Run details · {self.label}"
 
-    def on_mount(self) -> None:
-        self.query_one("#details-scroll").focus()
+    def body(self) -> Static:
+        return Static(details_body(self.entry), id=self.BODY_ID)

@@ -16,7 +16,8 @@ bars after a ``min–max`` label. A single point is drawn in one column, not str
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 from rich.text import Text
 from textual.geometry import Size
@@ -115,7 +116,7 @@ class AxisChart(Widget):
     AxisChart > .axis-chart--line { color: $success; }
     AxisChart > .axis-chart--floor { color: $accent; }
     """
-    COMPONENT_CLASSES = {"axis-chart--line", "axis-chart--floor"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"axis-chart--line", "axis-chart--floor"}
 
     data: reactive[tuple[float, ...]] = reactive(tuple, always_update=False)
     floor: reactive[float | None] = reactive(None)

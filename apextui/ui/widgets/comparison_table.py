@@ -1,48 +1,81 @@
 """Every run of this session (and loaded ones) against the baseline of its workload.
 
-Speed-ups are `core.compare`'s: ≈ when within noise, coloured only beyond noise, with their 95 % interval
-where the table is wide enough (`WIDE` columns; narrower, the interval is dropped so every column fits); the subtitle names the baseline run when another one was passed over (stopped, failed, too short)."""
+Speed-ups are `core.compare`'s: ≈ when within noise, coloured only beyond noise; a failed run has none
+(`results.comparison`) and shows "failed" there. The columns follow the table's width (`tier`): narrow
+(a 60-column terminal) keeps preset, median, speed-up, loss and max error under short headers; from `NORMAL`
+the device and p10–p90 join and the loss shows its floor; from `WIDE` the speed-up shows its 95 % interval;
+from `EXTRA` (big terminals) steps, throughput and compile time join. The subtitle names the
+baseline run when another one was passed over (stopped, failed, too short)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import ClassVar
 
 from rich.text import Text
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
-from .. import fmt
 from apextui.core.compare import format_speedup
 
 from ...core.results import SESSION, ResultRow, baseline_notes, baseline_row, comparison
+from .. import fmt
+
+NARROW, NORMAL, WIDE, EXTRA = range(4)
+NORMAL_WIDTH = 76  # table widths (columns) from which each tier applies: 80 columns of terminal are NORMAL
+WIDE_WIDTH = 96
+EXTRA_WIDTH = 124
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    label: str
+    short: str  # the header in a narrow table
+    tier: int  # the narrowest tier that shows it
+
 
 COLUMNS = (
-    ("preset", "preset"), ("dev", "device"), ("median ms", "median"), ("p10–p90", "spread"),
-    ("speed-up", "speedup"), ("loss/floor", "loss"), ("max err", "err"),
+    Column("preset", "preset", "preset", NARROW), Column("device", "dev", "dev", NORMAL),
+    Column("median", "median ms", "ms", NARROW), Column("spread", "p10–p90", "p10–p90", NORMAL),
+    Column("speedup", "speed-up", "speed-up", NARROW), Column("loss", "loss/floor", "loss", NARROW),
+    Column("err", "max err", "err", NARROW), Column("steps", "steps", "steps", EXTRA),
+    Column("throughput", "throughput", "throughput", EXTRA), Column("compile", "compile", "compile", EXTRA),
 )
 STATUS_MARK = {"ok": "", "stopped": " ■", "failed": " ✗"}
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red"}  # within noise: no colour
-WIDE = 96  # columns from which the speed-up cell shows its interval
 
 
-def cells(row: ResultRow, rows: Sequence[ResultRow], source_label: str = "", compact: bool = False) -> tuple[object, ...]:
-    """The table cells of one row (Rich text); `source_label` marks rows loaded from a file; `compact`
-    drops the speed-up's interval."""
+def tier(width: int) -> int:
+    """The tier of a table `width` columns wide."""
+    return NARROW if width < NORMAL_WIDTH else NORMAL if width < WIDE_WIDTH else WIDE if width < EXTRA_WIDTH else EXTRA
+
+
+def columns(level: int) -> tuple[Column, ...]:
+    return tuple(c for c in COLUMNS if c.tier <= level)
+
+
+def cells(row: ResultRow, rows: Sequence[ResultRow], source_label: str = "", level: int = WIDE) -> tuple[object, ...]:
+    """The table cells of one row (Rich text) for the columns of tier `level`; `source_label` marks rows loaded
+    from a file. Below WIDE the speed-up drops its interval; narrow, the loss drops its floor."""
     name = Text(row.preset, style="bold" if row.status == "ok" else "dim")
     if row.status != "ok":
         name.append(STATUS_MARK.get(row.status, f" {row.status}"), style="yellow" if row.status == "stopped" else "red")
     if source_label:
         name.append(f" {source_label}", style="dim cyan")
     spread = f"{fmt.ms(row.p10_ms)}–{fmt.ms(row.p90_ms)}" if row.p10_ms is not None else fmt.DASH
-    if baseline_row(row, rows) is row:
+    if row.status == "failed":  # no speed-up (`results.comparison`), and never a baseline
+        up_text = Text("failed", style="red")
+    elif baseline_row(row, rows) is row:
         up_text = Text("base", style="dim")
     else:
         c = comparison(row, rows)
-        up_text = Text(format_speedup(c, compact), style=VERDICT_STYLE.get(c.verdict, "") if c else "dim")
+        up_text = Text(format_speedup(c, level < WIDE), style=VERDICT_STYLE.get(c.verdict, "") if c else "dim")
     if row.final_loss is not None:
         loss = Text(f"{row.final_loss:.3f}")
-        if row.loss_floor is not None:
+        if row.loss_floor is not None and level > NARROW:
             loss.append(f"/{row.loss_floor:.3f}", style="dim")
     else:
         loss = Text(fmt.DASH, style="dim")
@@ -51,7 +84,18 @@ def cells(row: ResultRow, rows: Sequence[ResultRow], source_label: str = "", com
         err = Text(fmt.error(row.max_error), style="green" if check.get("passed") else "bold red")
     else:
         err = Text(fmt.DASH, style="dim")
-    return (name, row.device, Text(fmt.ms(row.median_ms), style="bold"), spread, up_text, loss, err)
+    summary = row.summary
+    steps = summary.get("steps")
+    unit = str(summary.get("throughput_unit") or "/s").replace("tokens", "tok")
+    compile_s = summary.get("compile_s")
+    by_key: dict[str, object] = {
+        "preset": name, "device": row.device, "median": Text(fmt.ms(row.median_ms), style="bold"),
+        "spread": spread, "speedup": up_text, "loss": loss, "err": err,
+        "steps": str(steps) if isinstance(steps, int) else fmt.DASH,
+        "throughput": fmt.si(summary.get("throughput"), unit),
+        "compile": fmt.seconds(compile_s) if compile_s else Text(fmt.DASH, style="dim"),
+    }
+    return tuple(by_key[c.key] for c in columns(level))
 
 
 class ComparisonTable(DataTable):
@@ -60,7 +104,7 @@ class ComparisonTable(DataTable):
     A list of rows: Home/End go to the first/last row (DataTable's scrolled sideways and cut the first
     letter of every row), and the cursor row stays in view above the horizontal scrollbar."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("home", "first_row", "First row", show=False),
         Binding("end", "last_row", "Last row", show=False),
     ]
@@ -69,12 +113,17 @@ class ComparisonTable(DataTable):
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.border_title = "Comparison"
         self.rows_data: list[ResultRow] = []
-        self._compact: bool | None = None  # as last drawn
+        self._tier: int | None = None  # the tier of the columns shown
 
     def on_mount(self) -> None:
-        for label, key in COLUMNS:
-            self.add_column(label, key=key)
+        self._set_columns(tier(self.size.width))
         self._update_subtitle()
+
+    def _set_columns(self, level: int) -> None:
+        self._tier = level
+        self.clear(columns=True)
+        for c in columns(level):
+            self.add_column(c.short if level == NARROW else c.label, key=c.key)
 
     def add_result(self, row: ResultRow) -> None:
         self.rows_data.append(row)
@@ -112,19 +161,22 @@ class ComparisonTable(DataTable):
             self.scroll_y = row
 
     def on_resize(self) -> None:
-        if self.rows_data and self._compact != (self.size.width < WIDE):
+        if self._tier != tier(self.size.width):
             self._rebuild()
 
     def _rebuild(self) -> None:
-        self._compact = self.size.width < WIDE
-        self.clear()
+        level = tier(self.size.width)
+        if level != self._tier:
+            self._set_columns(level)
+        else:
+            self.clear()
         files: dict[str, int] = {}
         for i, row in enumerate(self.rows_data):
             label = ""
             if row.source != SESSION:
                 files.setdefault(row.source, len(files) + 1)
                 label = f"f{files[row.source]}"
-            self.add_row(*cells(row, self.rows_data, label, self._compact), key=str(i))
+            self.add_row(*cells(row, self.rows_data, label, level), key=str(i))
         if self.rows_data:
             self.move_cursor(row=len(self.rows_data) - 1)
         self._update_subtitle()
@@ -137,5 +189,5 @@ class ComparisonTable(DataTable):
         elif files or notes:
             self.border_subtitle = " · ".join([*notes, *(f"f{i} {Path(f).name}" for i, f in enumerate(files, 1))])
         else:
-            interval = "" if self._compact else " (95 % interval)"
+            interval = " (95 % interval)" if (self._tier or NARROW) >= WIDE else ""
             self.border_subtitle = f"speed-up = baseline median / median{interval}, ≈ within noise"

@@ -16,6 +16,7 @@ from textual.widgets import ProgressBar, Static
 
 from apextui.core.availability import Availability
 from apextui.core.presets import Preset
+from apextui.core.run.runner import RunInfo
 
 from .. import fmt
 from ..bridge import RunView
@@ -48,6 +49,8 @@ class LiveRun(Vertical):
         self._started = 0.0  # time.monotonic() at begin(): the elapsed time while no snapshot comes
         self._status = ""
         self._ticker: Timer | None = None
+        self._amp = False  # the run uses a GradScaler: the AMP line has something to say
+        self._short = False  # a short terminal: no AMP line, so the loss curve keeps its line
 
     def compose(self) -> ComposeResult:
         yield Static("select a preset and press enter", id="run-title")
@@ -150,11 +153,11 @@ class LiveRun(Vertical):
         if self._status in ("starting", "compiling"):
             self._set("run-steps", self._steps_text(None, 0, 0.0))
 
-    def _steps_text(self, info: object, done: int, elapsed: float) -> str:
+    def _steps_text(self, info: RunInfo | None, done: int, elapsed: float) -> str:
         """' 150/400 · 7.5 s'; before the RunInfo (compiling) ' … · 12 s', counted here in whole seconds."""
         if info is None:
             return f" … · {int(max(elapsed, time.monotonic() - self._started if self._started else 0.0))} s"
-        return f" {done}/{getattr(info, 'steps')} · {fmt.seconds(elapsed)}"
+        return f" {done}/{info.steps} · {fmt.seconds(elapsed)}"
 
     def _title(self, title: str) -> None:
         if self.border_title != title:
@@ -225,10 +228,8 @@ class LiveRun(Vertical):
         if spark.display != chart:
             spark.display = chart
 
-        amp = bool(info and info.uses_grad_scaler)
-        row = self.query_one("#amp-row")
-        if row.display != amp:
-            row.display = amp
+        amp = self._amp = bool(info and info.uses_grad_scaler)
+        self._show_amp_row()
         if amp and info is not None:
             scale = fmt.si(view.loss_scale) if view.loss_scale is not None else "—"
             self._set("amp-row", Text.assemble(
@@ -236,6 +237,17 @@ class LiveRun(Vertical):
                 (" · skipped ", "dim"), (str(snap.skipped_steps), "bold yellow" if snap.skipped_steps else ""),
                 (" step" if snap.skipped_steps == 1 else " steps", "dim"),
             ))
+
+    def set_short(self, short: bool) -> None:
+        """Under 24 rows the AMP line gives its line to the loss curve (the scale stays in the run's details)."""
+        self._short = short
+        self._show_amp_row()
+
+    def _show_amp_row(self) -> None:
+        row = self.query_one("#amp-row")
+        shown = self._amp and not self._short
+        if row.display != shown:
+            row.display = shown
 
     def show_stopping(self, compiling: bool = False) -> None:
         title = self.query_one("#run-title", Static)

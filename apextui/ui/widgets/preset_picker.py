@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
 
 from rich.text import Text
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
@@ -23,7 +24,7 @@ class PresetPicker(OptionList):
     highlighted so that the run pane shows the full reason and the fix.
     """
 
-    BINDINGS = [Binding("enter", "select", "Start", show=True)]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "select", "Start", show=True)]
 
     def __init__(self, presets: Sequence[Preset], *, id: str | None = None) -> None:
         self.presets = list(presets)

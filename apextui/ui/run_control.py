@@ -1,0 +1,189 @@
+"""Starting, following and stopping a run: the app's side of the `RunBridge` (a mixin of `ApexTuiApp`).
+
+A run's snapshots reach the UI thread as at most one pending `RunUpdated`; `_pull` takes the latest state,
+and the live pane is redrawn at most every `refresh_interval` s, its sparklines every `spark_interval` s.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..core import results
+from .app_base import ActiveRun, AppBase
+from .bridge import RunBridge, RunView
+from .messages import RunUpdated
+from .run_log import RunLog
+from .widgets.monitor_panel import MonitorPanel
+
+MAX_RUN_LOGS = 50  # the log screen (o) keeps the output of the last 50 runs (each at most 256 KiB)
+STOPPED_WHILE_COMPILING = "stopped while compiling (s pressed twice)"
+
+
+class RunControl(AppBase):
+    """start_preset, the redraw rate limits, the end of a run, s."""
+
+    def start_preset(self, name: str) -> bool:
+        """Start a preset by name; False (with a notification) when it cannot start now."""
+        preset = self.picker.preset(name)
+        if preset is None:
+            self.notify(f"unknown preset {name!r}", severity="error")
+            return False
+        if self.active is not None:
+            self.notify(f"{self.active.preset.name} is running: press s to stop it first", severity="warning")
+            return False
+        if self.advice_job is not None and self.advice_job.running:
+            self.notify("the advice is measuring: press a, then s to stop it first", severity="warning")
+            return False
+        if self.probe_error is not None:
+            self.notify(f"{name} cannot start: {self.probe_error}", severity="error", timeout=10)
+            return False
+        if self.probe is None or not self.doctor_done:
+            # the doctor's CUDA smoke tests (and its torch import) would disturb the timing
+            self._pending_start = name
+            what = "device probe" if self.probe is None else "Apex doctor"
+            self.notify(f"{name} starts as soon as the {what} finishes…", timeout=3)
+            self._show_highlighted()
+            return False
+        avail = self.probe.availability.get(name)
+        if avail is None or not avail.ok:
+            reason = avail.reason if avail else "not checked"
+            fix = f"\nfix: {avail.fix}" if avail and avail.fix else ""
+            self.notify(f"{name} cannot run here: {reason}{fix}", title="unavailable", severity="error", timeout=10)
+            return False
+        from apextui.core.memory import refusal
+
+        too_big = refusal(preset, self.probe.device, self.steps or preset.steps)
+        if too_big:
+            self.notify(too_big.replace(", or --force to run anyway", ""), title="does not fit",
+                        severity="error", timeout=15)
+            return False
+        self._run_id += 1
+        bridge = RunBridge(self._run_id, self.post_message, min_interval=self.refresh_interval)
+        log: RunLog | None = None
+        try:
+            runner = self.runner_factory(preset, self.probe.device, bridge, steps=self.steps,
+                                         sample_interval=self.sample_interval)
+            log = RunLog.of_runner(f"{name} (run {self._run_id})", runner)  # open before the worker writes
+            runner.start()
+        except Exception as exc:  # noqa: BLE001
+            if log is not None:
+                log.close()
+            self.notify(f"{name} could not start: {type(exc).__name__}: {exc}", severity="error", timeout=10,
+                        markup=False)
+            return False
+        self.active = ActiveRun(self._run_id, preset, runner, bridge)
+        self.run_logs.append(log)
+        del self.run_logs[:-MAX_RUN_LOGS]
+        self.latest_view = None
+        self._last_spark = 0.0  # a run's first redraw always draws its sparklines
+        self.query_one(MonitorPanel).reset()
+        self.live.begin(preset)
+        self.refresh_bindings()
+        return True
+
+    def on_run_updated(self, message: RunUpdated) -> None:
+        active = self.active
+        if active is None or message.bridge is not active.bridge:
+            message.bridge.take()
+            return
+        self._pull(active)
+
+    def _pull(self, active: ActiveRun) -> None:
+        """Take the bridge's latest state; while the run lasts, look again refresh_interval later."""
+        view = active.bridge.take()
+        if view is None:
+            return
+        self.latest_view = view
+        if view.finished:
+            self._render_view()
+            self._finish(active, view)
+            return
+        self._request_render()
+        if self._poll_timer is None:
+            self._poll_timer = self.set_timer(self.refresh_interval, self._poll)
+
+    def _poll(self) -> None:
+        self._poll_timer = None
+        active = self.active
+        if active is not None and active.bridge.dirty:
+            self._pull(active)
+
+    def _request_render(self) -> None:
+        """Redraw now if the last redraw is refresh_interval old, else once when it will be (never more often)."""
+        now = time.monotonic()
+        due = self._last_render + self.refresh_interval
+        if now >= due:
+            self._render_view()
+        elif self._render_timer is None:
+            self._render_timer = self.set_timer(due - now, self._render_due)
+
+    def _render_due(self) -> None:
+        self._render_timer = None
+        if self.active is not None and (self.latest_view is not self._drawn_view or self._spark_stale):
+            self._request_render()
+
+    def _spark_due(self) -> None:
+        """The sparklines were left out of the last redraw and are due now: redraw (rate limit kept)."""
+        self._spark_timer = None
+        if self.active is not None and self._spark_stale:
+            self._request_render()
+
+    def _render_view(self) -> None:
+        view = self.latest_view
+        if view is None:
+            return
+        if self._render_timer is not None:
+            self._render_timer.stop()
+            self._render_timer = None
+        now = time.monotonic()
+        self._last_render = now
+        self._drawn_view = view
+        self.renders += 1
+        stopping = self.active is not None and self.active.stopping
+        sparklines = view.finished or now - self._last_spark >= self.spark_interval
+        self._spark_stale = not sparklines
+        if sparklines:
+            self._last_spark = now
+            if self._spark_timer is not None:
+                self._spark_timer.stop()
+                self._spark_timer = None
+        elif self._spark_timer is None:  # draw them once they are due, even if no new data comes
+            self._spark_timer = self.set_timer(self._last_spark + self.spark_interval - now, self._spark_due)
+        self.live.show_view(view, stopping=stopping, sparklines=sparklines)
+        self.query_one(MonitorPanel).update_reading(view.snapshot.monitor, view.monitor, view.gpu_util)
+
+    def _finish(self, active: ActiveRun, view: RunView) -> None:
+        for timer in (self._poll_timer, self._render_timer, self._spark_timer):
+            if timer is not None:
+                timer.stop()
+        self._poll_timer = self._render_timer = self._spark_timer = None
+        active.bridge.close()
+        self.active = None
+        if self.run_logs:
+            self.run_logs[-1].drain()  # the worker may delete its log now: read the rest first
+        snap = view.snapshot
+        device = self.probe.device if self.probe else "cpu"
+        env = self.probe.env if self.probe else None
+        self.table.add_result(results.row_from_snapshot(snap, active.preset, device, env))
+        if snap.status == "failed":
+            self.notify(f"{active.preset.name} failed: {snap.error}", severity="error", timeout=10, markup=False)
+        self.refresh_bindings()
+
+    def action_stop(self) -> None:
+        active = self.active
+        if active is None:
+            self.notify("nothing is running", timeout=2)
+            return
+        compiling = self._compiling(active)
+        if not active.stopping:
+            active.stopping = True
+            active.runner.stop()
+            self.live.show_stopping(compiling=compiling)
+        elif compiling and active.runner.kill(STOPPED_WHILE_COMPILING):  # a worker process: ended, compile and all
+            self.notify(f"ended {active.preset.name}'s worker process while it compiled", timeout=4)
+        elif compiling:
+            self.notify("this run trains in the app's own process: it stops once compilation ends", timeout=4)
+
+    def _compiling(self, active: ActiveRun) -> bool:
+        view = self.latest_view
+        return view is not None and view.run_id == active.run_id and view.snapshot.status == "compiling"

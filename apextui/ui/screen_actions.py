@@ -1,0 +1,87 @@
+"""The actions that open a screen: a (advice), d (doctor), ? / F1 (help), i / enter (run details), o (worker
+output), ctrl+p (the command palette), and p (an SVG screenshot) (a mixin of `ApexTuiApp`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from textual.app import SystemCommand
+from textual.screen import Screen
+from textual.widgets import DataTable
+
+from .app_base import AppBase
+from .results_actions import short_path
+from .widgets.comparison_table import ComparisonTable
+
+
+class ScreenActions(AppBase):
+    """Each screen is imported when first opened: the main screen starts without them."""
+
+    def _show_advice_measuring(self) -> None:
+        """Once a second: while the advice measures in the background, the run pane's subtitle says so."""
+        job = self.advice_job
+        text = ""
+        if job is not None and job.running:
+            _latest, done, total, _lines = job.state()
+            text = f"advice measuring · {done}/{total or '…'} runs · a: show"
+        live = self.live
+        if (live.border_subtitle or "") != text:
+            live.border_subtitle = text
+
+    def action_advise(self) -> None:
+        from .screens.advise_screen import open_advice
+
+        open_advice(self)
+
+    def action_doctor(self) -> None:
+        from .screens.report_screen import ReportScreen
+
+        self.push_screen(ReportScreen(self.report, self.report_error))
+
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """p: an SVG of the screen, apextui-YYYYmmdd-HHMMSS.svg in the start folder unless named."""
+        filename = filename or f"apextui-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+        try:
+            path = self.save_screenshot(filename=filename, path=path or str(self.save_dir))
+        except OSError as exc:
+            self.notify(f"could not save the screenshot: {exc}", severity="error", timeout=10)
+            return
+        self.notify(f"screenshot saved to\n{short_path(Path(path))}", title="SVG saved", timeout=8, markup=False)
+
+    def action_help(self) -> None:
+        from .screens.help_screen import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's commands (theme, keys, quit…), then every action of apextui and start <preset>."""
+        from .commands import app_commands
+
+        yield from super().get_system_commands(screen)
+        yield from app_commands(self)
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """enter on a comparison row: its full record."""
+        if isinstance(event.data_table, ComparisonTable):
+            self.show_details(event.cursor_row)
+
+    def action_details(self) -> None:
+        self.show_details(self.table.cursor_row)
+
+    def show_details(self, index: int) -> None:
+        from .screens.run_details_screen import RunDetailsScreen
+
+        rows = self.table.rows_data
+        if not rows:
+            self.notify("no finished runs yet: their details appear here once they end", timeout=3)
+            return
+        row = rows[min(max(index, 0), len(rows) - 1)]
+        self.push_screen(RunDetailsScreen(row, rows))
+
+    def action_log(self) -> None:
+        from .screens.log_screen import LogScreen
+
+        self.push_screen(LogScreen(lambda: self.run_logs))
