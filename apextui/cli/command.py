@@ -36,6 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how often GPU/host metrics are sampled (default 1.0)")
     parser.add_argument("--force", action="store_true",
                         help="run even where the preset's memory estimate exceeds the free memory")
+    parser.add_argument("--nproc", type=int_in(1, 1024), metavar="N",
+                        help="with --json: run the preset data-parallel on N ranks of this machine (through "
+                             "torchrun's API; docs/distributed.md)")
+    parser.add_argument("--baseline-json", metavar="FILE",
+                        help="under torchrun: a one-GPU `--json` run of the same preset; the end line adds the "
+                             "scaling efficiency against it")
     parser.add_argument("--load", action="append", default=[], metavar="RESULTS.json",
                         help="TUI: add runs saved with w (or --json output) to the comparison table")
     sub = parser.add_subparsers(dest="command", metavar="{list,doctor,advise}")
@@ -136,6 +142,24 @@ def _main(argv: Sequence[str] | None) -> int:
             preset = resolve(args.preset)
         except PresetError as exc:
             return _error(str(exc), EXIT_USAGE)
+    from ..core.run.distributed import DistEnv
+
+    try:
+        dist_env = DistEnv.from_env()
+    except ValueError as exc:
+        return _error(str(exc), EXIT_USAGE)
+    if args.nproc is not None and args.command is None:
+        if dist_env is not None:
+            return _error("--nproc starts the ranks itself: run it without torchrun", EXIT_USAGE)
+        if not args.json or preset is None:
+            return _error("--nproc N needs --preset NAME --json (the TUI runs on one GPU)", EXIT_USAGE)
+        from .launch import launch
+
+        return launch(args.nproc, list(argv) if argv is not None else sys.argv[1:])
+    if dist_env is not None and not args.json:
+        return _error("under torchrun apextui runs headless: add --json (rank 0 prints the merged stream)", EXIT_USAGE)
+    if args.baseline_json is not None and dist_env is None:
+        return _error("--baseline-json is for a run under torchrun (see docs/distributed.md)", EXIT_USAGE)
     if args.json:
         if preset is None:
             return _error("--json needs --preset NAME (see `apextui list`)", EXIT_USAGE)
@@ -148,6 +172,11 @@ def _main(argv: Sequence[str] | None) -> int:
             output.write(json.dumps({"event": "unavailable", "preset": preset.name, "device": args.device,
                                      "reason": str(exc), "fix": "use --device auto or --device cpu"}) + "\n")
             return EXIT_UNAVAILABLE
+        if dist_env is not None:
+            from . import distributed
+
+            return distributed.run(preset, device, args.steps, dist_env, args.sample_interval, force=args.force,
+                                   baseline_path=args.baseline_json)
         return headless.run(preset, device, args.steps, args.sample_interval, force=args.force)
     from ..ui.app import run_app
 

@@ -23,7 +23,7 @@ import math
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 BLOCK_TARGET_MS = 5.0  # steps shorter than this are timed in blocks at least this long
 MIN_BLOCKS = 10  # ... but never fewer timed intervals than this in a run's measured steps
@@ -71,12 +71,16 @@ class BlockSchedule:
         self.open = 0  # steps in the interval not yet closed
         self.half = warmup // 2
         self.calibrates = steps is not None and warmup >= 2 and steps > warmup
+        # a data-parallel run: every rank must time the same blocks, so the ranks agree on the step time
+        self.agree: Callable[[float], float] | None = None
 
     def closes(self, step: int) -> bool:
         """Whether `step` ends an interval (the step after `open` steps of the current one)."""
         return self.block == 1 or self.open + 1 >= self.block or step == self.last
 
     def calibrate(self, step_ms: float) -> None:
+        if self.agree is not None:
+            step_ms = self.agree(step_ms)
         self.block = block_steps(step_ms, (self.last or 0) - self.warmup)
 
 
