@@ -122,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(argv) if argv is not None else sys.argv[1:]  # what --nproc hands every rank
     if args.command == "list":
         return cmd_list(args.json, args.device)
     if args.command == "advise":

@@ -15,7 +15,8 @@ import sys
 import threading
 import time
 from dataclasses import replace
-from typing import Any, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..core.presets import Preset
 from ..core.run import events
@@ -74,9 +75,10 @@ class Collector:
     stops this one; if this one cannot stop (stuck in a collective), the collector ends the process itself
     with the `end` line after `grace` seconds."""
 
-    def __init__(self, channel: Channel, world_size: int, warmup: int, printer: JsonLinePrinter, backend: str,
-                 baseline: Mapping[str, Any] | None, grace: float) -> None:
-        self.channel, self.world_size, self.printer = channel, world_size, printer
+    def __init__(self, channel: Channel, world_size: int, warmup: int, printer: Callable[[Snapshot], None],
+                 backend: str, baseline: Mapping[str, Any] | None, grace: float) -> None:
+        self.channel, self.world_size, self.printer = channel, world_size, printer  # printer: any consumer
+        self.final: Snapshot | None = None
         self.backend, self.baseline, self.grace = backend, baseline, grace
         self.merger = Merger(world_size, warmup)
         self.lock = threading.Lock()
@@ -160,12 +162,13 @@ class Collector:
                             for r in range(1, self.world_size)]
             status, error = overall(ends)
             if local is None:
-                self.printer.emit({"event": "end", "status": status, "error": error, "summary": None})
-                return status
+                local = Snapshot(status=status, info=None, steps_done=0, new_steps=(), stats=None, throughput=None,
+                                 skipped_steps=0, monitor=None, elapsed_s=0.0)
             new = self.merger.merged()
             units = local.info.units_per_step * self.world_size if local.info else 0
             snap = merged_snapshot(local, self.merger, new, self.world_size, status, error)
             snap = replace(snap, distributed=self.merger.summary(self.backend, units, ends, self.baseline))
+            self.final = snap
             self.printer(snap)
             return status
 
@@ -288,3 +291,85 @@ def run(preset: Preset, device: str, steps: int | None, env: DistEnv, sample_int
     if signals.count or status == "stopped":
         return signals.exit_code
     return EXIT_OK
+
+
+class DataParallelRuns:
+    """A `RunnerFactory` for a sequence of data-parallel runs in one process group (`apextui advise` under
+    torchrun): every rank makes the same runs in the same order; run i keeps its records under its own store
+    prefix. On rank 0 the callback gets the merged snapshots; on the others nothing (their advice is not printed).
+    `on_remote_stop` is called when a run stopped because another rank was asked to (e.g. only rank 0 got Ctrl-C),
+    so that this rank's sequence stops too instead of starting a run the others never join."""
+
+    def __init__(self, group: Group, grace: float) -> None:
+        self.group, self.grace = group, grace
+        self.count = 0
+        self.on_remote_stop: Callable[[], None] | None = None
+
+    def __call__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
+                 steps: int | None = None, sample_interval: float = 1.0) -> "DataParallelRun":
+        import torch.distributed as dist
+
+        self.count += 1
+        channel = Channel(dist.PrefixStore(f"run{self.count}/", self.group.store), self.group.world_size)
+        return DataParallelRun(self, channel, preset, device, callback, steps, sample_interval)
+
+
+class DataParallelRun:
+    """One run of `DataParallelRuns`: `run()` trains on this thread and returns once rank 0 has the merged end."""
+
+    def __init__(self, owner: DataParallelRuns, channel: Channel, preset: Preset, device: str,
+                 callback: Callable[[Snapshot], None], steps: int | None, sample_interval: float) -> None:
+        group = owner.group
+        self.owner = owner
+        n = run_steps(preset, steps)
+        warmup = preset.warmup if preset.warmup < n else n // 5
+        self.collector: Collector | None = None
+        if group.rank == 0:
+            self.collector = Collector(channel, group.world_size, warmup, callback, group.backend, None, owner.grace)
+            consume: Any = self.collector.on_local
+        else:
+            consume = Reporter(channel, group.rank)
+        self.runner = Runner(preset, device, consume, steps=steps, sample_interval=sample_interval, analyse=False,
+                             coordinator=Coordinator(group))
+        if isinstance(consume, Reporter):
+            consume.runner = self.runner
+        else:
+            self.collector.runner = self.runner  # type: ignore[union-attr]
+        self.result: Snapshot | None = None
+
+    def run(self) -> Snapshot | None:
+        if self.collector is not None:
+            self.collector.start()
+        self.runner.run()
+        local = self.runner.result
+        if self.collector is not None:
+            self.collector.finish(local)
+            self.result = self.collector.final
+        else:
+            self.result = local
+        remote = local is not None and local.status == "stopped" and not self.runner.stopping
+        if remote and self.owner.on_remote_stop is not None:
+            self.owner.on_remote_stop()
+        return self.result
+
+    def stop(self) -> None:
+        self.runner.stop()
+
+    @property
+    def stopping(self) -> bool:
+        return self.runner.stopping
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self.runner.wait(timeout)
+
+    def join(self, timeout: float | None = None) -> bool:
+        return self.runner.join(timeout)
+
+    def is_alive(self) -> bool:
+        return self.runner.is_alive()
+
+    def kill(self, reason: str | None = None) -> bool:
+        return self.runner.kill(reason)
+
+    def start(self) -> "DataParallelRun":
+        raise NotImplementedError("a data-parallel run trains on the calling thread: call run()")
