@@ -9,7 +9,6 @@ is tested without processes. Kept few: each subprocess test starts 2-3 Python pr
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -241,3 +240,30 @@ def test_gpu_two_ranks_each_on_its_own_gpu(tmp_path, preset: str) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     d = end_of(proc.stdout)["summary"]["distributed"]
     assert [r["status"] for r in d["ranks"]] == ["ok", "ok"] and d["scaling_efficiency"] > 0
+
+
+@pytest.mark.slow
+def test_the_tuis_data_parallel_runner_turns_the_merged_lines_into_snapshots_and_stops_every_rank() -> None:
+    import threading
+
+    from apextui.core.presets import resolve
+    from apextui.core.run.launched import LaunchedRunner
+
+    snaps = []
+    stepped = threading.Event()
+
+    def callback(snap) -> None:
+        snaps.append(snap)
+        if snap.new_steps and snap.steps_done >= 25:
+            stepped.set()
+
+    r = LaunchedRunner(2, resolve("fp32"), "cpu", callback, steps=400).start()
+    assert stepped.wait(240), r.log_path
+    r.stop()
+    assert r.join(120)
+    final = r.result
+    assert final is not None and final.status == "stopped" and 25 <= final.steps_done < 400
+    assert final.distributed is not None and [x["status"] for x in final.distributed["ranks"]] == ["stopped"] * 2
+    recs = [rec for s in snaps for rec in s.new_steps]
+    assert recs and all(len(rec.rank_ms) == 2 and rec.ms == max(rec.rank_ms) for rec in recs)
+    assert final.info is not None and final.info.units_per_step == 2 * 8 * 32  # both ranks' tokens

@@ -37,8 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--force", action="store_true",
                         help="run even where the preset's memory estimate exceeds the free memory")
     parser.add_argument("--nproc", type=int_in(1, 1024), metavar="N",
-                        help="with --json: run the preset data-parallel on N ranks of this machine (through "
-                             "torchrun's API; docs/distributed.md)")
+                        help="run presets data-parallel on N ranks (GPUs) of this machine, through torchrun's API; "
+                             "headless with --json, else in the TUI (docs/distributed.md)")
     parser.add_argument("--baseline-json", metavar="FILE",
                         help="under torchrun: a one-GPU `--json` run of the same preset; the end line adds the "
                              "scaling efficiency against it")
@@ -152,11 +152,18 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.nproc is not None and args.command is None:
         if dist_env is not None:
             return _error("--nproc starts the ranks itself: run it without torchrun", EXIT_USAGE)
-        if not args.json or preset is None:
-            return _error("--nproc N needs --preset NAME --json (the TUI runs on one GPU)", EXIT_USAGE)
-        from .launch import launch
+        if args.json:
+            if preset is None:
+                return _error("--json needs --preset NAME (see `apextui list`)", EXIT_USAGE)
+            from .launch import launch
 
-        return launch(args.nproc, list(argv) if argv is not None else sys.argv[1:])
+            return launch(args.nproc, args.argv)
+        from ..core.env import gpu_count
+
+        gpus = gpu_count()
+        if args.device != "cpu" and gpus and gpus < args.nproc:
+            return _error(f"--nproc {args.nproc}: this machine has {gpus} GPU{'s' if gpus > 1 else ''}; "
+                          "use at most that many (or --device cpu)", EXIT_USAGE)
     if dist_env is not None and not args.json:
         return _error("under torchrun apextui runs headless: add --json (rank 0 prints the merged stream)", EXIT_USAGE)
     if args.baseline_json is not None and dist_env is None:
@@ -182,4 +189,4 @@ def _main(argv: Sequence[str] | None) -> int:
     from ..ui.app import run_app
 
     return run_app(preset=preset, device=args.device, steps=args.steps, sample_interval=args.sample_interval,
-                   load=args.load)
+                   load=args.load, nproc=args.nproc)

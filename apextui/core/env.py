@@ -63,6 +63,16 @@ def describe(device: str) -> dict[str, Any]:
     return env
 
 
+def gpu_count() -> int:
+    """CUDA devices torch sees (0 without CUDA or torch)."""
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # noqa: BLE001
+        return 0
+
+
 def pci_bus_id() -> str | None:
     """PCI bus id of the current CUDA device, so NVML samples the same GPU."""
     try:

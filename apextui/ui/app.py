@@ -822,9 +822,16 @@ def make_app(*, preset: Preset | None = None, device: str = "auto", steps: int |
 
 
 def run_app(preset: Preset | None = None, device: str = "auto", steps: int | None = None,
-            sample_interval: float = 1.0, load: Sequence[str | Path] = ()) -> int:
-    """Run the TUI in this terminal; the process exit code (0, or 3 when --device cuda is unavailable)."""
-    app = make_app(preset=preset, device=device, steps=steps, sample_interval=sample_interval, load=load)
+            sample_interval: float = 1.0, load: Sequence[str | Path] = (), nproc: int | None = None) -> int:
+    """Run the TUI in this terminal; the process exit code (0, or 3 when --device cuda is unavailable).
+    `nproc`: every run data-parallel on that many ranks (core/run/launched.py)."""
+    factory = None
+    if nproc is not None:
+        from apextui.core.run.launched import launched_factory
+
+        factory = launched_factory(nproc)
+    app = make_app(preset=preset, device=device, steps=steps, sample_interval=sample_interval, load=load,
+                   runner_factory=factory)
     if app.runner_factory is default_runner_factory:
         from apextui.core.run.worker import prestart
 

@@ -59,6 +59,7 @@ class LiveRun(Vertical):
             yield Static("— /s", id="run-rate")
             yield AxisChart(label=_ms_label, id="ms-spark")
         yield Static("", id="amp-row")
+        yield Static("", id="ranks-row")  # a data-parallel run: each rank's ms/step and the slowest
         with Horizontal(id="loss-row"):
             with Vertical(id="loss-labels"):
                 yield Static("loss —", id="loss-value")
@@ -67,6 +68,7 @@ class LiveRun(Vertical):
 
     def on_mount(self) -> None:
         self.query_one("#amp-row").display = False
+        self.query_one("#ranks-row").display = False
         self.set_class(True, "-idle")
 
     # ---- helpers -------------------------------------------------------------------------
@@ -225,6 +227,8 @@ class LiveRun(Vertical):
         if spark.display != chart:
             spark.display = chart
 
+        self._show_ranks(snap)
+
         amp = bool(info and info.uses_grad_scaler)
         row = self.query_one("#amp-row")
         if row.display != amp:
@@ -236,6 +240,26 @@ class LiveRun(Vertical):
                 (" · skipped ", "dim"), (str(snap.skipped_steps), "bold yellow" if snap.skipped_steps else ""),
                 (" step" if snap.skipped_steps == 1 else " steps", "dim"),
             ))
+
+    def _show_ranks(self, snap: object) -> None:
+        """Each rank's ms/step in the latest merged interval and the slowest rank (data-parallel runs only);
+        kept between snapshots that bring no step."""
+        last = getattr(snap, "last", None)
+        rank_ms = getattr(last, "rank_ms", ()) if last is not None else ()
+        row = self.query_one("#ranks-row")
+        if not rank_ms:
+            if getattr(snap, "info", None) is None and row.display:
+                row.display = False
+            return
+        if not row.display:
+            row.display = True
+        slowest = getattr(last, "slowest_rank", 0)
+        text = Text.assemble((f"{len(rank_ms)} ranks", "bold"), (" · ms/step ", "dim"))
+        for r, ms in enumerate(rank_ms):
+            text.append(f"{'' if r == 0 else ' · '}{r}: ", style="dim")
+            text.append(_ms_label(ms), style="bold yellow" if r == slowest else "")
+        text.append(f" · slowest rank {slowest}", style="dim")
+        self._set("ranks-row", text)
 
     def show_stopping(self, compiling: bool = False) -> None:
         title = self.query_one("#run-title", Static)
