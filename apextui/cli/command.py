@@ -167,7 +167,8 @@ def _main(argv: Sequence[str] | None) -> int:
     if dist_env is not None and not args.json:
         return _error("under torchrun apextui runs headless: add --json (rank 0 prints the merged stream)", EXIT_USAGE)
     if args.baseline_json is not None and dist_env is None:
-        return _error("--baseline-json is for a run under torchrun (see docs/distributed.md)", EXIT_USAGE)
+        return _error("--baseline-json is for a data-parallel run: under torchrun, or with --nproc N --json "
+                      "(see docs/distributed.md)", EXIT_USAGE)
     if args.json:
         if preset is None:
             return _error("--json needs --preset NAME (see `apextui list`)", EXIT_USAGE)
