@@ -60,3 +60,18 @@ def test_list_with_an_apex_that_hangs_on_import(tmp_path):
     assert apex_rows and all(not r["available"] and "import apex hung: did not finish within 3 s" in r["reason"]
                              for r in apex_rows)
     assert rows["adamw"]["available"] and rows["layernorm"]["available"]
+
+
+def test_distributed_fused_adam_without_its_opt_in_extension_is_unavailable_with_the_build_flag(tmp_path):
+    """Apex builds distributed_adam_cuda only with APEX_DISTRIBUTED_ADAM=1: a build without it (every core
+    extension present) makes that preset unavailable, and the fix names the flag."""
+    tree = build_tree(tmp_path / "site", {**NVIDIA_PY, **FAKE_CUDA_TORCH, **ALL_OK})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(REPO)]),
+           apex_check.TIMEOUT_ENV: "10", "APEXTUI_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "apextui", "--preset", "distributed_fused_adam", "--json",
+                           "--device", "cuda"], capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    (event,) = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert event["reason"] == ("needs Apex DistributedFusedAdam: compiled extension distributed_adam_cuda is not "
+                               "installed (Apex builds it only with APEX_DISTRIBUTED_ADAM=1)"), event
+    assert "APEX_DISTRIBUTED_ADAM=1" in event["fix"] and event["fix"].startswith("rebuild Apex")

@@ -7,14 +7,17 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 
 
-def run_one(preset: str, device: str, steps: int | None) -> dict:
-    """`apextui --preset P --json` in a fresh interpreter (this one's, so the same installed apextui); its
-    exit code, wall time, stderr's tail and every event (an unparsable line kept as one)."""
+def run_one(preset: str, device: str, steps: int | None, extra: Sequence[str] = ()) -> dict:
+    """`apextui --preset P --json [EXTRA]` in a fresh interpreter (this one's, so the same installed apextui);
+    its exit code, wall time, stderr's tail and every event (an unparsable line kept as one). `extra`: e.g.
+    `--nproc 2` (a data-parallel run, benchmarks/scaling.py)."""
     cmd = [sys.executable, "-m", "apextui", "--preset", preset, "--json", "--device", device]
     if steps:
         cmd += ["--steps", str(steps)]
+    cmd += list(extra)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     events = []

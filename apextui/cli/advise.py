@@ -46,6 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help=f"comma-separated, from {','.join(SHIPPED)} (default: all; with --model: none)")
     parser.add_argument("--model", metavar="FILE.py:FUNC",
                         help="advise on your own model: every variant of it (docs/your-model.md)")
+    parser.add_argument("--nproc", type=int_in(1, 1024), metavar="N",
+                        help="advise for a data-parallel run on N ranks of this machine (through torchrun's API; "
+                             "docs/distributed.md)")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse the last advice stored for this environment (GPU, driver, torch, Apex) if any")
     return parser
@@ -114,6 +117,25 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
     from ..core.advise import Advisor, store
     from ..core.env import DeviceUnavailable, resolve_device
     from ..core.presets import PresetError, load_all
+    from ..core.run.distributed import DistEnv
+
+    try:
+        dist_env = DistEnv.from_env()
+    except ValueError as exc:
+        log(f"error: {exc}")
+        return EXIT_USAGE
+    if getattr(args, "nproc", None) is not None:
+        if dist_env is not None:
+            log("error: --nproc starts the ranks itself: run it without torchrun")
+            return EXIT_USAGE
+        from .launch import launch
+
+        return launch(args.nproc, getattr(args, "argv", None) or sys.argv[1:])
+    if dist_env is not None:
+        if args.reuse:
+            log("error: --reuse is for advice measured on one GPU; a data-parallel advice is always measured")
+            return EXIT_USAGE
+        return _run_distributed(args, dist_env)
 
     try:
         device = resolve_device(args.device)
@@ -189,6 +211,75 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
         log("every run failed" if doc["runs"]["total"] else "no preset could run here")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:
+    """`apextui advise` on every rank under torchrun: the same runs in the same order on every rank, each
+    data-parallel (cli/distributed.py); rank 0 prints the advice, the verdicts from the merged runs (the slowest
+    rank's ms), with the one noise rule. Not stored: the stored advice is a one-GPU machine's."""
+    from ..core.advise import Advisor
+    from ..core.availability import Availability, availability
+    from ..core.env import DeviceUnavailable, resolve_device
+    from ..core.presets import PresetError, load_all
+    from ..core.run.distributed import Group, timeout_s
+    from .distributed import MAX_GRACE_S, DataParallelRuns, data_parallel_problem
+
+    rank0 = dist_env.rank == 0
+    try:
+        device = resolve_device(args.device)
+        presets, _ = load_all()
+        timeout = timeout_s()
+    except (DeviceUnavailable, PresetError, ValueError) as exc:
+        if rank0:
+            log(f"error: {exc}")
+        return EXIT_UNAVAILABLE if isinstance(exc, DeviceUnavailable) else EXIT_USAGE
+
+    def available(preset: Any) -> Availability:
+        problem = data_parallel_problem(preset)
+        return Availability(False, problem, "run it without torchrun") if problem else availability(preset, device)
+
+    try:
+        group = Group(dist_env, device, timeout)
+    except Exception as exc:  # noqa: BLE001 - rendezvous or init failed or timed out
+        log(f"error: could not join the other ranks: {type(exc).__name__}: {exc}")
+        return EXIT_FAILED
+    try:
+        factory = DataParallelRuns(group, min(timeout, MAX_GRACE_S))
+        try:
+            advisor = Advisor(device, steps=args.steps, repeats=args.repeats or DEFAULT_REPEATS,
+                              workloads=args.workloads, presets=presets, runner_factory=factory,
+                              availability_fn=available, on_progress=ProgressPrinter() if rank0 else None)
+        except AdviceError as exc:
+            if rank0:
+                log(f"error: {exc}")
+            return EXIT_USAGE
+        factory.on_remote_stop = advisor.stop
+
+        def first(signum: int) -> None:
+            if rank0:
+                log("interrupted: every rank stops after the same step, then the partial advice is printed "
+                    "(again to quit at once)")
+            advisor.stop()
+
+        def again(signum: int) -> None:
+            advisor.interrupted = True
+            if rank0:
+                _output(advisor.document(), args.json)
+
+        with StopOnSignals(first, again) as signals:
+            doc = advisor.run()
+    finally:
+        group.close()
+    doc["distributed"] = {"world_size": dist_env.world_size, "backend": group.backend}
+    if rank0:
+        log(f"data-parallel advice on {dist_env.world_size} ranks ({group.backend}): every ms/step is the slowest "
+            "rank's, every rank training the preset's batch")
+    printed = _output(doc, args.json) if rank0 else True
+    if signals.count or advisor.interrupted:
+        return signals.exit_code
+    if not printed:
+        return EXIT_FAILED
+    return EXIT_OK if doc["runs"]["ok"] else EXIT_FAILED
 
 
 def main(argv: Sequence[str] | None = None, runner_factory: Any = None) -> int:

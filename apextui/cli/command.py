@@ -42,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how often GPU/host metrics are sampled (default 1.0)")
     parser.add_argument("--force", action="store_true",
                         help="run even where the preset's memory estimate exceeds the free memory")
+    parser.add_argument("--nproc", type=int_in(1, 1024), metavar="N",
+                        help="run presets data-parallel on N ranks (GPUs) of this machine, through torchrun's API; "
+                             "headless with --json, else in the TUI (docs/distributed.md)")
+    parser.add_argument("--baseline-json", metavar="FILE",
+                        help="under torchrun: a one-GPU `--json` run of the same preset; the end line adds the "
+                             "scaling efficiency against it")
     parser.add_argument("--load", action="append", default=[], metavar="RESULTS.json",
                         help="TUI: add runs saved with w (or --json output) to the comparison table")
     sub = parser.add_subparsers(dest="command", metavar="{list,doctor,advise}")
@@ -123,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    args.argv = list(argv) if argv is not None else sys.argv[1:]  # what --nproc hands every rank
     if args.command == "list":
         if args.model is not None:
             from .model import cmd_list as cmd_list_model
@@ -174,6 +181,32 @@ def _main(argv: Sequence[str] | None) -> int:
             check_static(spec)
         except ModelSpecError as exc:
             return usage(exc)
+    from ..core.run.distributed import DistEnv
+
+    try:
+        dist_env = DistEnv.from_env()
+    except ValueError as exc:
+        return _error(str(exc), EXIT_USAGE)
+    if args.nproc is not None and args.command is None:
+        if dist_env is not None:
+            return _error("--nproc starts the ranks itself: run it without torchrun", EXIT_USAGE)
+        if args.json:
+            if preset is None:
+                return _error("--json needs --preset NAME (see `apextui list`)", EXIT_USAGE)
+            from .launch import launch
+
+            return launch(args.nproc, args.argv)
+        from ..core.env import gpu_count
+
+        gpus = gpu_count()
+        if args.device != "cpu" and gpus and gpus < args.nproc:
+            return _error(f"--nproc {args.nproc}: this machine has {gpus} GPU{'s' if gpus > 1 else ''}; "
+                          "use at most that many (or --device cpu)", EXIT_USAGE)
+    if dist_env is not None and not args.json:
+        return _error("under torchrun apextui runs headless: add --json (rank 0 prints the merged stream)", EXIT_USAGE)
+    if args.baseline_json is not None and dist_env is None:
+        return _error("--baseline-json is for a data-parallel run: under torchrun, or with --nproc N --json "
+                      "(see docs/distributed.md)", EXIT_USAGE)
     if args.json:
         if preset is None:
             return _error("--json needs --preset NAME (see `apextui list`)", EXIT_USAGE)
@@ -190,8 +223,13 @@ def _main(argv: Sequence[str] | None) -> int:
             output.write(json.dumps({"event": "unavailable", "preset": preset.name, "device": args.device,
                                      "reason": str(exc), "fix": "use --device auto or --device cpu"}) + "\n")
             return EXIT_UNAVAILABLE
+        if dist_env is not None:
+            from . import distributed
+
+            return distributed.run(preset, device, args.steps, dist_env, args.sample_interval, force=args.force,
+                                   baseline_path=args.baseline_json)
         return headless.run(preset, device, args.steps, args.sample_interval, force=args.force)
     from ..ui.app import run_app
 
     return run_app(preset=preset, device=args.device, steps=args.steps, sample_interval=args.sample_interval,
-                   load=args.load, extra=model_presets)
+                   load=args.load, extra=model_presets, nproc=args.nproc)

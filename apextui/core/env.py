@@ -63,6 +63,16 @@ def describe(device: str) -> dict[str, Any]:
     return env
 
 
+def gpu_count() -> int:
+    """CUDA devices torch sees (0 without CUDA or torch)."""
+    try:
+        import torch
+
+        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:  # noqa: BLE001
+        return 0
+
+
 def pci_bus_id(index: int | None = None) -> str | None:
     """PCI bus id of CUDA device `index` (default: the current one), so NVML samples the same GPU (a
     data-parallel run's rank 0 names its other local ranks' GPUs to the sampler this way)."""

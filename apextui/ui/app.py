@@ -318,17 +318,24 @@ def make_app(*, preset: Preset | None = None, device: str = "auto", steps: int |
 
 
 def run_app(preset: Preset | None = None, device: str = "auto", steps: int | None = None,
-            sample_interval: float = 1.0, load: Sequence[str | Path] = (), extra: Sequence[Preset] = ()) -> int:
+            sample_interval: float = 1.0, load: Sequence[str | Path] = (), extra: Sequence[Preset] = (),
+            nproc: int | None = None) -> int:
     """Run the TUI in this terminal; the process exit code (0, or 3 when --device cuda is unavailable).
-    `extra`: presets listed after the shipped and the user's ones (the variants of `--model`)."""
+    `extra`: presets listed after the shipped and the user's ones (the variants of `--model`); `nproc`: every
+    run data-parallel on that many ranks (core/run/launched.py)."""
     presets, errors = None, None
     if extra:
         from apextui.core.presets import load_all
 
         found, errors = load_all()
         presets = [*found, *extra]
+    factory = None
+    if nproc is not None:
+        from apextui.core.run.launched import launched_factory
+
+        factory = launched_factory(nproc)
     app = make_app(preset=preset, device=device, steps=steps, sample_interval=sample_interval, load=load,
-                   presets=presets, preset_errors=errors)
+                   presets=presets, preset_errors=errors, runner_factory=factory)
     if app.runner_factory is default_runner_factory:
         from apextui.core.run.worker import prestart
 

@@ -242,6 +242,9 @@ def _verdict(name: str, results: dict[str, dict]) -> FeatureCheck:
             return FeatureCheck(name, False, *fatal_import_problem(ext, res["fatal"], res.get("message", "")))
         if not res.get("present", True):
             f = classify_import_failure(ext, "ModuleNotFoundError", f"No module named '{ext}'", ext)
+            if feature.build_flag:  # an opt-in contrib extension: built only when asked for
+                return FeatureCheck(name, False, f"{f.reason} (Apex builds it only with {feature.build_flag})",
+                                    feature.build_fix)
         else:
             f = classify_import_failure(ext, res.get("error_type", ""), res.get("message", ""), res.get("missing_name"))
         return FeatureCheck(name, False, f.reason, f.fix)

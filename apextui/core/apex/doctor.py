@@ -373,6 +373,8 @@ def _feature(name: str, res: dict, apex: ApexInfo, exts: dict[str, ExtensionStat
         return status(False, apex.detail, apex.fix)
     for ext in f.extensions:
         e = exts.get(ext)
+        if e is None and f.build_flag:  # an opt-in extension that was not built: a choice, not a problem
+            return status(False, f"{ext} is not built (Apex builds it only with {f.build_flag})", f.build_fix)
         if e is not None and e.status != "ok":
             return status(False, f"needs {ext}: {e.reason}", e.fix)
     if not res.get("ok"):

@@ -54,6 +54,14 @@ class Feature:
     attr: str | None
     extensions: tuple[str, ...]
     removed: bool = False  # gone from current Apex (apex.amp)
+    build_flag: str = ""  # an opt-in contrib extension: the variable Apex's setup.py needs to build it
+
+    @property
+    def build_fix(self) -> str:
+        """How to build the opt-in extension this feature needs (empty for the core ones)."""
+        return (f"rebuild Apex with it: pip uninstall -y apex && git clone {APEX_SOURCE_URL} && cd apex && "
+                f"APEX_CPP_EXT=1 APEX_CUDA_EXT=1 {self.build_flag} pip install -v --no-build-isolation ."
+                if self.build_flag else "")
 
 
 FEATURES: dict[str, Feature] = {
@@ -69,6 +77,8 @@ FEATURES: dict[str, Feature] = {
         ),
         Feature("apex.mlp", "apex.mlp", "MLP", ("mlp_cuda",)),
         Feature("apex.fused_dense", "apex.fused_dense", "FusedDense", ("fused_dense_cuda",)),
+        Feature("DistributedFusedAdam", "apex.contrib.optimizers.distributed_fused_adam", "DistributedFusedAdam",
+                ("distributed_adam_cuda",), build_flag="APEX_DISTRIBUTED_ADAM=1"),
         Feature("apex.amp", "apex.amp", None, (), removed=True),
     )
 }

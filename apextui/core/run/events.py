@@ -120,7 +120,17 @@ def step_event(rec: StepRecord, monitor: dict[str, Any]) -> dict[str, Any]:
         "opt_ms": _num(rec.opt_ms),
         "loss_scale": _num(rec.loss_scale, 1),
         **monitor,
+        **_rank_fields(rec),
     }
+
+
+def _rank_fields(rec: StepRecord) -> dict[str, Any]:
+    """A data-parallel interval's ranks (merge.MergedRecord): nothing for a single-process run."""
+    rank_ms = getattr(rec, "rank_ms", None)
+    if not rank_ms:
+        return {}
+    return {"rank_ms": [_num(v) for v in rank_ms], "slowest_rank": getattr(rec, "slowest_rank", None),
+            "spread_ms": _num(max(rank_ms) - min(rank_ms)), "throughput": _num(getattr(rec, "throughput", None), 1)}
 
 
 def summary(snap: Snapshot) -> dict[str, Any]:
@@ -151,6 +161,7 @@ def summary(snap: Snapshot) -> dict[str, Any]:
         "elapsed_s": _num(snap.elapsed_s, 3),
         "compile_s": _num(info.compile_s, 3) if info else None,
         **analysis_fields(snap),
+        **({"distributed": _clean(dict(snap.distributed))} if getattr(snap, "distributed", None) else {}),
     }
 
 

@@ -85,6 +85,7 @@ class Snapshot:
     opt_stats: Stats | None = None  # the optimizer step alone, where the workload marks it
     loss_scale: float | None = None  # GradScaler's latest scale (fp16 runs)
     analysis: RunAnalysis | None = None  # roofline + bottleneck: the final snapshot of an "ok" run
+    distributed: Mapping[str, Any] | None = None  # a data-parallel run's final snapshot on rank 0 (merge.py)
 
     @property
     def last(self) -> StepRecord | None:
@@ -270,8 +271,10 @@ class Runner(RunControl):
 
     def __init__(self, preset: Preset, device: str, callback: Callback, steps: int | None = None,
                  sample_interval: float = 1.0, sampler: Sampler | None = None, analyse: bool = True,
-                 profile_steps: int = PROFILE_STEPS, gpu_scope: GpuScope = "run") -> None:
+                 profile_steps: int = PROFILE_STEPS, gpu_scope: GpuScope = "run", coordinator: Any = None) -> None:
         self.preset = preset
+        # a data-parallel run's ranks agree on when to stop and on the blocks (distributed.Coordinator)
+        self.coordinator = coordinator
         self.analyse = analyse  # after an ok run: GPU-busy profile window + ceilings (core/analysis/)
         self.profile_steps = profile_steps
         self.device = device
@@ -378,7 +381,7 @@ class Runner(RunControl):
         clock.start()
         next_harvest = time.perf_counter() + HARVEST_INTERVAL_S
         for step in range(1, self.steps + 1):
-            if self._stop.is_set():
+            if self._stopping(step):
                 status = "stopped"
                 break
             self._step = step
@@ -402,6 +405,13 @@ class Runner(RunControl):
             if problem and status != "failed":
                 status, error = "failed", problem
         return status, error
+
+    def _stopping(self, step: int) -> bool:
+        """Whether to stop before `step`: asked here, or, in a data-parallel run, by any rank (decided at the
+        ranks' common boundaries, so that every rank stops after the same step)."""
+        if self.coordinator is None:
+            return self._stop.is_set()
+        return bool(self.coordinator.should_stop(step, self._stop.is_set()))
 
     def _build_workload(self, size: Mapping[str, int]) -> Any:
         """The workload this run trains (benchmarks/overhead_blocks.py hands in one built earlier)."""
@@ -433,6 +443,8 @@ class Runner(RunControl):
             clock: Any = CudaClock(torch, warmup=self.warmup, steps=self.steps)
         else:
             clock = CpuClock(warmup=self.warmup, steps=self.steps)
+        if self.coordinator is not None:
+            clock.schedule.agree = self.coordinator.agree_ms
         info = RunInfo(
             preset=self.preset.name, workload=self.preset.workload, variant=self.preset.variant,
             device=self.device, size_name=size_name, size=dict(size), steps=self.steps, warmup=self.warmup,

@@ -31,7 +31,7 @@ import statistics
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 BLOCK_TARGET_MS = 5.0  # steps shorter than this are timed in blocks at least this long
 MIN_BLOCKS = 10  # ... but never fewer timed intervals than this in a run's measured steps
@@ -84,6 +84,9 @@ class BlockSchedule:
         self.costs_s: list[float] = []  # the clock's own work on each warm-up interval
         self.target_ms = BLOCK_TARGET_MS
         self.interval_cost_ms = math.nan  # the clock's own work on an interval, measured in the warm-up
+        # a data-parallel run: every rank must time the same blocks, so the ranks agree on the step time (and
+        # keep the fixed BLOCK_TARGET_MS: a target from each rank's own cost could differ between ranks)
+        self.agree: Callable[[float], float] | None = None
 
     def closes(self, step: int) -> bool:
         """Whether `step` ends an interval (the step after `open` steps of the current one)."""
@@ -96,6 +99,9 @@ class BlockSchedule:
     def calibrate(self, step_ms: float) -> None:
         if self.costs_s:
             self.interval_cost_ms = statistics.median(self.costs_s) * 1000.0
+        if self.agree is not None:
+            step_ms = self.agree(step_ms)
+        elif self.costs_s:
             self.target_ms = max(BLOCK_TARGET_MS, self.interval_cost_ms / CLOCK_SHARE)
         self.block = block_steps(step_ms, (self.last or 0) - self.warmup, self.target_ms)
 

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from ..compilation import WARMUP_STEPS, TrainingState
+from . import parallel
 from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
 from .spec import OPTIMIZER
 
@@ -29,6 +30,10 @@ def make_optimizer(variant: str, params: list[torch.nn.Parameter], lr: float) ->
         from apex.optimizers import FusedAdam
 
         return FusedAdam(params, lr=lr, adam_w_mode=True, weight_decay=0.01)  # AdamW's default decay
+    if variant == "distributed_fused_adam":  # needs a process group (workloads/parallel.py)
+        from apex.contrib.optimizers.distributed_fused_adam import DistributedFusedAdam
+
+        return DistributedFusedAdam(params, lr=lr, adam_w_mode=True, weight_decay=0.01, overlap_grad_sync=True)
     if variant == "fused_lamb":
         from apex.optimizers import FusedLAMB
 
@@ -57,6 +62,10 @@ class OptimizerWorkload(Workload):
         self.graphed = variant in GRAPHED
         if self.graphed and device != "cuda":
             raise ValueError(f"{variant} needs CUDA (a CUDA graph); this run is on {device}")
+        how = parallel.kind(OPTIMIZER.variant(variant).parallel)
+        if how is not None and self.graphed:
+            raise ValueError(f"{variant} captures CUDA graphs; apextui does not run it data-parallel")
+        self.model = parallel.wrap(self.model, how, device)
         self.opt = make_optimizer(variant, list(self.model.parameters()), lr)
         self.x = torch.randn(batch, width, device=device)
         self.y = torch.randn(batch, width, device=device)

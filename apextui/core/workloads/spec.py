@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from ..presets import Preset
     from .base import Workload
 
+# how a variant trains on several ranks (workloads/parallel.py); None: DDP under torchrun, else one process
+Parallel = Literal["ddp", "fsdp2", "distributed_optimizer"]
 Need = Literal["compile", "cuda_graphs", "cuda"]  # what a variant needs beyond torch (see compilation.py)
 Amp = Literal["none", "fp16", "bf16"]
 
@@ -55,6 +57,7 @@ class VariantSpec:
     needs: tuple[Need, ...] = ()  # beyond torch: a compile backend and/or CUDA graphs
     optimizer: OptimizerCost = ADAMW  # the optimizer step's cost (the optimizer workload's work model)
     amp: Amp | None = None  # the precision the variant fixes, where its presets are generated (the model workload)
+    parallel: Parallel | None = None  # a distributed variant's way to train on several ranks
 
     @property
     def cuda_graphs(self) -> bool:
@@ -191,6 +194,11 @@ TRANSFORMER = WorkloadSpec(
                     needs=("compile", "cuda_graphs")),
         VariantSpec("torch_compile_graph", "`torch.compile`, the whole step in one CUDA graph",
                     needs=("compile", "cuda_graphs")),
+        VariantSpec("ddp_adamw_fused", "DDP + torch fused AdamW", parallel="ddp"),
+        VariantSpec("ddp_fused_adam", "DDP + apex FusedAdam", apex=("FusedAdam",), parallel="ddp"),
+        VariantSpec("distributed_fused_adam", "apex DistributedFusedAdam (ZeRO-style sharded optimizer state)",
+                    apex=("DistributedFusedAdam",), parallel="distributed_optimizer"),
+        VariantSpec("fsdp2_adamw_fused", "FSDP2 `fully_shard` + torch fused AdamW", parallel="fsdp2"),
     ),
     # vocab is bounded by the dense vocab x vocab Markov matrix, built on the host
     size_limits=MappingProxyType({
@@ -261,5 +269,5 @@ def variant(workload: str, name: str) -> VariantSpec:
     return WORKLOADS[workload].variant(name)
 
 
-__all__ = ["ADAMW", "Amp", "LAMB", "MODEL", "Need", "OptimizerCost", "SHIPPED", "VariantSpec", "WORKLOADS",
-           "WorkloadSpec", "variant"]
+__all__ = ["ADAMW", "Amp", "LAMB", "MODEL", "Need", "OptimizerCost", "Parallel", "SHIPPED", "VariantSpec",
+           "WORKLOADS", "WorkloadSpec", "variant"]

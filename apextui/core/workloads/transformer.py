@@ -86,6 +86,12 @@ class LossModel(nn.Module):
 
 def parts(variant: str) -> tuple[NormFactory, str]:
     """(norm factory, optimizer kind) for a variant: torch, or Apex fused kernels."""
+    if variant in ("ddp_adamw_fused", "fsdp2_adamw_fused"):
+        return nn.LayerNorm, "adamw_fused"
+    if variant == "ddp_fused_adam":
+        return nn.LayerNorm, "fused_adam"
+    if variant == "distributed_fused_adam":
+        return nn.LayerNorm, "distributed_fused_adam"
     if variant in ("fp32", "torch_amp"):
         return nn.LayerNorm, ("adamw" if variant == "fp32" else "adamw_fused")
     if variant in WHOLE_STEP_GRAPH:
@@ -119,9 +125,13 @@ class TransformerWorkload(Workload):
 
     def __init__(self, variant: str, size: Mapping[str, int], device: str, amp: str, lr: float,
                  seed: int, steps: int) -> None:
+        from . import parallel
         from .optimizer import make_optimizer
+        from .spec import TRANSFORMER
 
         norm, opt_kind = parts(variant)
+        how = parallel.kind(TRANSFORMER.variant(variant).parallel)
+        rank, self.world_size = parallel.world() if how else (0, 1)
         torch.manual_seed(seed)
         self.chain = markov.make_chain(size["vocab"], size["branching"], seed)
         self.loss_floor = self.chain.entropy_rate
@@ -129,15 +139,20 @@ class TransformerWorkload(Workload):
         # a new batch every step (so the expected loss cannot go below the entropy floor by memorising; a single
         # batch's loss can), within a memory cap
         self.pool = max(1, min(steps, MAX_POOL_TOKENS // (batch * (seq + 1))))
-        tokens = markov.sample(self.chain, self.pool * batch, seq + 1, seed + 1, device)
+        # each rank its own batches (weak scaling: the single-GPU batch on every rank), the same chain and weights
+        tokens = markov.sample(self.chain, self.pool * batch, seq + 1, seed + 1 + 7919 * rank, device)
         self.batches = tokens.view(self.pool, batch, seq + 1)
         self.model = TinyDecoder(size["vocab"], size["d_model"], size["layers"], size["heads"], seq, norm).to(device)
+        self.params = sum(p.numel() for p in self.model.parameters())  # before FSDP2 shards them
+        if how is not None and (variant in COMPILE_MODES and COMPILE_MODES[variant] != "default"
+                                or variant in WHOLE_STEP_GRAPH):
+            raise ValueError(f"{variant} captures CUDA graphs; apextui does not run it data-parallel")
+        self.model = parallel.wrap(self.model, how, device, shards=self.model.blocks)
         self.opt = make_optimizer(opt_kind, list(self.model.parameters()), lr)
         self.device, self.amp = device, amp
         self.scaler = grad_scaler(device, amp)
         self.uses_grad_scaler = self.scaler is not None
         self.units_per_step = batch * seq
-        self.params = sum(p.numel() for p in self.model.parameters())
         self.work = transformer_work(size, self.params, amp)
         self._i = 0
         self.compiled: nn.Module | None = None

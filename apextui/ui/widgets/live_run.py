@@ -62,6 +62,7 @@ class LiveRun(Vertical):
             yield Static("— /s", id="run-rate")
             yield AxisChart(label=_ms_label, id="ms-spark")
         yield Static("", id="amp-row")
+        yield Static("", id="ranks-row")  # a data-parallel run: each rank's ms/step and the slowest
         with Horizontal(id="loss-row"):
             with Vertical(id="loss-labels"):
                 yield Static("loss —", id="loss-value")
@@ -70,6 +71,7 @@ class LiveRun(Vertical):
 
     def on_mount(self) -> None:
         self.query_one("#amp-row").display = False
+        self.query_one("#ranks-row").display = False
         self.set_class(True, "-idle")
 
     # ---- helpers -------------------------------------------------------------------------
@@ -228,6 +230,8 @@ class LiveRun(Vertical):
         if spark.display != chart:
             spark.display = chart
 
+        self._show_ranks(snap)
+
         amp = self._amp = bool(info and info.uses_grad_scaler)
         self._show_amp_row()
         if amp and info is not None:
@@ -248,6 +252,26 @@ class LiveRun(Vertical):
         shown = self._amp and not self._short
         if row.display != shown:
             row.display = shown
+
+    def _show_ranks(self, snap: object) -> None:
+        """Each rank's ms/step in the latest merged interval and the slowest rank (data-parallel runs only);
+        kept between snapshots that bring no step."""
+        last = getattr(snap, "last", None)
+        rank_ms = getattr(last, "rank_ms", ()) if last is not None else ()
+        row = self.query_one("#ranks-row")
+        if not rank_ms:
+            if getattr(snap, "info", None) is None and row.display:
+                row.display = False
+            return
+        if not row.display:
+            row.display = True
+        slowest = getattr(last, "slowest_rank", 0)
+        text = Text.assemble((f"{len(rank_ms)} ranks", "bold"), (" · ms/step ", "dim"))
+        for r, ms in enumerate(rank_ms):
+            text.append(f"{'' if r == 0 else ' · '}{r}: ", style="dim")
+            text.append(_ms_label(ms), style="bold yellow" if r == slowest else "")
+        text.append(f" · slowest rank {slowest}", style="dim")
+        self._set("ranks-row", text)
 
     def show_stopping(self, compiling: bool = False) -> None:
         title = self.query_one("#run-title", Static)

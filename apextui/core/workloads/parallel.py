@@ -1,0 +1,60 @@
+"""How a workload's model trains on several ranks, with PyTorch's own tools: DDP, FSDP2 (`fully_shard`), or
+Apex's DistributedFusedAdam (which reduces the gradients itself, so the model is not wrapped).
+
+A variant's `parallel` (spec.py) says which; every other variant of a workload that trains a model runs under
+DDP when a process group exists (torchrun), and alone otherwise. A distributed variant outside torchrun runs on
+a world of one (`distributed.ensure_single_group`), so that its preset runs anywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Literal
+
+import torch
+from torch import nn
+
+Parallel = Literal["ddp", "fsdp2", "distributed_optimizer"]
+
+
+def world() -> tuple[int, int]:
+    """(rank, world size) of this process's group; (0, 1) without one."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def kind(declared: Parallel | None) -> Parallel | None:
+    """How to train: the variant's own way, else DDP under a process group, else nothing (one process)."""
+    import torch.distributed as dist
+
+    if declared is not None:
+        return declared
+    return "ddp" if dist.is_available() and dist.is_initialized() else None
+
+
+def wrap(model: nn.Module, how: Parallel | None, device: str, shards: Iterable[nn.Module] = ()) -> nn.Module:
+    """The model to train (build the optimizer on its parameters afterwards: FSDP2 replaces them with
+    sharded ones). `shards`: the submodules FSDP2 shards one by one (the Transformer's blocks), before the root."""
+    if how is None:
+        return model
+    from ..run.distributed import ensure_single_group
+
+    ensure_single_group(device)
+    if how == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [torch.cuda.current_device()] if device == "cuda" else None
+        return DistributedDataParallel(model, device_ids=ids)
+    if how == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+
+        for module in shards:
+            fully_shard(module)
+        fully_shard(model)
+        return model
+    return model  # distributed_optimizer: the optimizer reduce-scatters the gradients itself
+
+
+__all__ = ["Parallel", "kind", "world", "wrap"]
