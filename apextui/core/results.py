@@ -22,7 +22,7 @@ from apextui.core import files
 from apextui.core.run import events
 from apextui.core.compare import Comparison, baseline_problem, compare, fields, timing_from_summary
 from apextui.core.presets import BASELINES, Preset
-from apextui.core.run.runner import Snapshot
+from apextui.core.run.snapshot import Snapshot
 
 RESULTS_KIND = "apextui-results"
 RESULTS_SCHEMA = 1

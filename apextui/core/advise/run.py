@@ -10,7 +10,8 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 from ..fmt import ms as _ms
 from ..presets import Preset
-from ..run.runner import RunnerFactory, thread_runner_factory
+from ..run.handle import RunnerFactory
+from ..run.runner import thread_runner_factory
 from .cache import environment, find_reusable
 from .decide import verdict
 from .document import document

@@ -29,7 +29,9 @@ from typing import Any, Callable, Iterator
 
 from .. import exits
 from ..presets import Preset
-from .runner import Callback, FinalStatus, RunControl, Runner, Snapshot, run_steps
+from .handle import RunControl
+from .runner import Runner, run_steps
+from .snapshot import Callback, FinalStatus, Snapshot
 
 # torch._dynamo: the first optimizer step imports it (~1.5 s); imported once here, not in every worker
 PRELOAD = ["torch", "torch._dynamo", "torch.optim", "apextui.core.run.runner", "apextui.core.workloads"]
