@@ -14,8 +14,8 @@ from ..analysis import transformer_work
 from . import markov
 from ..run.timing import NoMark
 from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
+from .spec import MAX_POOL_TOKENS  # fresh tokens made up front, then cycled
 
-MAX_POOL_TOKENS = 2**23  # fresh tokens generated up front: one new batch a step up to this many, then cycled
 
 NormFactory = Callable[[int], nn.Module]
 
