@@ -534,7 +534,8 @@ def test_cli_end_to_end_on_cpu_then_reuse():
     assert w["apex"]["status"] == "not_measurable" and w["apex"]["speedup"] is None
     assert doc["apex"]["status"] == "not_measurable"
     # progress: a line per run on stderr, the unavailable presets named
-    assert [line for line in proc.stderr.splitlines() if "] optimizer " in line and ": ok, median" in line].__len__() == 4
+    assert [line for line in proc.stderr.splitlines()
+            if "] optimizer " in line and ": ok, median" in line].__len__() == 4
     assert "fused_adam: not run: needs NVIDIA Apex" in proc.stderr
 
     again = run_cli("advise", "--workloads", "optimizer", "--device", "cpu", "--reuse", "--json", timeout=120)

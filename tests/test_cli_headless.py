@@ -220,7 +220,8 @@ def test_list_shows_user_presets_and_reports_bad_files_exit_0(capsys, user_prese
     assert err.count("apextui: warning: skipped a user preset: ") == 2
     code, out, err = main_exit(capsys, "list", "--device", "cpu")
     assert code == 0
-    assert re.search(rf"\n    tiny_norm +available \(user: {re.escape(str(user_presets / 'tiny_norm.toml'))}\)\n", out), out
+    user_file = re.escape(str(user_presets / 'tiny_norm.toml'))
+    assert re.search(rf"\n    tiny_norm +available \(user: {user_file}\)\n", out), out
     assert out.index("tiny_norm") < out.index("transformer")  # in its workload's group
     assert f"2 user preset files in {user_presets} could not be loaded" in out
 

@@ -345,7 +345,7 @@ def test_capturable_graph_optimizer_matches_fused_adamw():
         out[variant] = (ls, [p.detach().clone() for p in w.model.parameters()])
     (la, pa), (lb, pb) = out["adamw_fused"], out["adamw_capturable_graph"]
     assert lb == pytest.approx(la, rel=1e-4)
-    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(pa, pb))
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(pa, pb, strict=True))
 
 
 @needs_cuda

@@ -634,7 +634,7 @@ def test_smoke_tests_on_cuda_skip_what_apex_cannot_run(reports, tree, reasons):
     assert r.environment.gpus[0].capability == "9.0"
     assert [s.name for s in r.smoke] == list(doctor.SMOKE_TESTS)
     text = smoke_text(r)
-    for s, reason in zip(r.smoke, reasons):
+    for s, reason in zip(r.smoke, reasons, strict=True):
         if reason is None:  # its prerequisites are fine: it ran, and the kernel raised
             assert not s.skipped and s.passed is False, s
             assert s.reason.startswith("error: RuntimeError: CUDA error: no kernel image"), s.reason
@@ -663,7 +663,7 @@ def test_smoke_tests_on_cuda_skip_what_apex_cannot_run(reports, tree, reasons):
 def test_probe_child_does_not_run_blocked_smoke_tests(reports, tree, blockers):
     raw = reports[f"raw:{tree}"]
     assert raw["torch"]["ok"] and raw["torch"]["cuda_available"]
-    for name, blocker in zip(doctor.SMOKE_TESTS, blockers):
+    for name, blocker in zip(doctor.SMOKE_TESTS, blockers, strict=True):
         res = raw[f"smoke:{name}"]
         if blocker is None:
             assert res["ok"] is False and res["error_type"] == "RuntimeError", res

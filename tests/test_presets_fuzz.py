@@ -116,7 +116,8 @@ MUTATIONS = ["wrong_type", "number", "unknown_key", "delete", "set_size", "delet
 def mutated_presets(draw) -> dict[str, Any]:
     """A shipped preset with one mutation (half of the time) or up to five: wrong types (nested tables and
     arrays included), out-of-range numbers, unknown keys, missing keys, sizes from another workload."""
-    doc = {k: (dict(v) if isinstance(v, dict) else v) for k, v in draw(st.sampled_from(sorted(SHIPPED.items())))[1].items()}
+    shipped = draw(st.sampled_from(sorted(SHIPPED.items())))[1]
+    doc = {k: (dict(v) if isinstance(v, dict) else v) for k, v in shipped.items()}
     for _ in range(draw(st.one_of(st.just(1), st.integers(1, 5)))):
         op = draw(st.sampled_from(MUTATIONS))
         event(op)

@@ -71,7 +71,8 @@ def test_transformer_param_counts_match_the_real_model():
 
     for size, expected in ((SMALL, SMALL_PARAMS), (DEFAULT, DEFAULT_PARAMS)):
         with torch.device("meta"):
-            model = TinyDecoder(size["vocab"], size["d_model"], size["layers"], size["heads"], size["seq"], nn.LayerNorm)
+            model = TinyDecoder(size["vocab"], size["d_model"], size["layers"], size["heads"], size["seq"],
+                                nn.LayerNorm)
         assert sum(p.numel() for p in model.parameters()) == expected
 
 

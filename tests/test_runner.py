@@ -182,7 +182,8 @@ def test_fast_steps_cost_the_monitor_one_interval_a_block(monkeypatch):
     monkeypatch.setattr(workloads, "build", lambda *a: Nothing())
     recorded: list[int] = []
     original = CpuClock._record
-    monkeypatch.setattr(CpuClock, "_record", lambda self, step, n, *a: (recorded.append(n), original(self, step, n, *a)))
+    monkeypatch.setattr(CpuClock, "_record",
+                        lambda self, step, n, *a: (recorded.append(n), original(self, step, n, *a)))
     out = io.StringIO()
     runner = Runner(presets.resolve("layernorm"), "cpu", JsonLinePrinter(out), steps=20_000, analyse=False)
     final = runner.run()

@@ -42,7 +42,8 @@ def test_runs_to_the_end_in_another_process_and_cleans_up():
     # one record a timed interval (a block of short steps: `steps` of them), every step covered once
     assert [i for s in snaps for rec in s.new_steps for i in range(rec.step - rec.steps + 1, rec.step + 1)] \
         == list(range(1, 26))
-    assert final.info is not None and final.info.preset == "adamw" and dict(final.info.size) == dict(resolve("adamw").cpu_size)
+    assert final.info is not None and final.info.preset == "adamw"
+    assert dict(final.info.size) == dict(resolve("adamw").cpu_size)
     assert final.stats is not None and final.stats.median_ms > 0
     assert not os.path.exists(r.log_path)  # nothing to keep after a good run
 

@@ -40,5 +40,5 @@ def test_optimizer_workload_moves_parameters_and_lowers_loss():
     before = [p.detach().clone() for p in w.model.parameters()]
     losses = [w.step(NoMark())[0].item() for _ in range(30)]
     assert losses[-1] < losses[0]
-    assert any(not torch.equal(a, b) for a, b in zip(before, w.model.parameters()))
+    assert any(not torch.equal(a, b) for a, b in zip(before, w.model.parameters(), strict=True))
     assert w.params == 3 * (16 * 16 + 16)

@@ -45,7 +45,7 @@ def free_bytes(device: str) -> int | None:
             used, total = Nvml().memory()
             if used.value is None or total.value is None:
                 return None
-            return int((total.value - used.value) * 2**20)  # MiB
+            return int((float(total.value) - float(used.value)) * 2**20)  # MiB
         import psutil
 
         return int(psutil.virtual_memory().available)

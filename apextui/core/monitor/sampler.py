@@ -7,7 +7,7 @@ import threading
 import time
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 from .nvml import Metric, Nvml
 
@@ -55,7 +55,7 @@ class Sampler:
         self._nvml = nvml if nvml is not None else (Nvml(gpu_index, pci_bus_id) if gpu else None)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._proc = None
+        self._proc: Any = None  # a psutil.Process once read (psutil ships no type hints)
         self.latest: MonitorReading | None = None
 
     def sample(self) -> MonitorReading:

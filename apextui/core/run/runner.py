@@ -133,7 +133,8 @@ class Runner(RunControl):
 
     # ---- training thread -----------------------------------------------------------------
     def _train_loop(self) -> None:
-        status, error = "failed", "internal error"
+        status: FinalStatus = "failed"
+        error: str | None = "internal error"
         try:
             status, error = self._train_steps()
         finally:
@@ -144,7 +145,8 @@ class Runner(RunControl):
 
     def _train_steps(self) -> tuple[FinalStatus, str | None]:
         """Build the workload and train; every finished step goes to the inbox. Returns (status, error)."""
-        status, error = "ok", None
+        status: FinalStatus = "ok"
+        error: str | None = None
         clock = None
         self._step = 0
         try:
@@ -172,7 +174,8 @@ class Runner(RunControl):
     def _measured_steps(self, workload: Any, clock: Any, guard: LossGuard) -> tuple[FinalStatus, str | None]:
         """Warm-up and measured steps, then the final harvest; (status, error). `self._step` follows the
         loop, so that a failure names its step."""
-        status, error = "ok", None
+        status: FinalStatus = "ok"
+        error: str | None = None
         clock.start()
         next_harvest = time.perf_counter() + HARVEST_INTERVAL_S
         for step in range(1, self.steps + 1):

@@ -151,7 +151,11 @@ def worker_main(preset: Preset, device: str, steps: int | None, sample_interval:
             raise
 
     runner = Runner(preset, device, send, steps=steps, sample_interval=sample_interval)
-    threading.Thread(target=lambda: (stop.wait(), runner.stop()), name="apextui-stop-watch", daemon=True).start()
+    def stop_when_asked() -> None:
+        stop.wait()
+        runner.stop()
+
+    threading.Thread(target=stop_when_asked, name="apextui-stop-watch", daemon=True).start()
     runner.run()
     conn.close()
 

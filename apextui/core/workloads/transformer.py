@@ -140,7 +140,7 @@ class TransformerWorkload(Workload):
         self.params = sum(p.numel() for p in self.model.parameters())
         self.work = transformer_work(size, self.params, amp)
         self._i = 0
-        self.compiled: nn.Module | None = None
+        self.compiled: Callable[..., torch.Tensor] | None = None  # torch.compile's wrapper of the loss model
         self.whole_graph = variant in WHOLE_STEP_GRAPH
         if self.whole_graph and device != "cuda":
             raise ValueError(f"{variant} needs CUDA (a CUDA graph); this run is on {device}")
