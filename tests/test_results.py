@@ -335,6 +335,7 @@ def folder(tmp_path_factory) -> Path:
 
 @settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(content=result_files())
+@pytest.mark.slow
 def test_fuzz_load_results_returns_rows_or_results_error(folder: Path, content: bytes):
     path = folder / "fuzz.json"
     path.write_bytes(content)
