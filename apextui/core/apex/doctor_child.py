@@ -105,9 +105,10 @@ def _apex_distribution() -> dict:
         except Exception:  # noqa: BLE001
             continue
         return {
-            "distribution": (dist.metadata.get_all("Name") or [candidate])[0] or candidate,
+            # an email.message.Message at run time; typeshed's PackageMetadata protocol lacks its .get
+            "distribution": dist.metadata.get("Name") or candidate,  # type: ignore[attr-defined]
             "version": dist.version,
-            "summary": (dist.metadata.get_all("Summary") or [""])[0] or "",
+            "summary": dist.metadata.get("Summary") or "",  # type: ignore[attr-defined]
         }
     return {}
 
