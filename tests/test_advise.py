@@ -514,6 +514,7 @@ def check_consistent(doc: dict) -> None:
         assert w["fastest"] == fastest["preset"]
 
 
+@pytest.mark.slow
 def test_cli_end_to_end_on_cpu_then_reuse():
     proc = run_cli("advise", "--workloads", "optimizer", "--steps", "20", "--repeats", "2", "--device", "cpu",
                    "--json", timeout=300)
@@ -554,6 +555,7 @@ def test_cli_end_to_end_on_cpu_then_reuse():
     assert "nothing to reuse: the stored advice ran 20 steps, not 8" in fresh.stderr and "measured " in fresh.stdout
 
 
+@pytest.mark.slow
 def test_cli_numbers_are_those_of_the_runs_it_made(capsys):
     from apextui.core.run import events
     from apextui.core.run.runner import Runner
@@ -621,6 +623,7 @@ def test_cli_every_run_failed_exits_1(capsys):
     assert rc == 1 and "every run failed" in err and "optimizer: every run failed: no verdict" in out
 
 
+@pytest.mark.slow
 def test_cli_ctrl_c_prints_the_partial_advice_and_exits_130():
     proc = subprocess.Popen([sys.executable, "-m", "apextui", "advise", "--json", "--device", "cpu", "--workloads",
                              "optimizer,norm", "--steps", "1000000", "--repeats", "2"], cwd=ROOT, env=cli_env(),

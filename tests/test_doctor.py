@@ -777,6 +777,7 @@ def on_path(monkeypatch, trees):
         apex_check._memo.clear()
 
 
+@pytest.mark.slow
 def test_check_feature_classifies_broken_extensions(on_path):
     on_path("broken")
     adam = apex_check.check_feature("FusedAdam", cuda_available=False)
@@ -801,6 +802,7 @@ def test_check_feature_not_nvidia_and_python_only(on_path):
     ("apex_segfault", "import apex crashed: the interpreter was killed by SIGSEGV", af.REBUILD_AGAINST_TORCH),
     ("apex_hang", "import apex hung: did not finish within 5 s", af.HANG_FIX),
 ])
+@pytest.mark.slow
 def test_availability_survives_an_apex_that_exits_crashes_or_hangs(on_path, monkeypatch, tree, reason, fix):
     """The presets' Apex check on CUDA (list, headless runs, the TUI's probe) imports Apex in a child: this
     process lives on, and the preset is unavailable with what happened and the fix."""
@@ -817,6 +819,7 @@ def test_availability_survives_an_apex_that_exits_crashes_or_hangs(on_path, monk
         assert entry["checks"]["FusedAdam"]["reason"] == reason
 
 
+@pytest.mark.slow
 def test_apex_check_answer_is_cached_per_environment(on_path):
     """The second start reads the answer; a rebuilt Apex (another mtime) is checked afresh."""
     tree = on_path("apex_exit")
