@@ -19,6 +19,10 @@ def _private_user_dirs(tmp_path_factory, monkeypatch):
 # path: file name -> the slow test functions in it, or None for all of them (those files carry no marker of their own).
 # `pytest -m "not slow"` leaves them out; CI runs everything.
 SLOW_UI: dict[str, frozenset[str] | None] = {
+    "test_ui_advise.py": None,
+    "test_ui_app.py": frozenset({"test_updates_are_coalesced_and_rate_limited",
+                                 "test_enter_runs_highlighted_preset_and_table_row",
+                                 "test_save_load_and_screenshot_keys", "test_doctor_key_opens_full_report"}),
     "test_ui_advice_visible.py": frozenset({"test_main_screen_says_the_advice_is_measuring"}),
     "test_ui_axis_chart.py": frozenset({"test_loss_chart_in_the_app_uses_its_whole_width_at_80x24"}),
     "test_ui_big_terminals.py": None,
@@ -39,6 +43,7 @@ SLOW_UI: dict[str, frozenset[str] | None] = {
     "test_ui_picker_view.py": None,
     "test_ui_real_runs.py": None,
     "test_ui_scrollbars.py": None,
+    "test_ui_snapshots.py": None,
     "test_ui_stop_while_compiling.py": None,
     "test_ui_table_keys.py": None,
     "test_ui_user_presets.py": None,
