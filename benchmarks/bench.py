@@ -6,10 +6,10 @@ For every preset, `apextui --preset P --json` runs in a fresh process, `--repeat
 interleaved round-robin so that drift (clocks, temperature) cannot decide a comparison; the spread over
 repeats is reported, and each preset's median carries the hull of its repeats' 95 % median intervals, so
 its speed-up over the baseline carries an interval and the verdict of `apextui.core.compare` (the one noise
-rule apextui uses everywhere: `≈` marks a speed-up within noise). In the same invocation it measures the ceilings (a large device-to-device copy and
-large bf16/fp16/fp32 matmuls; `apextui.core.analysis`, which also caches them for apextui's runs;
-`--cached-ceilings` reuses the cached ones), what fraction of each step the GPU was busy (kernel time from
-torch.profiler over wall time per step), achieved bandwidth (optimizer, norms) or model TFLOP/s
+rule apextui uses everywhere: `≈` marks a speed-up within noise). In the same invocation it measures the ceilings
+(a large device-to-device copy and large bf16/fp16/fp32 matmuls; `apextui.core.analysis`, which also caches them
+for apextui's runs; `--cached-ceilings` reuses the cached ones), what fraction of each step the GPU was busy
+(kernel time from torch.profiler over wall time per step), achieved bandwidth (optimizer, norms) or model TFLOP/s
 (transformer) against the ceiling of the run's precision, and the bottleneck label (`roofline.classify`).
 Writes DIR/bench.json and DIR/bench.md.
 """
@@ -25,13 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-
 from apextui.core import analysis as roofline
 from apextui.core.compare import (
     baseline_problem, compare, fields, format_speedup, from_fields, timing_from_runs, timing_from_summary)
 from apextui.core.presets import Preset, load_builtin
 from apextui.bench.headless import run_one
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ARTICLE = {  # the original article's figures, ms/step, for the table only
     "adamw": 12.3, "fused_adam": 6.8, "layernorm": 1.25, "fused_layernorm": 0.72,
@@ -79,7 +79,8 @@ def summarise(name: str, runs: list[dict], preset: Preset) -> dict[str, Any]:
                            "baseline": preset.baseline, "runs": len(runs), "ok_runs": len(ok)}
     if not ok:
         unavailable = next((e for r in runs for e in r["events"] if e["event"] == "unavailable"), None)
-        row["error"] = unavailable["reason"] if unavailable else (ends[0] or {}).get("error") or runs[0]["stderr_tail"][-300:]
+        failure = (ends[0] or {}).get("error") or runs[0]["stderr_tail"][-300:]
+        row["error"] = unavailable["reason"] if unavailable else failure
         return row
     medians = [s["median_ms"] for s in ok]
     timing = timing_from_runs(t for t in map(timing_from_summary, ok) if t is not None)
@@ -175,7 +176,8 @@ def main() -> int:
                     row["gpu_busy_error"] = f"{type(exc).__name__}: {exc}"
             row["bottleneck"] = roofline.classify(busy, got, ceil).to_dict()
     result["rows"] = rows
-    result["raw"] = {n: [{k: v for k, v in r.items() if k != "events"} | {"end": r["events"][-1] if r["events"] else None}
+    result["raw"] = {n: [{k: v for k, v in r.items() if k != "events"}
+                         | {"end": r["events"][-1] if r["events"] else None}
                          for r in raw[n]] for n in names}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / "bench.json").write_text(json.dumps(result, indent=1))
@@ -217,7 +219,8 @@ def markdown(result: dict[str, Any]) -> str:
         loss = "—" if r["final_loss"] is None else f"{r['final_loss']:.3f} ({f(r['loss_floor'])})"
         lines.append(
             f"| {r['preset']} | {r['median_ms']:.3f} | {r['p10_ms']:.3f}–{r['p90_ms']:.3f} | "
-            f"{r['ok_runs']} ({r['spread_pct']:.1f} %) | {format_speedup(from_fields(r))} | {f(r['article_ms'], '.2f')} | "
+            f"{r['ok_runs']} ({r['spread_pct']:.1f} %) | {format_speedup(from_fields(r))} | "
+            f"{f(r['article_ms'], '.2f')} | "
             f"{achieved} | {busy} | {bottleneck} | {loss} | {f(r['max_abs_err'], '.1e')} |")
     return "\n".join(lines)
 

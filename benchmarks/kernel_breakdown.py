@@ -47,9 +47,8 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("kernel_breakdown: needs a CUDA GPU", file=sys.stderr)
         return 3
-    from apextui.core import workloads
+    from apextui.bench import bare as bare_loop
     from apextui.core.presets import resolve
-    from apextui.core.run.timing import NoMark
 
     for item in args.inductor:
         import torch._inductor.config as inductor_config
@@ -57,24 +56,14 @@ def main() -> int:
         key, _, value = item.partition("=")
         setattr(inductor_config, key, ast.literal_eval(value))
     preset = resolve(args.preset)
-    w = workloads.build(preset, "cuda", preset.size, args.steps + args.profile_steps + preset.warmup)
-    compile_s = w.warm_up() if getattr(w, "compiles", False) else None
-    mark = NoMark()
-    for _ in range(preset.warmup):
-        w.step(mark)
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(args.steps):
-        loss, _ = w.step(mark)
-    end.record()
-    end.synchronize()
-    step_ms = start.elapsed_time(end) / args.steps
+    w = bare_loop.build_workload(preset, "cuda", args.steps + args.profile_steps + preset.warmup, warm_up=False)
+    compile_s = bare_loop.compile_once(w)
+    bare_loop.plain_steps(w.step, preset.warmup)
+    step_ms, (loss, _) = bare_loop.event_timed_steps(w, args.steps, "cuda")
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(args.profile_steps):
-            w.step(mark)
+        bare_loop.plain_steps(w.step, args.profile_steps)
         torch.cuda.synchronize()
     total: collections.Counter[str] = collections.Counter()
     calls: collections.Counter[str] = collections.Counter()

@@ -6,8 +6,8 @@
     python benchmarks/monitor_cost.py --from-json DIR/monitor_cost.json      # the table again
     python benchmarks/monitor_cost.py --from-json RUN1.json RUN2.json ...    # runs pooled, preset by preset
 
-**In one process, interleaved** (one worker process runs every preset in turn): per preset, the workload is built (and compiled or
-captured) once; then, round after round, three blocks run on it in rotating order (bare, json, tui;
+**In one process, interleaved** (one worker process runs every preset in turn): per preset, the workload is built
+(and compiled or captured) once; then, round after round, three blocks run on it in rotating order (bare, json, tui;
 json, tui, bare; tui, bare, json; ...), so drift slower than a block hits all three alike:
 
   bare: `apextui.bench.bare.bare_block`: `--warmup` untimed steps, a synchronisation, S steps with nothing else in
@@ -55,10 +55,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-HERE = Path(__file__).resolve().parent
-
 from apextui.bench import bare as bare_loop
 from apextui.bench.measure import HostUse, TimedClock, geomean_ci, gil_handoff_s, monitor_budget
+
+HERE = Path(__file__).resolve().parent
 
 KINDS = ("bare", "json", "tui")
 MIN_STEPS = 20
@@ -422,7 +422,8 @@ def table(results: dict[str, Any]) -> str:
         sep_text = (f"{sep['geomean']:.4f} ({sep['min']:.3f}–{sep['max']:.3f}, {len(res['separate'])} pairs)"
                     if sep else "—")
         block = f"{s['block_steps']} steps" if s["block_steps"] > 1 else "each step"
-        lines.append(f"| {name} | {res['steps']} | {block} | {s['bare_median_ms']:.4g} | {_ratio(s['json_reported'])} | "
+        lines.append(f"| {name} | {res['steps']} | {block} | {s['bare_median_ms']:.4g} | "
+                     f"{_ratio(s['json_reported'])} | "
                      f"{_ratio(s['tui_reported'])} | {_ratio(s['json_wall'])} | {_ratio(s['tui_wall'])} | "
                      f"{_ratio(s.get('json_cpu'))} | {_ratio(s.get('tui_cpu'))} | {sep_text} | {_gc(s)} |")
     lines += ["", "Ratios: geometric mean over rounds (95 % bootstrap interval). reported: the median ms/step "

@@ -36,7 +36,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import statistics
 import sys
 import tempfile
@@ -44,10 +43,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-HERE = Path(__file__).resolve().parent
-
 from apextui.bench import bare as bare_loop
 from apextui.bench.measure import HostUse, TimedClock, geomean_ci, gil_handoff_s, monitor_budget
+
+HERE = Path(__file__).resolve().parent
 
 VARIANTS = ("again", "loop", "quiet", "sampler", "json", "json_si", "inline", "burn")
 

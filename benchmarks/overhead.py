@@ -31,37 +31,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def bare(preset_name: str, steps: int, device: str) -> dict[str, Any]:
-    """(a): a plain loop over the workload's step function."""
-    import torch
+    """(a): a plain loop over the workload's step function (`apextui.bench.bare`), compiled or captured first
+    as the runner does before its clock starts; the measured steps timed by CUDA events (wall time on CPU)."""
+    from apextui.bench import bare as bare_loop
 
-    from apextui.core import workloads
-    from apextui.core.run.timing import NoMark
-    from apextui.core.presets import resolve
-
-    preset = resolve(preset_name)
-    size = preset.size if device == "cuda" else preset.cpu_size
+    preset, w = bare_loop.build(preset_name, device, steps)
     warmup = preset.warmup if preset.warmup < steps else steps // 5
-    w = workloads.build(preset, device, size, steps)
-    w.warm_up()  # compile / CUDA-graph capture (compile presets), as the runner does before its clock starts
-    mark = NoMark()
-    for _ in range(warmup):
-        w.step(mark)
-    if device == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(steps - warmup):
-            loss, _scale = w.step(mark)
-        end.record()
-        end.synchronize()
-        total = start.elapsed_time(end)
-    else:
-        import time
-
-        t0 = time.perf_counter()
-        for _ in range(steps - warmup):
-            w.step(mark)
-        total = (time.perf_counter() - t0) * 1000
-    return {"mean_ms": total / (steps - warmup), "measured_steps": steps - warmup}
+    bare_loop.plain_steps(w.step, warmup)
+    ms, _ = bare_loop.event_timed_steps(w, steps - warmup, device)
+    return {"mean_ms": ms, "measured_steps": steps - warmup}
 
 
 def bare_thread(preset_name: str, steps: int, device: str) -> dict[str, Any]:
@@ -138,6 +116,15 @@ def child(mode: str, preset: str, steps: int, device: str) -> dict[str, Any]:
     return json.loads(proc.stdout.splitlines()[-1])
 
 
+def _ms_cell(row: dict[str, Any], mode: str) -> str:
+    v = row.get(mode, {}).get("mean_ms") if isinstance(row.get(mode), dict) else None
+    return "—" if v is None else f"{v:.3f}"
+
+
+def _ratio_cell(row: dict[str, Any], key: str) -> str:
+    return "—" if row.get(key) is None else f"{row[key]:.3f}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", default="fp32,fused_amp")
@@ -174,18 +161,12 @@ def main() -> int:
     lines = ["| preset | repeat | " + " | ".join(f"{m} ms" for m in modes) + " | "
              + " | ".join(f"{m}/bare" for m in modes[1:]) + " |", "|---|---|" + "---|" * (2 * len(modes) - 1)]
     for r in results["repeats"]:
-        def g(m: str) -> str:
-            v = r.get(m, {}).get("mean_ms") if isinstance(r.get(m), dict) else None
-            return "—" if v is None else f"{v:.3f}"
-
-        def q(k: str) -> str:
-            return "—" if r.get(k) is None else f"{r[k]:.3f}"
-
-        lines.append(f"| {r['preset']} | {r['repeat']} | " + " | ".join(g(m) for m in modes) + " | "
-                     + " | ".join(q(f"{m}_ratio") for m in modes[1:]) + " |")
+        lines.append(f"| {r['preset']} | {r['repeat']} | " + " | ".join(_ms_cell(r, m) for m in modes) + " | "
+                     + " | ".join(_ratio_cell(r, f"{m}_ratio") for m in modes[1:]) + " |")
     for preset in args.presets.split(","):
         for mode in modes[1:]:
-            ratios = [r[f"{mode}_ratio"] for r in results["repeats"] if r["preset"] == preset and r.get(f"{mode}_ratio")]
+            ratios = [r[f"{mode}_ratio"] for r in results["repeats"]
+                      if r["preset"] == preset and r.get(f"{mode}_ratio")]
             if ratios:
                 lines.append(f"\n{preset}: median {mode}/bare ratio {statistics.median(ratios):.3f} "
                              f"(min {min(ratios):.3f}, max {max(ratios):.3f}, {len(ratios)} repeats)")

@@ -35,7 +35,6 @@ import dataclasses
 import functools
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -44,11 +43,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-ROOT = Path(__file__).resolve().parents[1]
-
 from apextui.core.run.runner import Runner, Snapshot
 from apextui.bench.measure import TimedClock, geomean_ci  # noqa: F401 - geomean_ci: this script's summary
-from apextui.core.run.timing import NoMark
+from apextui.bench import bare as bare_loop
+
+ROOT = Path(__file__).resolve().parents[1]
 
 MODES = ("aa", "json", "tui")
 
@@ -87,18 +86,11 @@ class CpuMeter:
 
 def build(preset_name: str, device: str, steps: int) -> tuple[Any, Any]:
     """(preset with no warm-up steps, its workload built and warmed up) for the blocks."""
-    from apextui.core import workloads
-    from apextui.core.presets import resolve
-
-    preset = resolve(preset_name)
-    size = preset.size if device == "cuda" else preset.cpu_size
-    workload = workloads.build(preset, device, size, steps)
+    preset, workload = bare_loop.build(preset_name, device, steps, warm_up=False)
     if getattr(workload, "compiles", False):
         raise SystemExit(f"overhead_blocks: preset {preset_name!r} compiles or captures CUDA graphs in its "
                          "warm-up, which every block would repeat; use an eager preset (fp32, fused_amp, torch_amp)")
-    mark = NoMark()
-    for _ in range(preset.warmup):
-        workload.step(mark)
+    bare_loop.plain_steps(workload.step, preset.warmup)
     return dataclasses.replace(preset, warmup=0), workload
 
 
@@ -109,28 +101,13 @@ Block = dict[str, float]  # ms and main_cpu_ms (per step), other_cpu_s, wall_s, 
 
 
 def bare_block(workload: Any, steps: int, device: str) -> Block:
-    """`steps` plain steps: ms/step, and the CPU time of the process's other threads meanwhile."""
-    import torch
-
-    mark = NoMark()
+    """`steps` plain steps (`apextui.bench.bare`): ms/step, and the CPU time of the process's other threads
+    meanwhile."""
     with CpuMeter() as meter:
-        if device == "cuda":
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            cpu0 = time.thread_time()
-            start.record()
-            for _ in range(steps):
-                workload.step(mark)
-            end.record()
-            end.synchronize()
-            cpu = time.thread_time() - cpu0
-            ms = start.elapsed_time(end) / steps
-        else:
-            cpu0, t0 = time.thread_time(), time.perf_counter()
-            for _ in range(steps):
-                workload.step(mark)
-            ms = (time.perf_counter() - t0) * 1000 / steps
-            cpu = time.thread_time() - cpu0
+        bare_loop.synchronize(device)  # before the training thread's CPU clock starts, as a monitored block's
+        cpu0 = time.thread_time()
+        ms, _ = bare_loop.event_timed_steps(workload, steps, device)
+        cpu = time.thread_time() - cpu0
     return {"ms": ms, "main_cpu_ms": cpu * 1000 / steps, "other_cpu_s": meter.other_cpu,
             "wall_s": meter.wall, "hook_s": 0.0}
 
@@ -167,7 +144,8 @@ def run_blocks(workload: Any, preset: Any, device: str, block: int, rounds: int,
                     "hook_us": other["hook_s"] / block * 1e6,
                     # the training thread's own CPU a step: blind to time the host's other tenants take
                     "cpu_ratio": other["main_cpu_ms"] / bare["main_cpu_ms"],
-                    "extra_thread_cpu_frac": other["other_cpu_s"] / other["wall_s"] - bare["other_cpu_s"] / bare["wall_s"]})
+                    "extra_thread_cpu_frac": (other["other_cpu_s"] / other["wall_s"]
+                                              - bare["other_cpu_s"] / bare["wall_s"])})
     return out
 
 
@@ -345,7 +323,8 @@ def table(results: dict[str, Any]) -> str:
                  "every such CPU second were taken from the training thread.")
     for mode, res in results["modes"].items():
         if res.get("ui_cpu_frac") is not None:
-            lines.append(f"{mode}: the UI process used {res['ui_cpu_frac']:.1%} of one core (a process of its own: no GIL shared).")
+            lines.append(f"{mode}: the UI process used {res['ui_cpu_frac']:.1%} of one core "
+                         "(a process of its own: no GIL shared).")
     return "\n".join(lines)
 
 

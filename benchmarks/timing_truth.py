@@ -36,6 +36,7 @@ def check(name: str, steps: int | None) -> dict[str, Any]:
     import torch
 
     from apextui.core import workloads
+    from apextui.bench import bare as bare_loop
     from apextui.core.run.timing import NoMark
     from apextui.core.presets import resolve
     from apextui.core.run.runner import Runner
@@ -100,14 +101,11 @@ def check(name: str, steps: int | None) -> dict[str, Any]:
         # BATCH_MS of them) puts that flush and its events on k steps: the rate a training loop runs at
         k = batch_steps(out["apextui_median_ms"])
 
-        def steps() -> None:
-            for _ in range(k):
-                inner_step(mark)
-
         out["do_bench_batch_steps"] = k
-        out["do_bench_batch_ms"] = do_bench(steps, warmup=200, rep=2000, return_mode="median") / k
+        out["do_bench_batch_ms"] = do_bench(lambda: bare_loop.plain_steps(inner_step, k, mark), warmup=200, rep=2000,
+                                            return_mode="median") / k
         out["ratio_do_bench_batch"] = out["apextui_median_ms"] / out["do_bench_batch_ms"]
-    del built
+    built.clear()  # the workload's step and what it holds, before empty_cache
     torch.cuda.empty_cache()
     return out
 

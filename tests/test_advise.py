@@ -514,6 +514,7 @@ def check_consistent(doc: dict) -> None:
         assert w["fastest"] == fastest["preset"]
 
 
+@pytest.mark.slow
 def test_cli_end_to_end_on_cpu_then_reuse():
     proc = run_cli("advise", "--workloads", "optimizer", "--steps", "20", "--repeats", "2", "--device", "cpu",
                    "--json", timeout=300)
@@ -534,7 +535,8 @@ def test_cli_end_to_end_on_cpu_then_reuse():
     assert w["apex"]["status"] == "not_measurable" and w["apex"]["speedup"] is None
     assert doc["apex"]["status"] == "not_measurable"
     # progress: a line per run on stderr, the unavailable presets named
-    assert [line for line in proc.stderr.splitlines() if "] optimizer " in line and ": ok, median" in line].__len__() == 4
+    assert [line for line in proc.stderr.splitlines()
+            if "] optimizer " in line and ": ok, median" in line].__len__() == 4
     assert "fused_adam: not run: needs NVIDIA Apex" in proc.stderr
 
     again = run_cli("advise", "--workloads", "optimizer", "--device", "cpu", "--reuse", "--json", timeout=120)
@@ -553,6 +555,7 @@ def test_cli_end_to_end_on_cpu_then_reuse():
     assert "nothing to reuse: the stored advice ran 20 steps, not 8" in fresh.stderr and "measured " in fresh.stdout
 
 
+@pytest.mark.slow
 def test_cli_numbers_are_those_of_the_runs_it_made(capsys):
     from apextui.core.run import events
     from apextui.core.run.runner import Runner
@@ -620,6 +623,7 @@ def test_cli_every_run_failed_exits_1(capsys):
     assert rc == 1 and "every run failed" in err and "optimizer: every run failed: no verdict" in out
 
 
+@pytest.mark.slow
 def test_cli_ctrl_c_prints_the_partial_advice_and_exits_130():
     proc = subprocess.Popen([sys.executable, "-m", "apextui", "advise", "--json", "--device", "cpu", "--workloads",
                              "optimizer,norm", "--steps", "1000000", "--repeats", "2"], cwd=ROOT, env=cli_env(),

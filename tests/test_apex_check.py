@@ -19,6 +19,8 @@ from test_doctor import ALL_OK, FAKE_CUDA_TORCH, NVIDIA_PY, build_tree
 
 from apextui.core.apex import check as apex_check
 
+pytestmark = pytest.mark.slow  # every test here takes over ~1.5 s (a subprocess, a real run)
+
 REPO = Path(__file__).resolve().parents[1]
 INITS = {
     "segfault": "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n",

@@ -29,6 +29,7 @@ def bench(script: str, *args: str, timeout: float = 300) -> subprocess.Completed
 
 
 # ---- bare_loop.py and monitor_cost.py ------------------------------------------------------------------
+@pytest.mark.slow
 def test_bare_loop_prints_the_rate_of_a_plain_loop():
     proc = bench("bare_loop.py", "--preset", "adamw", "--device", "cpu", "--warmup", "2", "--steps", "3")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -36,6 +37,7 @@ def test_bare_loop_prints_the_rate_of_a_plain_loop():
     assert out["preset"] == "adamw" and out["steps"] == 3 and out["warmup"] == 2 and out["ms_per_step"] > 0
 
 
+@pytest.mark.slow
 def test_monitor_cost_runs_bare_json_and_tui_blocks_and_separate_processes_on_cpu(tmp_path):
     """One preset, 2 rounds: each round a bare, a json and a tui block (a real worker process under the
     Textual app), in rotating order; one separate-process pair; the table; --from-json again."""
@@ -67,6 +69,7 @@ def test_monitor_cost_runs_bare_json_and_tui_blocks_and_separate_processes_on_cp
     assert again.returncode == 0 and "| layernorm |" in again.stdout
 
 
+@pytest.mark.slow
 def test_monitor_parts_runs_every_variant_against_the_bare_loop_on_cpu(tmp_path):
     """benchmarks/monitor_parts.py: one round of bare and each variant on one workload, ratios and switches."""
     proc = bench("monitor_parts.py", "--device", "cpu", "--presets", "layernorm", "--rounds", "1", "--block-ms", "5",
@@ -112,6 +115,7 @@ def test_monitor_cost_pools_runs_preset_by_preset_and_refuses_mixed_devices(tmp_
 
 
 # ---- overhead_blocks.py ------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_overhead_blocks_runs_every_mode_on_cpu(tmp_path):
     """aa, json and tui (a real worker process under the Textual app) with 2 rounds of 3-step blocks."""
     proc = bench("overhead_blocks.py", "--preset", "fp32", "--device", "cpu", "--block", "3", "--rounds", "2",
@@ -138,6 +142,7 @@ def test_overhead_blocks_runs_every_mode_on_cpu(tmp_path):
     assert again.returncode == 0 and "| json | 2 |" in again.stdout
 
 
+@pytest.mark.slow
 def test_overhead_blocks_training_cpu_counts_the_steps_not_the_runner_setup(monkeypatch):
     """A monitored block's training-thread CPU a step covers its steps only: 0.6 s of CPU burnt in the
     Runner's setup must not show (on the H200, 2026-11-30, the setup added 4 % to 10-step blocks)."""
@@ -161,6 +166,7 @@ def test_overhead_blocks_training_cpu_counts_the_steps_not_the_runner_setup(monk
     assert monitored["wall_s"] > 0.6  # ... though the block itself did burn it
 
 
+@pytest.mark.slow
 def test_overhead_blocks_refuses_presets_that_compile_and_bad_arguments(tmp_path):
     proc = bench("overhead_blocks.py", "--preset", "torch_compile", "--device", "cpu", "--block", "2",
                  "--rounds", "2", "--modes", "aa", "--out-dir", str(tmp_path))
@@ -174,6 +180,7 @@ def test_overhead_blocks_refuses_presets_that_compile_and_bad_arguments(tmp_path
     assert missing.returncode == 2 and "cannot read" in missing.stderr and "Traceback" not in missing.stderr
 
 
+@pytest.mark.slow
 def test_overhead_blocks_pools_runs_mode_by_mode(tmp_path):
     ob = load("overhead_blocks")
 
@@ -244,6 +251,7 @@ def test_timing_truth_table_shows_both_do_bench_timings_and_errors():
     assert "error: ImportError: no apex" in lines[4]
 
 
+@pytest.mark.slow
 def test_timing_truth_needs_a_gpu():
     import torch
 
@@ -265,6 +273,7 @@ def test_kernel_breakdown_sorts_kernels_by_kind():
     assert kb.kind("Memcpy DtoD (Device -> Device)") == "other"
 
 
+@pytest.mark.slow
 def test_kernel_breakdown_needs_a_gpu():
     import torch
 

@@ -29,6 +29,7 @@ def _run(args: list[str], stdout, **kw) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.slow
 def test_full_disk_ends_with_one_line_and_exit_1(case):
     with open("/dev/full", "w") as full:
         proc = _run(CASES[case], full)
@@ -38,6 +39,7 @@ def test_full_disk_ends_with_one_line_and_exit_1(case):
 
 
 @pytest.mark.parametrize("case", ["run", "list_json"])
+@pytest.mark.slow
 def test_closed_stdout_ends_with_one_line_and_exit_1(case):
     proc = _run(CASES[case], None, preexec_fn=lambda: os.close(1))
     assert proc.returncode == 1, proc.stderr
@@ -46,6 +48,7 @@ def test_closed_stdout_ends_with_one_line_and_exit_1(case):
 
 
 @pytest.mark.parametrize("case", ["list_json", "doctor_json", "unavailable"])
+@pytest.mark.slow
 def test_reader_gone_exits_141_quietly(case):
     r, w = os.pipe()
     os.close(r)  # the reader has gone before the first write: EPIPE
@@ -57,6 +60,7 @@ def test_reader_gone_exits_141_quietly(case):
     assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_reader_gone_stops_a_long_run_at_once():
     r, w = os.pipe()
     os.close(r)
@@ -88,6 +92,7 @@ def test_sigint_while_importing_exits_130_without_traceback():
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.slow
 def test_second_signal_just_after_start_still_prints_an_end_line(sig, code):
     proc = _popen(["--preset", "adamw", "--json", "--steps", "100000", "--device", "cpu"])
     first = json.loads(proc.stdout.readline())

@@ -60,6 +60,7 @@ def check_end(e: dict, status: str, steps: int) -> None:
 
 
 @pytest.mark.parametrize("preset", TORCH_PRESETS)
+@pytest.mark.slow
 def test_every_torch_preset_runs_headless_and_follows_the_schema(preset):
     proc = run_cli("--preset", preset, "--json", "--steps", "6", "--device", "cpu")
     assert proc.returncode == 0, proc.stderr
@@ -87,6 +88,7 @@ def test_every_torch_preset_runs_headless_and_follows_the_schema(preset):
 
 
 @pytest.mark.parametrize("preset", APEX_PRESETS)
+@pytest.mark.slow
 def test_apex_presets_are_unavailable_on_cpu_with_reason_and_fix(preset):
     proc = run_cli("--preset", preset, "--json", "--steps", "3", "--device", "cpu")
     assert proc.returncode == 3
@@ -97,6 +99,7 @@ def test_apex_presets_are_unavailable_on_cpu_with_reason_and_fix(preset):
     assert "unavailable" in proc.stderr and "fix:" in proc.stderr
 
 
+@pytest.mark.slow
 def test_device_cuda_without_a_gpu_exits_3():
     proc = run_cli("--preset", "adamw", "--json", "--device", "cuda")
     assert proc.returncode == 3
@@ -112,6 +115,7 @@ def test_device_cuda_without_a_gpu_exits_3():
     (["--preset", "adamw", "--json", "--steps", "0"], "--steps: must be a whole number from 1 to 10000000, got 0"),
     (["--preset", "adamw", "--json", "--device", "tpu"], "invalid choice: 'tpu'"),
 ])
+@pytest.mark.slow
 def test_usage_errors_exit_2_with_a_message(args, needle):
     proc = run_cli(*args)
     assert proc.returncode == 2
@@ -220,11 +224,13 @@ def test_list_shows_user_presets_and_reports_bad_files_exit_0(capsys, user_prese
     assert err.count("apextui: warning: skipped a user preset: ") == 2
     code, out, err = main_exit(capsys, "list", "--device", "cpu")
     assert code == 0
-    assert re.search(rf"\n    tiny_norm +available \(user: {re.escape(str(user_presets / 'tiny_norm.toml'))}\)\n", out), out
+    user_file = re.escape(str(user_presets / 'tiny_norm.toml'))
+    assert re.search(rf"\n    tiny_norm +available \(user: {user_file}\)\n", out), out
     assert out.index("tiny_norm") < out.index("transformer")  # in its workload's group
     assert f"2 user preset files in {user_presets} could not be loaded" in out
 
 
+@pytest.mark.slow
 def test_a_user_preset_runs_by_name(user_presets: Path):
     env = {**cli_env(), "APEXTUI_PRESET_DIR": str(user_presets)}
     proc = subprocess.run([sys.executable, "-m", "apextui", "--preset", "tiny_norm", "--json", "--steps", "3",
@@ -235,6 +241,7 @@ def test_a_user_preset_runs_by_name(user_presets: Path):
     assert events[-1]["event"] == "end" and events[-1]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_invalid_preset_file_exits_2_naming_file_and_field(tmp_path: Path):
     bad = tmp_path / "typo.toml"
     bad.write_text((ROOT / "presets" / "adamw.toml").read_text().replace("steps = 300", "steps = 'many'"))
@@ -244,6 +251,7 @@ def test_invalid_preset_file_exits_2_naming_file_and_field(tmp_path: Path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_users_own_preset_file_runs(tmp_path: Path):
     mine = tmp_path / "tiny_norm.toml"
     mine.write_text((ROOT / "presets" / "layernorm.toml").read_text().replace("hidden = 256", "hidden = 16"))
@@ -258,6 +266,7 @@ def test_a_users_own_preset_file_runs(tmp_path: Path):
     (signal.SIGINT, 130, "interrupted"),
     (signal.SIGTERM, 143, "terminated (SIGTERM)"),
 ])
+@pytest.mark.slow
 def test_a_signal_prints_the_end_line_and_exits_128_plus_its_number(sig, code, word):
     proc = subprocess.Popen([sys.executable, "-m", "apextui", "--preset", "fp32", "--json", "--steps", "100000",
                              "--device", "cpu"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -288,6 +297,7 @@ def test_a_signal_prints_the_end_line_and_exits_128_plus_its_number(sig, code, w
     assert f"{word}: stopping after the current step" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_list_shows_every_preset_with_availability():
     proc = run_cli("list", "--json", "--device", "cpu")
     assert proc.returncode == 0
@@ -303,6 +313,7 @@ def test_list_shows_every_preset_with_availability():
     assert "fused_amp" in human.stdout and "unavailable" in human.stdout and "transformer" in human.stdout
 
 
+@pytest.mark.slow
 def test_list_text_lines_up_the_status_column():
     human = run_cli("list", "--device", "cpu")
     rows = [re.match(r"    (\S+) +((?:un)?available)", line) for line in human.stdout.splitlines()

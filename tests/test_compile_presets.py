@@ -54,6 +54,7 @@ def test_cuda_graph_presets_are_unavailable_on_cpu_with_reason_and_fix(name):
     assert "NVIDIA GPU" in a.fix
 
 
+@pytest.mark.slow
 def test_whole_step_graph_workload_refuses_cpu_and_fp16():
     from apextui.core.workloads.transformer import TransformerWorkload
 
@@ -240,6 +241,7 @@ def losses(variant: str, amp: str, steps: int, device: str = "cpu", size=CPU_SIZ
 
 
 @pytest.mark.skipif(not COMPILE_OK_ON_CPU, reason="torch.compile cannot build CPU kernels here")
+@pytest.mark.slow
 def test_torch_compile_on_cpu_matches_the_eager_bf16_losses_step_for_step():
     eager, none, _ = losses("torch_amp", "bf16", 6)
     compiled, compile_s, w = losses("torch_compile", "bf16", 6)
@@ -251,6 +253,7 @@ def test_torch_compile_on_cpu_matches_the_eager_bf16_losses_step_for_step():
 
 
 @pytest.mark.skipif(not COMPILE_OK_ON_CPU, reason="torch.compile cannot build CPU kernels here")
+@pytest.mark.slow
 def test_torch_compile_preset_runs_headless_on_cpu():
     proc = run_cli("--preset", "torch_compile", "--json", "--steps", "8", "--device", "cpu", timeout=600)
     assert proc.returncode == 0, proc.stderr
@@ -345,7 +348,7 @@ def test_capturable_graph_optimizer_matches_fused_adamw():
         out[variant] = (ls, [p.detach().clone() for p in w.model.parameters()])
     (la, pa), (lb, pb) = out["adamw_fused"], out["adamw_capturable_graph"]
     assert lb == pytest.approx(la, rel=1e-4)
-    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(pa, pb))
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(pa, pb, strict=True))
 
 
 @needs_cuda

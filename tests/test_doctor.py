@@ -634,7 +634,7 @@ def test_smoke_tests_on_cuda_skip_what_apex_cannot_run(reports, tree, reasons):
     assert r.environment.gpus[0].capability == "9.0"
     assert [s.name for s in r.smoke] == list(doctor.SMOKE_TESTS)
     text = smoke_text(r)
-    for s, reason in zip(r.smoke, reasons):
+    for s, reason in zip(r.smoke, reasons, strict=True):
         if reason is None:  # its prerequisites are fine: it ran, and the kernel raised
             assert not s.skipped and s.passed is False, s
             assert s.reason.startswith("error: RuntimeError: CUDA error: no kernel image"), s.reason
@@ -663,7 +663,7 @@ def test_smoke_tests_on_cuda_skip_what_apex_cannot_run(reports, tree, reasons):
 def test_probe_child_does_not_run_blocked_smoke_tests(reports, tree, blockers):
     raw = reports[f"raw:{tree}"]
     assert raw["torch"]["ok"] and raw["torch"]["cuda_available"]
-    for name, blocker in zip(doctor.SMOKE_TESTS, blockers):
+    for name, blocker in zip(doctor.SMOKE_TESTS, blockers, strict=True):
         res = raw[f"smoke:{name}"]
         if blocker is None:
             assert res["ok"] is False and res["error_type"] == "RuntimeError", res
@@ -777,6 +777,7 @@ def on_path(monkeypatch, trees):
         apex_check._memo.clear()
 
 
+@pytest.mark.slow
 def test_check_feature_classifies_broken_extensions(on_path):
     on_path("broken")
     adam = apex_check.check_feature("FusedAdam", cuda_available=False)
@@ -801,6 +802,7 @@ def test_check_feature_not_nvidia_and_python_only(on_path):
     ("apex_segfault", "import apex crashed: the interpreter was killed by SIGSEGV", af.REBUILD_AGAINST_TORCH),
     ("apex_hang", "import apex hung: did not finish within 5 s", af.HANG_FIX),
 ])
+@pytest.mark.slow
 def test_availability_survives_an_apex_that_exits_crashes_or_hangs(on_path, monkeypatch, tree, reason, fix):
     """The presets' Apex check on CUDA (list, headless runs, the TUI's probe) imports Apex in a child: this
     process lives on, and the preset is unavailable with what happened and the fix."""
@@ -817,6 +819,7 @@ def test_availability_survives_an_apex_that_exits_crashes_or_hangs(on_path, monk
         assert entry["checks"]["FusedAdam"]["reason"] == reason
 
 
+@pytest.mark.slow
 def test_apex_check_answer_is_cached_per_environment(on_path):
     """The second start reads the answer; a rebuilt Apex (another mtime) is checked afresh."""
     tree = on_path("apex_exit")

@@ -25,7 +25,8 @@ def test_csv_exact_text():
     text = to_csv(ROWS[:2])
     lines = text.splitlines()
     assert lines[0] == ",".join(CSV_COLUMNS)
-    assert lines[1] == ("fp32,transformer,fp32,fp32,cuda,default,none,ok,400,350,12.0,11.399999999999999,12.600000000000001,,,,"
+    assert lines[1] == ("fp32,transformer,fp32,fp32,cuda,default,none,ok,400,350,12.0,11.399999999999999,"
+                        "12.600000000000001,,,,"
                         "682666.6666666666,tokens/s,1.0,0.9802,1.0202,within_noise,fp32 run 1,1.0681,1.0475,,,,"
                         "session,")  # the baseline against itself, as in the saved JSON
     assert lines[2] == ("fused_amp,transformer,fused_amp,fp32,cuda,default,none,ok,400,350,5.0,4.75,5.25,,,,"

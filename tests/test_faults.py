@@ -85,6 +85,7 @@ CUDA_OOM = ("CUDA out of memory. Tried to allocate 64.00 GiB. GPU 0 has a total 
             "1.50 GiB is free. Including non-PyTorch memory, this process has 138.29 GiB memory in use.")
 
 
+@pytest.mark.slow
 def test_cuda_oom_mid_run_fails_with_reason_keeps_earlier_steps_and_frees_the_workload(monkeypatch, capsys):
     def oom_at_5(step, inner):
         if step == 5:
@@ -119,6 +120,7 @@ def test_cuda_oom_mid_run_fails_with_reason_keeps_earlier_steps_and_frees_the_wo
 @pytest.mark.skipif(open("/proc/sys/vm/overcommit_memory").read().strip() not in ("0", "2")
                     if __import__("os").path.exists("/proc/sys/vm/overcommit_memory") else True,
                     reason="needs the kernel to refuse an impossible allocation instead of overcommitting")
+@pytest.mark.slow
 def test_a_size_too_big_for_host_memory_really_fails_at_set_up_and_the_next_run_works():
     # one Linear(2**22, 2**22) needs 64 TiB: the CPU allocator refuses it at once (a real OOM, no fake)
     huge = preset("adamw", cpu_size={"layers": 1, "width": 2**22, "batch": 1})
@@ -242,6 +244,7 @@ def test_fp16_persistent_skipping_fails_at_the_limit(monkeypatch):
     assert final.steps_done >= last and steps_of(snaps) == list(range(1, final.steps_done + 1))
 
 
+@pytest.mark.slow
 def test_fp16_grad_scaler_divergence_really_happens_and_fails():
     # torch's own GradScaler and fused AdamW on CPU with fp16 autocast: lr 1e30 makes every gradient from
     # step 2 on inf/NaN, GradScaler skips every step and halves its scale, the run fails after the limit
@@ -254,6 +257,7 @@ def test_fp16_grad_scaler_divergence_really_happens_and_fails():
     assert final.steps_done < 2000
 
 
+@pytest.mark.slow
 def test_fp16_healthy_run_is_ok_with_its_loss_scale():
     final, snaps = run(preset("torch_amp", amp="fp16"), steps=40)
     assert final.status == "ok", final.error
@@ -399,6 +403,7 @@ def test_a_sampler_whose_metric_source_raises_keeps_sampling():
 
 
 @pytest.mark.parametrize("fault", ["not_importable", "gpu_lost_mid_run"])
+@pytest.mark.slow
 def test_a_run_with_broken_nvml_still_ends_ok(monkeypatch, fault):
     lib = fake_pynvml()
     monkeypatch.setitem(sys.modules, "pynvml", None if fault == "not_importable" else lib)
@@ -427,6 +432,7 @@ def test_step_stats_are_exact_up_to_the_cap():
     assert not acc.exact and len(acc) == 500
 
 
+@pytest.mark.slow
 def test_step_stats_stay_bounded_over_a_million_steps():
     rng = random.Random(7)
     acc = StepStats(warmup=10)
@@ -445,6 +451,7 @@ def test_step_stats_stay_bounded_over_a_million_steps():
     assert s.p10_ms == pytest.approx(5.1, abs=0.01) and s.p90_ms == pytest.approx(5.9, abs=0.01)
 
 
+@pytest.mark.slow
 def test_the_run_bridge_histories_stay_bounded_over_a_million_steps():
     from apextui.core.monitor.sampler import MonitorReading
     from apextui.ui import bridge as bridge_mod
@@ -466,6 +473,7 @@ def test_the_run_bridge_histories_stay_bounded_over_a_million_steps():
     assert len(view.monitor["rss_mb"]) == bridge_mod.MONITOR_POINTS
 
 
+@pytest.mark.slow
 def test_a_slow_consumer_gets_coalesced_snapshots_and_the_inbox_stays_short():
     """Without coalescing, the inbox would hold one batch per harvest (10 a second) for as long as the
     consumer lags, i.e. grow with the run; with it, one snapshot takes the whole backlog."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import subprocess
 import sys
 
@@ -26,6 +27,7 @@ print("clean")
 """
 
 
+@pytest.mark.slow
 def test_core_and_a_headless_run_leave_textual_unloaded():
     proc = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, env=cli_env(),
                           cwd=ROOT, timeout=120)

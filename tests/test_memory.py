@@ -51,6 +51,7 @@ def test_a_preset_that_fits_or_unknown_free_memory_is_not_refused(monkeypatch):
     assert memory.refusal(big_optimizer(), "cpu", 100) is None
 
 
+@pytest.mark.slow
 def test_headless_refuses_before_building_and_force_overrides(monkeypatch, capsys):
     from apextui.cli import headless
 
@@ -62,11 +63,13 @@ def test_headless_refuses_before_building_and_force_overrides(monkeypatch, capsy
     assert '"event": "end"' in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_user_preset_too_big_for_this_machine_in_one_line(tmp_path):
     """A real subprocess and the real free memory: 256 layers of d_model 16384 with AdamW need about 12 TiB."""
     path = tmp_path / "huge.toml"
     size = "vocab = 64\nd_model = 16384\nlayers = 256\nheads = 16\nseq = 32\nbatch = 8\nbranching = 4\n"
-    path.write_text(f'workload = "transformer"\nvariant = "fp32"\nsteps = 10\nwarmup = 2\n[size]\n{size}[cpu_size]\n{size}')
+    path.write_text(f'workload = "transformer"\nvariant = "fp32"\nsteps = 10\nwarmup = 2\n'
+                    f'[size]\n{size}[cpu_size]\n{size}')
     proc = run_cli("--preset", str(path), "--json", "--device", "cpu", "--steps", "2", timeout=120)
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     preset = presets.load_file(path)

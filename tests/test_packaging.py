@@ -12,6 +12,8 @@ import pytest
 
 from helpers import ROOT
 
+pytestmark = pytest.mark.slow  # every test here takes over ~1.5 s (a subprocess, a real run)
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:

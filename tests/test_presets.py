@@ -251,7 +251,8 @@ def test_top_level_integers_have_a_range(tmp_path: Path, key):
      "at most 1000 allowed"),
     (GOOD.split("[size]")[0] + "size = 3\n[cpu_size]\nbatch = 1\nseq = 4\nhidden = 8\n", "size",
      "got 3; must be a table [size] with keys batch, seq, hidden"),
-    (GOOD.split("[size]")[0] + "size = [1, 2]\n[cpu_size]\nbatch = 1\nseq = 4\nhidden = 8\n", "size", "must be a table"),
+    (GOOD.split("[size]")[0] + "size = [1, 2]\n[cpu_size]\nbatch = 1\nseq = 4\nhidden = 8\n", "size",
+     "must be a table"),
     (GOOD.replace("hidden = 8\n[cpu_size]", "hidden = 8\n[size.extra]\nx = 1\n[cpu_size]"), "size.extra",
      "unknown size for norm; allowed: batch, seq, hidden"),
     (GOOD.replace("[size]\nbatch = 2", "[size]\nbatch = {n = 2}"), "size.batch", "must be an integer from 1 to 65536"),
@@ -346,7 +347,8 @@ def test_user_dir_comes_from_the_environment(tmp_path: Path, monkeypatch):
 
 def test_load_all_adds_good_user_presets_and_collects_bad_ones(user_dir: Path):
     (user_dir / "tiny.toml").write_text(GOOD)
-    (user_dir / "big_vocab.toml").write_text(TRANSFORMER.replace("vocab = 64\nd_model = 256", "vocab = 99999999\nd_model = 256"))
+    (user_dir / "big_vocab.toml").write_text(TRANSFORMER.replace("vocab = 64\nd_model = 256",
+                                                                 "vocab = 99999999\nd_model = 256"))
     (user_dir / "broken.toml").write_text("steps = [")
     (user_dir / "fp32.toml").write_text(TRANSFORMER)  # the name of a shipped preset
     (user_dir / "notes.txt").write_text("not a preset")

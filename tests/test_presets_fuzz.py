@@ -116,7 +116,8 @@ MUTATIONS = ["wrong_type", "number", "unknown_key", "delete", "set_size", "delet
 def mutated_presets(draw) -> dict[str, Any]:
     """A shipped preset with one mutation (half of the time) or up to five: wrong types (nested tables and
     arrays included), out-of-range numbers, unknown keys, missing keys, sizes from another workload."""
-    doc = {k: (dict(v) if isinstance(v, dict) else v) for k, v in draw(st.sampled_from(sorted(SHIPPED.items())))[1].items()}
+    shipped = draw(st.sampled_from(sorted(SHIPPED.items())))[1]
+    doc = {k: (dict(v) if isinstance(v, dict) else v) for k, v in shipped.items()}
     for _ in range(draw(st.one_of(st.just(1), st.integers(1, 5)))):
         op = draw(st.sampled_from(MUTATIONS))
         event(op)
@@ -195,6 +196,7 @@ def load_or_error(path: Path) -> Preset | str:
 
 @FUZZ
 @given(doc=mutated_presets())
+@pytest.mark.slow
 def test_mutated_presets_load_or_name_the_field(folder: Path, doc):
     text = to_toml(doc)
     assert to_toml(tomllib.loads(text)) == text  # valid TOML, read back as written (NaN-safe, unlike ==)
@@ -213,6 +215,7 @@ def test_mutated_presets_load_or_name_the_field(folder: Path, doc):
                       st.tuples(st.sampled_from(["size", "cpu_size"]), SIZE_KEY_NAMES)),
        value=st.one_of(SCALARS, INTS, st.lists(SCALARS, max_size=3),
                        st.dictionaries(st.text(max_size=8), SCALARS, max_size=3), VALUES))
+@pytest.mark.slow
 def test_one_field_set_to_anything(folder: Path, base, path, value):
     """Every field, and every size key, set to a value of any TOML type or any size, one at a time."""
     doc = {k: (dict(v) if isinstance(v, dict) else v) for k, v in SHIPPED[base].items()}
@@ -229,6 +232,7 @@ def test_one_field_set_to_anything(folder: Path, base, path, value):
 
 @FUZZ
 @given(content=st.one_of(st.binary(max_size=300), st.text(max_size=300), toml_like_text()))
+@pytest.mark.slow
 def test_random_bytes_and_text_never_escape_as_another_exception(folder: Path, content):
     path = folder / "random.toml"
     path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
@@ -238,6 +242,7 @@ def test_random_bytes_and_text_never_escape_as_another_exception(folder: Path, c
 @settings(max_examples=100, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(doc=mutated_presets(), content=st.one_of(st.binary(max_size=100), toml_like_text()))
+@pytest.mark.slow
 def test_cli_exits_2_without_a_traceback_for_any_bad_file(folder: Path, capsys, doc, content):
     for i, data in enumerate((to_toml(doc).encode(), content if isinstance(content, bytes) else content.encode())):
         path = folder / f"cli-{i}.toml"

@@ -86,6 +86,7 @@ def test_fused_lamb_availability_reads_the_apex_check(monkeypatch):
     assert (a.ok, a.reason, a.fix) == (False, "needs Apex FusedLAMB: apex has no fused_lamb_cuda", "rebuild apex")
 
 
+@pytest.mark.slow
 def test_fused_lamb_builds_apex_fused_lamb(monkeypatch):
     """Without Apex here: a stand-in apex.optimizers.FusedLAMB records how the workload constructs it."""
     torch = pytest.importorskip("torch")

@@ -207,7 +207,8 @@ START = b'{"event": "start", "preset": "p", "workload": "norm", "variant": "laye
     (b'{"event": "start"}\n[1]\n', "line 2: not an apextui event"),
     (b'{"event": "start", "preset": "p"}\n{"event": "end", "status": "ok"}\n', "line 2: missing field 'workload'"),
     # issue 15 §3: the schema is an integer, a file without runs is an error, and so is JSON Python refuses
-    (json.dumps({**DOC, "schema": "2", "runs": []}).encode(), "field 'schema': got '2'; must be an integer from 1 to 1"),
+    (json.dumps({**DOC, "schema": "2", "runs": []}).encode(),
+     "field 'schema': got '2'; must be an integer from 1 to 1"),
     (json.dumps({**DOC, "schema": True, "runs": []}).encode(), "field 'schema': got True; must be an integer"),
     (json.dumps({**DOC, "schema": 0, "runs": []}).encode(), "field 'schema': got 0; must be an integer"),
     (json.dumps({"kind": "apextui-results", "runs": []}).encode(), "field 'schema': missing; must be an integer"),
@@ -334,6 +335,7 @@ def folder(tmp_path_factory) -> Path:
 
 @settings(max_examples=500, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(content=result_files())
+@pytest.mark.slow
 def test_fuzz_load_results_returns_rows_or_results_error(folder: Path, content: bytes):
     path = folder / "fuzz.json"
     path.write_bytes(content)

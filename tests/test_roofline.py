@@ -63,6 +63,7 @@ def test_transformer_work_by_hand():
         work_per_step("transformer", "fp32", SMALL, None)
 
 
+@pytest.mark.slow
 def test_transformer_param_counts_match_the_real_model():
     torch = pytest.importorskip("torch")
     from torch import nn
@@ -71,7 +72,8 @@ def test_transformer_param_counts_match_the_real_model():
 
     for size, expected in ((SMALL, SMALL_PARAMS), (DEFAULT, DEFAULT_PARAMS)):
         with torch.device("meta"):
-            model = TinyDecoder(size["vocab"], size["d_model"], size["layers"], size["heads"], size["seq"], nn.LayerNorm)
+            model = TinyDecoder(size["vocab"], size["d_model"], size["layers"], size["heads"], size["seq"],
+                                nn.LayerNorm)
         assert sum(p.numel() for p in model.parameters()) == expected
 
 
@@ -329,6 +331,7 @@ def test_ceilings_round_trip_through_a_dict():
     assert back.to_dict() == c.to_dict() and back.cached is True
 
 
+@pytest.mark.slow
 def test_real_cpu_ceilings_are_positive(tmp_path: Path):
     pytest.importorskip("torch")
     c = get_ceilings("cpu", path=tmp_path / "c.json")

@@ -29,6 +29,7 @@ def steps_of(snaps: list[Snapshot]) -> list[int]:
     return [i for s in snaps for r in s.new_steps for i in range(r.step - r.steps + 1, r.step + 1)]
 
 
+@pytest.mark.slow
 def test_snapshots_deliver_every_step_once_in_order():
     runner, snaps = run("adamw", steps=25)
     assert steps_of(snaps) == list(range(1, 26))
@@ -42,6 +43,7 @@ def test_snapshots_deliver_every_step_once_in_order():
     assert final.throughput == pytest.approx(16 * 1000 / final.stats.median_ms)
 
 
+@pytest.mark.slow
 def test_transformer_loss_falls_toward_the_entropy_floor():
     runner, snaps = run("fp32", steps=150)
     losses = [r.loss for s in snaps for r in s.new_steps]
@@ -52,6 +54,7 @@ def test_transformer_loss_falls_toward_the_entropy_floor():
     assert late > floor - 0.1  # the expected loss cannot go below the entropy rate (a batch can, by noise)
 
 
+@pytest.mark.slow
 def test_stop_from_another_thread_is_prompt_and_keeps_what_was_measured():
     started = threading.Event()
 
@@ -73,6 +76,7 @@ def test_stop_from_another_thread_is_prompt_and_keeps_what_was_measured():
     assert steps_of(snaps) == list(range(1, final.steps_done + 1))
 
 
+@pytest.mark.slow
 def test_a_slow_consumer_does_not_hold_up_training():
     """The consumer blocks until training has finished: training must not wait for it."""
     release = threading.Event()
@@ -110,6 +114,7 @@ class Exploding(workloads.Workload):
         return torch.tensor(1.0 / self.n), None
 
 
+@pytest.mark.slow
 def test_a_failing_step_reports_failed_and_keeps_earlier_steps(monkeypatch, capsys):
     monkeypatch.setattr(workloads, "build", lambda preset, device, size, steps: Exploding())
     runner, snaps = run("adamw", steps=10)
@@ -182,7 +187,8 @@ def test_fast_steps_cost_the_monitor_one_interval_a_block(monkeypatch):
     monkeypatch.setattr(workloads, "build", lambda *a: Nothing())
     recorded: list[int] = []
     original = CpuClock._record
-    monkeypatch.setattr(CpuClock, "_record", lambda self, step, n, *a: (recorded.append(n), original(self, step, n, *a)))
+    monkeypatch.setattr(CpuClock, "_record",
+                        lambda self, step, n, *a: (recorded.append(n), original(self, step, n, *a)))
     out = io.StringIO()
     runner = Runner(presets.resolve("layernorm"), "cpu", JsonLinePrinter(out), steps=20_000, analyse=False)
     final = runner.run()

@@ -19,6 +19,8 @@ from apextui.core.run.worker import ProcessRunner
 
 from helpers import ROOT, cli_env
 
+pytestmark = pytest.mark.slow  # every test here takes over ~1.5 s (a subprocess, a real run)
+
 pytest.importorskip("torch")
 needs_cpu_compile = pytest.mark.skipif(not compilation.check_compile("cpu").ok,
                                        reason="torch.compile on CPU needs a C++ compiler and Python's headers")

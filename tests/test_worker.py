@@ -30,6 +30,7 @@ def collect() -> tuple[list[Snapshot], threading.Event, Callable[[Snapshot], Non
     return snaps, first_step, cb
 
 
+@pytest.mark.slow
 def test_runs_to_the_end_in_another_process_and_cleans_up():
     snaps, _, cb = collect()
     r = ProcessRunner(resolve("adamw"), "cpu", cb, steps=25).start()
@@ -42,11 +43,13 @@ def test_runs_to_the_end_in_another_process_and_cleans_up():
     # one record a timed interval (a block of short steps: `steps` of them), every step covered once
     assert [i for s in snaps for rec in s.new_steps for i in range(rec.step - rec.steps + 1, rec.step + 1)] \
         == list(range(1, 26))
-    assert final.info is not None and final.info.preset == "adamw" and dict(final.info.size) == dict(resolve("adamw").cpu_size)
+    assert final.info is not None and final.info.preset == "adamw"
+    assert dict(final.info.size) == dict(resolve("adamw").cpu_size)
     assert final.stats is not None and final.stats.median_ms > 0
     assert not os.path.exists(r.log_path)  # nothing to keep after a good run
 
 
+@pytest.mark.slow
 def test_stop_ends_a_long_run_promptly():
     snaps, first_step, cb = collect()
     r = ProcessRunner(resolve("fp32"), "cpu", cb, steps=1_000_000).start()
@@ -58,6 +61,7 @@ def test_stop_ends_a_long_run_promptly():
     assert r.result.status == "stopped" and 0 < r.result.steps_done < 1_000_000
 
 
+@pytest.mark.slow
 def test_worker_ignores_sighup_and_sigint():
     """A dropped SSH connection or Ctrl-C reaches the whole process group: the parent decides."""
     snaps, first_step, cb = collect()
@@ -69,6 +73,7 @@ def test_worker_ignores_sighup_and_sigint():
     assert r.result.status == "ok" and r.result.steps_done == 150
 
 
+@pytest.mark.slow
 def test_segfault_is_a_failed_run_that_keeps_its_steps_and_log():
     snaps, _, cb = collect()
     r = ProcessRunner(resolve("adamw"), "cpu", cb, steps=10_000, target=worker_fakes.segfault_after_three_steps)
@@ -82,6 +87,7 @@ def test_segfault_is_a_failed_run_that_keeps_its_steps_and_log():
     os.unlink(r.log_path)
 
 
+@pytest.mark.slow
 def test_exit_without_a_snapshot_is_reported():
     snaps, _, cb = collect()
     r = ProcessRunner(resolve("adamw"), "cpu", cb, steps=10, target=worker_fakes.exit_before_reporting).start()
@@ -90,6 +96,7 @@ def test_exit_without_a_snapshot_is_reported():
     assert "exited with code 7" in snaps[0].error and snaps[0].steps_done == 0 and snaps[0].info is None
 
 
+@pytest.mark.slow
 def test_worker_stops_when_its_parent_stops_listening():
     """The TUI died without stopping the run: the worker notices its pipe is gone and stops."""
     ctx = worker.context()

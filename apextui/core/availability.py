@@ -33,7 +33,8 @@ def availability(preset: Preset, device: str) -> Availability:
             False,
             f"needs NVIDIA Apex ({', '.join(preset.needs_apex)}), whose fused kernels run on CUDA only; "
             "this run is on CPU",
-            "run on a machine with an NVIDIA GPU and Apex built with APEX_CPP_EXT=1 APEX_CUDA_EXT=1, or pick a torch preset",
+            "run on a machine with an NVIDIA GPU and Apex built with APEX_CPP_EXT=1 APEX_CUDA_EXT=1, "
+            "or pick a torch preset",
         )
     checks = check_features(preset.needs_apex, cuda_available=True)  # in a child process, cached
     for feature in preset.needs_apex:

@@ -82,8 +82,8 @@ def timing_from_runs(timings: Iterable[Timing]) -> Timing | None:
     medians = [t.median_ms for t in ts]
     low = high = None
     if all(t.known for t in ts):
-        low = min(medians + [t.low_ms for t in ts])  # type: ignore[list-item]
-        high = max(medians + [t.high_ms for t in ts])  # type: ignore[list-item]
+        low = min(medians + [t.low_ms for t in ts if t.low_ms is not None])
+        high = max(medians + [t.high_ms for t in ts if t.high_ms is not None])
     return Timing(statistics.median(medians), low, high, n=sum(t.n for t in ts), runs=sum(t.runs for t in ts))
 
 

@@ -91,7 +91,8 @@ def check_compile(device: str) -> Check:
     where = "on CUDA" if device == "cuda" else "on CPU"
     if device == "cuda":
         if importlib.util.find_spec("triton") is None:
-            return Check(False, "torch.compile (inductor) needs the triton package for CUDA kernels; it is not installed",
+            return Check(False,
+                         "torch.compile (inductor) needs the triton package for CUDA kernels; it is not installed",
                          "pip install triton (the version your torch pins: it comes with the CUDA torch wheels)")
         name, path = c_compiler()
         if path is None:
@@ -149,7 +150,7 @@ class TrainingState:
         import torch
 
         with torch.no_grad():
-            for p, saved in zip(self.params, self.saved):
+            for p, saved in zip(self.params, self.saved, strict=True):
                 p.copy_(saved)
                 if p.grad is not None:
                     if zero_grads:

@@ -80,7 +80,8 @@ def pci_bus_id(index: int | None = None) -> str | None:
         import torch
 
         props = torch.cuda.get_device_properties(torch.cuda.current_device() if index is None else index)
-        return f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+        # torch's stubs lack the PCI fields its device properties have had since 2.1
+        return f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001
         return None
 
@@ -128,7 +129,8 @@ def machine_identity(device: str) -> MachineIdentity:
 
         name = torch.cuda.get_device_name()
         try:
-            driver = Nvml(pci_bus_id=pci_bus_id()).driver_version().value or "unknown"
+            version = Nvml(pci_bus_id=pci_bus_id()).driver_version().value
+            driver = str(version) if version else "unknown"
         except Exception:  # noqa: BLE001 - the NVML shim never raises; a driver we cannot read is "unknown"
             driver = "unknown"
         return MachineIdentity("cuda", name, torch.__version__, torch.version.cuda, driver=driver)

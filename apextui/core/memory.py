@@ -6,71 +6,27 @@ failing, or get the process killed. The estimate is deliberately simple and on t
 step keeps alive, counted in fp32 (autocast's half-precision copies are not subtracted), nothing for the
 allocator's caching or the framework's own working set.
 
-  parameters    P x 4 bytes; gradients the same; AdamW / FusedAdam state 2 x P x 4 (exp_avg, exp_avg_sq)
-  activations   optimizer: 2 x layers x batch x width (Linear and ReLU outputs); norm: input, output, their
-                gradients and the upstream gradient, 5 x batch x seq x hidden; transformer: 18 x batch x seq x
-                d_model a layer (norms, qkv, attention, projection, the 4x MLP, residuals) plus the logits
-                three times (logits, fp32 logits, their gradient), batch x seq x vocab each
-  data          optimizer: inputs and targets; transformer: the token pool (int64), as the workload sizes it
-  host          transformer: building the Markov chain (vocab x vocab in float32, int64 and float64, and the
-                float64 solve for its stationary distribution): about 40 x vocab^2 bytes, on the host even for
-                a CUDA run
+Each workload's spec (`workloads/spec.py`, its `memory`) counts its own tensors: parameters P x 4 bytes,
+gradients the same, AdamW's state 2 x P x 4, its activations and data, and what it builds on the host.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping
 
 from .presets import Preset
-from .workloads.spec import WORKLOADS
+from .workloads.spec import WORKLOADS, Estimate
 
 FIT_FRACTION = 0.9  # refuse when the estimate exceeds this share of the free memory
 # which size keys to halve, in turn, to find a size to suggest (declared in the workload registry)
 SHRINK_ORDER = {w: spec.shrink_order for w, spec in WORKLOADS.items()}
-MAX_POOL_TOKENS = 2**23  # as workloads.transformer
-_ESTIMATED = ("optimizer", "norm", "transformer")  # workloads `estimate` knows (not the user's model)
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """Bytes a run needs on its device (`device`), and on the host besides (`host`, transformer only)."""
-
-    parts: Mapping[str, int]  # device: params, gradients, optimizer state, activations, data
-    host: int = 0
-
-    @property
-    def device(self) -> int:
-        return sum(self.parts.values())
-
-
-def transformer_params(size: Mapping[str, int]) -> int:
-    """TinyDecoder's parameter count: embeddings, blocks, final norm and the LM head (no bias)."""
-    v, d, n, s = size["vocab"], size["d_model"], size["layers"], size["seq"]
-    block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)
-    return v * d + s * d + n * block + 2 * d + v * d
 
 
 def estimate(preset: Preset, size: Mapping[str, int], steps: int) -> Estimate:
-    """The memory a run of `preset` at `size` for `steps` steps needs (see the module's docstring)."""
-    f32 = 4
-    if preset.workload == "optimizer":
-        w, n, b = size["width"], size["layers"], size["batch"]
-        p = n * (w * w + w)
-        return Estimate({"params": p * f32, "gradients": p * f32, "optimizer state": 2 * p * f32,
-                         "activations": 2 * n * b * w * f32, "data": 2 * b * w * f32})
-    if preset.workload == "norm":
-        elems = size["batch"] * size["seq"] * size["hidden"]
-        h = size["hidden"]
-        return Estimate({"params": 2 * h * f32, "gradients": 2 * h * f32, "optimizer state": 0,
-                         "activations": 5 * elems * f32, "data": 0})
-    b, s, v, d = size["batch"], size["seq"], size["vocab"], size["d_model"]
-    p = transformer_params(size)
-    pool = max(1, min(steps, MAX_POOL_TOKENS // (b * (s + 1))))
-    return Estimate({"params": p * f32, "gradients": p * f32, "optimizer state": 2 * p * f32,
-                     "activations": (18 * size["layers"] * b * s * d + 3 * b * s * v) * f32,
-                     "data": pool * b * (s + 1) * 8},
-                    host=40 * v * v)
+    """The memory a run of `preset` at `size` for `steps` steps needs: its workload's memory model (none: an empty
+    estimate, which always fits)."""
+    model = WORKLOADS[preset.workload].memory
+    return model(size, steps) if model is not None else Estimate({})
 
 
 def free_bytes(device: str) -> int | None:
@@ -89,7 +45,7 @@ def free_bytes(device: str) -> int | None:
             used, total = Nvml().memory()
             if used.value is None or total.value is None:
                 return None
-            return int((total.value - used.value) * 2**20)  # MiB
+            return int((float(total.value) - float(used.value)) * 2**20)  # MiB
         import psutil
 
         return int(psutil.virtual_memory().available)
@@ -112,17 +68,15 @@ def smaller(preset: Preset, size: Mapping[str, int], steps: int, device: str, fr
             free_host: int | None) -> dict[str, int] | None:
     """A size that fits, halving the workload's keys in turn (SHRINK_ORDER); None when none is found."""
     trial = dict(size)
+    fix = WORKLOADS[preset.workload].shrink_fix
     for _ in range(64):
         if _fits(estimate(preset, trial, steps), device, free_device, free_host):
             return trial
         for key in SHRINK_ORDER[preset.workload]:
             if trial[key] > 1:
                 trial[key] //= 2
-                if preset.workload == "transformer":
-                    trial["branching"] = min(trial["branching"], trial["vocab"])
-                    trial["heads"] = min(trial["heads"], trial["d_model"])
-                    while trial["d_model"] % trial["heads"]:
-                        trial["heads"] -= 1
+                if fix is not None:
+                    fix(trial)
                 break
         else:
             return None
@@ -133,7 +87,7 @@ def refusal(preset: Preset, device: str, steps: int) -> str | None:
     """Why `preset` will not fit on `device` (one line, with the estimate and a smaller size to try), or
     None when it fits or free memory cannot be read. The user's model (workload "model") has no estimate:
     its run fails with an out-of-memory error instead."""
-    if preset.workload not in _ESTIMATED:
+    if WORKLOADS[preset.workload].memory is None:  # a workload without a memory model (the user's model)
         return None
     table = "cpu_size" if device == "cpu" else "size"
     size = preset.cpu_size if device == "cpu" else preset.size

@@ -22,7 +22,7 @@ from apextui.core import files
 from apextui.core.run import events
 from apextui.core.compare import Comparison, baseline_problem, compare, fields, timing_from_summary
 from apextui.core.presets import BASELINES, Preset
-from apextui.core.run.runner import Snapshot
+from apextui.core.run.snapshot import Snapshot
 
 RESULTS_KIND = "apextui-results"
 RESULTS_SCHEMA = 1
@@ -281,7 +281,8 @@ def _load(path: Path) -> list[ResultRow]:
         return _rows_from_document(doc, source, path)
     if isinstance(doc, dict) and "event" in doc:  # headless output of a single line
         return _rows_from_json_lines(text, source, path)
-    what = {dict: "an object without \"kind\": \"apextui-results\"", list: "a list"}.get(type(doc), "a single value")
+    shapes: dict[type, str] = {dict: "an object without \"kind\": \"apextui-results\"", list: "a list"}
+    what = shapes.get(type(doc), "a single value")
     raise ResultsError(f"{path}: JSON of the wrong shape ({what}): neither an apextui results file "
                        "(saved with w) nor `apextui --json` output")
 

@@ -158,7 +158,8 @@ def find_reusable(env: Mapping[str, Any], workloads: Sequence[str], plans: Seque
         return None, f"the stored advice is malformed ({type(exc).__name__}: {exc})"
     runs = [r for w in chosen for p in w["presets"] for r in p["runs"]]
     counts = {"total": len(runs), "ok": sum(r["status"] == "ok" and r["median_ms"] is not None for r in runs),
-              "failed": sum(r["status"] == "failed" for r in runs), "stopped": sum(r["status"] == "stopped" for r in runs)}
+              "failed": sum(r["status"] == "failed" for r in runs),
+              "stopped": sum(r["status"] == "stopped" for r in runs)}
     out = dict(doc, workloads=chosen, apex=overall_apex(chosen), runs=counts, reused=True, reused_from=str(path),
                settings=dict(doc["settings"], workloads=list(workloads)))
     out["reuse_note"] = f"reused advice {provenance(doc)}, in the same environment"

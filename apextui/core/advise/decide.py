@@ -38,7 +38,8 @@ def _flags(workload: str, base: Measurement | None, ms: Sequence[Measurement]) -
     return flags
 
 
-def apex_verdict(measurements: Sequence[Measurement], flagged: Iterable[str] = (), base: Measurement | None = None) -> ApexVerdict:
+def apex_verdict(measurements: Sequence[Measurement], flagged: Iterable[str] = (),
+                 base: Measurement | None = None) -> ApexVerdict:
     """The fastest measured Apex preset against the fastest measured torch-only one (pure)."""
     flagged = set(flagged)
     apex = [m for m in measurements if m.needs_apex]

@@ -93,7 +93,8 @@ class RunResult:
         return timing_from_summary(self.to_dict()) if self.ok else None
 
     @classmethod
-    def from_summary(cls, repeat: int, status: RunStatus, summary: Mapping[str, Any], error: str | None = None) -> "RunResult":
+    def from_summary(cls, repeat: int, status: RunStatus, summary: Mapping[str, Any],
+                     error: str | None = None) -> "RunResult":
         s = summary
         return cls(
             repeat=repeat, status=status, median_ms=_float(s.get("median_ms")),

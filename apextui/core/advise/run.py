@@ -10,7 +10,8 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 
 from ..fmt import ms as _ms
 from ..presets import WORKLOADS, Preset
-from ..run.runner import RunnerFactory, thread_runner_factory
+from ..run.handle import RunnerFactory
+from ..run.runner import thread_runner_factory
 from .cache import environment, find_reusable
 from .decide import verdict
 from .document import document
@@ -233,8 +234,9 @@ class Advisor:
         if self._cancel.is_set():  # stop() came between the check in run() and now
             runner.stop()
         try:
-            if self.use_run and callable(getattr(runner, "run", None)):
-                runner.run()  # trains in this thread (headless: the main thread)
+            run_here = getattr(runner, "run", None)  # a Runner's: not part of RunHandle (a worker has none)
+            if self.use_run and callable(run_here):
+                run_here()  # trains in this thread (headless: the main thread)
             else:
                 runner.start()
                 while not done.wait(0.1):

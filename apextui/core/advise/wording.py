@@ -107,7 +107,8 @@ def notes(ms: Sequence[Measurement], status: WorkloadStatus, measured: Sequence[
     out: list[str] = []
     for m in ms:
         if m.status == "failed":
-            out.append(f"{m.preset} failed: {(m.errors[0].splitlines() or ['?'])[0][:200] if m.errors else 'no result'}")
+            first = (m.errors[0].splitlines() or ['?'])[0][:200] if m.errors else 'no result'
+            out.append(f"{m.preset} failed: {first}")
         elif m.measured and len(m.ok_runs) < m.planned and m.complete:
             out.append(f"{m.preset}: {m.planned - len(m.ok_runs)} of {m.planned} runs did not finish ok; "
                        f"its figures use {len(m.ok_runs)}")

@@ -3,6 +3,7 @@ per device in a JSON file (`cache_file()`); `remeasure=True` measures again."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -201,7 +202,8 @@ def measure_ceilings(device: str) -> Ceilings:
             a = torch.randn(n, n, device="cuda", dtype=dtype)
             b = torch.randn(n, n, device="cuda", dtype=dtype)
             c = torch.empty(n, n, device="cuda", dtype=dtype)
-            ms = _median_ms_cuda(torch, lambda: torch.mm(a, b, out=c), warmup=5, reps=20 if prec != "fp32" else 8)
+            mm = functools.partial(torch.mm, a, b, out=c)  # bound now: the loop rebinds a, b, c
+            ms = _median_ms_cuda(torch, mm, warmup=5, reps=20 if prec != "fp32" else 8)
             tflops[prec] = 2 * n**3 / ms / 1e9
             del a, b, c
         torch.cuda.empty_cache()
@@ -217,7 +219,7 @@ def measure_ceilings(device: str) -> Ceilings:
         for prec, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
             a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
             c = torch.empty(n, n, dtype=dtype)
-            ms = _median_ms_cpu(lambda: torch.mm(a, b, out=c), warmup=1, reps=5)
+            ms = _median_ms_cpu(functools.partial(torch.mm, a, b, out=c), warmup=1, reps=5)
             tflops[prec] = 2 * n**3 / ms / 1e9
         details.update({"copy_bytes": copy_bytes, "matmul_n": n, "threads": torch.get_num_threads()})
     else:

@@ -17,7 +17,8 @@ NORM_BYTES_PER_ELEMENT = 5 * 4  # forward: read x, write y; backward: read x and
 # two reductions, dx); RMSNorm 4 + 8
 NORM_FLOPS_PER_ELEMENT = {"layernorm": 18, "rmsnorm": 12}
 TRANSFORMER_PARAM_BYTES = 40  # AdamW 28 + gradient written 4 + weights read forward and backward 2 x 4
-TRANSFORMER_ACT_PER_TOKEN_LAYER = 16  # x d_model elements a block keeps (ln1, qkv 3, attn, proj, ln2, fc1 4, gelu 4, fc2)
+# x d_model elements a block keeps (ln1, qkv 3, attn, proj, ln2, fc1 4, gelu 4, fc2)
+TRANSFORMER_ACT_PER_TOKEN_LAYER = 16
 
 Scope = Literal["step", "opt_step"]  # what a work model's time is: the whole step's, or the optimizer step's
 Primary = Literal["bytes", "flops"]  # the headline figure: GB/s or TFLOP/s

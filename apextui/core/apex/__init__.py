@@ -1,1 +1,2 @@
-"""Apex: is it built, importable and working here (the doctor, its child probe, and the per-feature checks presets rely on)."""
+"""Apex: is it built, importable and working here (the doctor, its child probe, and the per-feature checks presets
+rely on)."""

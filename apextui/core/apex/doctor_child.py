@@ -123,9 +123,10 @@ def _apex_distribution() -> dict:
         except Exception:  # noqa: BLE001
             continue
         return {
-            "distribution": dist.metadata.get("Name") or candidate,
+            # an email.message.Message at run time; typeshed's PackageMetadata protocol lacks its .get
+            "distribution": dist.metadata.get("Name") or candidate,  # type: ignore[attr-defined]
             "version": dist.version,
-            "summary": dist.metadata.get("Summary") or "",
+            "summary": dist.metadata.get("Summary") or "",  # type: ignore[attr-defined]
         }
     return {}
 
@@ -198,13 +199,13 @@ def _smoke_fused_adam(torch, device: str = "cuda"):
     opt = FusedAdam(mine, adam_w_mode=True, **kw)
     for _ in range(2):
         grads = [torch.randn(s, device=device) for s in shapes]
-        for p, q, g in zip(ref, mine, grads):
+        for p, q, g in zip(ref, mine, grads, strict=True):
             p.grad, q.grad = g.clone(), g.clone()
         opt_ref.step()
         opt.step()
     if device == "cuda":
         torch.cuda.synchronize()
-    return max(float((p - q).abs().max()) for p, q in zip(ref, mine)), 1e-5
+    return max(float((p - q).abs().max()) for p, q in zip(ref, mine, strict=True)), 1e-5
 
 
 def _smoke_norm(torch, rms: bool, device: str = "cuda"):

@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from .nvml import Metric, Nvml, all_gpus, normalise_bus_id
 
@@ -133,7 +133,7 @@ class Sampler:
         self._gpus: list[tuple[Nvml, bool]] | None = None  # (GPU, in use), found by the first sample
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._proc: Any = None
+        self._proc: Any = None  # a psutil.Process once read (psutil ships no type hints)
         self.latest: MonitorReading | None = None
 
     def _sampled_gpus(self) -> list[tuple[Nvml, bool]]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..presets import Preset
-from .runner import RunInfo, Snapshot
 from ..monitor.sampler import GpuReading, MonitorReading
+from ..presets import Preset
+from .snapshot import RunInfo, Snapshot
 from .timing import StepRecord
 
 SCHEMA_VERSION = 1

@@ -29,7 +29,9 @@ from typing import Any, Callable, Iterator
 
 from .. import exits
 from ..presets import Preset
-from .runner import Callback, FinalStatus, RunControl, Runner, Snapshot, run_steps
+from .handle import RunControl
+from .runner import Runner, run_steps
+from .snapshot import Callback, FinalStatus, Snapshot
 
 # torch._dynamo: the first optimizer step imports it (~1.5 s); imported once here, not in every worker
 PRELOAD = ["torch", "torch._dynamo", "torch.optim", "apextui.core.run.runner", "apextui.core.workloads"]
@@ -150,7 +152,12 @@ def worker_main(preset: Preset, device: str, steps: int | None, sample_interval:
 
     # the TUI's monitor pane lists every GPU of the machine, the run's marked
     runner = Runner(preset, device, send, steps=steps, sample_interval=sample_interval, gpu_scope="all")
-    threading.Thread(target=lambda: (stop.wait(), runner.stop()), name="apextui-stop-watch", daemon=True).start()
+
+    def stop_when_asked() -> None:
+        stop.wait()
+        runner.stop()
+
+    threading.Thread(target=stop_when_asked, name="apextui-stop-watch", daemon=True).start()
     runner.run()
     conn.close()
 

@@ -64,9 +64,27 @@ class VariantSpec:
         return "cuda_graphs" in self.needs
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """Bytes a run needs on its device (`device`), and on the host besides (`host`, transformer only); what a
+    workload's memory model returns (memory.py explains what it counts and why it is on the high side)."""
+
+    parts: Mapping[str, int]  # device: params, gradients, optimizer state, activations, data
+    host: int = 0
+
+    @property
+    def device(self) -> int:
+        return sum(self.parts.values())
+
+
+F32 = 4  # bytes: the estimate counts every tensor in fp32
+MAX_POOL_TOKENS = 2**23  # the transformer's token pool: one new batch a step up to this many tokens, then cycled
+
 SizeCheck = Callable[[Mapping[str, int]], "tuple[str, str] | None"]  # -> (size key, why) when the size is bad
 WorkModel = Callable[[VariantSpec, Mapping[str, int], "int | None", str], Work]
 Builder = Callable[["Preset", str, Mapping[str, int], int], "Workload"]
+MemoryModel = Callable[[Mapping[str, int], int], Estimate]  # (size, steps) -> the tensors a step keeps alive
+ShrinkFix = Callable[[dict[str, int]], None]  # makes a halved size valid again, in place
 
 
 @dataclass(frozen=True)
@@ -84,6 +102,9 @@ class WorkloadSpec:
     loss_checked: bool = False  # the advice compares final losses with the baseline's (a learnable task)
     size_check: SizeCheck | None = None  # relations between size keys beyond their limits
     shipped: bool = True  # its presets are files in presets/; False: made from the user's model (`--model`)
+    shrink_fix: ShrinkFix | None = None  # restores those relations after the memory estimate halved a key
+    # (size, steps) -> the memory a run needs, checked before building (memory.py); None: not estimated, never refused
+    memory: MemoryModel | None = None
     variant_map: Mapping[str, VariantSpec] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -112,6 +133,15 @@ def _optimizer_work(variant: VariantSpec, size: Mapping[str, int], params: int |
     return optimizer_work(n, c.bytes_per_param, c.flops_per_param, c.name)
 
 
+def _optimizer_memory(size: Mapping[str, int], steps: int) -> Estimate:
+    """AdamW / FusedAdam state 2 x P (exp_avg, exp_avg_sq); activations: each layer's Linear and ReLU outputs;
+    data: inputs and targets."""
+    w, n, b = size["width"], size["layers"], size["batch"]
+    p = n * (w * w + w)
+    return Estimate({"params": p * F32, "gradients": p * F32, "optimizer state": 2 * p * F32,
+                     "activations": 2 * n * b * w * F32, "data": 2 * b * w * F32})
+
+
 OPTIMIZER = WorkloadSpec(
     name="optimizer",
     variants=(
@@ -127,6 +157,7 @@ OPTIMIZER = WorkloadSpec(
     baseline="adamw",
     builder=_build_optimizer,
     work=_optimizer_work,
+    memory=_optimizer_memory,
     shrink_order=("layers", "width", "batch"),
 )
 
@@ -143,6 +174,14 @@ def _norm_work(variant: VariantSpec, size: Mapping[str, int], params: int | None
     return norm_work(size["batch"], size["seq"], size["hidden"], kind)
 
 
+def _norm_memory(size: Mapping[str, int], steps: int) -> Estimate:
+    """Weight and bias; activations: the input, the output, their gradients and the upstream gradient."""
+    elems = size["batch"] * size["seq"] * size["hidden"]
+    h = size["hidden"]
+    return Estimate({"params": 2 * h * F32, "gradients": 2 * h * F32, "optimizer state": 0,
+                     "activations": 5 * elems * F32, "data": 0})
+
+
 NORM = WorkloadSpec(
     name="norm",
     variants=(
@@ -156,6 +195,7 @@ NORM = WorkloadSpec(
     baseline="layernorm",
     builder=_build_norm,
     work=_norm_work,
+    memory=_norm_memory,
     shrink_order=("batch", "seq", "hidden"),
 )
 
@@ -173,12 +213,42 @@ def _transformer_work(variant: VariantSpec, size: Mapping[str, int], params: int
     return transformer_work(size, params, amp)
 
 
+def transformer_params(size: Mapping[str, int]) -> int:
+    """TinyDecoder's parameter count: embeddings, blocks, final norm and the LM head (no bias)."""
+    v, d, n, s = size["vocab"], size["d_model"], size["layers"], size["seq"]
+    block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)
+    return v * d + s * d + n * block + 2 * d + v * d
+
+
+def _transformer_memory(size: Mapping[str, int], steps: int) -> Estimate:
+    """Activations: 18 x batch x seq x d_model a layer (norms, qkv, attention, projection, the 4x MLP,
+    residuals) plus the logits three times (logits, fp32 logits, their gradient); data: the token pool (int64),
+    as the workload sizes it; host: building the Markov chain (vocab x vocab in float32, int64 and float64, and
+    the float64 solve for its stationary distribution), about 40 x vocab^2 bytes, on the host even for a CUDA
+    run."""
+    b, s, v, d = size["batch"], size["seq"], size["vocab"], size["d_model"]
+    p = transformer_params(size)
+    pool = max(1, min(steps, MAX_POOL_TOKENS // (b * (s + 1))))
+    return Estimate({"params": p * F32, "gradients": p * F32, "optimizer state": 2 * p * F32,
+                     "activations": (18 * size["layers"] * b * s * d + 3 * b * s * v) * F32,
+                     "data": pool * b * (s + 1) * 8},
+                    host=40 * v * v)
+
+
 def _transformer_size_check(size: Mapping[str, int]) -> tuple[str, str] | None:
     if size["d_model"] % size["heads"]:
         return "heads", f"d_model ({size['d_model']}) must be divisible by heads"
     if size["branching"] > size["vocab"]:
         return "branching", f"got {size['branching']}; must not exceed vocab ({size['vocab']})"
     return None
+
+
+def _transformer_shrink_fix(size: dict[str, int]) -> None:
+    """branching <= vocab, heads <= d_model and d_model divisible by heads (as `_transformer_size_check`)."""
+    size["branching"] = min(size["branching"], size["vocab"])
+    size["heads"] = min(size["heads"], size["d_model"])
+    while size["d_model"] % size["heads"]:
+        size["heads"] -= 1
 
 
 _APEX_FUSED = ("FusedAdam", "FusedLayerNorm")
@@ -209,9 +279,11 @@ TRANSFORMER = WorkloadSpec(
     baseline="fp32",
     builder=_build_transformer,
     work=_transformer_work,
+    memory=_transformer_memory,
     shrink_order=("batch", "vocab", "layers", "d_model", "seq"),
     loss_checked=True,
     size_check=_transformer_size_check,
+    shrink_fix=_transformer_shrink_fix,
 )
 
 
@@ -269,5 +341,5 @@ def variant(workload: str, name: str) -> VariantSpec:
     return WORKLOADS[workload].variant(name)
 
 
-__all__ = ["ADAMW", "Amp", "LAMB", "MODEL", "Need", "OptimizerCost", "Parallel", "SHIPPED", "VariantSpec",
-           "WORKLOADS", "WorkloadSpec", "variant"]
+__all__ = ["ADAMW", "Amp", "Estimate", "LAMB", "MAX_POOL_TOKENS", "MODEL", "MemoryModel", "Need", "OptimizerCost",
+           "Parallel", "SHIPPED", "VariantSpec", "WORKLOADS", "WorkloadSpec", "transformer_params", "variant"]

@@ -14,8 +14,8 @@ from ..analysis import transformer_work
 from . import markov
 from ..run.timing import NoMark
 from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
+from .spec import MAX_POOL_TOKENS  # fresh tokens made up front, then cycled
 
-MAX_POOL_TOKENS = 2**23  # fresh tokens generated up front: one new batch a step up to this many, then cycled
 
 NormFactory = Callable[[int], nn.Module]
 
@@ -155,7 +155,7 @@ class TransformerWorkload(Workload):
         self.units_per_step = batch * seq
         self.work = transformer_work(size, self.params, amp)
         self._i = 0
-        self.compiled: nn.Module | None = None
+        self.compiled: Callable[..., torch.Tensor] | None = None  # torch.compile's wrapper of the loss model
         self.whole_graph = variant in WHOLE_STEP_GRAPH
         if self.whole_graph and device != "cuda":
             raise ValueError(f"{variant} needs CUDA (a CUDA graph); this run is on {device}")
