@@ -62,7 +62,7 @@ def test_every_variant_starts_from_the_same_weights_and_batches():
     a = ModelWorkload(GPT, "fp32", "cpu", lr=1e-3, seed=0, steps=1)
     b = ModelWorkload(GPT, "adamw_fused", "cpu", lr=1e-3, seed=0, steps=1)
     assert torch.equal(a.batches[0][0], b.batches[0][0])
-    for pa, pb in zip(a.model.parameters(), b.model.parameters()):
+    for pa, pb in zip(a.model.parameters(), b.model.parameters(), strict=True):
         assert torch.equal(pa, pb)
     c = ModelWorkload(GPT, "fp32", "cpu", lr=1e-3, seed=1, steps=1)
     assert not torch.equal(a.batches[0][0], c.batches[0][0])

@@ -50,7 +50,7 @@ class HostUse:
         return cls(time.perf_counter(), time.thread_time(), time.process_time(), switches, runq)
 
     def __sub__(self, earlier: "HostUse") -> "HostUse":
-        return HostUse(*(a - b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(earlier))))
+        return HostUse(*(a - b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(earlier), strict=True)))
 
     @property
     def others_cpu_s(self) -> float:
@@ -71,7 +71,7 @@ def gil_handoff_s(hops: int = 2000, repeats: int = 5) -> float:
         there: queue.SimpleQueue[int] = queue.SimpleQueue()
         back: queue.SimpleQueue[int] = queue.SimpleQueue()
 
-        def echo() -> None:
+        def echo(there: queue.SimpleQueue[int] = there, back: queue.SimpleQueue[int] = back) -> None:
             for _ in range(hops // 2):
                 back.put(there.get())
 

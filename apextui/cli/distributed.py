@@ -243,7 +243,8 @@ def run(preset: Preset, device: str, steps: int | None, env: DistEnv, sample_int
         if collector is not None:
             collector.finish(final=collector.local, waited=True)
         elif printer is not None:
-            printer.emit({"event": "end", "status": "stopped", "error": f"{SIGNAL_WORD[signum]} twice", "summary": None})
+            printer.emit({"event": "end", "status": "stopped", "error": f"{SIGNAL_WORD[signum]} twice",
+                          "summary": None})
 
     with StopOnSignals(first, again) as signals:
         steps_n = run_steps(preset, steps)

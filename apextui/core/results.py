@@ -159,7 +159,7 @@ def baseline_note(row: ResultRow, rows: Sequence[ResultRow]) -> str | None:
 
 def baseline_notes(rows: Sequence[ResultRow]) -> list[str]:
     """`baseline_note` once per group of comparable runs that has one (for the table's subtitle)."""
-    notes: dict[tuple[str, str, str, str], str] = {}
+    notes: dict[tuple[str, ...], str] = {}
     for r in rows:
         note = baseline_note(r, rows)
         if note is not None and not r.is_baseline:

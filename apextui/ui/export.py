@@ -87,7 +87,7 @@ def _md_row(entry: Mapping[str, Any], is_base: bool) -> tuple[str, ...]:
 def to_markdown(rows: Sequence[ResultRow]) -> str:
     """A GitHub Markdown table of the runs, formatted as the comparison table shows them."""
     lines = ["| " + " | ".join(MD_HEADER) + " |", "| " + " | ".join("---" for _ in MD_HEADER) + " |"]
-    for row, entry in zip(rows, _entries(rows)):
+    for row, entry in zip(rows, _entries(rows), strict=True):
         cells = _md_row(entry, baseline_row(row, rows) is row)
         lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"

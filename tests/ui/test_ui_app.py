@@ -182,7 +182,8 @@ async def test_cli_preset_is_preselected_and_started_after_the_probe():
         assert app.query_one(PresetPicker).highlighted_preset.name == "adamw_fused"
         assert not engine.runners  # nothing starts before the device is known
         gate.set()
-        await wait_for(pilot, lambda: app.query_one(ComparisonTable).rows_data, 20, "autostarted run")  # 5 s timed out once under load
+        # 5 s timed out once under load
+        await wait_for(pilot, lambda: app.query_one(ComparisonTable).rows_data, 20, "autostarted run")
         assert engine.runners[0].preset.name == "adamw_fused" and engine.runners[0].steps == 25
 
 
@@ -247,7 +248,8 @@ async def test_save_load_and_screenshot_keys(tmp_path):
         saved = list(tmp_path.glob("apextui-results-*.json"))
         assert len(saved) == 1
         doc = json.loads(saved[0].read_text())
-        assert doc["kind"] == "apextui-results" and [r["preset"] for r in doc["runs"]] == ["layernorm", "fused_layernorm"]
+        assert doc["kind"] == "apextui-results"
+        assert [r["preset"] for r in doc["runs"]] == ["layernorm", "fused_layernorm"]
         assert doc["runs"][1]["summary"]["check"]["passed"] is True and doc["runs"][1]["speedup"] > 1
 
         await pilot.press("p")
@@ -299,7 +301,7 @@ async def test_load_survives_every_file_the_loader_refuses(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         errors = [n.message for n in app._notifications if n.title == "cannot load results"]
-        assert len(errors) == len(bad) and all(m.startswith(f"{p}: ") for m, p in zip(errors, bad))
+        assert len(errors) == len(bad) and all(m.startswith(f"{p}: ") for m, p in zip(errors, bad, strict=True))
         assert "a JSON value Python cannot read" in errors[0] and "not a regular file (a FIFO)" in errors[1]
         assert "no finished runs" in errors[4]
         assert not app.query_one(ComparisonTable).rows_data
@@ -309,7 +311,8 @@ async def test_load_survives_every_file_the_loader_refuses(tmp_path):
 
 
 async def test_updates_are_coalesced_and_rate_limited():
-    """A flood of snapshots from another thread: one message in flight at a time, at most one redraw per refresh_interval."""
+    """A flood of snapshots from another thread: one message in flight at a time, at most one redraw per
+    refresh_interval."""
     import time
 
     engine = FakeEngine(hold={"adamw": 0})
@@ -339,7 +342,8 @@ async def test_updates_are_coalesced_and_rate_limited():
         posted = app.latest_view.updates  # snapshots folded in
         assert posted >= 3000
         assert app.renders <= elapsed / app.refresh_interval + 3, (app.renders, elapsed)
-        assert bridge.posted <= elapsed / app.refresh_interval + 3, (bridge.posted, elapsed)  # never one message per snapshot
+        # never one message per snapshot
+        assert bridge.posted <= elapsed / app.refresh_interval + 3, (bridge.posted, elapsed)
         print(f"snapshots {posted}, messages {bridge.posted}, redraws {app.renders} in {elapsed:.2f} s")
         assert len(app.latest_view.step_ms) <= 240 and len(app.latest_view.losses) <= 256
 

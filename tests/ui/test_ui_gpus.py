@@ -22,7 +22,8 @@ from apextui.ui.widgets.gpu_row import GpuRow, row_text
 READINGS = 20  # the held run's snapshots ask for readings 0..15
 
 
-def gpu_readings(monkeypatch, count: int, failing: frozenset[int] = frozenset()) -> Callable[[int, bool], MonitorReading]:
+def gpu_readings(monkeypatch, count: int,
+                 failing: frozenset[int] = frozenset()) -> Callable[[int, bool], MonitorReading]:
     """The i-th reading of a run on GPU 0 of a `count`-GPU machine whose `failing` GPUs answer no NVML call."""
     with monkeypatch.context() as m:
         m.setitem(sys.modules, "pynvml", fake_nvml(count, failing=failing, links="switch"))

@@ -101,7 +101,8 @@ def _nccl(torch) -> tuple[str | None, str]:
         version = torch.cuda.nccl.version()
     except BaseException as exc:  # noqa: BLE001
         err = _error(exc)
-        return None, f"torch has no NCCL ({err['error_type']}: {err['message'].splitlines()[0] if err['message'] else ''})"
+        first = err["message"].splitlines()[0] if err["message"] else ""
+        return None, f"torch has no NCCL ({err['error_type']}: {first})"
     if isinstance(version, int):  # 2708 (before NCCL 2.9) or 21903
         version = divmod(version, 10000) if version >= 10000 else divmod(version, 1000)
         version = (version[0], version[1] // 100, version[1] % 100)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from .nvml import Metric, Nvml, all_gpus, normalise_bus_id
 
@@ -161,7 +161,7 @@ class Sampler:
         values: dict[str, float | None] = {}
         na: dict[str, str] = {}
         # the flat fields: the GPU this process trains on
-        own = next((r for (nvml, _), r in zip(sampled, gpus) if nvml is self._nvml), None)
+        own = next((r for (nvml, _), r in zip(sampled, gpus, strict=True) if nvml is self._nvml), None)
         for name in GPU_METRICS:
             values[f"gpu_{name}"] = getattr(own, name) if own is not None else None
             if own is None:

@@ -161,7 +161,7 @@ def summary(snap: Snapshot) -> dict[str, Any]:
         "elapsed_s": _num(snap.elapsed_s, 3),
         "compile_s": _num(info.compile_s, 3) if info else None,
         **analysis_fields(snap),
-        **({"distributed": _clean(dict(snap.distributed))} if getattr(snap, "distributed", None) else {}),
+        **({"distributed": _clean(dict(snap.distributed))} if snap.distributed else {}),
     }
 
 

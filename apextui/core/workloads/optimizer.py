@@ -65,7 +65,7 @@ class OptimizerWorkload(Workload):
         how = parallel.kind(OPTIMIZER.variant(variant).parallel)
         if how is not None and self.graphed:
             raise ValueError(f"{variant} captures CUDA graphs; apextui does not run it data-parallel")
-        self.model = parallel.wrap(self.model, how, device)
+        self.model = parallel.wrap(self.model, how, device)  # type: ignore[assignment]  # DDP/FSDP wrap it
         self.opt = make_optimizer(variant, list(self.model.parameters()), lr)
         self.x = torch.randn(batch, width, device=device)
         self.y = torch.randn(batch, width, device=device)

@@ -147,7 +147,7 @@ class TransformerWorkload(Workload):
         if how is not None and (variant in COMPILE_MODES and COMPILE_MODES[variant] != "default"
                                 or variant in WHOLE_STEP_GRAPH):
             raise ValueError(f"{variant} captures CUDA graphs; apextui does not run it data-parallel")
-        self.model = parallel.wrap(self.model, how, device, shards=self.model.blocks)
+        self.model = parallel.wrap(self.model, how, device, shards=self.model.blocks)  # type: ignore[assignment]  # DDP/FSDP wrap it
         self.opt = make_optimizer(opt_kind, list(self.model.parameters()), lr)
         self.device, self.amp = device, amp
         self.scaler = grad_scaler(device, amp)

@@ -129,7 +129,8 @@ class AdviceJob:
 
 
 def start_job(app: Any, *, reuse: bool = True, workloads: Sequence[str] | None = None,
-              repeats: int = DEFAULT_REPEATS, steps: int | None = None, env: Mapping[str, Any] | None = None) -> str | None:
+              repeats: int = DEFAULT_REPEATS, steps: int | None = None,
+              env: Mapping[str, Any] | None = None) -> str | None:
     """Start an advice for `app` (if it can start now); None when started, else why not."""
     job = getattr(app, "advice_job", None)
     if job is not None and job.running:
