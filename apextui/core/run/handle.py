@@ -32,6 +32,27 @@ class RunControl:
         return self._finished.wait(timeout)
 
 
+class ForwardsSnapshots:
+    """What a run in another process shares (`ProcessRunner`, `LaunchedRunner`): its reader thread hands each
+    snapshot to the consumer, keeps the latest and the final one, and survives a consumer that raises."""
+
+    callback: Any
+    last: Any
+    result: Any
+
+    def _deliver(self, snap: Any) -> None:
+        self.last = snap
+        if snap.finished:
+            self.result = snap
+        try:
+            self.callback(snap)
+        except Exception:  # noqa: BLE001 - a broken consumer must not stop the reader
+            import sys
+            import traceback
+
+            traceback.print_exc(file=sys.stderr)
+
+
 class RunHandle(Protocol):
     """What a front end holds of a run, whether it trains in a thread of this process (`Runner`) or in a worker
     process (`worker.ProcessRunner`); what a `RunnerFactory` returns."""

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..presets import Preset
 from .merge import MergedRecord
+from .handle import ForwardsSnapshots
 from .runner import Callback, RunControl, RunInfo, Snapshot, run_steps
 from .stats import StepStats
 from .worker import _log_tail, describe_exit
@@ -47,7 +48,7 @@ def record_from(line: Mapping[str, Any]) -> MergedRecord:
                         throughput=line.get("throughput"))
 
 
-class LaunchedRunner(RunControl):
+class LaunchedRunner(ForwardsSnapshots, RunControl):
     """`RunHandle` of a data-parallel run on `nproc` ranks, in a launcher process (see the module docstring)."""
 
     def __init__(self, nproc: int, preset: Preset, device: str, callback: Callback, steps: int | None = None,
@@ -96,17 +97,6 @@ class LaunchedRunner(RunControl):
 
     def is_alive(self) -> bool:
         return self._reader.is_alive() or (self._proc is not None and self._proc.poll() is None)
-
-    def _deliver(self, snap: Snapshot) -> None:
-        self.last = snap
-        if snap.finished:
-            self.result = snap
-        try:
-            self.callback(snap)
-        except Exception:  # noqa: BLE001 - a broken consumer must not stop the reader
-            import traceback
-
-            traceback.print_exc(file=sys.stderr)
 
     def _read_loop(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None

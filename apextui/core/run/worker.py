@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 
 from .. import exits
 from ..presets import Preset
-from .handle import RunControl
+from .handle import ForwardsSnapshots, RunControl
 from .runner import Runner, run_steps
 from .snapshot import Callback, FinalStatus, Snapshot
 
@@ -163,7 +163,7 @@ def worker_main(preset: Preset, device: str, steps: int | None, sample_interval:
 
 
 # ---- parent side ---------------------------------------------------------------------------
-class ProcessRunner(RunControl):
+class ProcessRunner(ForwardsSnapshots, RunControl):
     """`Runner`'s interface (start, stop, wait, join, is_alive, result), training in a worker process.
 
     `callback` runs on a reader thread of this process, once per snapshot, in order; the last one is
@@ -223,18 +223,6 @@ class ProcessRunner(RunControl):
         return True
 
     # ---- reader thread ---------------------------------------------------------------------
-    def _deliver(self, snap: Snapshot) -> None:
-        self.last = snap
-        if snap.finished:
-            self.result = snap
-        try:
-            self.callback(snap)
-        except Exception:  # noqa: BLE001 - a broken consumer must not stop the reader
-            import sys
-            import traceback
-
-            traceback.print_exc(file=sys.stderr)
-
     def _read_loop(self) -> None:
         error: str | None = None
         try:

@@ -56,3 +56,19 @@ def scale_tensor(scaler: Any) -> torch.Tensor | None:
     """The scaler's current scale as a device tensor (no host sync), if it exposes one."""
     scale = getattr(scaler, "_scale", None) if scaler is not None else None
     return scale if isinstance(scale, torch.Tensor) else None
+
+
+def backward_and_step(loss: torch.Tensor, opt: Any, scaler: Any, clock: Any = None) -> None:
+    """The backward pass and the optimizer step, through GradScaler where the run has one; `clock.mark()`
+    (where a clock is given) just before the optimizer step, so that its time is the step's `opt_ms`."""
+    if scaler is not None:
+        scaler.scale(loss).backward()
+        if clock is not None:
+            clock.mark()
+        scaler.step(opt)
+        scaler.update()
+    else:
+        loss.backward()
+        if clock is not None:
+            clock.mark()
+        opt.step()

@@ -30,7 +30,7 @@ from torch import nn
 from ..compilation import WARMUP_STEPS
 from ..run.timing import NoMark
 from . import user_model
-from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
+from .base import Marker, Workload, autocast, backward_and_step, grad_scaler, scale_tensor
 from .spec import MODEL
 
 POOL = 8  # batches made up front and cycled: the data costs nothing in a step, and every variant sees the same
@@ -389,13 +389,5 @@ class ModelWorkload(Workload):
             loss = self._forward(self.compiled, batch)
         else:
             loss = self._forward(self.loss_module, batch)
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            clock.mark()
-            self.scaler.step(self.opt)
-            self.scaler.update()
-        else:
-            loss.backward()
-            clock.mark()
-            self.opt.step()
+        backward_and_step(loss, self.opt, self.scaler, clock)
         return loss.detach(), scale_tensor(self.scaler)

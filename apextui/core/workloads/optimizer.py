@@ -10,7 +10,7 @@ from torch import nn
 
 from ..compilation import WARMUP_STEPS, TrainingState
 from . import parallel
-from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
+from .base import Marker, Workload, autocast, backward_and_step, grad_scaler, scale_tensor
 from .spec import OPTIMIZER
 
 # variants whose optimizer step is replayed from a CUDA graph (those the registry says need CUDA graphs)
@@ -126,13 +126,5 @@ class OptimizerWorkload(Workload):
         else:
             with autocast(self.device, self.amp):
                 loss = nn.functional.mse_loss(self.model(self.x).float(), self.y)
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            clock.mark()
-            self.scaler.step(self.opt)
-            self.scaler.update()
-        else:
-            loss.backward()
-            clock.mark()
-            self.opt.step()
+        backward_and_step(loss, self.opt, self.scaler, clock)
         return loss, scale_tensor(self.scaler)

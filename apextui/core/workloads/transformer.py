@@ -13,7 +13,7 @@ from ..compilation import WARMUP_STEPS, TrainingState, compile_warmup
 from ..analysis import transformer_work
 from . import markov
 from ..run.timing import NoMark
-from .base import Marker, Workload, autocast, grad_scaler, scale_tensor
+from .base import Marker, Workload, autocast, backward_and_step, grad_scaler, scale_tensor
 from .spec import MAX_POOL_TOKENS  # fresh tokens made up front, then cycled
 
 
@@ -237,11 +237,5 @@ class TransformerWorkload(Workload):
             with autocast(self.device, self.amp):
                 logits = self.model(inputs)
             loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
-        if self.scaler is not None:
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.opt)
-            self.scaler.update()
-        else:
-            loss.backward()
-            self.opt.step()
+        backward_and_step(loss, self.opt, self.scaler)
         return loss, scale_tensor(self.scaler)
