@@ -69,7 +69,7 @@ def test_every_variant_starts_from_the_same_weights_and_batches():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spec", [GPT, VIT], ids=["gpt", "vit"])
+@pytest.mark.parametrize("spec", [GPT], ids=["gpt"])  # one inductor build is a minute here; the ViT's is on the GPU
 def test_compile_variant_on_cpu_checks_parity_during_its_warm_up(spec):
     from apextui.core.compilation import check_compile
 
