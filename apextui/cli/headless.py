@@ -100,8 +100,14 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
         print(f"apextui: error: {too_big}", file=sys.stderr, flush=True)
         return EXIT_USAGE
 
+    compiling = threading.Event()  # set before the "compiling" line is logged: a signal after it sees it
+
     def consume(snap: Snapshot) -> None:
         entering = snap.status == "compiling" and (printer.last is None or printer.last.status != "compiling")
+        if snap.status == "compiling":
+            compiling.set()
+        else:
+            compiling.clear()
         if entering:  # seconds to minutes with no JSON line
             log(f"compiling {preset.name} (torch.compile / CUDA-graph capture; not part of the measured steps)…")
         printer(snap)
@@ -118,7 +124,7 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
 
     def first(signum: int) -> None:
         again = "Ctrl-C again" if signum == signal.SIGINT else "another signal"
-        if printer.last is not None and printer.last.status == "compiling":  # it cannot be cut short
+        if compiling.is_set():  # it cannot be cut short
             log(f"{SIGNAL_WORD[signum]}: stopping once compilation ends, before the first measured step "
                 f"({again} to quit at once)")
         else:
