@@ -11,8 +11,9 @@ from typing import Sequence
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The `apextui` command: see `apextui.cli.command.main`."""
-    try:  # Ctrl-C while the command's modules import (presets, the registry...): the documented 130
-        from .command import main as command_main
+    try:  # Ctrl-C while the command's modules import (presets, the registry...) or before its signal handlers
+        from .command import main as command_main  # are in (they turn a signal into a stop): the documented 130
+
+        return command_main(argv)
     except KeyboardInterrupt:
         return 130
-    return command_main(argv)

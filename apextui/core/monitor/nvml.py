@@ -38,6 +38,12 @@ def _describe(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
+# Whatever a broken NVML or pynvml raises (SystemExit included) is a reading's reason, never an error; Ctrl-C is
+# not: a KeyboardInterrupt while pynvml imports (a signal before the command's handlers are in) must reach the
+# command, which exits 130, instead of being swallowed here and leaving the run going.
+NOT_CTRL_C = (Exception, SystemExit)
+
+
 def open_library() -> tuple[Any, str]:
     """(the initialised `pynvml` module, "") or (None, why not). nvmlInit counts its callers, so each user
     opens it for itself; never raises."""
@@ -45,11 +51,11 @@ def open_library() -> tuple[Any, str]:
         with warnings.catch_warnings():  # the old `pynvml` distribution warns that it is deprecated on import
             warnings.simplefilter("ignore")
             import pynvml  # provided by nvidia-ml-py
-    except BaseException as exc:  # noqa: BLE001
+    except NOT_CTRL_C as exc:  # noqa: BLE001
         return None, f"nvidia-ml-py not importable: {_describe(exc)}"
     try:
         pynvml.nvmlInit()
-    except BaseException as exc:  # noqa: BLE001
+    except NOT_CTRL_C as exc:  # noqa: BLE001
         return None, f"NVML unavailable (no NVIDIA driver?): {_describe(exc)}"
     return pynvml, ""
 
@@ -62,7 +68,7 @@ def all_gpus() -> tuple[list[Nvml], str]:
         return [], error
     try:
         count = int(lib.nvmlDeviceGetCount())
-    except BaseException as exc:  # noqa: BLE001
+    except NOT_CTRL_C as exc:  # noqa: BLE001
         return [], f"NVML cannot count the GPUs: {_describe(exc)}"
     return [Nvml(i) for i in range(count)], ""
 
@@ -74,7 +80,7 @@ def driver_version() -> Metric:
         return Metric(None, error)
     try:
         return Metric(_text(lib.nvmlSystemGetDriverVersion()))
-    except BaseException as exc:  # noqa: BLE001
+    except NOT_CTRL_C as exc:  # noqa: BLE001
         return Metric(None, _describe(exc))
 
 
@@ -121,10 +127,10 @@ class Nvml:
                 self.index = _answer(lambda: int(pynvml.nvmlDeviceGetIndex(self._handle)), self.index)
             else:
                 self._handle = pynvml.nvmlDeviceGetHandleByIndex(self.index)
-        except BaseException as exc:  # noqa: BLE001
+        except NOT_CTRL_C as exc:  # noqa: BLE001
             try:
                 self._handle = pynvml.nvmlDeviceGetHandleByIndex(self.index)
-            except BaseException:  # noqa: BLE001
+            except NOT_CTRL_C:  # noqa: BLE001
                 self._error = f"no NVIDIA GPU {self.index}: {_describe(exc)}"
                 return
         self._lib = pynvml
@@ -148,7 +154,7 @@ class Nvml:
                 return Metric(None, self._error or "NVML unavailable")
             try:
                 return Metric(fn(self._lib, self._handle))
-            except BaseException as exc:  # noqa: BLE001
+            except NOT_CTRL_C as exc:  # noqa: BLE001
                 kind = type(exc).__name__
                 if kind == "NVMLError_NotSupported":
                     return Metric(None, "not supported on this GPU")
@@ -190,7 +196,7 @@ class Nvml:
             for link in range(int(getattr(n, "NVML_NVLINK_MAX_LINKS", 18))):
                 try:
                     active = n.nvmlDeviceGetNvLinkState(h, link)
-                except BaseException as exc:
+                except NOT_CTRL_C as exc:
                     if type(exc).__name__ in GPU_GONE:
                         raise
                     errors.append(exc)
@@ -246,7 +252,7 @@ def _answer(fn: Callable[[], Any], default: Any = None) -> Any:
     """`fn()`, or `default` when NVML cannot answer it (a lost GPU still raises, to end the question)."""
     try:
         return fn()
-    except BaseException as exc:
+    except NOT_CTRL_C as exc:
         if type(exc).__name__ in GPU_GONE:
             raise
         return default
