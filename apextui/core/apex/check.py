@@ -118,7 +118,7 @@ def cache_key() -> str:
     for name in ("apex", *REQUIRED_EXTENSIONS):
         try:
             spec = importlib.util.find_spec(name)
-        except BaseException:  # noqa: BLE001 - a broken finder: the name without files
+        except (Exception, SystemExit):  # noqa: BLE001 - a broken finder: the name without files (Ctrl-C goes on)
             spec = None
         origin = spec.origin if spec is not None else None
         files.append(_stat(origin))

@@ -200,7 +200,7 @@ def apex_is_nvidia() -> tuple[bool, str]:
     """Is an importable `apex` present, and is it NVIDIA's (not the PyPI web toolkit)? Imports nothing."""
     try:
         spec = importlib.util.find_spec("apex")
-    except BaseException as exc:  # noqa: BLE001
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken finder; Ctrl-C goes on
         return False, f"finding 'apex' failed: {_first_line(exc)}"
     if spec is None:
         return False, "NVIDIA Apex is not installed"
