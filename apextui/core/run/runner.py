@@ -181,10 +181,12 @@ class Runner(RunControl):
         loop, so that a failure names its step."""
         status: FinalStatus = "ok"
         error: str | None = None
+        # the stop check costs every step: one bound call here, the ranks' agreement only in a data-parallel run
+        asked, coordinator = self._stop.is_set, self.coordinator
         clock.start()
         next_harvest = time.perf_counter() + HARVEST_INTERVAL_S
         for step in range(1, self.steps + 1):
-            if self._stopping(step):
+            if asked() if coordinator is None else coordinator.should_stop(step, asked()):
                 status = "stopped"
                 break
             self._step = step
@@ -208,13 +210,6 @@ class Runner(RunControl):
             if problem and status != "failed":
                 status, error = "failed", problem
         return status, error
-
-    def _stopping(self, step: int) -> bool:
-        """Whether to stop before `step`: asked here, or, in a data-parallel run, by any rank (decided at the
-        ranks' common boundaries, so that every rank stops after the same step)."""
-        if self.coordinator is None:
-            return self._stop.is_set()
-        return bool(self.coordinator.should_stop(step, self._stop.is_set()))
 
     def _build_workload(self, size: Mapping[str, int]) -> Any:
         """The workload this run trains (benchmarks/overhead_blocks.py hands in one built earlier)."""
