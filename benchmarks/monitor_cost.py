@@ -155,7 +155,8 @@ def bare_with_cpu(workload: Any, warmup: int, steps: int, device: str) -> dict[s
 
 
 def use_of(row: dict[str, Any], prefix: str) -> HostUse:
-    return HostUse(**{f.name: row[f"{prefix}_{f.name}"] for f in dataclasses.fields(HostUse)})
+    """A block's `HostUse` from its row (runs from before a field was read have NaN there)."""
+    return HostUse(**{f.name: row.get(f"{prefix}_{f.name}", math.nan) for f in dataclasses.fields(HostUse)})
 
 
 def add_budgets(row: dict[str, Any], handoff_s: float) -> None:

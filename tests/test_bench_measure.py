@@ -37,6 +37,32 @@ def test_the_callers_own_cpu_is_not_others():
 
 
 @linux
+def test_the_monitor_threads_are_read_apart_from_the_caller():
+    """A live Python thread's CPU time counts in `py_threads_cpu_s` (the monitor's threads); the caller's own
+    does not."""
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            spin(0.001)
+
+    worker = threading.Thread(target=busy)
+    worker.start()
+    try:
+        before = HostUse.now()
+        time.sleep(0.15)
+        theirs = HostUse.now() - before
+    finally:
+        stop.set()
+        worker.join()
+    before = HostUse.now()
+    spin(0.1)
+    mine = HostUse.now() - before
+    assert theirs.py_threads_cpu_s >= 0.05, theirs
+    assert mine.thread_cpu_s >= 0.09 and mine.py_threads_cpu_s < 0.02, mine
+
+
+@linux
 def test_a_wait_counts_as_a_voluntary_switch():
     before = HostUse.now()
     for _ in range(5):
@@ -58,6 +84,15 @@ def test_the_budget_adds_the_clock_the_other_threads_and_the_extra_waits():
     assert b["runq"] == pytest.approx(0.02)
     quieter = HostUse(wall_s=1.0, thread_cpu_s=0.9, process_cpu_s=0.9, switches=30, runq_s=0.0)
     assert monitor_budget(quieter, bare, 0.0, 50e-6)["total"] == 0  # never below nothing
+
+
+def test_the_budget_counts_the_monitors_python_threads_not_torchs_where_they_were_read():
+    """torch's autograd thread (not a Python thread) used 0.2 s more in the monitored block; the monitor's
+    Python threads 0.003 s: only those are the monitor's."""
+    bare = HostUse(wall_s=1.0, thread_cpu_s=0.9, process_cpu_s=1.3, switches=40, runq_s=0.0, py_threads_cpu_s=0.0)
+    monitored = HostUse(wall_s=1.0, thread_cpu_s=0.9, process_cpu_s=1.5, switches=40, runq_s=0.0,
+                        py_threads_cpu_s=0.003)
+    assert monitor_budget(monitored, bare, 0.0, 50e-6)["gil"] == pytest.approx(0.003)
 
 
 def test_geomean_ci_is_the_geometric_mean_inside_its_interval():

@@ -19,6 +19,9 @@ class FakeTimeline:
         self.done_upto = -1
         self.count = 0
         self.syncs = 0
+        self.stream = object()  # the training thread's stream
+        self.stream_lookups = 0
+        self.streams: list[object] = []  # the stream each record() was given
 
     def make_event_class(self):
         timeline = self
@@ -29,7 +32,8 @@ class FakeTimeline:
                 self.t = None
                 self.index = None
 
-            def record(self) -> None:
+            def record(self, stream: object = None) -> None:
+                timeline.streams.append(stream)
                 self.t = timeline.t
                 self.index = timeline.count
                 timeline.count += 1
@@ -52,8 +56,28 @@ def fake_torch(timeline: FakeTimeline):
     def empty(shape, dtype, pin_memory=False):
         return torch.empty(shape, dtype=dtype)
 
+    def current_stream():
+        timeline.stream_lookups += 1
+        return timeline.stream
+
     return types.SimpleNamespace(empty=empty, float32=torch.float32,
-                                 cuda=types.SimpleNamespace(Event=timeline.make_event_class()))
+                                 cuda=types.SimpleNamespace(Event=timeline.make_event_class(),
+                                                            current_stream=current_stream))
+
+
+def test_cuda_clock_looks_the_stream_up_once_and_records_every_event_on_it():
+    """`Event.record()` without a stream looks the current stream up on each call (most of its cost on a
+    host-bound step): the clock looks it up at start and hands it to every record."""
+    tl = FakeTimeline()
+    clock = CudaClock(fake_torch(tl), ring=64, warmup=4, steps=40)
+    clock.start()
+    for step in range(1, 41):
+        tl.t += 1.0
+        clock.mark()
+        clock.end_step(step, torch.tensor(1.0))
+    clock.harvest(wait=True)
+    assert tl.stream_lookups == 1
+    assert len(tl.streams) > 20 and all(s is tl.stream for s in tl.streams)
 
 
 def test_cuda_clock_reads_finished_steps_in_batches_without_syncing():
@@ -155,9 +179,9 @@ def counting_torch(tl: FakeTimeline):
     counts = {"records": 0, "copies": 0}
 
     class CountingEvent(fake.cuda.Event):
-        def record(self) -> None:
+        def record(self, stream: object = None) -> None:
             counts["records"] += 1
-            super().record()
+            super().record(stream)
 
     fake.cuda.Event = CountingEvent
     return fake, counts

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import queue
 import random
 import statistics
@@ -17,6 +18,27 @@ from typing import Any
 def _thread_proc(name: str) -> str:
     with open(f"/proc/thread-self/{name}", encoding="ascii") as fh:
         return fh.read()
+
+
+def python_threads_cpu_s() -> float:
+    """CPU time of this process's Python threads other than the calling one: in a run, the monitor's own
+    (delivery, sampler, the JSON printer, the worker's pipe), and not torch's C++ threads (the autograd engine
+    runs a CUDA backward on a thread of its own, which `others_cpu_s` counts). Read from each thread's
+    `/proc/self/task/<tid>/schedstat` (nanoseconds on a CPU); threads that have ended are not counted. NaN
+    where there is no /proc."""
+    me = threading.get_native_id()
+    total, read = 0, False
+    for thread in threading.enumerate():
+        tid = thread.native_id
+        if tid is None or tid == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", encoding="ascii") as fh:
+                total += int(fh.read().split()[0])
+            read = True
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9 if read or os.path.exists("/proc/self/task") else math.nan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +59,7 @@ class HostUse:
     process_cpu_s: float  # every thread of the process, those already ended included
     switches: int  # the calling thread's voluntary context switches
     runq_s: float  # the calling thread's time waiting on a run queue
+    py_threads_cpu_s: float = math.nan  # the process's other Python threads (`python_threads_cpu_s`)
 
     @classmethod
     def now(cls) -> "HostUse":
@@ -47,7 +70,8 @@ class HostUse:
             runq = int(_thread_proc("schedstat").split()[1]) / 1e9
         except (OSError, StopIteration, IndexError, ValueError):
             pass
-        return cls(time.perf_counter(), time.thread_time(), time.process_time(), switches, runq)
+        return cls(time.perf_counter(), time.thread_time(), time.process_time(), switches, runq,
+                   python_threads_cpu_s())
 
     def __sub__(self, earlier: "HostUse") -> "HostUse":
         return HostUse(*(a - b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(earlier), strict=True)))
@@ -87,12 +111,16 @@ def gil_handoff_s(hops: int = 2000, repeats: int = 5) -> float:
 
 
 def monitor_budget(monitored: HostUse, bare: HostUse, clock_s: float, handoff_s: float) -> dict[str, float]:
-    """The most the monitor can have cost a monitored window, as a fraction of it, against a bare window of
-    the same steps: the clock's calls on the training thread (`clock_s`), the other threads' CPU time beyond
-    the bare window's (an upper bound of the GIL they held), and the training thread's voluntary switches
-    beyond the bare window's, each costing one GIL hand-over (`handoff_s`). Also the run-queue wait beyond the
-    bare window's (time a core was taken from the training thread), as its own term."""
-    others = max(0.0, monitored.others_cpu_s - bare.others_cpu_s)
+    """What the monitor can have cost a monitored window, as a fraction of it, against a bare window of the
+    same steps: the clock's calls on the training thread (`clock_s`), the monitor's threads' CPU time (the
+    process's other Python threads beyond the bare window's: an upper bound of the GIL they held; all other
+    threads, torch's included, where that was not read), and the training thread's voluntary switches beyond
+    the bare window's, each costing one GIL hand-over (`handoff_s`). Also the run-queue wait beyond the bare
+    window's (time a core was taken from the training thread), as its own term. A thread that holds the GIL
+    costs a host-bound loop more than its own time (results-h200.md: the `burn` control), so this is an
+    account of the monitor's work, not a bound of its cost."""
+    py = monitored.py_threads_cpu_s - bare.py_threads_cpu_s
+    others = max(0.0, py if math.isfinite(py) else monitored.others_cpu_s - bare.others_cpu_s)
     switches = max(0, monitored.switches - bare.switches)
     gil = others + switches * handoff_s
     return {"clock": clock_s / monitored.wall_s, "gil": gil / monitored.wall_s,

@@ -206,7 +206,9 @@ class CudaClock(_IntervalClock):
     """CUDA-event timing with batched, non-blocking reads.
 
     Per interval it costs the training thread one event record and one or two asynchronous 4-byte copies
-    (loss, loss scale) into a pinned host ring; a step inside a block costs one comparison. On a host-bound
+    (loss, loss scale) into a pinned host ring; a step inside a block costs one comparison. Events are recorded
+    on the stream the clock started on, looked up once: `Event.record()` with no stream looks the current
+    stream up on every call, which on the H200 took 6 of its 8 µs. On a host-bound
     step every CUDA call and tensor index counts (on the H200 the first version of this clock cost fused_amp
     331 µs a step, this one 158: docs/results-h200.md), so the ring's per-slot views are made once, finished
     values are read through a NumPy view of the ring, and events are reused from a pool instead of created
@@ -223,6 +225,7 @@ class CudaClock(_IntervalClock):
         self._read = self._host.numpy()  # the same memory: reading a value needs no tensor indexing
         self._pending: deque[tuple[int, Any, Any, bool, bool, int]] = deque()
         self._prev_end: Any = None
+        self._stream: Any = None  # the training thread's stream, from `start`
         self._mark_event: Any = None
         self._done = 0  # steps ended
         self._last: tuple[Any, Any] = (None, None)  # the open block's latest loss and scale (no copy)
@@ -236,8 +239,9 @@ class CudaClock(_IntervalClock):
         return self._free.pop() if self._free else self.torch.cuda.Event(enable_timing=True)
 
     def start(self) -> None:
+        self._stream = self.torch.cuda.current_stream()
         self._prev_end = self._event()
-        self._prev_end.record()
+        self._prev_end.record(self._stream)
 
     def mark(self) -> None:
         """Called by a workload just before its optimizer step (recorded only on a step that ends an interval)."""
@@ -247,11 +251,11 @@ class CudaClock(_IntervalClock):
         if self.schedule.costing(step):
             t0 = cost_clock()
             self._mark_event = self._event()
-            self._mark_event.record()
+            self._mark_event.record(self._stream)
             self._mark_cost = cost_clock() - t0
         else:
             self._mark_event = self._event()
-            self._mark_event.record()
+            self._mark_event.record(self._stream)
 
     @staticmethod
     def _scalar(t: Any) -> Any:
@@ -261,11 +265,11 @@ class CudaClock(_IntervalClock):
     def _calibration(self, last: bool) -> None:
         sched = self.schedule
         if last:
-            self._cal[1].record()
+            self._cal[1].record(self._stream)
             self._cal[1].synchronize()  # once, at the end of the warm-up
             sched.calibrate(self._cal[0].elapsed_time(self._cal[1]) / (sched.warmup - sched.half))
         else:
-            self._cal[0].record()
+            self._cal[0].record(self._stream)
 
     def _forget_mark(self) -> None:
         self._mark_event = None
@@ -278,7 +282,7 @@ class CudaClock(_IntervalClock):
         if scale is not None:
             self._scale_slots[slot].copy_(self._scalar(scale), non_blocking=True)
         end = self._event()
-        end.record()
+        end.record(self._stream)
         self._pending.append((step, self._mark_event, end, loss is not None, scale is not None, n))
         self._mark_event = None
         if len(self._pending) >= self.ring - 1:  # never overwrite an unread slot
