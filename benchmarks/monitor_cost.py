@@ -392,11 +392,12 @@ def budget_table(results: dict[str, Any]) -> list[str]:
         handoff = res.get("gil_handoff_s")
         hand = "—" if handoff is None else f"{handoff * 1e6:.1f}"
         lines.append(f"| {name} | {hand} | {_budget(s.get('json_budget'))} | {_budget(s.get('tui_budget'))} |")
-    lines += ["", "budget = (the clock's calls on the training thread + the CPU time of the process's other "
-              "threads beyond the bare block's + the training thread's voluntary switches beyond the bare "
-              "block's × one GIL hand-over) / the monitored block's time. The other threads cannot hold the GIL "
-              "for longer than they run, and each extra wait costs the training thread at most one hand-over "
-              "beyond that, so the budget bounds what the monitor takes through the GIL. Run-queue wait: time "
+    lines += ["", "budget = (the clock's calls on the training thread + the CPU time of the monitor's threads (the "
+              "process's other Python threads) beyond the bare block's + the training thread's voluntary switches "
+              "beyond the bare block's × one GIL hand-over) / the monitored block's time: an account of the "
+              "monitor's work, not a bound of its cost (a thread holding the GIL slows a host-bound loop by more "
+              "than its own time: the burn control of benchmarks/monitor_parts.py). The clock's calls include "
+              "any wait for room in the GPU's launch queue. Run-queue wait: time "
               "the training thread was ready but its core was taken (by the TUI's app process, for example), "
               "not in the budget; shown on its own."]
     return lines
