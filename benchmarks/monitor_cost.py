@@ -382,7 +382,7 @@ def budget_table(results: dict[str, Any]) -> list[str]:
             if "summary" in res and "json_budget" in res["summary"]]
     if not rows:
         return []
-    lines = ["", "Monitor budget: the most the monitor can have taken from the training thread, a share of the "
+    lines = ["", "Monitor budget: the work the monitor did beside the training, a share of the "
              "monitored block (mean over rounds)", "",
              "| preset | GIL hand-over µs | json: budget | json: clock + GIL (extra waits a block) "
              "| json: extra run-queue wait | tui: budget | tui: clock + GIL (extra waits a block) "
