@@ -252,6 +252,27 @@ def test_a_costly_clock_times_even_long_steps_in_blocks(monkeypatch):
     assert len(clock.schedule.costs_s) == 5 and ticks[0] == pytest.approx(0.0001 * 4 * 5)  # steps 6-10
 
 
+def test_a_clock_waiting_in_a_full_launch_queue_keeps_blocks_under_the_cap(monkeypatch):
+    """On a GPU-bound step the clock's calls wait for room in the launch queue (the H200: fp32's 34 ms steps,
+    about 5 ms an interval): that wait is not a cost, so the target stops at MAX_TARGET_MS and a 400-step run
+    is timed in blocks of 8 (272 ms), not in 10 blocks of 38 steps."""
+    ticks = [0.0]
+
+    def waiting() -> float:  # a timed record takes 2.5 ms (mark + end: 5 ms an interval)
+        ticks[0] += 0.0025
+        return ticks[0]
+
+    monkeypatch.setattr(timing, "cost_clock", waiting)
+    tl = FakeTimeline()
+    fake, _ = counting_torch(tl)
+    clock = CudaClock(fake, warmup=20, steps=20 + 380)
+    got = run_fake_gpu(clock, tl, 400, 34.0)
+    assert clock.schedule.interval_cost_ms == pytest.approx(5.0)
+    assert clock.schedule.target_ms == timing.MAX_TARGET_MS
+    assert clock.schedule.block == 8 and sum(r.steps for r in got) == 400
+    assert all(r.ms == pytest.approx(34.0) for r in got)
+
+
 def test_a_run_stopped_inside_a_block_keeps_its_steps():
     tl = FakeTimeline()
     fake, _ = counting_torch(tl)

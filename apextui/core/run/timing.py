@@ -21,7 +21,10 @@ interval (the event records and loss copies: on the H200's host 115-145 µs, the
 step) and sets the target so that this work is at most `CLOCK_SHARE` of a block: `BLOCK_TARGET_MS` (5 ms)
 where an interval costs 12.5 µs or less, longer where it costs more (about 50 ms on that host). Why: on a
 host-bound step the GPU waits for the host, so every microsecond of the clock's work adds to the step; a
-fixed 5 ms target cost such steps 1-2 % there.
+fixed 5 ms target cost such steps 1-2 % there. The target is capped at `MAX_TARGET_MS` (250 ms, the hand-over
+interval): the calls' time includes waits for room in the GPU's launch queue, which on a GPU-bound step are
+milliseconds the loop waits anyway (fp32 on the H200: 8 % of a block, the loop's wall time unchanged), and an
+uncapped target would time such a run in a few long blocks and leave its live view still.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any, Callable
 BLOCK_TARGET_MS = 5.0  # steps shorter than this are timed in blocks at least this long
 MIN_BLOCKS = 10  # ... but never fewer timed intervals than this in a run's measured steps
 CLOCK_SHARE = 0.0025  # the clock's own work on an interval: at most this share of a block (the target grows)
+MAX_TARGET_MS = 250.0  # ... up to this: a block lasts about one hand-over interval (runner.HARVEST_INTERVAL_S)
 cost_clock = time.perf_counter  # what the clock times its own work with (tests pin it)
 
 
@@ -102,7 +106,7 @@ class BlockSchedule:
         if self.agree is not None:
             step_ms = self.agree(step_ms)
         elif self.costs_s:
-            self.target_ms = max(BLOCK_TARGET_MS, self.interval_cost_ms / CLOCK_SHARE)
+            self.target_ms = min(MAX_TARGET_MS, max(BLOCK_TARGET_MS, self.interval_cost_ms / CLOCK_SHARE))
         self.block = block_steps(step_ms, (self.last or 0) - self.warmup, self.target_ms)
 
 
