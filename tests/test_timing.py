@@ -253,9 +253,9 @@ def test_a_costly_clock_times_even_long_steps_in_blocks(monkeypatch):
 
 
 def test_a_clock_waiting_in_a_full_launch_queue_keeps_blocks_under_the_cap(monkeypatch):
-    """On a GPU-bound step the clock's calls wait for room in the launch queue (the H200: fp32's 34 ms steps,
-    about 5 ms an interval): that wait is not a cost, so the target stops at MAX_TARGET_MS and a 400-step run
-    is timed in blocks of 8 (272 ms), not in 10 blocks of 38 steps."""
+    """Where the clock's calls read slow because they wait for room in the launch queue (here 5 ms an interval
+    on 34 ms steps), that wait is no cost to a GPU-bound loop: the target stops at MAX_TARGET_MS and a
+    400-step run is timed in blocks of 8 (272 ms), not in 10 blocks of 38 steps."""
     ticks = [0.0]
 
     def waiting() -> float:  # a timed record takes 2.5 ms (mark + end: 5 ms an interval)

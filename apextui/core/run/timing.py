@@ -21,10 +21,9 @@ interval (the event records and loss copies: on the H200's host 115-145 µs, the
 step) and sets the target so that this work is at most `CLOCK_SHARE` of a block: `BLOCK_TARGET_MS` (5 ms)
 where an interval costs 12.5 µs or less, longer where it costs more (about 50 ms on that host). Why: on a
 host-bound step the GPU waits for the host, so every microsecond of the clock's work adds to the step; a
-fixed 5 ms target cost such steps 1-2 % there. The target is capped at `MAX_TARGET_MS` (250 ms, the hand-over
-interval): the calls' time includes waits for room in the GPU's launch queue, which on a GPU-bound step are
-milliseconds the loop waits anyway (fp32 on the H200: 8 % of a block, the loop's wall time unchanged), and an
-uncapped target would time such a run in a few long blocks and leave its live view still.
+fixed 5 ms target cost such steps 1-2 % there. The target is capped at `MAX_TARGET_MS` (about one hand-over
+interval), so that a run whose clock calls read slow still shows its steps about 4 times a second: the calls' time
+includes any wait for room in the GPU's launch queue, which on a GPU-bound step is no cost to the loop.
 """
 
 from __future__ import annotations
