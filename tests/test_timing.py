@@ -231,21 +231,27 @@ def test_steps_of_5_ms_or_more_are_timed_one_by_one():
     assert all(r.steps == 1 and r.ms == pytest.approx(8.0) for r in got)
 
 
-def test_a_costly_clock_times_even_long_steps_in_blocks(monkeypatch):
-    """Where the clock's own work on an interval is expensive (the CUDA calls on a slow host), the block
-    target grows so that this work stays CLOCK_SHARE of a block: here 0.2 ms an interval -> 80 ms blocks,
-    so 8 ms steps are timed 10 at a time; the cost is read in the warm-up's second half only."""
+def costly_clock_run(monkeypatch, record_s: float, warmup: int, measured: int, step_ms: float):
+    """A fake-GPU run whose clock reads its own work as `record_s` a timed record (mark + end: twice that an
+    interval); (clock, records, the cost clock's readings so far)."""
     ticks = [0.0]
 
-    def costly() -> float:  # each reading 0.1 ms after the last: a timed record costs 0.1 ms (mark + end: 0.2)
-        ticks[0] += 0.0001
+    def costly() -> float:  # each reading `record_s` after the last
+        ticks[0] += record_s
         return ticks[0]
 
     monkeypatch.setattr(timing, "cost_clock", costly)
     tl = FakeTimeline()
-    fake, counts = counting_torch(tl)
-    clock = CudaClock(fake, warmup=10, steps=10 + 400)
-    got = run_fake_gpu(clock, tl, 410, 8.0)
+    fake, _ = counting_torch(tl)
+    clock = CudaClock(fake, warmup=warmup, steps=warmup + measured)
+    return clock, run_fake_gpu(clock, tl, warmup + measured, step_ms), ticks
+
+
+def test_a_costly_clock_times_even_long_steps_in_blocks(monkeypatch):
+    """Where the clock's own work on an interval is expensive (the CUDA calls on a slow host), the block
+    target grows so that this work stays CLOCK_SHARE of a block: here 0.2 ms an interval -> 80 ms blocks,
+    so 8 ms steps are timed 10 at a time; the cost is read in the warm-up's second half only."""
+    clock, got, ticks = costly_clock_run(monkeypatch, 0.0001, 10, 400, 8.0)
     assert clock.schedule.interval_cost_ms == pytest.approx(0.2)
     assert clock.schedule.target_ms == pytest.approx(0.2 / timing.CLOCK_SHARE)
     assert clock.schedule.block == 10 and [r.steps for r in got[10:]] == [10] * 40
@@ -256,17 +262,7 @@ def test_a_clock_waiting_in_a_full_launch_queue_keeps_blocks_under_the_cap(monke
     """Where the clock's calls read slow because they wait for room in the launch queue (here 5 ms an interval
     on 34 ms steps), that wait is no cost to a GPU-bound loop: the target stops at MAX_TARGET_MS and a
     400-step run is timed in blocks of 8 (272 ms), not in 10 blocks of 38 steps."""
-    ticks = [0.0]
-
-    def waiting() -> float:  # a timed record takes 2.5 ms (mark + end: 5 ms an interval)
-        ticks[0] += 0.0025
-        return ticks[0]
-
-    monkeypatch.setattr(timing, "cost_clock", waiting)
-    tl = FakeTimeline()
-    fake, _ = counting_torch(tl)
-    clock = CudaClock(fake, warmup=20, steps=20 + 380)
-    got = run_fake_gpu(clock, tl, 400, 34.0)
+    clock, got, _ = costly_clock_run(monkeypatch, 0.0025, 20, 380, 34.0)
     assert clock.schedule.interval_cost_ms == pytest.approx(5.0)
     assert clock.schedule.target_ms == timing.MAX_TARGET_MS
     assert clock.schedule.block == 8 and sum(r.steps for r in got) == 400
