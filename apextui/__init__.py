@@ -5,9 +5,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # not `typing`: `python -m apextui` runs this before apextui's signal handlers are in
 if TYPE_CHECKING:
+    from typing import Any
+
     from .core.workloads.user_model import ModelSetup
 
 __version__ = "0.1.0"

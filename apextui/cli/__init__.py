@@ -6,14 +6,23 @@ importing one front end (`apextui.cli.headless`) does not load the others."""
 
 from __future__ import annotations
 
-from typing import Sequence
+TYPE_CHECKING = False  # not `typing`: this package loads before apextui's signal handlers are in (see main)
+if TYPE_CHECKING:
+    from typing import Sequence
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The `apextui` command: see `apextui.cli.command.main`."""
-    try:  # Ctrl-C while the command's modules import (presets, the registry...) or before its signal handlers
-        from .command import main as command_main  # are in (they turn a signal into a stop): the documented 130
+    """The `apextui` command: see `apextui.cli.command.main`. SIGINT/SIGTERM are taken before the command's modules
+    import, or a Ctrl-C then would be lost (SIGINT inherited ignored) or end as -2 (`early_signals` says why). The
+    program (`argv` None) keeps them in at the end, where `command.main` has put in the late ones."""
+    from .signals import EXIT_INTERRUPTED, EarlySignal, early_signals
 
-        return command_main(argv)
-    except KeyboardInterrupt:
-        return 130
+    with early_signals(restore=argv is not None) as early:
+        try:
+            from .command import main as command_main
+
+            return command_main(argv)
+        except EarlySignal as exc:
+            return early.finish(exc)
+        except KeyboardInterrupt:  # a library put Python's default handler back
+            return EXIT_INTERRUPTED

@@ -4,10 +4,14 @@ KeyboardInterrupt, so nothing is interrupted half-way."""
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
 import signal
-from typing import Any, Callable
+
+TYPE_CHECKING = False  # not `typing`: cli.main imports this module before its handlers are in
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 SIGNAL_EXIT = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
@@ -54,20 +58,41 @@ class EarlySignal(BaseException):
 
 
 class early_signals:
-    """From the first line of `main()`: SIGINT/SIGTERM raise EarlySignal (a BaseException, so no `except
-    Exception` swallows it), which main turns into 130/143 with one line on stderr instead of a
-    KeyboardInterrupt traceback from inside an import. StopOnSignals replaces it while work runs."""
+    """From the first line of `cli.main()` (and `command.main()`): SIGINT/SIGTERM raise EarlySignal (a
+    BaseException, so no `except Exception` swallows it), which main turns into 130/143 with one line on stderr
+    instead of a KeyboardInterrupt traceback from inside an import. StopOnSignals replaces it while work runs.
+
+    Installed whatever the inherited disposition: a process started with SIGINT ignored (a background job of a
+    non-interactive shell) keeps it ignored in Python, and the kernel drops every Ctrl-C until a handler is in.
+    Not KeyboardInterrupt either: one raised inside `exec` of a string (dataclasses' generated methods) makes
+    `python -m` end by SIGINT (-2) even after it was caught. `restore=False` leaves them in on exit (the
+    program, which ends next)."""
+
+    def __init__(self, restore: bool = True) -> None:
+        self.restore = restore
 
     def _handle(self, signum: int, frame: Any) -> None:
         raise EarlySignal(signum)
 
+    def _unraisable(self, unraisable: Any) -> None:
+        """Raised inside a weakref callback or `__del__` (importlib runs one after every import), EarlySignal
+        would only be printed, and the run would go on: the signal is sent again from another thread, so that
+        it lands once the callback has returned."""
+        if isinstance(unraisable.exc_value, EarlySignal):
+            _thread.start_new_thread(os.kill, (os.getpid(), unraisable.exc_value.signum))
+        else:
+            self._hook(unraisable)
+
     def __enter__(self) -> "early_signals":
         self._previous = {sig: signal.signal(sig, self._handle) for sig in SIGNAL_EXIT}
+        self._hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
+        if self.restore:
+            for sig, handler in self._previous.items():
+                signal.signal(sig, handler)
+            sys.unraisablehook = self._hook
 
     def finish(self, exc: EarlySignal) -> int:
         try:
