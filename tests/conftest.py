@@ -4,7 +4,17 @@ cache and its own data folder (run history, hang-up saves), whatever the develop
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
+
+# One intra-op thread for torch, here and in every process a test starts (they inherit the environment): the
+# tests' models are tiny, and on a small shared CPU two threads' spin-waits made their steps 10-30x slower
+# (35x for fp32 on 2 busy cores). Set before torch is imported; a value the developer set is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+if "torch" in sys.modules:  # imported already (by a plugin): the variable came too late for it
+    sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 @pytest.fixture(autouse=True)

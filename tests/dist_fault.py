@@ -28,6 +28,10 @@ def inject(mode: str, rank: int, at: int) -> None:
             if mode == "raise":
                 raise ValueError("injected fault")
             if mode == "hang":
+                # SIGTERM's default action from here: once rank 0 has ended the run, torchrun SIGTERMs this rank, and
+                # apextui's handler (stop after the current step) would wait for a step that never ends, until
+                # torchrun's SIGKILL 30 s later (its grace is not settable for this path). Rank 0 sees the same hang.
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 while True:
                     time.sleep(1)
             if mode == "die":

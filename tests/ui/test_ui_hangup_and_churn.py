@@ -142,10 +142,12 @@ async def test_start_and_stop_100_times_leaks_nothing(tmp_path):
             await wait_for(pilot, lambda: app.probe is not None, 60, "device probe")
             await highlight(pilot, app, "adamw")
             helpers = {p.pid for p in psutil.Process().children()}  # forkserver, resource tracker
+            # simulate_key: the key's own path (bindings, actions) as pilot.press takes it, without press's waits for
+            # the app to go idle, which last up to 1 s a key while a run is drawn; the waits below are the conditions
             for i in range(100):
-                await pilot.press("enter")
+                app.simulate_key("enter")
                 await wait_for(pilot, lambda: app.active is not None, 30, f"run {i} to start")
-                await pilot.press("s")
+                app.simulate_key("s")
                 await wait_for(pilot, lambda: app.active is None, 60, f"run {i} to stop")
             rows = app.table.rows_data
             assert len(rows) == 100 and {r.status for r in rows} <= {"stopped", "ok"}
