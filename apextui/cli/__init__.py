@@ -12,17 +12,20 @@ if TYPE_CHECKING:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The `apextui` command: see `apextui.cli.command.main`. SIGINT/SIGTERM are taken before the command's modules
-    import, or a Ctrl-C then would be lost (SIGINT inherited ignored) or end as -2 (`early_signals` says why). The
-    program (`argv` None) keeps them in at the end, where `command.main` has put in the late ones."""
-    from .signals import EXIT_INTERRUPTED, EarlySignal, early_signals
+    """The `apextui` command: see `apextui.cli.command.main`. SIGINT/SIGTERM are taken here, before the command's
+    modules import, or a Ctrl-C then would be lost (SIGINT inherited ignored) or end as -2 (`early_signals` says
+    why). The program (`argv` None) then puts in the handlers for shutdown and keeps them."""
+    from .signals import EXIT_INTERRUPTED, EarlySignal, early_signals, exit_on_late_signals
 
     with early_signals(restore=argv is not None) as early:
         try:
             from .command import main as command_main
 
-            return command_main(argv)
+            code = command_main(argv)
         except EarlySignal as exc:
-            return early.finish(exc)
+            code = early.finish(exc)
         except KeyboardInterrupt:  # a library put Python's default handler back
-            return EXIT_INTERRUPTED
+            code = EXIT_INTERRUPTED
+        if argv is None:  # the program itself, not a test calling main([...]): shutdown comes next
+            exit_on_late_signals()
+    return code

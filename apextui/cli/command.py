@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Sequence
 
 from . import output
-from .signals import EXIT_INTERRUPTED, EarlySignal, early_signals, exit_on_late_signals
 from ..core.env import DEVICE_CHOICES
 from .argtypes import int_in, seconds_in
 from ..core.presets import MAX_STEPS
@@ -111,20 +110,13 @@ def cmd_list(as_json: bool, requested_device: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Every exit path: a stdout that cannot be written and a signal before the run's own handlers are in
-    place (e.g. Ctrl-C while torch imports) end with their documented code, never a traceback."""
-    with early_signals() as early:
-        try:
-            code = _main(argv)
-        except output.OutputFailed as exc:
-            code = exc.report()
-        except EarlySignal as exc:
-            code = early.finish(exc)
-        except KeyboardInterrupt:  # SIGINT with our handler not (or no longer) installed
-            code = EXIT_INTERRUPTED
-    if argv is None:  # the program itself, not a test calling main([...]): shutdown comes next
-        exit_on_late_signals()
-    return code
+    """The command, its handlers for signals before the run's own already in (`apextui.cli.main` installs them
+    before this module imports). A stdout that cannot be written ends with its documented code, never a
+    traceback."""
+    try:
+        return _main(argv)
+    except output.OutputFailed as exc:
+        return exc.report()
 
 
 def _main(argv: Sequence[str] | None) -> int:
