@@ -19,7 +19,8 @@ from apextui.core.presets import PresetError, parse
 from apextui.core.run.timing import NoMark
 from apextui.core.workloads import model as model_mod
 from apextui.core.workloads import user_model
-from apextui.core.workloads.model import PARITY_STEPS, RECIPES, ModelWorkload
+from apextui.core.config.point import NAMED
+from apextui.core.workloads.model import PARITY_STEPS, ModelWorkload
 from apextui.core.workloads.spec import MODEL
 from helpers import ROOT
 
@@ -36,9 +37,9 @@ def one_thread():
     torch.set_num_threads(saved)
 
 
-def test_model_setup_is_public_and_every_registered_variant_has_a_recipe():
+def test_model_setup_is_public_and_every_registered_variant_is_a_named_point():
     assert apextui.ModelSetup is user_model.ModelSetup
-    assert set(RECIPES) == {v.name for v in MODEL.variants}
+    assert set(NAMED) == {v.name for v in MODEL.variants}
     assert all(v.amp in ("none", "bf16", "fp16") for v in MODEL.variants)
 
 

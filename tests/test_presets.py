@@ -266,7 +266,7 @@ def test_top_level_integers_have_a_range(tmp_path: Path, key):
     (GOOD.replace("steps = 10", "steps = 10\nseed = -1"), "seed", "from 0 to 4294967295"),
     (GOOD.replace("warmup = 2", ""), "warmup", "got 10 (the default); must be smaller than steps (10)"),
     # unknown or missing keys, unknown workload or variant
-    ("Workload = 'norm'\n" + GOOD, "Workload", "unknown field; allowed: amp, cpu_size, description"),
+    ("Workload = 'norm'\n" + GOOD, "Workload", "unknown field; allowed: amp, config, cpu_size, description"),
     (GOOD.replace('workload = "norm"\n', ""), "workload", "missing; allowed: optimizer, norm, transformer"),
     (GOOD.replace('variant = "layernorm"\n', ""), "variant", "missing; allowed for norm: layernorm, fused_layernorm"),
     (GOOD.replace('variant = "layernorm"', 'variant = "fp32"'), "variant", "got 'fp32'; allowed for norm"),

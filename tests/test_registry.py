@@ -71,7 +71,7 @@ def test_fused_lamb_preset_needs_apex_fused_lamb_and_is_unavailable_on_cpu():
 
 def test_fused_lamb_availability_reads_the_apex_check(monkeypatch):
     """On CUDA the registry's Apex need goes to the feature check, whose reason and fix come back."""
-    import apextui.core.availability as av
+    import apextui.core.apex.check as av  # config.axes.apex_check reads it at call time
 
     seen = {}
 

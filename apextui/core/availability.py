@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .apex.check import check_features
 from .presets import Preset
 
 
@@ -19,26 +18,16 @@ class Availability:
 
 
 def availability(preset: Preset, device: str) -> Availability:
-    """Check the Apex features, CUDA graphs or torch.compile backend a preset needs; never substitutes
-    another implementation."""
+    """Check the Apex features, CUDA graphs or torch.compile backend a preset needs (a model preset: its
+    configuration's axes values, `config.axes`); never substitutes another implementation."""
     from .compilation import check as check_needs
+    from .config.axes import apex_check
 
+    if preset.config is not None:
+        c = preset.config.availability(device)
+        return Availability(c.ok, c.reason, c.fix)
     needs = check_needs(preset.workload, preset.variant, device)
     if not needs.ok:
         return Availability(False, needs.reason, needs.fix)
-    if not preset.needs_apex:
-        return Availability(True)
-    if device != "cuda":
-        return Availability(
-            False,
-            f"needs NVIDIA Apex ({', '.join(preset.needs_apex)}), whose fused kernels run on CUDA only; "
-            "this run is on CPU",
-            "run on a machine with an NVIDIA GPU and Apex built with APEX_CPP_EXT=1 APEX_CUDA_EXT=1, "
-            "or pick a torch preset",
-        )
-    checks = check_features(preset.needs_apex, cuda_available=True)  # in a child process, cached
-    for feature in preset.needs_apex:
-        check = checks[feature]
-        if not check.ok:
-            return Availability(False, f"needs Apex {feature}: {check.reason}", check.fix)
-    return Availability(True)
+    apex = apex_check(preset.needs_apex, device)
+    return Availability(apex.ok, apex.reason, apex.fix)

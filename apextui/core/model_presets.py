@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .availability import Availability, availability
+from .config.point import NAMED, Config
 from .presets import Preset
 from .workloads import user_model
 from .workloads.spec import MODEL
 
 DEFAULT_STEPS = 50
 DEFAULT_WARMUP = 10
-NORM_VARIANTS = tuple(v.name for v in MODEL.variants if v.name in ("fused_norms", "fused_amp"))
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,18 @@ class ModelFacts:
 
 
 def preset_name(spec: str, variant: str) -> str:
-    """'gpt:build/bf16': the model's short name and the variant (how the runs are named in tables and JSON)."""
+    """'gpt:build/bf16', 'gpt:build/bf16+fused+compile': the model's short name and the configuration's label
+    (how the runs are named in tables and JSON)."""
     return f"{user_model.model_name(spec)}/{variant}"
+
+
+def config_preset(spec: str, config: Config, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP,
+                  seed: int = 0, lr: float = 1e-3) -> Preset:
+    """The preset of one point (`--config`, the search). Raises ModelSpecError for a malformed spec."""
+    user_model.split_spec(spec)
+    return Preset(name=preset_name(spec, config.label), path=spec, workload=MODEL.name, variant=config.label,
+                  description=f"{user_model.model_name(spec)}: {config.summary()}", steps=steps,
+                  warmup=min(warmup, steps - 1), amp=config.amp, lr=lr, seed=seed, model=spec, config=config)
 
 
 def presets_for(spec: str, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP, seed: int = 0,
@@ -50,7 +60,8 @@ def presets_for(spec: str, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WAR
     chosen = [v for v in MODEL.variants if variants is None or v.name in variants]
     return [Preset(name=preset_name(spec, v.name), path=spec, workload=MODEL.name, variant=v.name,
                    description=f"{user_model.model_name(spec)}: {v.summary}", steps=steps,
-                   warmup=min(warmup, steps - 1), amp=v.amp or "none", lr=lr, seed=seed, model=spec)
+                   warmup=min(warmup, steps - 1), amp=v.amp or "none", lr=lr, seed=seed, model=spec,
+                   config=NAMED[v.name])
             for v in chosen]
 
 
@@ -80,7 +91,7 @@ def probe(spec: str, device: str, seed: int = 0, fn: Callable[..., Any] | None =
 def model_availability(preset: Preset, device: str, facts: ModelFacts | None = None) -> Availability:
     """`availability` (Apex, torch.compile, CUDA), and for the norm swap a model with norms to swap."""
     a = availability(preset, device)
-    if a.ok and facts is not None and preset.variant in NORM_VARIANTS and facts.norms == 0:
+    if a.ok and facts is not None and preset.config is not None and preset.config.fused_norms and facts.norms == 0:
         return Availability(False, "the model has no nn.LayerNorm or nn.RMSNorm for Apex to replace",
                             "nothing to do: the norm swap does not apply to this model")
     return a

@@ -24,6 +24,10 @@ from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
 from . import files
+from .config.axes import ConfigError
+from .config.point import NAMED as NAMED_POINTS
+from .config.point import Config
+from .config.point import parse as parse_config
 from .workloads.spec import MODEL as _MODEL_SPEC
 from .workloads.spec import WORKLOADS as REGISTRY
 
@@ -43,7 +47,7 @@ BASELINES: Mapping[str, str] = MappingProxyType({w: s.baseline for w, s in REGIS
 
 AMP_MODES = ("none", "fp16", "bf16")
 TOP_KEYS = {
-    "description", "workload", "variant", "steps", "warmup", "amp", "lr", "seed", "size", "cpu_size", "model",
+    "description", "workload", "variant", "steps", "warmup", "amp", "lr", "seed", "size", "cpu_size", "model", "config",
 }
 
 MAX_STEPS = 10_000_000  # also the largest `--steps`
@@ -96,10 +100,14 @@ class Preset:
     size: Mapping[str, int] = field(default_factory=dict)
     cpu_size: Mapping[str, int] = field(default_factory=dict)
     model: str | None = None  # workload "model": the user's FILE.py:FUNC or package.module:FUNC
+    # workload "model": the point on the configuration axes it runs (`variant` is its label)
+    config: Config | None = None
 
     @property
     def needs_apex(self) -> tuple[str, ...]:
         """Apex features this preset needs (empty for torch-only presets)."""
+        if self.config is not None:
+            return self.config.needs_apex
         return WORKLOADS[self.workload][self.variant]
 
     @property
@@ -251,10 +259,26 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
     if not isinstance(workload, str) or workload not in WORKLOADS:
         raise fail("workload", f"got {show(workload)}; allowed: {', '.join(WORKLOADS)}")
     variant = data.get("variant")
-    if variant is None:
-        raise fail("variant", f"missing; allowed for {workload}: {', '.join(WORKLOADS[workload])}")
-    if not isinstance(variant, str) or variant not in WORKLOADS[workload]:
+    config: Config | None = None
+    if "config" in data and workload != REGISTRY_MODEL:
+        raise fail("config", f"only the model workload takes a config; this preset's workload is {workload}")
+    if "config" in data:
+        try:
+            config = parse_config(data["config"])
+        except ConfigError as exc:
+            raise fail("config", str(exc)) from None
+    if variant is None and config is None:
+        also = " (or config = \"axis=value,...\")" if workload == REGISTRY_MODEL else ""
+        raise fail("variant", f"missing{also}; allowed for {workload}: {', '.join(WORKLOADS[workload])}")
+    if variant is not None and (not isinstance(variant, str) or variant not in WORKLOADS[workload]):
         raise fail("variant", f"got {show(variant)}; allowed for {workload}: {', '.join(WORKLOADS[workload])}")
+    if workload == REGISTRY_MODEL:
+        if config is not None and variant is not None and NAMED_POINTS[variant] != config:
+            raise fail("config", f"{config.spec()} is not the variant {variant} ({NAMED_POINTS[variant].spec()}); "
+                                 "give one of them")
+        config = config if config is not None else NAMED_POINTS[str(variant)]
+        variant = config.label
+    variant = str(variant)
 
     model = data.get("model")
     if workload == REGISTRY_MODEL and (not isinstance(model, str) or not model.strip()):
@@ -288,9 +312,10 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
             or (isinstance(lr, float) and not math.isfinite(lr)) or not lo_lr < lr < hi_lr):
         raise fail("lr", f"got {show(lr)}; must be a finite number greater than {lo_lr:g} and less than {hi_lr:g}")
     if workload == REGISTRY_MODEL:
-        fixed = REGISTRY[workload].variant(variant).amp or "none"
+        fixed = config.amp if config is not None else "none"
         if "amp" in data and amp != fixed:
-            raise fail("amp", f"got {show(amp)}; the model variant {variant} runs at amp = {fixed!r} (leave amp out)")
+            raise fail("amp", f"got {show(amp)}; the model configuration {variant} runs at amp = {fixed!r} "
+                              "(leave amp out)")
         amp = fixed
         for table in ("size", "cpu_size"):
             if table in data:
@@ -332,7 +357,8 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
 
     if workload == REGISTRY_MODEL:
         return Preset(name=name, path=path, workload=workload, variant=variant, description=description,
-                      steps=steps, warmup=warmup, amp=amp, lr=float(lr), seed=seed, model=str(model).strip())
+                      steps=steps, warmup=warmup, amp=amp, lr=float(lr), seed=seed, model=str(model).strip(),
+                      config=config)
     return Preset(
         name=name, path=path, workload=workload, variant=variant, description=description,
         steps=steps, warmup=warmup, amp=amp, lr=float(lr), seed=seed,

@@ -1,7 +1,7 @@
-"""The user's own model as a workload: one of the model variants (`spec.MODEL`) applied to it.
+"""The user's own model as a workload: one configuration (a point on `config.axes`) applied to it.
 
-A variant is a `Recipe` (TF32 on or off, the optimizer, whether every norm is swapped for Apex's fused one,
-torch.compile's mode) plus the precision its `VariantSpec` fixes (`amp`). Every variant trains the same
+A run is a point on the configuration axes (`config.point.Config`: precision, optimizer, norms, compile);
+a named variant is a named point (`config.point.NAMED`). Every variant trains the same
 model from the same initial weights (torch seeded before the user's function builds it) on the same batches
 (`POOL` made once by `make_batch` from a seeded generator, cycled), so that their losses can be compared.
 
@@ -21,8 +21,7 @@ model's loss before and after, in fp32, must agree within `SWAP_TOLERANCE` (rela
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable
 
 import torch
 from torch import nn
@@ -31,6 +30,7 @@ from ..compilation import WARMUP_STEPS
 from ..run.timing import NoMark
 from . import user_model
 from .base import Marker, Workload, autocast, backward_and_step, grad_scaler, scale_tensor
+from ..config.point import BASELINE, NAMED, Config
 from .spec import MODEL
 
 POOL = 8  # batches made up front and cycled: the data costs nothing in a step, and every variant sees the same
@@ -38,34 +38,6 @@ PARITY_STEPS = 5  # steps of fp32 and of the variant whose losses are compared
 # the largest relative difference from fp32's loss over the parity steps, by the variant's arithmetic
 TOLERANCE = {"fp32": 2e-3, "tf32": 1e-2, "fp16": 3e-2, "bf16": 5e-2}
 SWAP_TOLERANCE = 1e-4  # relative difference of the first batch's fp32 loss before and after the norm swap
-
-OptimizerKind = Literal["adamw", "adamw_foreach", "adamw_fused", "fused_adam"]
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """How a model variant differs from fp32 (its precision is its `VariantSpec.amp`)."""
-
-    tf32: bool = False
-    optimizer: OptimizerKind = "adamw"
-    fused_norms: bool = False
-    compile_mode: str | None = None  # torch.compile mode, None: eager
-
-
-RECIPES: dict[str, Recipe] = {
-    "fp32": Recipe(),
-    "tf32": Recipe(tf32=True),
-    "bf16": Recipe(),
-    "fp16": Recipe(),
-    "adamw_foreach": Recipe(optimizer="adamw_foreach"),
-    "adamw_fused": Recipe(optimizer="adamw_fused"),
-    "fused_adam": Recipe(optimizer="fused_adam"),
-    "fused_norms": Recipe(fused_norms=True),
-    "fused_amp": Recipe(optimizer="fused_adam", fused_norms=True),
-    "compile": Recipe(compile_mode="default"),
-    "compile_cg": Recipe(compile_mode="reduce-overhead"),
-}
-
 
 class UserCodeError(RuntimeError):
     """The user's function, `make_batch`, model or loss raised, or gave something unusable: a run-time
@@ -75,7 +47,7 @@ class UserCodeError(RuntimeError):
     quiet_traceback = True
 
 
-def make_optimizer(kind: OptimizerKind, params: list[nn.Parameter], lr: float) -> torch.optim.Optimizer:
+def make_optimizer(kind: str, params: list[nn.Parameter], lr: float) -> torch.optim.Optimizer:
     if kind == "adamw_foreach":
         return torch.optim.AdamW(params, lr=lr, foreach=True)
     from .optimizer import make_optimizer as shared
@@ -187,11 +159,13 @@ def _is_oom(exc: BaseException) -> bool:
 class ModelWorkload(Workload):
     """The user's model, trained one step at a time under one model variant (see the module docstring)."""
 
-    def __init__(self, spec: str, variant: str, device: str, lr: float, seed: int, steps: int) -> None:
+    def __init__(self, spec: str, variant: str, device: str, lr: float, seed: int, steps: int,
+                 config: Config | None = None) -> None:
         self.spec, self.variant, self.device = spec, variant, device
-        self.recipe = RECIPES[variant]
-        self.amp = MODEL.variant(variant).amp or "none"
-        self._set_tf32(self.recipe.tf32)
+        self.config = config if config is not None else NAMED[variant]
+        self.recipe = self.config  # what the correctness-check methods read (tf32)
+        self.amp = self.config.amp
+        self._set_tf32(self.config.tf32)
         try:
             setup = user_model.build(spec, device == "cpu", seed)
         except user_model.ModelSpecError:
@@ -210,22 +184,25 @@ class ModelWorkload(Workload):
         self.loss_module = LossModule(self.model, setup.loss_fn, device, self.amp)
         self._i = 0
         self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-        reference = None if variant == MODEL.baseline else self._reference_losses()
+        reference = None if self.config == BASELINE else self._reference_losses()
         swap: dict[str, Any] | None = None
-        if self.recipe.fused_norms:
+        if self.config.fused_norms:
             swap = self._swap_norms()
+            self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        if self.config.fp8:
+            self._to_float8()
             self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.params = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         self.opt = self._optimizer()
         self.scaler = grad_scaler(device, self.amp)
         self.uses_grad_scaler = self.scaler is not None
         self.compiled: nn.Module | None = None
-        self.uses_cuda_graphs = self.recipe.compile_mode == "reduce-overhead"
+        self.uses_cuda_graphs = self.config.cuda_graphs
         if self.uses_cuda_graphs and device != "cuda":
             raise ValueError(f"{variant} needs CUDA (CUDA graphs); this run is on {device}")
         self._reference, self._swap = reference, swap
-        if self.recipe.compile_mode is not None:
-            self.compiled = torch.compile(self.loss_module, mode=self.recipe.compile_mode)  # type: ignore[assignment]
+        if self.config.compile_mode is not None:
+            self.compiled = torch.compile(self.loss_module, mode=self.config.compile_mode)  # type: ignore[assignment]
             self.compiles = True
         elif reference is not None:
             self.check = self._parity(reference, self._variant_losses(PARITY_STEPS), swap)
@@ -237,6 +214,16 @@ class ModelWorkload(Workload):
         if self.device == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = on
             torch.backends.cudnn.allow_tf32 = on
+
+    def _to_float8(self) -> None:
+        """fp8: torchao swaps the model's nn.Linear layers for Float8Linear (float8 matmuls with dynamic
+        scaling; the rest stays under bf16 autocast). Lazy: torchao is imported only for an fp8 run."""
+        from torchao.float8 import convert_to_float8_training  # type: ignore[import-not-found]
+
+        def dims_fit(module: nn.Module, fqn: str) -> bool:  # float8 matmuls need dimensions divisible by 16
+            return isinstance(module, nn.Linear) and module.in_features % 16 == 0 and module.out_features % 16 == 0
+
+        convert_to_float8_training(self.model, module_filter_fn=dims_fit)
 
     def _make_batches(self, seed: int) -> list[Any]:
         device = torch.device(self.device)
@@ -266,7 +253,7 @@ class ModelWorkload(Workload):
         return int(first.shape[0]) if first.dim() else 1
 
     def _optimizer(self) -> torch.optim.Optimizer:
-        return make_optimizer(self.recipe.optimizer, [p for p in self.model.parameters() if p.requires_grad],
+        return make_optimizer(self.config.optimizer_kind, [p for p in self.model.parameters() if p.requires_grad],
                               self.lr)
 
     def _restore(self) -> None:

@@ -293,7 +293,7 @@ def _build_model(preset: Preset, device: str, size: Mapping[str, int], steps: in
 
     if preset.model is None:
         raise ValueError(f"preset {preset.name!r} has workload 'model' but names no model")
-    return ModelWorkload(preset.model, preset.variant, device, preset.lr, preset.seed, steps)
+    return ModelWorkload(preset.model, preset.variant, device, preset.lr, preset.seed, steps, config=preset.config)
 
 
 def _model_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
