@@ -1,0 +1,71 @@
+"""The answer in the user's own terms: the code that applies a configuration in a training script, and a
+preset TOML that reproduces it (`apextui --preset FILE.toml`). Both are plain text; no torch."""
+
+from __future__ import annotations
+
+import json
+
+from .point import Config
+
+_OPTIMIZER = {
+    "adamw": "optimizer = torch.optim.AdamW(model.parameters(), lr=lr)",
+    "foreach": "optimizer = torch.optim.AdamW(model.parameters(), lr=lr, foreach=True)",
+    "fused": "optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)",
+    "apex": "from apex.optimizers import FusedAdam\n"
+            "optimizer = FusedAdam(model.parameters(), lr=lr, adam_w_mode=True, weight_decay=0.01)",
+}
+_DTYPE = {"bf16": "torch.bfloat16", "fp8": "torch.bfloat16", "fp16": "torch.float16"}
+
+
+def snippet(config: Config) -> str:
+    """Python lines for a training script: set-up (TF32, norm swap, fp8, optimizer, compile) and the step
+    (autocast, GradScaler). `model`, `lr`, `batch` and `loss_fn` are the script's own."""
+    lines = ["import torch", ""]
+    if config.tf32:
+        lines += ["torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends.cudnn.allow_tf32 = True"]
+    if config.fused_norms:
+        lines += ["# every nn.LayerNorm / nn.RMSNorm -> apex FusedLayerNorm / FusedRMSNorm, weights copied",
+                  "from apex.normalization import FusedLayerNorm, FusedRMSNorm",
+                  "for parent in list(model.modules()):",
+                  "    for name, child in list(parent.named_children()):",
+                  "        if type(child) is torch.nn.LayerNorm:",
+                  "            new = FusedLayerNorm(child.normalized_shape, eps=child.eps)",
+                  "        elif type(child) is torch.nn.RMSNorm:",
+                  "            new = FusedRMSNorm(child.normalized_shape, eps=child.eps or 1e-6)",
+                  "        else:",
+                  "            continue",
+                  "        new.load_state_dict(child.state_dict())",
+                  "        setattr(parent, name, new.to(child.weight.device))"]
+    if config.fp8:
+        lines += ["from torchao.float8 import convert_to_float8_training",
+                  "convert_to_float8_training(model)  # nn.Linear -> Float8Linear (dims divisible by 16)"]
+    lines += _OPTIMIZER[config.optimizer].splitlines()
+    if config.precision == "fp16":
+        lines.append('scaler = torch.amp.GradScaler("cuda")')
+    target = "model"
+    if config.compile_mode is not None:
+        mode = "" if config.compile_mode == "default" else f', mode="{config.compile_mode}"'
+        lines.append(f"compiled = torch.compile(model{mode})")
+        target = "compiled"
+    lines += ["", "# each step"]
+    call = f"loss = loss_fn({target}(inputs), targets)"
+    step = ["optimizer.zero_grad()"]
+    if config.cuda_graphs:
+        step.append("torch.compiler.cudagraph_mark_step_begin()")
+    if config.amp != "none":
+        step += [f'with torch.autocast(device_type="cuda", dtype={_DTYPE[config.precision]}):', f"    {call}"]
+    else:
+        step.append(call)
+    if config.precision == "fp16":
+        step += ["scaler.scale(loss).backward()", "scaler.step(optimizer)", "scaler.update()"]
+    else:
+        step += ["loss.backward()", "optimizer.step()"]
+    return "\n".join(lines + step) + "\n"
+
+
+def preset_toml(config: Config, model: str, steps: int = 50, description: str = "") -> str:
+    """A preset file for the model workload that runs `config` (presets.parse reads it back to `config`)."""
+    table = ", ".join(f"{name} = {json.dumps(value)}" for name, value in config.items())
+    text = description or f"{config.label}: {config.summary()}"
+    return (f"description = {json.dumps(text)}\nworkload = \"model\"\nmodel = {json.dumps(model)}\n"
+            f"config = {{ {table} }}\nsteps = {steps}\n")

@@ -1,0 +1,114 @@
+"""The configuration axes, points, `--config` parsing, the snippet and the preset TOML round-trip (no torch)."""
+
+from __future__ import annotations
+
+import tomllib
+
+import pytest
+
+from apextui.core import presets
+from apextui.core.config import axes
+from apextui.core.config.point import BASELINE, NAMED, Config, parse, single_changes
+from apextui.core.config.snippet import preset_toml, snippet
+from apextui.core.workloads.spec import MODEL
+
+# what each named variant meant before the axes (the old Recipe table and VariantSpec.amp)
+OLD = {  # name: (tf32, amp, optimizer, fused_norms, compile_mode)
+    "fp32": (False, "none", "adamw", False, None), "tf32": (True, "none", "adamw", False, None),
+    "bf16": (False, "bf16", "adamw", False, None), "fp16": (False, "fp16", "adamw", False, None),
+    "adamw_foreach": (False, "none", "adamw_foreach", False, None),
+    "adamw_fused": (False, "none", "adamw_fused", False, None),
+    "fused_adam": (False, "none", "fused_adam", False, None), "fused_norms": (False, "none", "adamw", True, None),
+    "fused_amp": (False, "fp16", "fused_adam", True, None), "compile": (False, "none", "adamw", False, "default"),
+    "compile_cg": (False, "none", "adamw", False, "reduce-overhead"),
+}
+
+
+def test_every_axis_value_has_a_summary_a_label_and_an_availability():
+    for a in axes.AXES:
+        assert a.summary and a.default.label == ""
+        assert len(set(a.names)) == len(a.names)
+        for v in a.values:
+            assert v.summary
+            assert v is a.default or v.label
+            check = axes.value_availability(v, "cpu")
+            assert check.ok or (check.reason and check.fix)
+    labels = [v.label for a in axes.AXES for v in a.values if v.label]
+    assert len(labels) == len(set(labels))  # a point's label names its values unambiguously
+
+
+@pytest.mark.parametrize("name", list(OLD))
+def test_every_named_point_builds_what_the_old_variant_did(name):
+    c = NAMED[name]
+    assert (c.tf32, c.amp, c.optimizer_kind, c.fused_norms, c.compile_mode) == OLD[name]
+    assert c.label == name
+    spec = MODEL.variant(name)
+    assert (spec.amp or "none") == c.amp and c.needs_apex == spec.apex
+    assert set(spec.needs) == set(c.needs)
+
+
+def test_cpu_availability_says_why_and_how():
+    assert BASELINE.availability("cpu").ok
+    tf32 = NAMED["tf32"].availability("cpu")
+    assert not tf32.ok and "CUDA" in tf32.reason
+    apex = NAMED["fused_adam"].availability("cpu")
+    assert not apex.ok and "FusedAdam" in apex.reason and "CUDA only" in apex.reason
+    fp8 = parse("precision=fp8").availability("cpu")
+    assert not fp8.ok and fp8.fix
+
+
+@pytest.mark.parametrize("text, says", [
+    ("precison=bf16", "unknown axis 'precison'; allowed: precision, optimizer, norms, compile"),
+    ("precision=bf17", "unknown precision 'bf17'; allowed: fp32, tf32, bf16, fp16, fp8"),
+    ("precision", "is not axis=value"),
+    ("", "empty configuration"),
+    ("precision=bf16,precision=fp16", "given twice"),
+    ("compile=max", "allowed: none, default, max-autotune-no-cudagraphs, reduce-overhead"),
+])
+def test_config_errors_name_what_is_wrong_and_what_is_allowed(text, says):
+    with pytest.raises(axes.ConfigError) as e:
+        parse(text)
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_parse_forms_and_labels():
+    c = parse(" precision = bf16 , optimizer=fused,compile=default")
+    assert c == Config("bf16", "fused", "torch", "default") == parse(c.spec()) == parse(c.as_dict())
+    assert c.label == "bf16+fused+compile" and hash(c) == hash(Config("bf16", "fused", "torch", "default"))
+    assert parse("bf16") is NAMED["bf16"] and parse("precision=fp16,optimizer=apex,norms=apex").label == "fused_amp"
+    assert len(single_changes()) == sum(len(a.values) - 1 for a in axes.AXES)
+
+
+@pytest.mark.parametrize("text", ["precision=bf16,optimizer=fused,compile=default", "fused_amp", "tf32",
+                                  "precision=fp8,compile=reduce-overhead", "fp32"])
+def test_the_snippet_says_the_exact_calls_and_the_toml_reproduces_the_config(text):
+    c = parse(text)
+    code = snippet(c)
+    compile(code, "<snippet>", "exec")  # valid Python
+    assert ('torch.autocast(device_type="cuda", dtype=torch.bfloat16)' in code) == (c.amp == "bf16")
+    assert ("GradScaler" in code) == (c.precision == "fp16")
+    assert ("allow_tf32 = True" in code) == c.tf32
+    assert ("FusedLayerNorm" in code) == c.fused_norms
+    assert ("torch.compile(model" in code) == (c.compile != "none")
+    if c.compile == "reduce-overhead":
+        assert 'mode="reduce-overhead"' in code
+    assert {"adamw": "AdamW(model.parameters(), lr=lr)", "fused": "fused=True", "foreach": "foreach=True",
+            "apex": "FusedAdam("}[c.optimizer] in code
+    p = presets.parse(tomllib.loads(preset_toml(c, "examples/gpt.py:build")), name="mine")
+    assert p.config == c and p.workload == "model" and p.model == "examples/gpt.py:build" and p.amp == c.amp
+    assert p.variant == c.label and p.needs_apex == c.needs_apex
+
+
+def test_preset_config_field_errors():
+    base = {"workload": "model", "model": "m.py:f", "steps": 20}
+    with pytest.raises(presets.PresetError, match="field 'config': unknown axis 'x'"):
+        presets.parse({**base, "config": "x=1"}, name="p")
+    with pytest.raises(presets.PresetError, match="field 'config': .* is not the variant bf16"):
+        presets.parse({**base, "config": {"precision": "fp16"}, "variant": "bf16"}, name="p")
+    with pytest.raises(presets.PresetError, match="only the model workload takes a config"):
+        presets.parse({"workload": "norm", "variant": "layernorm", "steps": 20, "config": "precision=bf16"},
+                      name="p")
+    p = presets.parse({**base, "variant": "bf16"}, name="p")
+    assert p.config == NAMED["bf16"] and p.variant == "bf16"
+    p = presets.parse({**base, "config": "precision=bf16,compile=default"}, name="p")
+    assert p.variant == "bf16+compile" and p.amp == "bf16"

@@ -1,0 +1,90 @@
+"""The search's logic on a fake timing table (no torch): it finds a combination no single change reaches,
+excludes points that fail, keeps to its budget, and reports the speed-ups by the noise rule."""
+
+from __future__ import annotations
+
+import types
+
+from apextui.core.advise.search import Outcome, Search
+from apextui.core.compare import Timing
+from apextui.core.config.point import BASELINE, Config, parse, single_changes
+
+# ms/step factors per axis value; combined they multiply, except compile, which only pays off in bf16
+FACTOR = {("precision", "tf32"): 0.8, ("precision", "bf16"): 0.5, ("precision", "fp16"): 0.55,
+          ("precision", "fp8"): 0.45, ("optimizer", "foreach"): 0.97, ("optimizer", "fused"): 0.9,
+          ("optimizer", "apex"): 0.92, ("norms", "apex"): 1.01, ("compile", "default"): 1.05,
+          ("compile", "max-autotune-no-cudagraphs"): 1.1, ("compile", "reduce-overhead"): 1.2}
+
+
+def table(c: Config) -> float:
+    ms = 100.0
+    for a in c.changes():
+        ms *= FACTOR[(a, getattr(c, a))]
+    if c.precision in ("bf16", "fp8") and c.compile == "default":
+        ms *= 0.4  # compile fuses the casts autocast adds: a combination's own win
+    return ms
+
+
+class Fake:
+    """measure(): the table's ms with a 1 % interval, 10 s of fake clock per run; points in `fail` fail."""
+
+    def __init__(self, fail: dict[Config, str] | None = None, cost: float = 10.0) -> None:
+        self.now, self.cost, self.fail, self.calls = 0.0, cost, fail or {}, []
+
+    def clock(self) -> float:
+        return self.now
+
+    def measure(self, config: Config, why: str) -> Outcome:
+        self.now += self.cost
+        self.calls.append(config)
+        if config in self.fail:
+            return Outcome("check_failed", reason=self.fail[config])
+        ms = table(config)
+        return Outcome("ok", Timing(ms, ms * 0.99, ms * 1.01, n=50))
+
+
+def unavailable_fp8(c: Config):
+    return types.SimpleNamespace(ok=c.precision != "fp8", reason="fp8 needs torchao", fix="pip install torchao")
+
+
+def test_search_finds_the_combination_no_single_change_reaches():
+    fake = Fake()
+    lines: list[str] = []
+    r = Search(fake.measure, budget_s=10_000, clock=fake.clock, available=unavailable_fp8,
+               on_progress=lines.append).run()
+    best_single = min((c for c in single_changes() if c.precision != "fp8"), key=table)
+    assert r.best_single == best_single == parse("precision=bf16")
+    assert r.winner == parse("precision=bf16,optimizer=fused,compile=default")
+    assert table(r.winner) < table(best_single) * 0.5
+    assert r.stopped_by == "converged"
+    d = r.to_dict()
+    assert d["winner_label"] == "bf16+fused+compile"
+    assert d["speedup_vs_best_single"] > 2 and d["speedup_vs_best_single_verdict"] == "faster"
+    assert d["speedup_vs_fp32"] > 5
+    assert [t["phase"] for t in d["trials"]][:2] == ["baseline", "single"]
+    assert any(t["status"] == "unavailable" and "torchao" in t["reason"] for t in d["trials"])
+    assert any(t["phase"] == "repeat" for t in d["trials"])
+    assert any("moving there" in line for line in lines)
+    assert len(set(fake.calls)) < 40  # a search, not the grid of 160 points
+
+
+def test_points_that_fail_are_excluded_and_reported():
+    bad = parse("precision=bf16,optimizer=fused,compile=default")
+    fake = Fake(fail={bad: "loss differs from fp32's"})
+    r = Search(fake.measure, budget_s=10_000, clock=fake.clock, available=unavailable_fp8).run()
+    assert r.winner != bad and r.winner is not None
+    assert any(t["label"] == bad.label and "differs" in t["reason"] for t in r.to_dict()["excluded"])
+
+
+def test_the_budget_ends_the_search_early_and_the_best_so_far_wins():
+    fake = Fake()
+    r = Search(fake.measure, budget_s=55, clock=fake.clock, available=unavailable_fp8).run()
+    assert r.spent_s <= 55 + fake.cost  # a run in flight when the budget ends finishes
+    assert r.winner is not None and r.winner != BASELINE
+    assert r.stopped_by in ("budget", "converged")
+
+
+def test_a_failed_baseline_ends_the_search_with_no_winner():
+    fake = Fake(fail={BASELINE: "your function raised"})
+    r = Search(fake.measure, budget_s=1000, clock=fake.clock).run()
+    assert r.winner is None and r.stopped_by == "baseline failed" and len(fake.calls) == 1
