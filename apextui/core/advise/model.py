@@ -79,6 +79,7 @@ class RunResult:
     roofline: Mapping[str, Any] | None = None
     gpu_busy: float | None = None
     check: Mapping[str, Any] | None = None  # fused norms: accuracy check against torch
+    peak_memory_bytes: int | None = None  # torch.cuda.max_memory_allocated (CUDA), None on CPU
 
     @property
     def ok(self) -> bool:
@@ -106,6 +107,7 @@ class RunResult:
             bottleneck=s.get("bottleneck") if isinstance(s.get("bottleneck"), Mapping) else None,
             roofline=s.get("roofline") if isinstance(s.get("roofline"), Mapping) else None,
             gpu_busy=_float(s.get("gpu_busy")), check=s.get("check") if isinstance(s.get("check"), Mapping) else None,
+            peak_memory_bytes=s.get("peak_memory_bytes") if isinstance(s.get("peak_memory_bytes"), int) else None,
         )
 
     @classmethod
@@ -121,7 +123,7 @@ class RunResult:
             "timed_intervals": self.timed_intervals, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms, "steps": self.steps,
             "measured_steps": self.measured_steps, "final_loss": self.final_loss, "compile_s": self.compile_s,
             "elapsed_s": self.elapsed_s, "gpu_busy": self.gpu_busy,
-            "bottleneck": (self.bottleneck or {}).get("label"),
+            "bottleneck": (self.bottleneck or {}).get("label"), "peak_memory_bytes": self.peak_memory_bytes,
         }
 
 

@@ -46,6 +46,7 @@ class Delivery:
         error: str | None = None
         held: tuple[str, Any] | None = None
         probe: Probe | None = None
+        peak: int | None = None
         gpu_util = UtilAverage()  # NVML, over the measured steps: the busy fraction if profiling fails
         while True:
             kind, payload = held if held is not None else self.inbox.get()
@@ -58,6 +59,9 @@ class Delivery:
                 status = payload
             elif kind == "probe":
                 probe = payload
+                continue
+            elif kind == "peak_memory":
+                peak = payload
                 continue
             elif kind == "steps":
                 batch = list(payload)
@@ -103,6 +107,7 @@ class Delivery:
                 skipped_steps=skips.total, monitor=sampler.latest if sampler else None,
                 elapsed_s=time.perf_counter() - self.t0, error=error, final_loss=final_loss,
                 opt_stats=opt_stats.summary(), loss_scale=skips.scale, analysis=analysis,
+                peak_memory_bytes=peak,
             )
             if snap.finished:
                 self.result = snap

@@ -38,6 +38,8 @@ def start_event(preset: Preset, device: str, steps: int, warmup: int, env: dict[
         "steps": steps,
         "warmup": warmup,
         "amp": preset.amp,
+        "config": preset.config.as_dict() if preset.config is not None else None,
+        "config_label": preset.config.label if preset.config is not None else None,
         "note": None if device != "cpu" else CPU_NOTE if preset.model is None else CPU_NOTE_MODEL,
         "env": env,
     }
@@ -160,6 +162,7 @@ def summary(snap: Snapshot) -> dict[str, Any]:
         "check": dict(info.check) if info and info.check else None,
         "elapsed_s": _num(snap.elapsed_s, 3),
         "compile_s": _num(info.compile_s, 3) if info else None,
+        "peak_memory_bytes": snap.peak_memory_bytes,
         **analysis_fields(snap),
         **({"distributed": _clean(dict(snap.distributed))} if snap.distributed else {}),
     }

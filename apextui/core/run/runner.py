@@ -159,6 +159,10 @@ class Runner(RunControl):
             self._inbox.put(("info", info))
             with FrozenHeap():
                 status, error = self._measured_steps(workload, clock, guard)
+            if self.device == "cuda":  # set-up, compile and the measured steps: what the configuration needs
+                import torch
+
+                self._inbox.put(("peak_memory", int(torch.cuda.max_memory_allocated())))
             if status == "ok" and self.analyse:  # extra steps, after the measured ones: never in the stats
                 self._inbox.put(("status", "profiling"))
                 self._inbox.put(("probe", probe_after_run(workload, self.device, self.profile_steps,
@@ -224,6 +228,8 @@ class Runner(RunControl):
 
         size_name = "cpu" if self.device == "cpu" else "default"
         size = self.preset.cpu_size if size_name == "cpu" else self.preset.size
+        if self.device == "cuda":
+            torch.cuda.reset_peak_memory_stats()  # the peak is this run's, not an earlier one's in this process
         workload = self._build_workload(size)
         if self.sampler is None:
             from ..env import pci_bus_id
