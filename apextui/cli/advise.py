@@ -12,7 +12,8 @@ import json
 import sys
 from typing import Any, Sequence
 
-from .argtypes import int_in
+from .argtypes import int_in, seconds_in
+from ..core.advise.search import DEFAULT_BUDGET_S
 from ..core.advise import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, AdviceError, parse_workloads
 from ..core.env import DEVICE_CHOICES
 from ..core.presets import MAX_STEPS
@@ -45,7 +46,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--workloads", type=_workloads, metavar="LIST",
                         help=f"comma-separated, from {','.join(SHIPPED)} (default: all; with --model: none)")
     parser.add_argument("--model", metavar="FILE.py:FUNC",
-                        help="advise on your own model: every variant of it (docs/your-model.md)")
+                        help="advise on your own model: search the configuration axes for the fastest point that "
+                             "passes the correctness check (docs/your-model.md)")
+    parser.add_argument("--budget", type=seconds_in(1.0, 86400.0), metavar="SECONDS",
+                        help=f"with --model: the search's time budget (default {DEFAULT_BUDGET_S['cuda']:.0f} s on "
+                             f"CUDA, {DEFAULT_BUDGET_S['cpu']:.0f} s on CPU)")
+    parser.add_argument("--config", metavar="AXIS=VALUE,...",
+                        help="with --model: measure this point against fp32 (interleaved repeats) instead of "
+                             "searching")
     parser.add_argument("--nproc", type=int_in(1, 1024), metavar="N",
                         help="advise for a data-parallel run on N ranks of this machine (through torchrun's API; "
                              "docs/distributed.md)")
@@ -81,7 +89,10 @@ def _output(doc: dict[str, Any], as_json: bool) -> bool:
     model = doc.get("model")
     head = (f"model {model['name']} ({model['spec']}): {model['params']:,} parameters at its "
             f"{'CPU size' if model['size'] == 'small' else 'full size'}\n") if model else ""
-    return _print(head + format_text(doc))
+    from ..core.advise.answer import answer_text
+
+    found = answer_text(doc)
+    return _print(head + format_text(doc) + ("\n" + found if found else ""))
 
 
 class ProgressPrinter:
@@ -91,7 +102,7 @@ class ProgressPrinter:
         self._compiling: set[tuple[int, str]] = set()
 
     def __call__(self, p: Any) -> None:
-        if p.event in ("plan", "skip"):
+        if p.event in ("plan", "skip", "search"):
             log(p.message)
         elif p.event == "run_end":
             log(p.line())
@@ -153,20 +164,41 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
     for e in errors:
         log(f"warning: skipped a user preset: {e.message}")
     model = getattr(args, "model", None)
-    workloads, availability_fn, facts = args.workloads, None, None
+    config, budget = getattr(args, "config", None), getattr(args, "budget", None)
+    if model is None and (config is not None or budget is not None):
+        log(f"error: {'--config' if config is not None else '--budget'} goes with --model FILE.py:FUNC")
+        return EXIT_USAGE
+    if config is not None and budget is not None:
+        log("error: --budget is for the search; --config measures one point against fp32 (give one of them)")
+        return EXIT_USAGE
+    workloads, availability_fn, facts, search_budget = args.workloads, None, None, None
     if model is not None:
-        from .model import model_for_advice
+        from ..core.config.point import BASELINE
+        from ..core.model_presets import config_preset
+        from ..core.workloads.user_model import ModelSpecError
+        from .model import config_of, model_for_advice, usage
 
         got = model_for_advice(model, device, args.reuse)
         if isinstance(got, int):
             return got
         facts, model_presets, availability_fn = got
+        if config is not None:
+            try:
+                point = config_of(config)
+            except ModelSpecError as exc:
+                return usage(exc)
+            model_presets = [p for p in model_presets if p.config == BASELINE]
+            if point != BASELINE:
+                model_presets.append(config_preset(model, point))
+        else:
+            search_budget = budget if budget is not None else DEFAULT_BUDGET_S[device]
         presets = [*presets, *model_presets]
         workloads = (*(args.workloads or ()), "model")
     try:
         advisor = Advisor(device, steps=args.steps, repeats=args.repeats or DEFAULT_REPEATS,
                           workloads=workloads, presets=presets, runner_factory=runner_factory,
-                          on_progress=ProgressPrinter(), availability_fn=availability_fn)
+                          on_progress=ProgressPrinter(), availability_fn=availability_fn,
+                          search_budget_s=search_budget)
     except AdviceError as exc:
         log(f"error: {exc}")
         return EXIT_USAGE

@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "also package.module:FUNC")
     parser.add_argument("--variant", metavar="NAME", help="with --model --json: the model variant to run "
                         "(see `apextui list --model ...`)")
+    parser.add_argument("--config", metavar="AXIS=VALUE,...",
+                        help="with --model: any point on the configuration axes, e.g. "
+                        "precision=bf16,optimizer=fused,compile=default (docs/your-model.md)")
     parser.add_argument("--json", action="store_true", help="run headless; JSON lines on stdout")
     parser.add_argument("--steps", type=int_in(1, MAX_STEPS), metavar="N", help="override the preset's step count")
     parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto",
@@ -144,10 +147,14 @@ def _main(argv: Sequence[str] | None) -> int:
         return _error("give --preset or --model, not both", EXIT_USAGE)
     if args.variant is not None and args.model is None:
         return _error("--variant goes with --model FILE.py:FUNC (a preset names its variant itself)", EXIT_USAGE)
+    if args.config is not None and args.model is None:
+        return _error("--config goes with --model FILE.py:FUNC (a preset file takes config = ... itself)",
+                      EXIT_USAGE)
     if args.model is not None and args.json:
         from .model import run_headless
 
-        return run_headless(args.model, args.variant, args.device, args.steps, args.sample_interval, args.force)
+        return run_headless(args.model, args.variant, args.device, args.steps, args.sample_interval, args.force,
+                            config=args.config)
     model_presets, preset = [], None
     if args.model is not None:  # the TUI: the model's variants join the picker; its code runs in the worker only
         from .model import presets as model_presets_for
@@ -155,8 +162,10 @@ def _main(argv: Sequence[str] | None) -> int:
 
         try:
             model_presets = model_presets_for(args.model)
-            if args.variant is not None:  # preselected and started, as --preset NAME
-                preset = variant_preset(args.model, args.variant)
+            if args.variant is not None or args.config is not None:  # preselected and started, as --preset NAME
+                preset = variant_preset(args.model, args.variant, config=args.config)
+                if all(p.name != preset.name for p in model_presets):
+                    model_presets.append(preset)
         except ModelSpecError as exc:
             return usage(exc)
     if args.preset is not None:

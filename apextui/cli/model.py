@@ -42,23 +42,43 @@ def presets(spec: str, steps: int | None = None) -> list[Any]:
     return presets_for(spec, steps=steps or DEFAULT_STEPS)
 
 
-def variant_preset(spec: str, variant: str | None, steps: int | None = None) -> Any:
-    """The preset of `--model spec --variant variant`; ModelSpecError naming what is wrong."""
+def config_of(text: str) -> Any:
+    """`--config axis=value,...` as a point; ModelSpecError (exit 2) listing the axes and values allowed."""
+    from ..core.config.axes import ConfigError
+    from ..core.config.point import parse
+
+    try:
+        return parse(text)
+    except ConfigError as exc:
+        raise ModelSpecError(f"--config: {exc}") from None
+
+
+def variant_preset(spec: str, variant: str | None, steps: int | None = None, config: str | None = None) -> Any:
+    """The preset of `--model spec --variant variant` or `--model spec --config axis=value,...`; ModelSpecError
+    naming what is wrong."""
     from ..core import model_presets as mp
 
     names = mp.variant_names()
+    if config is not None:
+        if variant is not None:
+            raise ModelSpecError("give --variant NAME or --config axis=value,..., not both")
+        point = config_of(config)
+        return next((p for p in presets(spec, steps) if p.config == point), None) or \
+            mp.config_preset(spec, point, steps=steps or mp.DEFAULT_STEPS)
     if variant is None:
-        raise ModelSpecError(f"--json with --model needs --variant NAME; one of: {', '.join(names)}")
+        raise ModelSpecError(f"--json with --model needs --variant NAME (one of: {', '.join(names)}) or --config "
+                             "axis=value,...")
     if variant not in names:
         raise ModelSpecError(f"unknown model variant {variant[:40]!r}; choose one of: {', '.join(names)}")
     return next(p for p in presets(spec, steps) if p.variant == variant)
 
 
 def run_headless(spec: str, variant: str | None, requested_device: str, steps: int | None,
-                 sample_interval: float, force: bool) -> int:
-    """`apextui --model M --variant V --json`: the same JSON lines and exit codes as a preset's run."""
+                 sample_interval: float, force: bool, config: str | None = None) -> int:
+    """`apextui --model M --variant V --json` (or `--config ...`): the same JSON lines and exit codes as a
+    preset's run."""
     try:
-        preset = variant_preset(spec, variant)
+        preset = variant_preset(spec, variant, config=config)
     except ModelSpecError as exc:
         return usage(exc)
     return run_preset(preset, requested_device, steps, sample_interval, force)

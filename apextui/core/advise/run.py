@@ -20,12 +20,13 @@ from .model import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, RUN_JOIN_S, Advi
 from .planning import AvailabilityFn, WorkloadPlan, parse_workloads, plan
 
 
-ProgressEvent = Literal["plan", "skip", "run", "run_end", "reused", "done"]
+ProgressEvent = Literal["plan", "skip", "run", "run_end", "reused", "done", "search"]
 
 
 @dataclass(frozen=True)
 class Progress:
-    """What the advice is doing: `event` "plan" | "skip" | "run" (a run's update) | "run_end" | "reused" | "done"."""
+    """What the advice is doing: `event` "plan" | "skip" | "run" (a run's update) | "run_end" | "reused" | "done"
+    | "search" (the model's search: which point it runs and why, `message`)."""
 
     event: ProgressEvent
     index: int = 0  # this run, 1-based, of `total`
@@ -71,7 +72,8 @@ class Advisor:
                  workloads: Sequence[str] | str | None = None, presets: Sequence[Preset] | None = None,
                  availability_fn: AvailabilityFn | None = None, runner_factory: RunnerFactory | None = None,
                  on_progress: ProgressFn | None = None, sample_interval: float = 1.0,
-                 env: Mapping[str, Any] | None = None, use_run: bool = True) -> None:
+                 env: Mapping[str, Any] | None = None, use_run: bool = True,
+                 search_budget_s: float | None = None) -> None:
         if device not in DEFAULT_STEPS:
             raise AdviceError(f"device must be cpu or cuda (resolved), got {device!r}")
         if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
@@ -97,6 +99,11 @@ class Advisor:
         self.sample_interval = sample_interval
         self._env = dict(env) if env is not None else None
         self.use_run = use_run
+        # the model workload: a search over the configuration axes within this many seconds (None: its presets)
+        self.search_budget_s = search_budget_s
+        self._search: Any = None  # the running search.Search
+        self._search_result: Any = None  # its SearchResult
+        self._search_presets: dict[str, Preset] = {}  # every point it ran or found unavailable, in order
         self._cancel = threading.Event()
         self._lock = threading.Lock()
         self._runner: Any = None
@@ -110,6 +117,8 @@ class Advisor:
     def stop(self) -> None:
         """Stop after the current step of the current run; safe from any thread and from signal handlers."""
         self._cancel.set()
+        if self._search is not None:
+            self._search.stop()
         runner = self._runner
         if runner is not None:
             try:
@@ -138,12 +147,21 @@ class Advisor:
 
     @property
     def total_runs(self) -> int:
-        return sum(len(p.runnable) for p in self.plans()) * self.repeats
+        """Planned runs (the model's search: its runs so far; how many it makes depends on what it finds)."""
+        return sum(len(p.runnable) * self.repeats if not self._searches(p) else
+                   sum(len(self._runs.get((p.workload, n), ())) for n in self._search_presets)
+                   for p in self.plans())
+
+    def _searches(self, p: WorkloadPlan) -> bool:
+        return p.workload == "model" and self.search_budget_s is not None
 
     # ---- results --------------------------------------------------------------------------------
     def verdicts(self) -> list[WorkloadVerdict]:
         out = []
         for p in self.plans():
+            if self._searches(p):
+                out.append(self._search_verdict(p))
+                continue
             ms = [Measurement(preset=x.name, variant=x.variant, workload=x.workload, needs_apex=tuple(x.needs_apex),
                               amp=x.amp, runs=tuple(self._runs.get((p.workload, x.name), ())), planned=self.repeats)
                   for x in p.runnable]
@@ -151,9 +169,32 @@ class Advisor:
         return out
 
     def document(self) -> dict[str, Any]:
-        return document(self.verdicts(), device=self.device, env=self.env, steps=self.steps, repeats=self.repeats,
-                        workloads=self.workloads, partial=self.interrupted, started=self.started,
-                        finished=self.finished)
+        doc = document(self.verdicts(), device=self.device, env=self.env, steps=self.steps, repeats=self.repeats,
+                       workloads=self.workloads, partial=self.interrupted, started=self.started,
+                       finished=self.finished)
+        if self._search_result is not None:
+            from .answer import answer
+
+            doc["search"] = self._search_result.to_dict()
+            spec = next(iter(self._search_presets.values())).model
+            doc["answer"] = answer(self._search_result, spec, self.steps)
+        return doc
+
+    def _search_verdict(self, p: WorkloadPlan) -> WorkloadVerdict:
+        """The model's verdict over every point the search ran (all of its runs) and those it found unavailable."""
+        base = next(iter(self._search_presets.values()), None)
+        ms = []
+        for name, x in self._search_presets.items():
+            runs = tuple(self._runs.get((p.workload, name), ()))
+            kw: dict[str, Any] = dict(preset=x.name, variant=x.variant, workload=x.workload,
+                                      needs_apex=tuple(x.needs_apex), amp=x.amp)
+            if runs:
+                ms.append(Measurement(**kw, runs=runs, planned=len(runs)))
+            else:
+                a = self.availability_fn(x)
+                ms.append(Measurement(**kw, available=False, reason=getattr(a, "reason", ""),
+                                      fix=getattr(a, "fix", "")))
+        return verdict(p.workload, ms, baseline=base.name if base is not None else p.baseline)
 
     def reusable(self, steps: int | None = None, repeats: int | None = None,
                  path: Path | None = None) -> tuple[dict[str, Any] | None, str]:
@@ -187,6 +228,9 @@ class Advisor:
                                     message=f"{p.workload} {m.preset}: not run: {m.reason}"))
         index = 0
         for p in plans:
+            if self._searches(p):
+                index = self._run_search(p, index)
+                continue
             for repeat in range(1, self.repeats + 1):
                 order = p.runnable if repeat % 2 else tuple(reversed(p.runnable))
                 for preset in order:
@@ -206,6 +250,48 @@ class Advisor:
         doc = self.document()
         self._emit(Progress("done", total=total, index=index, message=f"advice {doc['status']}"))
         return doc
+
+    def _run_search(self, p: WorkloadPlan, index: int) -> int:
+        """The model workload's search (search.py) within `search_budget_s`; every run goes through `_run_one`
+        as a preset of its point (model_presets.config_preset). Returns the last run's index."""
+        from ..config.point import Config
+        from ..model_presets import config_preset
+        from .search import Search
+
+        spec = next((x.model for x in self.presets if x.workload == p.workload and x.model), None)
+        if spec is None:
+            return index
+        counter = [index]
+
+        def preset_of(config: Config) -> Preset:
+            preset = config_preset(spec, config, steps=self.steps)
+            self._search_presets.setdefault(preset.name, preset)
+            return preset
+
+        def available(config: Config) -> Any:
+            return self.availability_fn(preset_of(config))
+
+        def measure(config: Config, why: str) -> Any:
+            preset = preset_of(config)
+            runs = self._runs.setdefault((p.workload, preset.name), [])
+            counter[0] += 1
+            result = self._run_one(preset, len(runs) + 1, counter[0], counter[0])
+            runs.append(result)
+            self._emit(Progress("run_end", index=counter[0], total=counter[0], workload=p.workload,
+                                preset=preset.name, repeat=len(runs), repeats=len(runs), status=result.status,
+                                steps_done=result.steps, steps=self.steps, elapsed_s=result.elapsed_s,
+                                compile_s=result.compile_s, result=result))
+            return outcome_of(result)
+
+        def say(line: str) -> None:
+            self._emit(Progress("search", workload=p.workload, message=line))
+
+        self._search = Search(measure, self.search_budget_s or 0.0, available=available, on_progress=say)
+        if self._cancel.is_set():
+            self._search.stop()
+        self._search_result = self._search.result
+        self._search.run()
+        return counter[0]
 
     def _run_one(self, preset: Preset, repeat: int, index: int, total: int) -> RunResult:
         done = threading.Event()
@@ -264,3 +350,21 @@ def run_advice(device: str, steps: int | None = None, repeats: int = DEFAULT_REP
     """Measure and return the advice document (see `Advisor` for the other keyword arguments)."""
     return Advisor(device, steps=steps, repeats=repeats, workloads=workloads, runner_factory=runner_factory,
                    on_progress=on_progress, **kw).run()
+
+
+def outcome_of(result: RunResult) -> Any:
+    """A run's result as the search reads it: ok, failed, or failed its correctness check (with the numbers)."""
+    from .search import Outcome
+
+    if result.ok and result.check_failed:
+        check = dict(result.check or {})
+        err, tol = check.get("max_abs_err", float("nan")), check.get("tolerance", float("nan"))
+        why = f"failed the correctness check: its loss differs from fp32's by {err:.3g} (tolerance {tol:.3g})"
+        return Outcome("check_failed", timing=result.timing, reason=why, check=result.check,
+                       peak_memory_bytes=result.peak_memory_bytes, result=result)
+    if result.ok:
+        return Outcome("ok", timing=result.timing, check=result.check, peak_memory_bytes=result.peak_memory_bytes,
+                       result=result)
+    error = (result.error or result.status).splitlines()[0][:300]
+    return Outcome("failed", reason=error, check=result.check, peak_memory_bytes=result.peak_memory_bytes,
+                   result=result)
