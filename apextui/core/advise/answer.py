@@ -47,7 +47,8 @@ def answer_text(doc: Mapping[str, Any]) -> str:
     mem = f", peak GPU memory {a['peak_memory_bytes'] / 2**20:.0f} MiB" if a.get("peak_memory_bytes") else ""
     lines += ["", f"fastest configuration: {a['label']} ({a['summary']}){mem}",
               f"  against fp32: {a['speedup_vs_fp32_text'] or 'not measured'}",
-              f"  against the best single change ({a['best_single']}): {a['speedup_vs_best_single_text'] or '-'}",
+              (f"  against the best single change ({a['best_single']}): {a['speedup_vs_best_single_text'] or '-'}"
+               if a["best_single"] != a["label"] else "  it is the best single change: no combination beat it"),
               "", "in your training script:", "",
               *("    " + line if line else "" for line in a["snippet"].splitlines()),
               "", "as a preset (apextui --preset FILE.toml):", "",

@@ -71,7 +71,7 @@ AXES: tuple[Axis, ...] = (
         Value("bf16", "bf16 autocast", "bf16"),
         Value("fp16", "fp16 autocast + `GradScaler`", "fp16"),
         Value("fp8", "torchao `convert_to_float8_training` (float8 Linear layers) under bf16 autocast", "fp8",
-              needs=("cuda", "torchao", "sm89")),
+              needs=("sm89", "torchao")),
     )),
     Axis("optimizer", "the optimizer's implementation (AdamW arithmetic in every case)", (
         Value("adamw", "torch AdamW defaults (foreach on CUDA)", ""),
