@@ -175,3 +175,61 @@ def test_a_preset_file_naming_a_model_gets_the_same_usage_errors(tmp_path):
     preset.write_text(f'workload = "model"\nmodel = "{tmp_path / "absent.py"}:build"\nvariant = "bf16"\nsteps = 20\n')
     proc = run_cli("--preset", str(preset), "--json", "--device", "cpu")
     assert proc.returncode == 2 and "does not exist" in one_error_line(proc.stderr)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--config", "precison=bf16", "--json"], "--config: unknown axis 'precison'; allowed: precision, optimizer"),
+    (["--config", "compile=fast", "--json"], "allowed: none, default, max-autotune-no-cudagraphs, reduce-overhead"),
+    (["--config", "bf16", "--variant", "bf16", "--json"], "give --variant NAME or --config axis=value,..., not both"),
+], ids=["unknown-axis", "unknown-value", "both"])
+def test_bad_config_exits_2_with_one_line_listing_what_is_allowed(tmp_path, args, expected):
+    proc = run_cli("--model", f"{model_file(tmp_path, GOOD)}:build", *args, "--device", "cpu")
+    assert proc.returncode == 2, proc.stderr
+    assert expected in one_error_line(proc.stderr)
+
+
+def test_config_without_model_is_a_usage_error():
+    proc = run_cli("--config", "precision=bf16", "--json", "--device", "cpu")
+    assert proc.returncode == 2 and "--config goes with --model" in one_error_line(proc.stderr)
+
+
+def test_a_config_run_says_its_config_in_the_start_event(tmp_path):
+    proc = run_cli("--model", f"{model_file(tmp_path, GOOD)}:build", "--config", "precision=bf16,optimizer=fused",
+                   "--json", "--device", "cpu", "--steps", "12")
+    assert proc.returncode == 0, proc.stderr
+    lines = json_lines(proc.stdout)
+    start, end = lines[0], lines[-1]
+    assert start["preset"] == "m:build/bf16+fused" and start["variant"] == "bf16+fused" and start["amp"] == "bf16"
+    assert start["config"] == {"precision": "bf16", "optimizer": "fused", "norms": "torch", "compile": "none"}
+    assert end["status"] == "ok" and end["summary"]["peak_memory_bytes"] is None  # CPU: no GPU peak
+
+
+@pytest.mark.slow
+def test_advise_model_searches_and_hands_back_the_snippet_and_a_preset_that_reproduces_it(tmp_path):
+    """A real search on CPU with a small budget: the record, the answer, and the TOML parsing back to its config."""
+    import tomllib
+
+    from apextui.core import presets
+    from apextui.core.config.point import parse
+
+    proc = run_cli("advise", "--model", f"{model_file(tmp_path, GOOD)}:build", "--device", "cpu", "--steps", "12",
+                   "--budget", "3", "--json", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "apextui: search [1] fp32: the baseline" in proc.stderr
+    doc = json.loads(proc.stdout)
+    s, a = doc["search"], doc["answer"]
+    assert s["trials"][0]["phase"] == "baseline" and s["trials"][0]["status"] == "ok"
+    assert s["stopped_by"] in ("budget", "converged") and s["budget_s"] == 3
+    assert any(t["status"] == "unavailable" and t["label"] == "tf32" for t in s["trials"])
+    assert all(p["peak_memory_bytes"] is None for p in s["points"].values())  # CPU
+    assert a["label"] == s["winner_label"] and a["speedup_vs_fp32"] is not None
+    assert "import torch" in a["snippet"] and "optimizer.step()" in a["snippet"]
+    p = presets.parse(tomllib.loads(a["toml"]), name="answer")
+    assert p.config == parse(a["config"]) and p.model.endswith("m.py:build")
+    [w] = doc["workloads"]
+    assert w["baseline"] == "m:build/fp32" and any(x["preset"] == a["preset"] for x in w["presets"])
+
+
+def test_advise_budget_and_config_need_model():
+    proc = run_cli("advise", "--budget", "5", "--device", "cpu", "--json")
+    assert proc.returncode == 2 and "--budget goes with --model" in proc.stderr
