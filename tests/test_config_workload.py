@@ -1,0 +1,57 @@
+"""A point on the axes builds the model workload as the named variant did: the same autocast, optimizer, TF32
+and compile settings, from the Config the preset carries (a tiny model on CPU)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from apextui.core import model_presets as mp
+from apextui.core.config.point import NAMED, parse
+from apextui.core.run.timing import NoMark
+from apextui.core.workloads import build
+from apextui.core.workloads.model import ModelWorkload
+
+SOURCE = '''
+import torch
+from torch import nn
+from apextui import ModelSetup
+
+def build(small=False):
+    return ModelSetup(model=nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 1)),
+                      make_batch=lambda d, g: (torch.randn(2, 4, device=d, generator=g),
+                                               torch.randn(2, 1, device=d, generator=g)),
+                      loss_fn=nn.functional.mse_loss)
+'''
+
+
+@pytest.fixture
+def spec(tmp_path):
+    path = tmp_path / "tiny.py"
+    path.write_text(SOURCE)
+    return f"{path}:build"
+
+
+def _fused(opt: torch.optim.Optimizer) -> tuple[bool, bool]:
+    g = opt.param_groups[0]
+    return bool(g.get("fused")), bool(g.get("foreach"))
+
+
+@pytest.mark.parametrize("variant", ["fp32", "bf16", "fp16", "adamw_foreach", "adamw_fused"])
+def test_a_named_variant_and_its_point_build_the_same_workload(spec, variant):
+    by_name = ModelWorkload(spec, variant, "cpu", lr=1e-3, seed=0, steps=2)
+    by_point = build(mp.config_preset(spec, NAMED[variant], steps=2), "cpu", {}, 2)
+    for w in (by_name, by_point):
+        assert w.config == NAMED[variant]
+    assert (by_name.amp, by_name.uses_grad_scaler, type(by_name.opt), _fused(by_name.opt)) == \
+        (by_point.amp, by_point.uses_grad_scaler, type(by_point.opt), _fused(by_point.opt))
+    assert by_name.compiled is None and by_point.compiled is None
+
+
+def test_a_combined_point_applies_every_axis(spec):
+    c = parse("precision=bf16,optimizer=fused")
+    w = build(mp.config_preset(spec, c, steps=3), "cpu", {}, 3)
+    assert w.amp == "bf16" and _fused(w.opt) == (True, False) and not w.uses_grad_scaler
+    assert w.check is not None and w.check["passed"], w.check
+    loss, _ = w.step(NoMark())
+    assert torch.isfinite(loss)
