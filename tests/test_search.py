@@ -88,3 +88,22 @@ def test_a_failed_baseline_ends_the_search_with_no_winner():
     fake = Fake(fail={BASELINE: "your function raised"})
     r = Search(fake.measure, budget_s=1000, clock=fake.clock).run()
     assert r.winner is None and r.stopped_by == "baseline failed" and len(fake.calls) == 1
+
+
+def test_the_answer_gives_the_winner_its_speed_ups_the_snippet_and_a_preset_that_reproduces_it():
+    import tomllib
+
+    from apextui.core import presets
+    from apextui.core.advise.answer import answer, answer_text
+
+    fake = Fake()
+    r = Search(fake.measure, budget_s=10_000, clock=fake.clock, available=unavailable_fp8).run()
+    a = answer(r, "examples/gpt.py:build", steps=50)
+    assert a["label"] == "bf16+fused+compile" and a["preset"] == "gpt:build/bf16+fused+compile"
+    assert a["best_single"] == "bf16" and a["speedup_vs_best_single_verdict"] == "faster"
+    assert a["peak_memory_bytes"] is None
+    assert presets.parse(tomllib.loads(a["toml"]), name="x").config == r.winner
+    text = answer_text({"search": r.to_dict(), "answer": a})
+    assert "fastest configuration: bf16+fused+compile" in text and "against the best single change (bf16)" in text
+    assert "compiled = torch.compile(model)" in text and "excluded fp8 (unavailable): fp8 needs torchao" in text
+    assert answer(Search(Fake(fail={BASELINE: "x"}).measure, 10).run(), "m.py:f", 5) is None
