@@ -107,3 +107,28 @@ def test_the_answer_gives_the_winner_its_speed_ups_the_snippet_and_a_preset_that
     assert "fastest configuration: bf16+fused+compile" in text and "against the best single change (bf16)" in text
     assert "compiled = torch.compile(model)" in text and "excluded fp8 (unavailable): fp8 needs torchao" in text
     assert answer(Search(Fake(fail={BASELINE: "x"}).measure, 10).run(), "m.py:f", 5) is None
+
+
+class CostlyCompile(Fake):
+    """A compile's run costs `compile_cost` s of fake clock (autotuning 4 times that), an eager run 10 s."""
+
+    def __init__(self, compile_cost: float) -> None:
+        super().__init__()
+        self.compile_cost = compile_cost
+
+    def measure(self, config: Config, why: str) -> Outcome:
+        extra = {"none": 0.0, "default": 1.0, "reduce-overhead": 1.2, "max-autotune-no-cudagraphs": 4.0}
+        self.now += self.compile_cost * extra[config.compile]
+        return super().measure(config, why)
+
+
+def test_compiles_are_spent_on_the_best_eager_point_and_a_mode_that_cannot_fit_is_skipped():
+    fake = CostlyCompile(compile_cost=60.0)
+    r = Search(fake.measure, budget_s=400, clock=fake.clock, available=unavailable_fp8).run()
+    compiled = [c for c in fake.calls if c.compile != "none"]
+    # the first compile is the best eager combination's, not fp32's
+    assert compiled[0] == parse("precision=bf16,optimizer=fused,compile=default")
+    assert not any(c.precision == "fp32" and c.optimizer == "adamw" and c.compile != "none" for c in fake.calls)
+    # autotuning (4 x 60 s) does not fit what is left of 400 s after the eager runs and two compiles
+    assert all(c.compile != "max-autotune-no-cudagraphs" for c in fake.calls)
+    assert r.winner == parse("precision=bf16,optimizer=fused,compile=default")

@@ -2,15 +2,19 @@
 
 Why a search: one change at a time missed the answer on real models (HF GPT-2 on an H200: bf16 alone 58 ms,
 bf16 + fused AdamW + torch.compile 23.6 ms), and the full grid (5 x 4 x 2 x 4 = 160 points, each a compile)
-does not fit in minutes. The search:
+does not fit in minutes. A compile costs many times an eager run (about a minute for a 124 M model on an
+H200, autotuning several), so the search spends compiles only where they can win. The search:
 
-1. measures the baseline (fp32) and every available single change (one run each);
-2. coordinate ascent: from the fastest point so far, tries each axis's other values (those whose single
-   change ran and passed its check), moving to a point only when it is faster by the one noise rule
-   (`compare.compare`); a pass over every axis without a move ends it;
-3. interleaved repeats (A B C D, D C B A, ...) of the top candidates (the winner, the runner-up, the best
-   single change, fp32), so that the final comparison is measured side by side; the winner is the fastest
-   of them on every run of it.
+1. measures the baseline (fp32) and every single change that needs no compile (one short run each);
+2. combines each axis's best single value (where it beat the baseline by the noise rule) into one point;
+3. tries each compile mode on the best point so far, the cheapest set-up first (`axes.Value.setup_cost`;
+   a mode estimated not to fit the budget is skipped);
+4. coordinate ascent around the best point: every untried neighbour (values whose single change helped
+   most first; values whose single change failed are not tried), moving only when faster by the one
+   noise rule (`compare.compare`); a pass without a move ends it;
+5. interleaved repeats (A B C D, D C B A) of the top candidates (the winner, the runner-up, the best
+   single change, fp32), so that the final comparison is measured side by side; the winner is the
+   fastest of them over all its runs.
 
 A point that fails to run or fails the correctness check is excluded and reported with its reason. The
 budget (seconds, on `clock`) is checked before each run: ascent stops early enough to leave room for one
@@ -27,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
 from ..compare import Comparison, Timing, compare, fields, timing_from_runs
-from ..config.axes import AXES
+from ..config.axes import AXES, AXIS_NAMES, axis
 from ..config.point import BASELINE, Config, single_changes
 
 TrialStatus = Literal["ok", "failed", "check_failed", "unavailable"]
@@ -212,6 +216,9 @@ class Search:
 
     # ---- the search --------------------------------------------------------------------------------
     def run(self) -> SearchResult:
+        """Baseline; every eager single change; the best eager values combined; each compile mode on the best
+        point so far (cheapest set-up first); coordinate ascent around the best point while the budget lasts;
+        interleaved repeats of the top candidates (the module docstring says why in this order)."""
         self._t0 = self.clock()
         r = self.result
         if not self._run("baseline", BASELINE, "the baseline: your model as written").ok:
@@ -219,34 +226,17 @@ class Search:
             r.spent_s = self.spent
             return r
         singles = single_changes(BASELINE)
-        for c in singles:
-            if self._out_of_time():
-                break
-            self._run("single", c, f"single change: {', '.join(f'{a}={getattr(c, a)}' for a in c.changes())}")
-        good_values = {(a, getattr(c, a)) for c in singles for a in c.changes() if self._ok(c)}
+        eager = [c for c in singles if c.compile == "none"]
+        stopped_by = self._singles(eager)
         r.best_single = self._fastest([c for c in singles if self._ok(c)])
-        current = self._fastest([BASELINE, *singles]) or BASELINE
-        self._say(f"search: ascent from {current.label}")
-        stopped_by = "converged"
-        moved = True
-        while moved and stopped_by == "converged":
-            moved = False
-            for ax in AXES:
-                for v in ax.values:
-                    cand = current.with_(ax.name, v.name)
-                    if cand == current or self._tried(cand) or (ax.name, v.name) not in good_values and \
-                            v.name != ax.default.name:
-                        continue
-                    if self._out_of_time(reserve=self._round_cost(self._top(current))):
-                        stopped_by = "stopped" if self._stopped else "budget"
-                        break
-                    self._run("ascent", cand, f"from {current.label}: {ax.name}={v.name}")
-                    if self._ok(cand) and self._faster(cand, current):
-                        self._say(f"search: {cand.label} is faster than {current.label}: moving there")
-                        current, moved = cand, True
-                        break
-                if stopped_by != "converged" or moved:
-                    break
+        current = self._fastest([BASELINE, *eager]) or BASELINE
+        if stopped_by == "converged":
+            current, stopped_by = self._combine(current, eager)
+        if stopped_by == "converged":
+            current, stopped_by = self._compile(current)
+        if stopped_by == "converged":
+            current, stopped_by = self._ascent(current, eager)
+        r.best_single = self._fastest([c for c in singles if self._ok(c)])
         r.stopped_by = stopped_by
         top = self._top(current)
         r.candidates = top
@@ -261,6 +251,88 @@ class Search:
         r.runner_up = next((c for c in ranked[1:] if c != BASELINE), None)
         r.spent_s = self.spent
         return r
+
+    def _why_stopped(self) -> str:
+        return "stopped" if self._stopped else "budget"
+
+    def _singles(self, eager: list[Config]) -> str:
+        """Every single change that needs no compile (each a short run)."""
+        for c in eager:
+            if self._out_of_time():
+                return self._why_stopped()
+            self._run("single", c, f"single change: {', '.join(f'{a}={getattr(c, a)}' for a in c.changes())}")
+        return "converged"
+
+    def _helped(self, c: Config) -> bool:
+        return self._ok(c) and self._faster(c, BASELINE)
+
+    def _combine(self, current: Config, eager: list[Config]) -> tuple[Config, str]:
+        """Each eager axis's best single value (where it beat the baseline by the noise rule), in one point."""
+        combined = BASELINE
+        for ax in AXES:
+            mine = [c for c in eager if c.changes() == (ax.name,) and self._helped(c)]
+            best = self._fastest(mine)
+            if best is not None:
+                combined = combined.with_(ax.name, getattr(best, ax.name))
+        if len(combined.changes()) < 2 or self._tried(combined):
+            return current, "converged"
+        if self._out_of_time(reserve=self._round_cost(self._top(current))):
+            return current, self._why_stopped()
+        self._run("ascent", combined, "the best eager value of each axis, combined")
+        if self._ok(combined) and self._faster(combined, current):
+            self._say(f"search: {combined.label} is faster than {current.label}: moving there")
+            return combined, "converged"
+        return current, "converged"
+
+    def _compile(self, current: Config) -> tuple[Config, str]:
+        """Each compile mode on the best point so far, cheapest set-up first; a mode whose set-up is estimated
+        (from the cheapest compile's measured cost) not to fit is left for the budget to say."""
+        base = current
+        first_cost: float | None = None
+        for v in sorted((v for v in axis("compile").values if v.name != "none"), key=lambda v: v.setup_cost):
+            cand = base.with_("compile", v.name)
+            if self._tried(cand):
+                continue
+            estimate = (first_cost or 0.0) * v.setup_cost / axis("compile").value("default").setup_cost
+            if self._out_of_time(reserve=estimate + self._round_cost(self._top(current))):
+                return current, self._why_stopped()
+            outcome = self._run("ascent", cand, f"from {base.label}: compile={v.name}")
+            if first_cost is None and outcome.ok:
+                first_cost = self._cost.get(cand)
+            if self._ok(cand) and self._faster(cand, current):
+                self._say(f"search: {cand.label} is faster than {current.label}: moving there")
+                current = cand
+        return current, "converged"
+
+    def _ascent(self, current: Config, eager: list[Config]) -> tuple[Config, str]:
+        """Coordinate ascent: from the best point, each other value of each axis not tried yet (values whose
+        single change helped most first; values whose single change failed are not tried); a move only when
+        faster by the noise rule; ends when a pass over every axis makes no move."""
+        failed = {(a, getattr(c, a)) for c in eager for a in c.changes() if self._tried(c) and not self._ok(c)}
+
+        def rank(ax_name: str, value: str) -> float:
+            single = BASELINE.with_(ax_name, value)
+            t = self.result.timing(single)
+            return t.median_ms if t is not None else float("inf")
+
+        moved = True
+        while moved:
+            moved = False
+            cands = [current.with_(ax.name, v.name) for ax in AXES for v in ax.values
+                     if v.name != getattr(current, ax.name) and (ax.name, v.name) not in failed]
+            cands = [c for c in cands if not self._tried(c)]
+            cands.sort(key=lambda c: min(rank(a, getattr(c, a)) for a in AXIS_NAMES
+                                         if getattr(c, a) != getattr(current, a)))
+            for cand in cands:
+                if self._out_of_time(reserve=self._round_cost(self._top(current))):
+                    return current, self._why_stopped()
+                changed = next(a for a in AXIS_NAMES if getattr(cand, a) != getattr(current, a))
+                self._run("ascent", cand, f"from {current.label}: {changed}={getattr(cand, changed)}")
+                if self._ok(cand) and self._faster(cand, current):
+                    self._say(f"search: {cand.label} is faster than {current.label}: moving there")
+                    current, moved = cand, True
+                    break
+        return current, "converged"
 
     def _top(self, current: Config) -> tuple[Config, ...]:
         """The winner so far, the runner-up (the fastest other point), the best single change, fp32."""

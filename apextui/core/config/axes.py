@@ -36,6 +36,9 @@ class Value:
     label: str  # its token in a point's readable name ("" for the axis's default)
     apex: tuple[str, ...] = ()  # Apex features it needs (names from apex.features.FEATURES)
     needs: tuple[Need, ...] = ()  # beyond torch: compile, CUDA graphs, CUDA, torchao, an sm_89+ GPU
+    # set-up time relative to torch.compile's default mode (the search tries costly values last and estimates
+    # whether they fit its budget from the cheapest one's measured cost); 0: no set-up of its own
+    setup_cost: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -85,11 +88,11 @@ AXES: tuple[Axis, ...] = (
     )),
     Axis("compile", "torch.compile of the model and its loss", (
         Value("none", "eager", ""),
-        Value("default", "`torch.compile(mode=\"default\")`", "compile", needs=("compile",)),
+        Value("default", "`torch.compile(mode=\"default\")`", "compile", needs=("compile",), setup_cost=1.0),
         Value("max-autotune-no-cudagraphs", "`torch.compile(mode=\"max-autotune-no-cudagraphs\")`",
-              "max_autotune", needs=("compile",)),
+              "max_autotune", needs=("compile",), setup_cost=4.0),
         Value("reduce-overhead", "`torch.compile(mode=\"reduce-overhead\")`: CUDA graphs", "compile_cg",
-              needs=("compile", "cuda_graphs")),
+              needs=("compile", "cuda_graphs"), setup_cost=1.2),
     )),
 )
 AXIS_MAP: Mapping[str, Axis] = MappingProxyType({a.name: a for a in AXES})

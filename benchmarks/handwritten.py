@@ -1,0 +1,202 @@
+"""A hand-written training loop of a model's best-known configurations, with nothing of apextui in it: the
+reference an `advise --model` verdict is checked against, side by side in one process.
+
+    python benchmarks/handwritten.py --model examples/gpt.py:build [--configs fp32,bf16,bf16+fused,...]
+        [--steps 40] [--warmup 10] [--rounds 3] [--json OUT.json]
+
+A configuration is `+`-joined parts: a precision (`fp32`, `tf32`, `bf16`, `fp16`), optionally `fused` (torch
+`AdamW(fused=True)`; else AdamW's default), `compile` (`torch.compile(model)`, mode default) or `autotune`
+(mode `max-autotune-no-cudagraphs`), `apexnorm` (every nn.LayerNorm / nn.RMSNorm swapped for Apex's fused one,
+by class: the hand-written way). Each configuration builds the model afresh (same seed), warms up (compiling
+there), then the configurations are timed in `--rounds` interleaved rounds (ABBA order), `--steps` steps each,
+with CUDA events around the whole block and one synchronisation at its end. The table reports the median ms/step
+over rounds and the speed-up against the first configuration.
+
+Only the model file's `build` function is used (a `ModelSetup`: model, make_batch, loss_fn, lr), loaded with
+importlib, not through apextui's runner.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+DEFAULT_CONFIGS = "fp32,bf16,bf16+fused,bf16+fused+compile"
+PRECISIONS = {"fp32": None, "tf32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def load_build(spec: str) -> Any:
+    where, _, func = spec.rpartition(":")
+    path = Path(where)
+    sys.path.insert(0, str(path.resolve().parent))
+    module_spec = importlib.util.spec_from_file_location(f"handwritten_{path.stem}", path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module  # torch.compile looks the module up by name
+    module_spec.loader.exec_module(module)
+    return getattr(module, func)
+
+
+def call(model: Any, inputs: Any) -> Any:
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def swap_apex_norms(model: nn.Module) -> int:
+    from apex.normalization import FusedLayerNorm, FusedRMSNorm
+
+    n = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.LayerNorm:
+                new: nn.Module = FusedLayerNorm(child.normalized_shape, eps=child.eps)
+            elif type(child) is nn.RMSNorm:
+                new = FusedRMSNorm(child.normalized_shape, eps=child.eps or 1e-6)
+            else:
+                continue
+            new.load_state_dict(child.state_dict())
+            setattr(parent, name, new.to(next(child.parameters()).device))
+            n += 1
+    return n
+
+
+class Trainer:
+    """One configuration: its model, optimizer and step, written as a user would."""
+
+    def __init__(self, build: Any, config: str, device: str, seed: int) -> None:
+        parts = config.split("+")
+        self.config, self.precision = config, parts[0]
+        if self.precision not in PRECISIONS:
+            raise SystemExit(f"--configs: {config!r}: the first part must be one of {', '.join(PRECISIONS)}")
+        unknown = set(parts[1:]) - {"fused", "compile", "autotune", "apexnorm"}
+        if unknown:
+            raise SystemExit(f"--configs: {config!r}: unknown part(s) {sorted(unknown)}; "
+                             "allowed: fused, compile, autotune, apexnorm")
+        torch.manual_seed(seed)
+        setup = build(small=device == "cpu") if "small" in inspect.signature(build).parameters else build()
+        self.setup = setup
+        self.model = setup.model.to(device).train()
+        if "apexnorm" in parts:
+            swap_apex_norms(self.model)
+        self.device = device
+        gen = torch.Generator(device=device).manual_seed(seed + 1)
+        self.batches = [setup.make_batch(torch.device(device), gen) for _ in range(8)]
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.opt = torch.optim.AdamW(params, lr=setup.lr or 1e-3, **({"fused": True} if "fused" in parts else {}))
+        self.dtype = PRECISIONS[self.precision]
+        self.scaler = torch.amp.GradScaler(device) if self.precision == "fp16" else None
+        forward = self.forward
+        if "compile" in parts or "autotune" in parts:
+            mode = "max-autotune-no-cudagraphs" if "autotune" in parts else None
+            forward = torch.compile(forward, mode=mode)
+        self.run_forward = forward
+        self.i = 0
+        self.peak = 0
+
+    def forward(self, batch: Any) -> torch.Tensor:
+        with torch.autocast(self.device, dtype=self.dtype, enabled=self.dtype is not None):
+            if self.setup.loss_fn is None:
+                out = call(self.model, batch)
+                return out if isinstance(out, torch.Tensor) else out["loss"] if isinstance(out, dict) else out.loss
+            inputs, targets = batch
+            return self.setup.loss_fn(call(self.model, inputs), targets)
+
+    def set_flags(self) -> None:
+        on = self.precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+
+    def step(self) -> torch.Tensor:
+        batch = self.batches[self.i % len(self.batches)]
+        self.i += 1
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.run_forward(batch)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.opt.step()
+        return loss.detach()
+
+    def block(self, steps: int) -> float:
+        """ms per step over `steps` steps: events around the block, one synchronisation at its end."""
+        self.set_flags()
+        if self.device != "cuda":
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                self.step()
+            return (time.perf_counter() - t0) * 1e3 / steps
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.reset_peak_memory_stats()
+        start.record()
+        for _ in range(steps):
+            self.step()
+        end.record()
+        end.synchronize()
+        self.peak = max(self.peak, torch.cuda.max_memory_allocated())
+        return start.elapsed_time(end) / steps
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, help="FILE.py:FUNC returning an apextui.ModelSetup")
+    parser.add_argument("--configs", default=DEFAULT_CONFIGS)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--json", help="write every round's figures here")
+    args = parser.parse_args(argv)
+    build = load_build(args.model)
+    trainers = []
+    for config in args.configs.split(","):
+        t0 = time.perf_counter()
+        trainer = Trainer(build, config.strip(), args.device, seed=0)
+        trainer.set_flags()
+        first = None
+        for k in range(args.warmup):
+            loss = trainer.step()
+            first = float(loss) if k == 0 else first
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        print(f"{config}: built and warmed up in {time.perf_counter() - t0:.1f} s (first loss {first:.4f})",
+              flush=True)
+        trainers.append(trainer)
+    times: dict[str, list[float]] = {t.config: [] for t in trainers}
+    for r in range(args.rounds):
+        order = trainers if r % 2 == 0 else trainers[::-1]
+        for trainer in order:
+            times[trainer.config].append(trainer.block(args.steps))
+    base = statistics.median(times[trainers[0].config])
+    print(f"\n{'config':32} {'ms/step':>9} {'rounds (ms/step)':>28} {'vs first':>9} {'peak GiB':>9}")
+    rows = []
+    for trainer in trainers:
+        ms = statistics.median(times[trainer.config])
+        rounds = " ".join(f"{x:.2f}" for x in times[trainer.config])
+        print(f"{trainer.config:32} {ms:9.2f} {rounds:>28} {base / ms:8.2f}x {trainer.peak / 2**30:9.2f}")
+        rows.append({"config": trainer.config, "median_ms": ms, "rounds_ms": times[trainer.config],
+                     "speedup_vs_first": base / ms, "peak_bytes": trainer.peak})
+    if args.json:
+        Path(args.json).write_text(json.dumps({"model": args.model, "device": args.device, "steps": args.steps,
+                                               "rounds": args.rounds, "torch": torch.__version__, "rows": rows},
+                                              indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
