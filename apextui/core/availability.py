@@ -1,5 +1,5 @@
 """Can a preset run here? Apex presets need working Apex kernels and a CUDA device; CUDA-graph presets a
-CUDA device; torch.compile presets a working inductor backend (see compilation.py)."""
+CUDA device; torch.compile presets a working inductor backend (see needs.py)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class Availability:
 def availability(preset: Preset, device: str) -> Availability:
     """Check the Apex features, CUDA graphs or torch.compile backend a preset needs; never substitutes
     another implementation."""
-    from .compilation import check as check_needs
+    from .needs import check as check_needs
 
     needs = check_needs(preset.workload, preset.variant, device)
     if not needs.ok:

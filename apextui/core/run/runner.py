@@ -213,9 +213,9 @@ class Runner(RunControl):
 
     def _build_workload(self, size: Mapping[str, int]) -> Any:
         """The workload this run trains (benchmarks/overhead_blocks.py hands in one built earlier)."""
-        from .. import workloads
+        from ..workloads import builders  # torch, when a workload is built
 
-        return workloads.build(self.preset, self.device, size, self.steps)
+        return builders.build(self.preset, self.device, size, self.steps)
 
     def _setup(self) -> tuple[RunInfo, Any, Any]:
         import torch

@@ -27,10 +27,10 @@ from typing import Any, Callable, Literal
 import torch
 from torch import nn
 
-from ..compilation import WARMUP_STEPS
-from ..run.timing import NoMark
+from .warmup import WARMUP_STEPS
 from . import user_model
-from .base import Marker, Workload, autocast, backward_and_step, grad_scaler, scale_tensor
+from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
+from .marker import Marker, NoMark
 from .spec import MODEL
 
 POOL = 8  # batches made up front and cycled: the data costs nothing in a step, and every variant sees the same

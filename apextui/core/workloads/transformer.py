@@ -9,11 +9,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..compilation import WARMUP_STEPS, TrainingState, compile_warmup
+from .warmup import WARMUP_STEPS, TrainingState, compile_warmup
 from ..analysis import transformer_work
 from . import markov
-from ..run.timing import NoMark
-from .base import Marker, Workload, autocast, backward_and_step, grad_scaler, scale_tensor
+from .marker import Marker, NoMark
+from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
 from .spec import MAX_POOL_TOKENS  # fresh tokens made up front, then cycled
 
 
