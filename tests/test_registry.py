@@ -21,9 +21,9 @@ SIZE = {"layers": 2, "width": 4, "batch": 1}  # 40 parameters
 
 
 def test_preset_tables_are_views_of_the_registry():
-    assert list(presets.WORKLOADS) == list(WORKLOADS)
+    assert list(presets.APEX_NEEDS) == list(WORKLOADS)
     for name, spec in WORKLOADS.items():
-        assert dict(presets.WORKLOADS[name]) == {v.name: v.apex for v in spec.variants}
+        assert dict(presets.APEX_NEEDS[name]) == {v.name: v.apex for v in spec.variants}
         assert presets.SIZE_KEYS[name] == spec.size_keys
         assert presets.BASELINES[name] == spec.baseline
         assert presets.PRODUCT_LIMITS[name] == spec.product_limit

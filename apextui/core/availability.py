@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .apex.check import check_features
+from .needs import check as check_needs
 from .presets import Preset
 
 
@@ -21,8 +22,6 @@ class Availability:
 def availability(preset: Preset, device: str) -> Availability:
     """Check the Apex features, CUDA graphs or torch.compile backend a preset needs; never substitutes
     another implementation."""
-    from .needs import check as check_needs
-
     needs = check_needs(preset.workload, preset.variant, device)
     if not needs.ok:
         return Availability(False, needs.reason, needs.fix)

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from .warmup import WARMUP_STEPS
+from ..run.failure import is_out_of_memory
 from . import user_model
 from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
 from .marker import Marker, NoMark
@@ -179,8 +180,6 @@ def _user(what: str, exc: BaseException) -> UserCodeError:
 
 
 def _is_oom(exc: BaseException) -> bool:
-    from ..run.failure import is_out_of_memory
-
     return is_out_of_memory(exc)
 
 

@@ -3,7 +3,7 @@
 Why: a workload used to be spread over a dozen tables (presets' variants, Apex needs, size keys and
 limits, baselines; the roofline's work model; the variants' needs (needs.py); the memory estimate's shrink order;
 the advice's loss check). Now `WORKLOADS` holds one `WorkloadSpec` per workload and the others derive
-their tables from it (`presets.WORKLOADS`, `presets.SIZE_LIMITS`, `needs.NEEDS`, ...).
+their tables from it (`presets.APEX_NEEDS`, `presets.SIZE_LIMITS`, `needs.NEEDS`, ...).
 
 Importing this module is cheap (no torch): presets and the TUI read it before any run. How each workload is
 built from a preset is `builders.py`, above the workload modules (which read their specs here).
