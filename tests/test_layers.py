@@ -198,14 +198,14 @@ def test_the_checks_see_a_cycle_through_a_function_and_ignore_type_checking(tmp_
     (core / "run").mkdir(parents=True)
     (core / "__init__.py").write_text("")
     (core / "run" / "__init__.py").write_text("")
-    (core / "fmt.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .run import runner\n")
-    (core / "presets.py").write_text("from .fmt import x\n")
+    (core / "files.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .run import runner\n")
+    (core / "presets.py").write_text("from .files import x\n")
     (core / "run" / "runner.py").write_text("from ..presets import y\n")
     (core / "workloads.py").write_text("def build():\n    from .run.runner import z\n")
     (core / "run" / "handle.py").write_text("from .. import workloads\n")
     (core / "run" / "runner.py").write_text("from ..presets import y\nfrom .handle import h\n")
     graph = import_graph(tmp_path)
-    assert "apextui.core.run.runner" not in graph["apextui.core.fmt"]
+    assert "apextui.core.run.runner" not in graph["apextui.core.files"]
     found = cycles(graph)
     assert found == [["apextui.core.run.handle", "apextui.core.run.runner", "apextui.core.workloads"]]
     assert "apextui.core.workloads -> apextui.core.run.runner (line 2)" in describe(found[0], graph)
