@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("run",),  # the runner, the worker process, snapshots, events, data-parallel ranks
     ("workloads",),  # the workload modules (torch) and builders.build, which the runner calls
     ("availability", "memory"),  # can a preset run here; does it fit
-    ("presets", "needs", "apex"),  # presets and their checks: compile / CUDA graphs, the Apex probe
+    ("presets", "config", "needs", "apex"),  # presets, configuration axes and their checks (compile, the Apex probe)
     ("workloads.spec",),  # the registry: every workload and variant declared once
     ("analysis",),  # work models, ceilings, the GPU-busy profile, the bottleneck
     ("monitor", "env", "compare", "workloads.marker", "run.failure"),  # leaves the layers above share
