@@ -29,6 +29,7 @@ from apextui.core import analysis as roofline
 from apextui.core.compare import (
     baseline_problem, compare, fields, format_speedup, from_fields, timing_from_runs, timing_from_summary)
 from apextui.core.presets import Preset, load_builtin
+from apextui.core.workloads import spec as registry
 from apextui.bench.headless import run_one
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,8 +50,8 @@ def ceilings(remeasure: bool = True) -> dict[str, Any]:
 
 
 def work_per_step(preset: Preset, size: dict[str, int], params: int | None) -> roofline.Work:
-    """The fewest bytes and the FLOPs of one step (roofline.work_per_step; `primary` is the headline)."""
-    return roofline.work_per_step(preset.workload, preset.variant, size, params, preset.amp)
+    """The fewest bytes and the FLOPs of one step (the registry's work_per_step; `primary` is the headline)."""
+    return registry.work_per_step(preset.workload, preset.variant, size, params, preset.amp)
 
 
 def gpu_busy_ms(preset: Preset, size: dict[str, int], steps: int = 20, warmup: int = 5) -> float:
@@ -58,10 +59,10 @@ def gpu_busy_ms(preset: Preset, size: dict[str, int], steps: int = 20, warmup: i
     (compiled / captured variants warmed up as the runner does)."""
     import torch
 
-    from apextui.core import workloads
-    from apextui.core.run.timing import NoMark
+    from apextui.core.workloads import builders
+    from apextui.core.workloads.marker import NoMark
 
-    w = workloads.build(preset, "cuda", size, warmup + steps)
+    w = builders.build(preset, "cuda", size, warmup + steps)
     w.warm_up()
     skip = roofline.profile_skip_reason(w, "cuda", steps)
     if skip:

@@ -35,16 +35,16 @@ def batch_steps(step_ms: float) -> int:
 def check(name: str, steps: int | None) -> dict[str, Any]:
     import torch
 
-    from apextui.core import workloads
+    from apextui.core.workloads import builders
     from apextui.bench import bare as bare_loop
-    from apextui.core.run.timing import NoMark
+    from apextui.core.workloads.marker import NoMark
     from apextui.core.presets import resolve
     from apextui.core.run.runner import Runner
 
     preset = resolve(name)
     events: list[Any] = []
     built: list[Any] = []
-    original_build = workloads.build
+    original_build = builders.build
 
     def build_wrapped(p, device, size, n):
         w = original_build(p, device, size, n)
@@ -68,13 +68,13 @@ def check(name: str, steps: int | None) -> dict[str, Any]:
         built.append(inner)  # the unwrapped step, for do_bench
         return w
 
-    workloads.build = build_wrapped
+    builders.build = build_wrapped
     try:
         # analyse=False: no profiled steps after the run (they would add events)
         runner = Runner(preset, "cuda", lambda s: None, steps=steps, analyse=False).start()
         runner.join()
     finally:
-        workloads.build = original_build
+        builders.build = original_build
     result = runner.result
     torch.cuda.synchronize()
     tail = torch.cuda.Event(enable_timing=True)

@@ -9,18 +9,21 @@ import time
 
 import pytest
 
-from apextui.core import compilation, presets, workloads
+from apextui.core import needs as variant_needs, presets
+from apextui.core.workloads import builders
+from apextui.core.workloads.base import Workload
+from apextui.core.workloads import warmup
 from apextui.core.run import events
 from apextui.core.availability import availability
 from apextui.core.run.runner import Runner
-from apextui.core.run.timing import NoMark
+from apextui.core.workloads.marker import NoMark
 
 from helpers import json_lines, run_cli
 
 torch = pytest.importorskip("torch")
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
-COMPILE_OK_ON_CPU = compilation.check_compile("cpu").ok
+COMPILE_OK_ON_CPU = variant_needs.check_compile("cpu").ok
 
 NEW = {"torch_compile": ("transformer", ("compile",)), "torch_compile_cg": ("transformer", ("compile", "cuda_graphs")),
        "torch_compile_graph": ("transformer", ("compile", "cuda_graphs")),
@@ -35,7 +38,7 @@ def test_new_presets_are_shipped_without_apex_and_compare_with_the_same_baseline
     for name, (workload, needs) in NEW.items():
         p = shipped[name]
         assert (p.workload, p.variant, p.needs_apex) == (workload, name, ())
-        assert compilation.needs(p.workload, p.variant) == needs
+        assert variant_needs.needs(p.workload, p.variant) == needs
     # the same model, data, seed, lr and steps as the eager runs, so losses compare step for step
     fp32, amp = shipped["fp32"], shipped["torch_amp"]
     for name in COMPILED:
@@ -69,7 +72,7 @@ def test_whole_step_graph_workload_refuses_cpu_and_fp16():
 @pytest.mark.parametrize("name", ["fp32", "torch_amp", "adamw", "adamw_fused", "layernorm"])
 def test_other_torch_presets_need_nothing_more(name):
     p = presets.resolve(name)
-    assert compilation.needs(p.workload, p.variant) == () and availability(p, "cpu").ok
+    assert variant_needs.needs(p.workload, p.variant) == () and availability(p, "cpu").ok
 
 
 def test_torch_compile_on_cpu_needs_a_cxx_compiler(monkeypatch):
@@ -78,14 +81,14 @@ def test_torch_compile_on_cpu_needs_a_cxx_compiler(monkeypatch):
     assert not a.ok and "needs a C++ compiler" in a.reason and "'no-such-compiler++'" in a.reason and "$CXX" in a.reason
     assert "CXX" in a.fix and "torch_amp" in a.fix
     monkeypatch.delenv("CXX")
-    monkeypatch.setattr(compilation.shutil, "which", lambda name: None)
+    monkeypatch.setattr(variant_needs.shutil, "which", lambda name: None)
     a = availability(presets.resolve("torch_compile"), "cpu")
     assert not a.ok and "'g++' is not on PATH" in a.reason and "apt-get install g++" in a.fix
 
 
 def test_torch_compile_on_cpu_needs_python_headers(monkeypatch, tmp_path):
-    monkeypatch.setattr(compilation.shutil, "which", lambda name: "/usr/bin/" + name)
-    monkeypatch.setattr(compilation, "python_header", lambda: tmp_path / "Python.h")
+    monkeypatch.setattr(variant_needs.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(variant_needs, "python_header", lambda: tmp_path / "Python.h")
     a = availability(presets.resolve("torch_compile"), "cpu")
     assert not a.ok and "Python's C headers" in a.reason and "-dev" in a.fix
     (tmp_path / "Python.h").write_text("")
@@ -95,22 +98,22 @@ def test_torch_compile_on_cpu_needs_python_headers(monkeypatch, tmp_path):
 def test_compile_on_cuda_needs_triton(monkeypatch):
     monkeypatch.delenv("CC", raising=False)  # the messages below are those without $CC (set on some GPU boxes)
     real = importlib.util.find_spec
-    monkeypatch.setattr(compilation.importlib.util, "find_spec", lambda n: None if n == "triton" else real(n))
+    monkeypatch.setattr(variant_needs.importlib.util, "find_spec", lambda n: None if n == "triton" else real(n))
     for name in COMPILED:
         a = availability(presets.resolve(name), "cuda")
         assert not a.ok and "triton" in a.reason and "pip install triton" in a.fix
-    monkeypatch.setattr(compilation.importlib.util, "find_spec", lambda n: object() if n == "triton" else real(n))
-    monkeypatch.setattr(compilation.shutil, "which", lambda name: "/usr/bin/" + name)
-    assert compilation.check("transformer", "torch_compile_cg", "cuda").ok
-    assert compilation.check("optimizer", "adamw_capturable_graph", "cuda").ok
+    monkeypatch.setattr(variant_needs.importlib.util, "find_spec", lambda n: object() if n == "triton" else real(n))
+    monkeypatch.setattr(variant_needs.shutil, "which", lambda name: "/usr/bin/" + name)
+    assert variant_needs.check("transformer", "torch_compile_cg", "cuda").ok
+    assert variant_needs.check("optimizer", "adamw_capturable_graph", "cuda").ok
     # triton builds its launcher with a C compiler
-    monkeypatch.setattr(compilation.shutil, "which", lambda name: None)
+    monkeypatch.setattr(variant_needs.shutil, "which", lambda name: None)
     a = availability(presets.resolve("torch_compile"), "cuda")
     assert not a.ok and "C compiler for triton's launcher" in a.reason and "none of clang, gcc, cc" in a.reason
     monkeypatch.setenv("CC", "my-cc")
     assert "$CC 'my-cc' is not on PATH" in availability(presets.resolve("torch_compile"), "cuda").reason
     # a CUDA-graph preset without compile needs none of it
-    assert compilation.check("optimizer", "adamw_capturable_graph", "cuda").ok
+    assert variant_needs.check("optimizer", "adamw_capturable_graph", "cuda").ok
 
 
 def test_the_real_cpu_check_matches_this_machine(monkeypatch):
@@ -120,7 +123,7 @@ def test_the_real_cpu_check_matches_this_machine(monkeypatch):
 
     monkeypatch.delenv("CXX", raising=False)
     header = Path(sysconfig.get_paths()["include"]) / "Python.h"
-    assert compilation.check_compile("cpu").ok == bool(shutil.which("g++") and header.is_file())
+    assert variant_needs.check_compile("cpu").ok == bool(shutil.which("g++") and header.is_file())
 
 
 def test_list_shows_the_reasons():
@@ -165,7 +168,7 @@ def test_training_state_restore_gives_a_fresh_optimizer():
     x, y = torch.randn(5, 6), torch.randn(5, 3)
     opt_a = torch.optim.AdamW(a.parameters(), lr=1e-2, fused=True)
     opt_b = torch.optim.AdamW(b.parameters(), lr=1e-2, fused=True)
-    state = compilation.TrainingState(b.parameters(), opt_b)
+    state = warmup.TrainingState(b.parameters(), opt_b)
     for _ in range(3):  # b trains ahead (as a compile warm-up does) ...
         opt_b.zero_grad()
         nn.functional.mse_loss(b(x), y).backward()
@@ -187,14 +190,14 @@ def test_restore_can_zero_gradients_in_place():
 
     m = nn.Linear(3, 2)
     opt = torch.optim.AdamW(m.parameters())
-    state = compilation.TrainingState(m.parameters(), opt)
+    state = warmup.TrainingState(m.parameters(), opt)
     m(torch.randn(4, 3)).sum().backward()
     grad = m.weight.grad
     state.restore(zero_grads=True)
     assert m.weight.grad is grad and float(grad.abs().sum()) == 0  # same memory, zeroed
 
 
-class SlowCompile(workloads.Workload):
+class SlowCompile(Workload):
     """A workload whose warm-up takes 0.3 s: none of it may show in a step."""
 
     units, units_per_step, compiles = "samples", 1, True
@@ -214,7 +217,7 @@ class SlowCompile(workloads.Workload):
 
 
 def test_compile_time_is_reported_apart_and_never_in_a_step(monkeypatch):
-    monkeypatch.setattr(workloads, "build", lambda *a: SlowCompile())
+    monkeypatch.setattr(builders, "build", lambda *a: SlowCompile())
     snaps = []
     final = Runner(presets.resolve("adamw"), "cpu", snaps.append, steps=8).run()
     statuses = [s.status for s in snaps]

@@ -8,8 +8,8 @@ import torch
 
 from apextui.core import model_presets as mp
 from apextui.core.config.point import NAMED, parse
-from apextui.core.run.timing import NoMark
-from apextui.core.workloads import build
+from apextui.core.workloads.marker import NoMark
+from apextui.core.workloads.builders import build
 from apextui.core.workloads.model import ModelWorkload
 
 SOURCE = '''

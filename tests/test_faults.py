@@ -19,7 +19,9 @@ import weakref
 import pytest
 import torch
 
-from apextui.core import presets, workloads
+from apextui.core import presets
+from apextui.core.workloads import builders
+from apextui.core.workloads.base import Workload
 from apextui.core.run import runner as runner_mod
 from apextui.core.monitor.nvml import Nvml
 from apextui.core.run.runner import MAX_CONSECUTIVE_SKIPS, Runner, Snapshot
@@ -51,10 +53,10 @@ def steps_of(snaps: list[Snapshot]) -> list[int]:
     return [i for s in snaps for r in s.new_steps for i in range(r.step - r.steps + 1, r.step + 1)]
 
 
-class Wrapped(workloads.Workload):
+class Wrapped(Workload):
     """A real workload with a fault injected at one step (`hook(step, inner)` runs before the step)."""
 
-    def __init__(self, inner: workloads.Workload, hook) -> None:
+    def __init__(self, inner: Workload, hook) -> None:
         self.inner, self.hook, self.n = inner, hook, 0
         for attr in ("units", "units_per_step", "loss_floor", "check", "uses_grad_scaler", "params"):
             setattr(self, attr, getattr(inner, attr))
@@ -66,8 +68,8 @@ class Wrapped(workloads.Workload):
 
 
 def inject(monkeypatch, hook) -> list[weakref.ref]:
-    """Make workloads.build return the real workload wrapped with `hook`; weak references to what it built."""
-    original = workloads.build
+    """Make builders.build return the real workload wrapped with `hook`; weak references to what it built."""
+    original = builders.build
     built: list[weakref.ref] = []
 
     def build(*args):
@@ -75,7 +77,7 @@ def inject(monkeypatch, hook) -> list[weakref.ref]:
         built.append(weakref.ref(w))
         return w
 
-    monkeypatch.setattr(workloads, "build", build)
+    monkeypatch.setattr(builders, "build", build)
     return built
 
 
@@ -194,7 +196,7 @@ def test_a_nan_put_into_the_weights_at_step_7_fails_the_run_at_step_7(monkeypatc
     assert all(math.isfinite(r.loss) for r in records(snaps) if r.step < 7)
 
 
-class Scripted(workloads.Workload):
+class Scripted(Workload):
     """Returns scripted (loss, GradScaler scale) values, like a GradScaler workload's step."""
 
     units, units_per_step = "samples", 1
@@ -210,7 +212,7 @@ class Scripted(workloads.Workload):
 
 
 def test_an_inf_loss_without_grad_scaler_fails(monkeypatch):
-    monkeypatch.setattr(workloads, "build", lambda *a: Scripted(lambda n: math.inf if n >= 12 else 1.0, None))
+    monkeypatch.setattr(builders, "build", lambda *a: Scripted(lambda n: math.inf if n >= 12 else 1.0, None))
     final, _ = run(preset("adamw"), steps=100)
     assert final.status == "failed" and final.error.startswith("loss became inf at step 12"), final.error
 
@@ -224,7 +226,7 @@ def skipping(first: int, count: int):
 
 def test_fp16_occasional_skips_are_reported_not_failed(monkeypatch):
     short = MAX_CONSECUTIVE_SKIPS - 1  # the longest row of skips that is still tolerated
-    monkeypatch.setattr(workloads, "build", lambda *a: Scripted(
+    monkeypatch.setattr(builders, "build", lambda *a: Scripted(
         lambda n: math.inf if 10 <= n < 10 + short else 1.0, skipping(10, short)))
     final, snaps = run(preset("adamw"), steps=100)
     assert final.status == "ok", final.error
@@ -234,7 +236,7 @@ def test_fp16_occasional_skips_are_reported_not_failed(monkeypatch):
 
 
 def test_fp16_persistent_skipping_fails_at_the_limit(monkeypatch):
-    monkeypatch.setattr(workloads, "build", lambda *a: Scripted(
+    monkeypatch.setattr(builders, "build", lambda *a: Scripted(
         lambda n: math.nan if n >= 10 else 1.0, skipping(10, 10**6)))
     final, snaps = run(preset("adamw"), steps=500)
     last = 10 + MAX_CONSECUTIVE_SKIPS - 1

@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from apextui.core import memory, presets, workloads
+from apextui.core import memory, presets
+from apextui.core.workloads import builders
 
 from helpers import run_cli
 
@@ -16,7 +17,7 @@ from helpers import run_cli
 def test_the_estimate_counts_the_parameters_the_workload_really_has(name):
     preset = presets.resolve(name)
     est = memory.estimate(preset, preset.cpu_size, 10)
-    built = workloads.build(preset, "cpu", preset.cpu_size, 10)
+    built = builders.build(preset, "cpu", preset.cpu_size, 10)
     assert est.parts["params"] == 4 * built.params and est.parts["gradients"] == 4 * built.params
     if preset.workload != "norm":
         assert est.parts["optimizer state"] == 8 * built.params  # AdamW: exp_avg and exp_avg_sq

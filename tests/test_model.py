@@ -16,7 +16,7 @@ from torch.nn import functional as F
 import apextui
 from apextui.core import model_presets as mp
 from apextui.core.presets import PresetError, parse
-from apextui.core.run.timing import NoMark
+from apextui.core.workloads.marker import NoMark
 from apextui.core.workloads import model as model_mod
 from apextui.core.workloads import user_model
 from apextui.core.config.point import NAMED
@@ -72,7 +72,7 @@ def test_every_variant_starts_from_the_same_weights_and_batches():
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", [GPT], ids=["gpt"])  # one inductor build is a minute here; the ViT's is on the GPU
 def test_compile_variant_on_cpu_checks_parity_during_its_warm_up(spec):
-    from apextui.core.compilation import check_compile
+    from apextui.core.needs import check_compile
 
     if not check_compile("cpu").ok:
         pytest.skip(check_compile("cpu").reason)

@@ -1,35 +1,36 @@
-"""The workload registry (core/workloads/spec.py): one declaration that presets, compilation, the work
+"""The workload registry (core/workloads/spec.py): one declaration that presets, the variants' needs, the work
 model, the memory estimate, the advice and the docs all read; and FusedLAMB, added through it."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 import types
 
 import pytest
 
-from apextui.core import compilation, memory, presets
+from apextui.core import memory, needs as variant_needs, presets
 from apextui.core.advise import LOSS_CHECKED
-from apextui.core.analysis import work_per_step
 from apextui.core.availability import availability
-from apextui.core.workloads.spec import ADAMW, LAMB, WORKLOADS, variant
+from apextui.core.workloads.builders import BUILDERS, build
+from apextui.core.workloads.spec import ADAMW, LAMB, WORKLOADS, variant, work_per_step
 from helpers import ROOT
 
 SIZE = {"layers": 2, "width": 4, "batch": 1}  # 40 parameters
 
 
 def test_preset_tables_are_views_of_the_registry():
-    assert list(presets.WORKLOADS) == list(WORKLOADS)
+    assert list(presets.APEX_NEEDS) == list(WORKLOADS)
     for name, spec in WORKLOADS.items():
-        assert dict(presets.WORKLOADS[name]) == {v.name: v.apex for v in spec.variants}
+        assert dict(presets.APEX_NEEDS[name]) == {v.name: v.apex for v in spec.variants}
         assert presets.SIZE_KEYS[name] == spec.size_keys
         assert presets.BASELINES[name] == spec.baseline
         assert presets.PRODUCT_LIMITS[name] == spec.product_limit
         assert memory.SHRINK_ORDER[name] == spec.shrink_order
         assert set(spec.shrink_order) <= set(spec.size_keys)
-    assert compilation.needs("optimizer", "adamw_capturable_graph") == ("cuda_graphs",)
-    assert compilation.needs("transformer", "torch_compile_cg") == ("compile", "cuda_graphs")
+    assert variant_needs.needs("optimizer", "adamw_capturable_graph") == ("cuda_graphs",)
+    assert variant_needs.needs("transformer", "torch_compile_cg") == ("compile", "cuda_graphs")
     assert LOSS_CHECKED == ("transformer",)
 
 
@@ -48,8 +49,14 @@ def test_a_baseline_must_be_one_of_its_variants():
     spec = WORKLOADS["norm"]
     with pytest.raises(ValueError, match="baseline"):
         type(spec)(name="x", variants=spec.variants, size_limits=spec.size_limits,
-                   product_limit=spec.product_limit, baseline="nope", builder=spec.builder, work=spec.work,
+                   product_limit=spec.product_limit, baseline="nope", work=spec.work,
                    shrink_order=spec.shrink_order)
+
+
+def test_every_workload_of_the_registry_has_a_builder():
+    assert set(BUILDERS) == set(WORKLOADS)
+    with pytest.raises(ValueError, match="unknown workload 'nope'"):
+        build(dataclasses.replace(presets.resolve("layernorm"), workload="nope"), "cpu", {}, 1)
 
 
 def test_the_optimizer_work_model_comes_from_the_variant():

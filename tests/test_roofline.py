@@ -14,8 +14,9 @@ from apextui.core import files
 from apextui.core.analysis import ceilings as ceilings_mod
 from apextui.core.analysis import (
     Achieved, Ceilings, CeilingsUnavailable, Probe, Work, achieved, analyse_run, busy_from, classify,
-    get_ceilings, norm_work, optimizer_work, transformer_work, work_per_step,
+    get_ceilings, norm_work, optimizer_work, transformer_work,
 )
+from apextui.core.workloads.spec import work_per_step
 
 SMALL = {"vocab": 8, "d_model": 4, "layers": 1, "heads": 2, "seq": 3, "batch": 2, "branching": 2}
 # TinyDecoder at SMALL: tok 8x4 + pos 3x4 + block (ln1 8, ln2 8, qkv 4x12+12, proj 4x4+4, fc1 4x16+16,

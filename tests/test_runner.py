@@ -7,7 +7,9 @@ import time
 
 import pytest
 
-from apextui.core import presets, workloads
+from apextui.core import presets
+from apextui.core.workloads import builders
+from apextui.core.workloads.base import Workload
 from apextui.core.run.runner import Runner, Snapshot
 
 
@@ -99,7 +101,7 @@ def test_a_slow_consumer_does_not_hold_up_training():
     assert steps_of(snaps) == list(range(1, 401))  # and nothing is lost
 
 
-class Exploding(workloads.Workload):
+class Exploding(Workload):
     units, units_per_step = "samples", 1
 
     def __init__(self) -> None:
@@ -116,7 +118,7 @@ class Exploding(workloads.Workload):
 
 @pytest.mark.slow
 def test_a_failing_step_reports_failed_and_keeps_earlier_steps(monkeypatch, capsys):
-    monkeypatch.setattr(workloads, "build", lambda preset, device, size, steps: Exploding())
+    monkeypatch.setattr(builders, "build", lambda preset, device, size, steps: Exploding())
     runner, snaps = run("adamw", steps=10)
     final = runner.result
     assert final.status == "failed"
@@ -139,9 +141,9 @@ def test_short_runs_keep_measured_steps():
 def test_run_trains_in_the_calling_thread_and_delivers_everything(monkeypatch):
     seen_threads: set[str] = set()
     snaps: list[Snapshot] = []
-    original = workloads.build
+    original = builders.build
 
-    class Spy(workloads.Workload):
+    class Spy(Workload):
         def __init__(self, inner):
             self.inner = inner
             self.units, self.units_per_step = inner.units, inner.units_per_step
@@ -150,7 +152,7 @@ def test_run_trains_in_the_calling_thread_and_delivers_everything(monkeypatch):
             seen_threads.add(threading.current_thread().name)
             return self.inner.step(clock)
 
-    monkeypatch.setattr(workloads, "build", lambda *a: Spy(original(*a)))
+    monkeypatch.setattr(builders, "build", lambda *a: Spy(original(*a)))
     runner = Runner(presets.resolve("adamw"), "cpu", snaps.append, steps=12)
     final = runner.run()
     assert seen_threads == {threading.current_thread().name}
@@ -176,7 +178,7 @@ def test_fast_steps_cost_the_monitor_one_interval_a_block(monkeypatch):
 
     now = [0.0]  # the clock's time: each step takes 2 µs, whatever the machine's load
 
-    class Nothing(workloads.Workload):
+    class Nothing(Workload):
         units_per_step = 1
 
         def step(self, clock):
@@ -184,7 +186,7 @@ def test_fast_steps_cost_the_monitor_one_interval_a_block(monkeypatch):
             return None, None
 
     monkeypatch.setattr(timing, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
-    monkeypatch.setattr(workloads, "build", lambda *a: Nothing())
+    monkeypatch.setattr(builders, "build", lambda *a: Nothing())
     recorded: list[int] = []
     original = CpuClock._record
     monkeypatch.setattr(CpuClock, "_record",

@@ -73,7 +73,8 @@ def _error(message: str, code: int) -> int:
 def cmd_list(as_json: bool, requested_device: str) -> int:
     from ..core.availability import availability
     from ..core.env import DeviceUnavailable, resolve_device
-    from ..core.presets import WORKLOADS, PresetError, builtin_dir, load_all, user_dir
+    from ..core.presets import PresetError, builtin_dir, load_all, user_dir
+    from ..core.workloads.spec import WORKLOADS
 
     try:
         device = resolve_device(requested_device)

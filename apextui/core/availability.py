@@ -1,10 +1,12 @@
 """Can a preset run here? Apex presets need working Apex kernels and a CUDA device; CUDA-graph presets a
-CUDA device; torch.compile presets a working inductor backend (see compilation.py)."""
+CUDA device; torch.compile presets a working inductor backend (see needs.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .config.axes import apex_check
+from .needs import check as check_needs
 from .presets import Preset
 
 
@@ -20,9 +22,6 @@ class Availability:
 def availability(preset: Preset, device: str) -> Availability:
     """Check the Apex features, CUDA graphs or torch.compile backend a preset needs (a model preset: its
     configuration's axes values, `config.axes`); never substitutes another implementation."""
-    from .compilation import check as check_needs
-    from .config.axes import apex_check
-
     if preset.config is not None:
         c = preset.config.availability(device)
         return Availability(c.ok, c.reason, c.fix)

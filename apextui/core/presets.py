@@ -36,7 +36,7 @@ REGISTRY_MODEL = _MODEL_SPEC.name  # the workload of the user's own model: prese
 # The tables below are views of the workload registry (`workloads.spec.WORKLOADS`), where each workload and
 # its variants are declared once.
 # workload -> variant -> Apex features the variant needs
-WORKLOADS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType({
+APEX_NEEDS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType({
     w: MappingProxyType({v.name: v.apex for v in spec.variants}) for w, spec in REGISTRY.items()})
 
 # workload -> size keys it accepts (all positive ints)
@@ -108,7 +108,7 @@ class Preset:
         """Apex features this preset needs (empty for torch-only presets)."""
         if self.config is not None:
             return self.config.needs_apex
-        return WORKLOADS[self.workload][self.variant]
+        return APEX_NEEDS[self.workload][self.variant]
 
     @property
     def baseline(self) -> str:
@@ -130,10 +130,10 @@ def builtin_names() -> list[str]:
 
 
 def load_builtin() -> list[Preset]:
-    """Every shipped preset, grouped by workload in WORKLOADS order."""
+    """Every shipped preset, grouped by workload in the registry's order."""
     presets = [load_file(p) for p in sorted(builtin_dir().glob("*.toml"))]
-    order = {w: i for i, w in enumerate(WORKLOADS)}
-    variants = {w: list(v) for w, v in WORKLOADS.items()}
+    order = {w: i for i, w in enumerate(REGISTRY)}
+    variants = {w: list(v) for w, v in APEX_NEEDS.items()}
     return sorted(presets, key=lambda p: (order[p.workload], variants[p.workload].index(p.variant), p.name))
 
 
@@ -181,7 +181,7 @@ def load_all(directory: str | Path | None = None) -> tuple[list[Preset], list[Pr
     that could not be loaded as (path, message) pairs. A broken shipped preset still raises PresetError."""
     builtin = load_builtin()
     user, errors = load_user(directory, taken=frozenset(p.name for p in builtin))
-    order = {w: i for i, w in enumerate(WORKLOADS)}
+    order = {w: i for i, w in enumerate(REGISTRY)}
     return builtin + sorted(user, key=lambda p: (order[p.workload], p.name)), errors
 
 
@@ -255,9 +255,9 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
         raise fail(unknown[0], f"unknown field; allowed: {', '.join(sorted(TOP_KEYS))}")
     workload = data.get("workload")
     if workload is None:
-        raise fail("workload", f"missing; allowed: {', '.join(WORKLOADS)}")
-    if not isinstance(workload, str) or workload not in WORKLOADS:
-        raise fail("workload", f"got {show(workload)}; allowed: {', '.join(WORKLOADS)}")
+        raise fail("workload", f"missing; allowed: {', '.join(APEX_NEEDS)}")
+    if not isinstance(workload, str) or workload not in APEX_NEEDS:
+        raise fail("workload", f"got {show(workload)}; allowed: {', '.join(APEX_NEEDS)}")
     variant = data.get("variant")
     config: Config | None = None
     if "config" in data and workload != REGISTRY_MODEL:
@@ -269,9 +269,9 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
             raise fail("config", str(exc)) from None
     if variant is None and config is None:
         also = " (or config = \"axis=value,...\")" if workload == REGISTRY_MODEL else ""
-        raise fail("variant", f"missing{also}; allowed for {workload}: {', '.join(WORKLOADS[workload])}")
-    if variant is not None and (not isinstance(variant, str) or variant not in WORKLOADS[workload]):
-        raise fail("variant", f"got {show(variant)}; allowed for {workload}: {', '.join(WORKLOADS[workload])}")
+        raise fail("variant", f"missing{also}; allowed for {workload}: {', '.join(APEX_NEEDS[workload])}")
+    if variant is not None and (not isinstance(variant, str) or variant not in APEX_NEEDS[workload]):
+        raise fail("variant", f"got {show(variant)}; allowed for {workload}: {', '.join(APEX_NEEDS[workload])}")
     if workload == REGISTRY_MODEL:
         if config is not None and variant is not None and NAMED_POINTS[variant] != config:
             raise fail("config", f"{config.spec()} is not the variant {variant} ({NAMED_POINTS[variant].spec()}); "

@@ -46,7 +46,7 @@ from .doctor_view import ReportProvider, default_report_provider
 from .messages import DoctorFailed, DoctorReady, ProbeDone, ProbeFailed
 from .probe import EXIT_UNAVAILABLE, ProbeFn, probe_environment
 from .quitting import EXIT_HANGUP, QUIT_JOIN_S, Quitting
-from .run_control import MAX_RUN_LOGS, STOPPED_WHILE_COMPILING, RunControl
+from .run_control import MAX_RUN_LOGS, STOPPED_WHILE_COMPILING, RunActions
 from .screen_actions import ScreenActions
 from .widgets.comparison_table import ComparisonTable
 from .widgets.key_footer import KeyFooter
@@ -106,7 +106,7 @@ def env_runner_factory() -> RunnerFactory:
     return thread_runner_factory if os.environ.get("APEXTUI_WORKER") == "thread" else default_runner_factory
 
 
-class ApexTuiApp(RunControl, Quitting, ScreenActions, AppBase):
+class ApexTuiApp(RunActions, Quitting, ScreenActions, AppBase):
     """Use `make_app` to build one."""
 
     CSS_PATH = "app.tcss"

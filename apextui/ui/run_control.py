@@ -19,8 +19,9 @@ MAX_RUN_LOGS = 50  # the log screen (o) keeps the output of the last 50 runs (ea
 STOPPED_WHILE_COMPILING = "stopped while compiling (s pressed twice)"
 
 
-class RunControl(AppBase):
-    """start_preset, the redraw rate limits, the end of a run, s."""
+class RunActions(AppBase):
+    """The app's run actions: start_preset, the redraw rate limits, the end of a run, s (the engine's own stop
+    and wait is core/run/handle.py's `RunControl`)."""
 
     def start_preset(self, name: str) -> bool:
         """Start a preset by name; False (with a notification) when it cannot start now."""

@@ -9,12 +9,12 @@ import psutil
 import pytest
 from ui_fakes import no_gpu_report, provider, static_text, wait_for
 
-from apextui.core import compilation
+from apextui.core import needs as variant_needs
 from apextui.core.presets import resolve
 from apextui.core.run import worker
 from apextui.ui.app import STOPPED_WHILE_COMPILING, make_app
 
-pytestmark = pytest.mark.skipif(not compilation.check_compile("cpu").ok,
+pytestmark = pytest.mark.skipif(not variant_needs.check_compile("cpu").ok,
                                 reason="torch.compile on CPU needs a C++ compiler and Python's headers")
 
 

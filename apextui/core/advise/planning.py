@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from ..presets import BASELINES, WORKLOADS, Preset
-from ..workloads.spec import SHIPPED
+from ..presets import BASELINES, Preset
+from ..workloads.spec import SHIPPED, WORKLOADS
 from .model import AdviceError, Measurement
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 from ..fmt import ms as _ms
-from ..presets import WORKLOADS, Preset
+from ..presets import Preset
 from ..run.handle import RunnerFactory
 from ..run.runner import thread_runner_factory
+from ..workloads.spec import WORKLOADS
 from .cache import environment, find_reusable
 from .decide import verdict
 from .document import document

@@ -3,9 +3,9 @@
 - **Ceilings** (`get_ceilings`): a large device-to-device copy (GB/s, bytes read + written) and large
   matmuls (TFLOP/s, per precision), measured here once and cached per device in a JSON file
   (`cache_file()`); `remeasure=True` measures again. On CPU: a memcpy and fp32/bf16 matmuls.
-- **Work models** (`work_per_step`, pure arithmetic): the FLOPs and the fewest bytes of one step of each
-  workload. The optimizer's work is its optimizer step alone (`scope="opt_step"`), compared with that
-  step's time; the others' with the whole step's.
+- **Work models** (pure arithmetic): the FLOPs and the fewest bytes of one step of each workload (the
+  registry's `workloads.spec.work_per_step` picks a workload's). The optimizer's work is its optimizer step
+  alone (`scope="opt_step"`), compared with that step's time; the others' with the whole step's.
 - **Achieved** (`achieved`): work / time as TFLOP/s and GB/s, and as fractions of the ceilings; the
   arithmetic intensity (FLOP/byte) against the ridge point (compute ceiling / copy ceiling).
 - **Bottleneck** (`classify`, pure): "host-bound" when the GPU is busy for less than `HOST_BOUND_BELOW`
@@ -36,7 +36,7 @@ from .profile import MIN_NVML_SAMPLES, NVML_WINDOW_S, PROFILE_GRAPHS_ENV, PROFIL
 from .run_analysis import RunAnalysis, analyse_run
 from .work import ADAMW_BYTES_PER_PARAM, ADAMW_FLOPS_PER_PARAM, AMP_PRECISION, NORM_BYTES_PER_ELEMENT, \
     NORM_FLOPS_PER_ELEMENT, PRECISIONS, TRANSFORMER_ACT_PER_TOKEN_LAYER, TRANSFORMER_PARAM_BYTES, PerStepWork, \
-    Primary, Scope, Work, norm_work, optimizer_work, transformer_work, work_per_step
+    Primary, Scope, Work, norm_work, optimizer_work, transformer_work
 
 __all__ = [
     "ADAMW_BYTES_PER_PARAM", "ADAMW_FLOPS_PER_PARAM", "AMP_PRECISION", "CACHE_ENV", "CACHE_FILE", "CACHE_VERSION",
@@ -46,5 +46,4 @@ __all__ = [
     "Probe", "RunAnalysis", "Scope", "UtilAverage", "Work", "achieved", "analyse_run", "busy_from", "cache_dir",
     "cache_file", "classify", "device_key", "get_ceilings", "load_cache", "measure_ceilings", "norm_work",
     "optimizer_work", "probe_after_run", "profile_kernel_ms", "profile_skip_reason", "save_cache", "transformer_work",
-    "work_per_step",
 ]

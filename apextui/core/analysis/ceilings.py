@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 
 from .. import files
 from ..atomic import write_atomic
+from ..env import machine_identity
 
 CACHE_ENV = "APEXTUI_CACHE_DIR"
 CACHE_FILE = "ceilings.json"
@@ -95,8 +96,6 @@ def cache_file() -> Path:
 def device_key(device: str) -> tuple[str, str]:
     """(cache key, device name): the machine's identity (`env.machine_identity`): GPU name + driver + torch
     version; or CPU model + threads + torch version."""
-    from ..env import machine_identity
-
     m = machine_identity(device)
     return m.key, m.name
 

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from ..run.timing import NoMark
+from ..workloads.marker import NoMark
 from .ceilings import Ceilings, CeilingsUnavailable, get_ceilings
 
 PROFILE_GRAPHS_ENV = "APEXTUI_PROFILE_GRAPHS"  # "1": profile CUDA-graph workloads too (see profile_skip_reason)

@@ -108,16 +108,3 @@ def transformer_work(size: Mapping[str, int], params: int, amp: str = "none") ->
                 primary="flops", basis="6 x non-embedding params x tokens + attention 12 x layers x seq x d_model "
                 "x tokens; bytes: params 40 B each, activations and logits")
 
-
-def work_per_step(workload: str, variant: str, size: Mapping[str, int], params: int | None,
-                  amp: str = "none") -> Work:
-    """The work model of one step of a workload at a size (`params`: trainable parameters, where known),
-    as the workload's spec in the registry (`workloads.spec.WORKLOADS`) defines it."""
-    from ..workloads.spec import WORKLOADS  # the registry imports this module's models
-
-    spec = WORKLOADS.get(workload)
-    if spec is None:
-        raise ValueError(f"unknown workload {workload!r}")
-    if variant not in spec.variant_map:
-        raise ValueError(f"unknown {workload} variant {variant!r}")
-    return spec.work(spec.variant(variant), size, params, amp)

@@ -38,6 +38,7 @@ from .features import (
     first_line,
     nvidia_apex_verdict,
 )
+from ..analysis import cache_dir
 from ..atomic import write_atomic
 
 TIMEOUT_ENV = "APEXTUI_APEX_CHECK_TIMEOUT"  # seconds each import may take in the child (default 60)
@@ -131,7 +132,7 @@ def cache_key() -> str:
 
 
 def _cache_path() -> Path:
-    from ..analysis import cache_dir  # $APEXTUI_CACHE_DIR, else $XDG_CACHE_HOME/apextui, else ~/.cache/apextui
+    # cache_dir: $APEXTUI_CACHE_DIR, else $XDG_CACHE_HOME/apextui, else ~/.cache/apextui
 
     return cache_dir() / CACHE_FILE
 

@@ -7,7 +7,7 @@ configuration is a point with one value per axis (`point.Config`); the named var
 value is one `Value` below (and, where it is a new kind of change, its construction in
 `workloads/model.py`, its snippet line in `snippet.py`).
 
-Availability reuses the checks apextui already has: `compilation.CHECKS` (torch.compile, CUDA graphs,
+Availability reuses the checks apextui already has: `needs.CHECKS` (torch.compile, CUDA graphs,
 CUDA) and `apex.check.check_features` (Apex kernels), plus two of this module's own for fp8 (an importable
 `torchao`, a GPU of compute capability >= 8.9). Importing this module is cheap (no torch).
 """
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal, Mapping
 
-from ..compilation import CHECKS as NEED_CHECKS
-from ..compilation import Check
+from ..needs import CHECKS as NEED_CHECKS
+from ..needs import Check
 
 AxisName = Literal["precision", "optimizer", "norms", "compile"]
 Need = Literal["compile", "cuda_graphs", "cuda", "torchao", "sm89"]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Mapping
 
+from ..workloads.parallel import backend_for
 from .runner import HARVEST_INTERVAL_S
 
 TIMEOUT_ENV = "APEXTUI_DIST_TIMEOUT"
@@ -70,10 +71,6 @@ class DistEnv:
         return cls(rank, world, local)
 
 
-def backend_for(device: str) -> str:
-    return "nccl" if device == "cuda" else "gloo"
-
-
 class Group:
     """The ranks of one run: the default process group (the model's collectives), a gloo side group for the
     boundary decisions, and the store. `close()` destroys both groups."""
@@ -109,16 +106,6 @@ class Group:
                 dist.destroy_process_group()
         except Exception:  # noqa: BLE001 - a group broken by a failed peer: the process exits anyway
             pass
-
-
-def ensure_single_group(device: str) -> None:
-    """A world of one for a distributed preset run outside torchrun (the TUI, advise, a plain `--json`):
-    DDP, FSDP2 and Apex's DistributedFusedAdam need a process group, here one rank on an in-process store."""
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        return
-    dist.init_process_group(backend_for(device), store=dist.HashStore(), rank=0, world_size=1)
 
 
 class Coordinator:
@@ -194,4 +181,4 @@ class Channel:
 
 
 __all__ = ["Channel", "Coordinator", "DEFAULT_TIMEOUT_S", "DistEnv", "Group", "TIMEOUT_ENV", "backend_for",
-           "ensure_single_group", "timeout_s"]
+           "timeout_s"]

@@ -8,6 +8,7 @@ from typing import Any
 from ..monitor.sampler import GpuReading, MonitorReading
 from ..presets import Preset
 from .snapshot import RunInfo, Snapshot
+from ..workloads.user_model import model_name
 from .timing import StepRecord
 
 SCHEMA_VERSION = 1
@@ -49,8 +50,6 @@ def model_fields(preset: Preset) -> dict[str, Any] | None:
     """The user's model a run trains ({"spec", "name"}), None for a shipped workload."""
     if preset.model is None:
         return None
-    from ..workloads.user_model import model_name
-
     return {"spec": preset.model, "name": model_name(preset.model)}
 
 

@@ -18,6 +18,7 @@ import traceback
 from typing import Any, Callable, Mapping
 
 from ..analysis import PROFILE_STEPS, probe_after_run
+from ..env import pci_bus_id
 from ..monitor.sampler import Sampler
 from ..presets import Preset
 from ..monitor.sampler import GpuScope
@@ -26,7 +27,9 @@ from .divergence import MAX_CONSECUTIVE_SKIPS, LossGuard
 from .failure import describe_failure
 from .frozen_heap import FrozenHeap
 from .handle import RunControl, RunHandle, RunnerFactory
+from ..workloads import builders
 from .snapshot import TERMINAL, Callback, FinalStatus, RunInfo, Snapshot, Status
+from .timing import CpuClock, CudaClock
 
 # What other modules import from here, where these lived before the split.
 __all__ = ["HARVEST_INTERVAL_S", "MAX_CONSECUTIVE_SKIPS", "TERMINAL", "Callback", "FinalStatus", "RunControl",
@@ -217,14 +220,10 @@ class Runner(RunControl):
 
     def _build_workload(self, size: Mapping[str, int]) -> Any:
         """The workload this run trains (benchmarks/overhead_blocks.py hands in one built earlier)."""
-        from .. import workloads
-
-        return workloads.build(self.preset, self.device, size, self.steps)
+        return builders.build(self.preset, self.device, size, self.steps)
 
     def _setup(self) -> tuple[RunInfo, Any, Any]:
         import torch
-
-        from .timing import CpuClock, CudaClock
 
         size_name = "cpu" if self.device == "cpu" else "default"
         size = self.preset.cpu_size if size_name == "cpu" else self.preset.size
@@ -232,8 +231,6 @@ class Runner(RunControl):
             torch.cuda.reset_peak_memory_stats()  # the peak is this run's, not an earlier one's in this process
         workload = self._build_workload(size)
         if self.sampler is None:
-            from ..env import pci_bus_id
-
             gpu = self.device == "cuda"
             self.sampler = Sampler(self.sample_interval, gpu=gpu, pci_bus_id=pci_bus_id() if gpu else None,
                                    scope=self.gpu_scope)

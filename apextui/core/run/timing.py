@@ -42,14 +42,6 @@ MAX_TARGET_MS = 250.0  # ... up to this: a block lasts about one hand-over inter
 cost_clock = time.perf_counter  # what the clock times its own work with (tests pin it)
 
 
-class NoMark:
-    """A clock that times nothing: for steps run outside the timed window (the GPU-busy profile window,
-    warm-ups, benchmarks), where a workload's `clock.mark()` has nobody to tell."""
-
-    def mark(self) -> None:
-        """Nothing to time."""
-
-
 @dataclass(frozen=True)
 class StepRecord:
     """One timed interval: a step, or a block of `steps` consecutive steps ending at `step`."""

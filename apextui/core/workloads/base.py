@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Any, ContextManager, Mapping, Protocol
+from typing import Any, ContextManager, Mapping
 
 import torch
 
 from ..analysis import PerStepWork, Work
-
-
-class Marker(Protocol):
-    def mark(self) -> None: ...
+from .marker import Marker
 
 
 class Workload(PerStepWork):

@@ -26,10 +26,11 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from ..compilation import WARMUP_STEPS
-from ..run.timing import NoMark
+from .warmup import WARMUP_STEPS
+from ..run.failure import is_out_of_memory
 from . import user_model
-from .base import Marker, Workload, autocast, backward_and_step, grad_scaler, scale_tensor
+from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
+from .marker import Marker, NoMark
 from ..config.point import BASELINE, NAMED, Config
 from .spec import MODEL
 
@@ -151,8 +152,6 @@ def _user(what: str, exc: BaseException) -> UserCodeError:
 
 
 def _is_oom(exc: BaseException) -> bool:
-    from ..run.failure import is_out_of_memory
-
     return is_out_of_memory(exc)
 
 

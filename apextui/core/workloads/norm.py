@@ -7,7 +7,8 @@ from typing import Mapping
 import torch
 from torch import nn
 
-from .base import Marker, Workload, autocast
+from .base import Workload, autocast
+from .marker import Marker
 from .spec import NORM
 
 TOLERANCE_FP32 = 1e-3

@@ -8,9 +8,10 @@ from typing import Mapping
 import torch
 from torch import nn
 
-from ..compilation import WARMUP_STEPS, TrainingState
+from .warmup import WARMUP_STEPS, TrainingState
 from . import parallel
-from .base import Marker, Workload, autocast, backward_and_step, grad_scaler, scale_tensor
+from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
+from .marker import Marker
 from .spec import OPTIMIZER
 
 # variants whose optimizer step is replayed from a CUDA graph (those the registry says need CUDA graphs)

@@ -3,15 +3,18 @@ Apex's DistributedFusedAdam (which reduces the gradients itself, so the model is
 
 A variant's `parallel` (spec.py) says which; every other variant of a workload that trains a model runs under
 DDP when a process group exists (torchrun), and alone otherwise. A distributed variant outside torchrun runs on
-a world of one (`distributed.ensure_single_group`), so that its preset runs anywhere.
+a world of one (`ensure_single_group`), so that its preset runs anywhere.
+
+Imports torch when a model is wrapped: run/distributed.py (imported by the CLI to find out whether it runs under
+torchrun) reads `backend_for` from here.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Literal
+from typing import TYPE_CHECKING, Iterable, Literal
 
-import torch
-from torch import nn
+if TYPE_CHECKING:
+    from torch import nn
 
 Parallel = Literal["ddp", "fsdp2", "distributed_optimizer"]
 
@@ -23,6 +26,21 @@ def world() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def backend_for(device: str) -> str:
+    """The process group's backend: NCCL on CUDA, gloo on the CPU."""
+    return "nccl" if device == "cuda" else "gloo"
+
+
+def ensure_single_group(device: str) -> None:
+    """A world of one for a distributed preset run outside torchrun (the TUI, advise, a plain `--json`):
+    DDP, FSDP2 and Apex's DistributedFusedAdam need a process group, here one rank on an in-process store."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    dist.init_process_group(backend_for(device), store=dist.HashStore(), rank=0, world_size=1)
 
 
 def kind(declared: Parallel | None) -> Parallel | None:
@@ -39,7 +57,7 @@ def wrap(model: nn.Module, how: Parallel | None, device: str, shards: Iterable[n
     sharded ones). `shards`: the submodules FSDP2 shards one by one (the Transformer's blocks), before the root."""
     if how is None:
         return model
-    from ..run.distributed import ensure_single_group
+    import torch
 
     ensure_single_group(device)
     if how == "ddp":
@@ -57,4 +75,4 @@ def wrap(model: nn.Module, how: Parallel | None, device: str, shards: Iterable[n
     return model  # distributed_optimizer: the optimizer reduce-scatters the gradients itself
 
 
-__all__ = ["Parallel", "kind", "world", "wrap"]
+__all__ = ["Parallel", "backend_for", "ensure_single_group", "kind", "world", "wrap"]

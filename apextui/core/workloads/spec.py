@@ -1,33 +1,30 @@
 """The workload registry: each workload and its variants declared once, read by everything else.
 
 Why: a workload used to be spread over a dozen tables (presets' variants, Apex needs, size keys and
-limits, baselines; the roofline's work model; compilation's needs; the memory estimate's shrink order;
+limits, baselines; the roofline's work model; the variants' needs (needs.py); the memory estimate's shrink order;
 the advice's loss check). Now `WORKLOADS` holds one `WorkloadSpec` per workload and the others derive
-their tables from it (`presets.WORKLOADS`, `presets.SIZE_LIMITS`, `compilation.NEEDS`, ...).
+their tables from it (`presets.APEX_NEEDS`, `presets.SIZE_LIMITS`, `needs.NEEDS`, ...).
 
-Importing this module is cheap (no torch): presets and the TUI read it before any run. A spec names its
-workload class lazily (`builder`, called only to run).
+Importing this module is cheap (no torch): presets and the TUI read it before any run. How each workload is
+built from a preset is `builders.py`, above the workload modules (which read their specs here).
 
 Adding a variant: one `VariantSpec` in its workload's spec below, its construction in the workload's module
-(e.g. `make_optimizer` in optimizer.py), and a preset TOML in presets/. See CONTRIBUTING.md.
+(e.g. `make_optimizer` in optimizer.py), and a preset TOML in presets/. A workload: its spec here and its builder
+in builders.py. See CONTRIBUTING.md.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Callable, Literal, Mapping
+from typing import Callable, Literal, Mapping
 
 from ..analysis.work import ADAMW_BYTES_PER_PARAM, ADAMW_FLOPS_PER_PARAM, Work, norm_work, optimizer_work, \
     transformer_work
 
-if TYPE_CHECKING:
-    from ..presets import Preset
-    from .base import Workload
-
 # how a variant trains on several ranks (workloads/parallel.py); None: DDP under torchrun, else one process
 Parallel = Literal["ddp", "fsdp2", "distributed_optimizer"]
-Need = Literal["compile", "cuda_graphs", "cuda"]  # what a variant needs beyond torch (see compilation.py)
+Need = Literal["compile", "cuda_graphs", "cuda"]  # what a variant needs beyond torch (see needs.py)
 Amp = Literal["none", "fp16", "bf16"]
 
 
@@ -82,21 +79,19 @@ MAX_POOL_TOKENS = 2**23  # the transformer's token pool: one new batch a step up
 
 SizeCheck = Callable[[Mapping[str, int]], "tuple[str, str] | None"]  # -> (size key, why) when the size is bad
 WorkModel = Callable[[VariantSpec, Mapping[str, int], "int | None", str], Work]
-Builder = Callable[["Preset", str, Mapping[str, int], int], "Workload"]
 MemoryModel = Callable[[Mapping[str, int], int], Estimate]  # (size, steps) -> the tensors a step keeps alive
 ShrinkFix = Callable[[dict[str, int]], None]  # makes a halved size valid again, in place
 
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    """One workload: its variants, sizes and their limits, baseline, work model, and how to build it."""
+    """One workload: its variants, sizes and their limits, baseline and work model (built by builders.py)."""
 
     name: str
     variants: tuple[VariantSpec, ...]
     size_limits: Mapping[str, tuple[int, int]]  # size key -> (smallest, largest), inclusive; order = keys
     product_limit: tuple[tuple[str, ...], str, int]  # (keys multiplied, what the product is, its largest value)
     baseline: str  # the variant the others are compared with
-    builder: Builder  # (preset, device, size, steps) -> the workload; imports torch
     work: WorkModel  # (variant, size, trainable parameters or None, amp) -> one step's FLOPs and bytes
     shrink_order: tuple[str, ...]  # size keys the memory estimate halves, in turn, to suggest a size that fits
     loss_checked: bool = False  # the advice compares final losses with the baseline's (a learnable task)
@@ -121,12 +116,6 @@ class WorkloadSpec:
 
 
 # ---- optimizer ---------------------------------------------------------------------------------------
-def _build_optimizer(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
-    from .optimizer import OptimizerWorkload
-
-    return OptimizerWorkload(preset.variant, size, device, preset.amp, preset.lr)
-
-
 def _optimizer_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
     n = params if params else size["layers"] * (size["width"] ** 2 + size["width"])
     c = variant.optimizer
@@ -155,7 +144,6 @@ OPTIMIZER = WorkloadSpec(
     size_limits=MappingProxyType({"layers": (1, 1024), "width": (1, 65536), "batch": (1, 65536)}),
     product_limit=(("layers", "width", "width"), "parameters", 2**32),
     baseline="adamw",
-    builder=_build_optimizer,
     work=_optimizer_work,
     memory=_optimizer_memory,
     shrink_order=("layers", "width", "batch"),
@@ -163,12 +151,6 @@ OPTIMIZER = WorkloadSpec(
 
 
 # ---- norm --------------------------------------------------------------------------------------------
-def _build_norm(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
-    from .norm import NormWorkload
-
-    return NormWorkload(preset.variant, size, device, preset.amp, preset.seed)
-
-
 def _norm_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
     kind = "rmsnorm" if "rmsnorm" in variant.name else "layernorm"
     return norm_work(size["batch"], size["seq"], size["hidden"], kind)
@@ -193,7 +175,6 @@ NORM = WorkloadSpec(
     size_limits=MappingProxyType({"batch": (1, 65536), "seq": (1, 1_048_576), "hidden": (1, 65536)}),
     product_limit=(("batch", "seq", "hidden"), "input elements", 2**32),
     baseline="layernorm",
-    builder=_build_norm,
     work=_norm_work,
     memory=_norm_memory,
     shrink_order=("batch", "seq", "hidden"),
@@ -201,12 +182,6 @@ NORM = WorkloadSpec(
 
 
 # ---- transformer -------------------------------------------------------------------------------------
-def _build_transformer(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
-    from .transformer import TransformerWorkload
-
-    return TransformerWorkload(preset.variant, size, device, preset.amp, preset.lr, preset.seed, steps)
-
-
 def _transformer_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
     if params is None:
         raise ValueError("the transformer's work model needs its parameter count")
@@ -277,7 +252,6 @@ TRANSFORMER = WorkloadSpec(
     }),
     product_limit=(("batch", "seq", "vocab"), "logits", 2**32),
     baseline="fp32",
-    builder=_build_transformer,
     work=_transformer_work,
     memory=_transformer_memory,
     shrink_order=("batch", "vocab", "layers", "d_model", "seq"),
@@ -288,14 +262,6 @@ TRANSFORMER = WorkloadSpec(
 
 
 # ---- model: the user's own (`--model FILE.py:FUNC`) ------------------------------------------------------
-def _build_model(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
-    from .model import ModelWorkload
-
-    if preset.model is None:
-        raise ValueError(f"preset {preset.name!r} has workload 'model' but names no model")
-    return ModelWorkload(preset.model, preset.variant, device, preset.lr, preset.seed, steps, config=preset.config)
-
-
 def _model_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
     raise ValueError("a user's model has no work model (its FLOPs and bytes are not known)")
 
@@ -322,7 +288,6 @@ MODEL = WorkloadSpec(
     size_limits=MappingProxyType({}),  # your function sizes the model (`small` on CPU)
     product_limit=((), "elements", 1),
     baseline="fp32",
-    builder=_build_model,
     work=_model_work,
     shrink_order=(),
     shipped=False,
@@ -341,5 +306,18 @@ def variant(workload: str, name: str) -> VariantSpec:
     return WORKLOADS[workload].variant(name)
 
 
+def work_per_step(workload: str, variant: str, size: Mapping[str, int], params: int | None,
+                  amp: str = "none") -> Work:
+    """The work model of one step of a workload at a size (`params`: trainable parameters, where known),
+    as the workload's spec defines it (the models themselves are analysis/work.py's arithmetic)."""
+    spec = WORKLOADS.get(workload)
+    if spec is None:
+        raise ValueError(f"unknown workload {workload!r}")
+    if variant not in spec.variant_map:
+        raise ValueError(f"unknown {workload} variant {variant!r}")
+    return spec.work(spec.variant(variant), size, params, amp)
+
+
 __all__ = ["ADAMW", "Amp", "Estimate", "LAMB", "MAX_POOL_TOKENS", "MODEL", "MemoryModel", "Need", "OptimizerCost",
-           "Parallel", "SHIPPED", "VariantSpec", "WORKLOADS", "WorkloadSpec", "transformer_params", "variant"]
+           "Parallel", "SHIPPED", "VariantSpec", "WORKLOADS", "WorkloadSpec", "transformer_params", "variant",
+           "work_per_step"]

@@ -9,12 +9,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..compilation import WARMUP_STEPS, TrainingState, compile_warmup
+from .warmup import WARMUP_STEPS, TrainingState, compile_warmup
 from ..analysis import transformer_work
-from . import markov
-from ..run.timing import NoMark
-from .base import Marker, Workload, autocast, backward_and_step, grad_scaler, scale_tensor
-from .spec import MAX_POOL_TOKENS  # fresh tokens made up front, then cycled
+from . import markov, parallel
+from .marker import Marker, NoMark
+from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
+from .optimizer import make_optimizer
+from .spec import MAX_POOL_TOKENS, TRANSFORMER  # MAX_POOL_TOKENS: fresh tokens made up front, then cycled
 
 
 NormFactory = Callable[[int], nn.Module]
@@ -125,10 +126,6 @@ class TransformerWorkload(Workload):
 
     def __init__(self, variant: str, size: Mapping[str, int], device: str, amp: str, lr: float,
                  seed: int, steps: int) -> None:
-        from . import parallel
-        from .optimizer import make_optimizer
-        from .spec import TRANSFORMER
-
         norm, opt_kind = parts(variant)
         how = parallel.kind(TRANSFORMER.variant(variant).parallel)
         rank, self.world_size = parallel.world() if how else (0, 1)

@@ -11,7 +11,8 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from apextui.core.availability import Availability
-from apextui.core.presets import BASELINES, WORKLOADS, Preset
+from apextui.core.presets import BASELINES, Preset
+from apextui.core.workloads.spec import WORKLOADS
 from apextui.core.workloads.user_model import model_name
 
 GROUP_PREFIX = "group:"

@@ -1,7 +1,6 @@
-"""torch.compile and CUDA graphs: whether the variants that use them can run here, and the warm-up that
-keeps compile and capture time out of the measured steps.
-
-Which variants need what (`NEEDS`):
+"""What a variant needs beyond torch (`VariantSpec.needs`) and whether this machine has it: the checks that
+torch.compile, CUDA graphs and TF32 variants pass before they run (availability.py combines them with the Apex
+check).
 
 - "compile": a working inductor backend: on CPU a C++ compiler (`$CXX`, else `g++`; inductor's own
   choice) and Python's headers (its generated kernels include Python.h); on CUDA the triton package, a C
@@ -9,31 +8,24 @@ Which variants need what (`NEEDS`):
 - "cuda_graphs": a CUDA device.
 - "cuda": a CUDA device (the model workload's tf32).
 
-The checks are cheap (a PATH lookup, a file test, a module spec): they never import torch._dynamo or
-compile anything. A compile that still fails at run time fails that run with the error.
-
-Warm-up (`compile_warmup`): the workload runs its compiled/captured step `WARMUP_STEPS` times during
-set-up (tracing, compiling, autotuning, CUDA-graph recording), waits for the device, and then puts
-parameters, gradients, optimizer state and the data position back exactly as they were, in place (a
-captured graph keeps pointing at the same memory), so the run's step 1 starts from the same state as
-an eager run's step 1 and losses stay comparable step for step. The time it took is `compile_s`.
+The checks are cheap (a PATH lookup, a file test, a module spec): they never import torch, torch._dynamo or
+compile anything. A compile that still fails at run time fails that run with the error. The warm-up that keeps
+compile and capture time out of the measured steps is `workloads/warmup.py`.
 """
 
 from __future__ import annotations
+
 
 import importlib.util
 import os
 import shutil
 import sys
 import sysconfig
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Callable, Mapping
 
 from .workloads.spec import WORKLOADS
-
-WARMUP_STEPS = 3  # cudagraph trees: 1 warm-up run, 1 recording, then replays
 
 # (workload, variant) -> what the variant needs beyond torch itself (declared in the workload registry)
 NEEDS: Mapping[tuple[str, str], tuple[str, ...]] = {
@@ -132,60 +124,3 @@ def check(workload: str, variant: str, device: str) -> Check:
         if not result.ok:
             return result
     return Check(True)
-
-
-# ---- warm-up that leaves no trace --------------------------------------------------------------------
-class TrainingState:
-    """A copy of parameters (values) and a way to put them, their gradients and the optimizer's state back,
-    all in place: tensors captured in a CUDA graph (or static inputs of a compiled one) keep their memory."""
-
-    def __init__(self, params: Iterable[Any], optimizer: Any) -> None:
-        self.params = list(params)
-        self.optimizer = optimizer
-        self.saved = [p.detach().clone() for p in self.params]
-
-    def restore(self, zero_grads: bool = False) -> None:
-        """Parameters back to their saved values; gradients set to None (or zeroed in place if `zero_grads`:
-        for graphs that captured them); optimizer state back to 'no step taken yet'."""
-        import torch
-
-        with torch.no_grad():
-            for p, saved in zip(self.params, self.saved, strict=True):
-                p.copy_(saved)
-                if p.grad is not None:
-                    if zero_grads:
-                        p.grad.zero_()
-                    else:
-                        p.grad = None
-            reset_optimizer_state(self.optimizer)
-
-
-def reset_optimizer_state(optimizer: Any) -> None:
-    """Every tensor of the optimizer's state zeroed in place: for Adam/AdamW (moments 0, step 0) this is
-    the state of a fresh optimizer, except that the buffers exist (and keep their addresses)."""
-    import torch
-
-    with torch.no_grad():
-        for state in optimizer.state.values():
-            for value in state.values():
-                if isinstance(value, torch.Tensor):
-                    value.zero_()
-
-
-def compile_warmup(run_step: Callable[[], Any], state: TrainingState, device: str, steps: int = WARMUP_STEPS,
-                   zero_grads: bool = False, after: Callable[[], None] | None = None) -> float:
-    """Run `run_step` `steps` times (compiling/capturing), wait for the device, restore `state`; call `after`
-    (e.g. rewind the data); return the seconds it all took."""
-    import torch
-
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        run_step()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    state.restore(zero_grads=zero_grads)
-    if after is not None:
-        after()
-    if device == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - t0

@@ -1,0 +1,220 @@
+"""The import contract inside `apextui.core`: no import cycle, and one way down through the layers in `LAYERS`.
+
+The graph is built from the source with `ast` (nothing is imported): every `import` and `from ... import`, at
+module level and inside functions alike (a function's import is how a cycle hides), except those under
+`if TYPE_CHECKING:` (annotations only, never run). Importing `a.b.c` also runs the packages `a` and `a.b`, so an
+edge to a package whose `__init__` imports something counts as well. docs/development.md draws the same layers.
+
+Why a test and not import-linter's `layers` contract: the same rule in forty lines of `ast`, no new dependency,
+and it sees imports inside functions the same way on every Python.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT
+
+CORE = "apextui.core"
+
+# Top to bottom: a module may import modules of its own layer or of a lower one, never of a higher one. An entry
+# is a module or a package (with everything under it); a module belongs to its longest matching entry.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("advise",),  # the comparisons and the verdict: runs presets through the runner
+    ("results", "model_presets"),  # the results file (runs' summaries); the user's model as presets
+    ("run",),  # the runner, the worker process, snapshots, events, data-parallel ranks
+    ("workloads",),  # the workload modules (torch) and builders.build, which the runner calls
+    ("availability", "memory"),  # can a preset run here; does it fit
+    ("presets", "config", "needs", "apex"),  # presets, configuration axes and their checks (compile, the Apex probe)
+    ("workloads.spec",),  # the registry: every workload and variant declared once
+    ("analysis",),  # work models, ceilings, the GPU-busy profile, the bottleneck
+    ("monitor", "env", "compare", "workloads.marker", "run.failure"),  # leaves the layers above share
+    ("fmt", "files", "atomic", "exits"),
+)
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the nodes under `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`)."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            test = node.test
+            name = test.id if isinstance(test, ast.Name) else test.attr if isinstance(test, ast.Attribute) else ""
+            if name == "TYPE_CHECKING":
+                skip.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+    return skip
+
+
+def _names_the_core(node: ast.AST) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return bool(node.level) or (node.module or "").startswith(CORE)
+    return isinstance(node, ast.Import) and any(a.name.startswith(CORE) for a in node.names)
+
+
+def import_graph(root: Path = ROOT) -> dict[str, dict[str, int]]:
+    """module -> {imported core module: the line of its first import}, for every module under apextui/core."""
+    files = {module_name(p, root): p for p in sorted((root / "apextui" / "core").rglob("*.py"))}
+    trees = {m: ast.parse(p.read_text(), str(p)) for m, p in files.items()}
+    packages = {m for m, p in files.items() if p.name == "__init__.py"}
+    # a package whose __init__ imports nothing of the core runs nothing when a submodule is imported
+    inert = {m for m in packages if not any(_names_the_core(n) for n in ast.walk(trees[m]))}
+    graph: dict[str, dict[str, int]] = {}
+    for mod, tree in trees.items():
+        skip = _type_checking_only(tree)
+        here = mod if mod in packages else mod.rpartition(".")[0]
+        edges: dict[str, int] = {}
+        for node in ast.walk(tree):
+            if id(node) in skip or not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                if node.level:
+                    base = here.split(".")[:len(here.split(".")) - node.level + 1]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                targets = [f"{source}.{a.name}" if f"{source}.{a.name}" in files else source for a in node.names]
+            for target in targets:
+                while target and target not in files:  # `from .x import name`: the module x
+                    target = target.rpartition(".")[0]
+                if not target.startswith(CORE):
+                    continue
+                parts = target.split(".")
+                for i in range(len(CORE.split(".")) + 1, len(parts) + 1):  # the packages on the way run too
+                    name = ".".join(parts[:i])
+                    if name == mod or mod.startswith(name + ".") or (name != target and name in inert):
+                        continue
+                    edges.setdefault(name, node.lineno)
+        graph[mod] = edges
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, {})))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def describe(component: list[str], graph: dict[str, dict[str, int]]) -> str:
+    inside = set(component)
+    lines = [f"{len(component)} modules import each other in a loop:"]
+    for mod in component:
+        lines += [f"  {mod} -> {target} (line {line})" for target, line in sorted(graph[mod].items())
+                  if target in inside]
+    return "\n".join(lines)
+
+
+def layer_of(module: str) -> int | None:
+    """The index in LAYERS of a module's longest matching entry (0 = top), None where no entry matches."""
+    best: tuple[int, int] | None = None
+    for depth, entries in enumerate(LAYERS):
+        for entry in entries:
+            name = f"{CORE}.{entry}"
+            if module == name or module.startswith(name + "."):
+                if best is None or len(name) > best[0]:
+                    best = (len(name), depth)
+    return None if best is None else best[1]
+
+
+def upward_imports(graph: dict[str, dict[str, int]]) -> list[str]:
+    wrong = []
+    for mod, edges in sorted(graph.items()):
+        mine = layer_of(mod)
+        for target, line in sorted(edges.items()):
+            theirs = layer_of(target)
+            if mine is not None and theirs is not None and theirs < mine:
+                wrong.append(f"{mod} (line {line}) imports {target}, a higher layer "
+                             f"({', '.join(LAYERS[theirs])} above {', '.join(LAYERS[mine])})")
+    return wrong
+
+
+GRAPH = import_graph()
+
+
+def test_the_core_has_no_import_cycle():
+    found = cycles(GRAPH)
+    assert not found, "\n".join(describe(c, GRAPH) for c in found)
+
+
+def test_every_core_module_has_a_layer():
+    unplaced = [m for m in GRAPH if m != CORE and layer_of(m) is None]
+    assert not unplaced, f"add these to LAYERS in tests/test_layers.py (and docs/development.md): {unplaced}"
+
+
+def test_no_core_module_imports_a_higher_layer():
+    wrong = upward_imports(GRAPH)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_checks_see_a_cycle_through_a_function_and_ignore_type_checking(tmp_path):
+    """The contract catches what it is for: a loop closed by an import inside a function, named module by
+    module; an `if TYPE_CHECKING:` import is no edge; a lower layer importing a higher one is named."""
+    core = tmp_path / "apextui" / "core"
+    (core / "run").mkdir(parents=True)
+    (core / "__init__.py").write_text("")
+    (core / "run" / "__init__.py").write_text("")
+    (core / "files.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .run import runner\n")
+    (core / "presets.py").write_text("from .files import x\n")
+    (core / "run" / "runner.py").write_text("from ..presets import y\n")
+    (core / "workloads.py").write_text("def build():\n    from .run.runner import z\n")
+    (core / "run" / "handle.py").write_text("from .. import workloads\n")
+    (core / "run" / "runner.py").write_text("from ..presets import y\nfrom .handle import h\n")
+    graph = import_graph(tmp_path)
+    assert "apextui.core.run.runner" not in graph["apextui.core.files"]
+    found = cycles(graph)
+    assert found == [["apextui.core.run.handle", "apextui.core.run.runner", "apextui.core.workloads"]]
+    assert "apextui.core.workloads -> apextui.core.run.runner (line 2)" in describe(found[0], graph)
+    assert any(w.startswith("apextui.core.workloads (line 2) imports apextui.core.run.runner")
+               for w in upward_imports(graph))
+
+
+@pytest.mark.parametrize("module, layer", [("apextui.core.workloads.spec", "workloads.spec"),
+                                           ("apextui.core.workloads.optimizer", "workloads"),
+                                           ("apextui.core.run.failure", "run.failure")])
+def test_a_module_takes_its_longest_matching_layer(module, layer):
+    assert layer in LAYERS[layer_of(module)]
