@@ -37,6 +37,9 @@ from ..config.point import BASELINE, Config, single_changes
 TrialStatus = Literal["ok", "failed", "check_failed", "unavailable"]
 Phase = Literal["baseline", "single", "ascent", "repeat"]
 DEFAULT_BUDGET_S = {"cuda": 300.0, "cpu": 60.0}
+METHOD = ("the baseline and every single change that needs no compile, their best values combined, each compile "
+          "mode on the best point (cheapest set-up first), coordinate ascent around it (a move only when faster by "
+          "the noise rule), then interleaved repeats (ABBA) of the top candidates")
 FINAL_ROUNDS = 2  # rounds of interleaved repeats (ABBA) of the top candidates
 
 
@@ -127,8 +130,7 @@ class SearchResult:
                 "peak_memory_bytes": self.peak_memory(t.config),
                 "status": "ok" if timing else t.outcome.status}
         return {
-            "method": "baseline and every single change, coordinate ascent from the fastest point (a move only "
-                      "when faster by the noise rule), then interleaved repeats (ABBA) of the top candidates",
+            "method": METHOD,
             "budget_s": self.budget_s, "spent_s": round(self.spent_s, 3), "stopped_by": self.stopped_by,
             "trials": [t.to_dict() for t in self.trials],
             "points": points,
