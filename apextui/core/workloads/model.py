@@ -11,11 +11,15 @@ batches, and compares the two losses step by step; a loss further from fp32's th
 tolerance (`TOLERANCE`) fails the check, and a variant that failed it is flagged (never recommended) by
 the advice and shown red in the TUI. Then weights and buffers are put back and the optimizer is made
 afresh: the measured run starts from the initial weights. For a compiled variant the variant's parity
-steps are its compile warm-up.
+steps are its compile warm-up. Both runs draw from the same random stream (`dropout.same_stream`, seeded
+with seed + `CHECK_SEED_OFFSET`), so dropout draws the same masks in eager mode; a compiled variant, or an
+eager one whose masks differ anyway, is checked with dropout off (`dropout.disabled`); the record's
+`dropout` says which, and a failure's `message` names the cause found.
 
-The norm swap (fused_norms, fused_amp) replaces every `nn.LayerNorm` / `nn.RMSNorm` with Apex's
-`FusedLayerNorm` / `FusedRMSNorm`, its weights copied, and checks the swap on the first batch: the
-model's loss before and after, in fp32, must agree within `SWAP_TOLERANCE` (relative).
+The norm swap (fused_norms, fused_amp) replaces every module that computes a LayerNorm or RMSNorm
+(`norm_swap.find_norms`, whatever its class) with Apex's `FusedLayerNorm` / `FusedRMSNorm`, its weights
+copied, and checks the swap on the first batch with dropout off: the model's loss before and after, in
+fp32, must agree within `SWAP_TOLERANCE` (relative).
 """
 
 from __future__ import annotations
