@@ -196,8 +196,12 @@ def test_a_wrong_variant_fails_loss_parity_and_the_advice_never_recommends_it(mo
     [w] = doc["workloads"]
     rows = {p["variant"]: p for p in w["presets"]}
     assert rows["adamw_fused"]["flagged"] and not rows["fp32"]["flagged"]
+    parity = rows["adamw_fused"]["parity"]  # the check's numbers in advise --json
+    assert parity["passed"] is False and parity["max_abs_err"] > parity["tolerance"] and parity["steps"] == 5
+    assert parity["dropout"] == "disabled_for_check" and "at step" in parity["message"]  # GPT has dropout
+    assert rows["fp32"]["parity"] is None
     [flag] = w["flags"]
-    assert flag["kind"] == "check" and "loss-parity" in flag["text"]
+    assert flag["kind"] == "check" and "loss-parity" in flag["text"] and parity["message"] in flag["text"]
     assert w["recommended"] != rows["adamw_fused"]["preset"]
 
 
