@@ -2,6 +2,7 @@
 (GPT-2 small's shape: 12 layers, d_model 768, 12 heads, vocab 50257, 1024 positions), a tiny one on CPU.
 
 Self-contained: random tokens, no downloads. The language-model loss is cross-entropy on the next token.
+Dropout 0.1 on the embeddings, the attention weights and each residual branch, as GPT-2 has.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ from apextui import ModelSetup
 
 
 class Block(nn.Module):
-    """Pre-norm decoder block: causal self-attention and a GELU MLP."""
+    """Pre-norm decoder block: causal self-attention and a GELU MLP, each with dropout (GPT-2's 0.1)."""
 
-    def __init__(self, d: int, heads: int) -> None:
+    def __init__(self, d: int, heads: int, dropout: float = 0.1) -> None:
         super().__init__()
         self.heads = heads
+        self.attn_dropout = dropout  # on the attention weights, in training only
+        self.drop = nn.Dropout(dropout)
         self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
         self.qkv = nn.Linear(d, 3 * d)
         self.proj = nn.Linear(d, d)
@@ -28,9 +31,10 @@ class Block(nn.Module):
         b, t, c = x.shape
         q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
-        return x + self.mlp(self.ln2(x))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           dropout_p=self.attn_dropout if self.training else 0.0)
+        x = x + self.drop(self.proj(y.transpose(1, 2).reshape(b, t, c)))
+        return x + self.drop(self.mlp(self.ln2(x)))
 
 
 class GPT(nn.Module):
@@ -38,6 +42,7 @@ class GPT(nn.Module):
         super().__init__()
         self.tok = nn.Embedding(vocab, d)
         self.pos = nn.Embedding(seq, d)
+        self.drop = nn.Dropout(0.1)
         self.blocks = nn.Sequential(*(Block(d, heads) for _ in range(layers)))
         self.ln_f = nn.LayerNorm(d)
         self.head = nn.Linear(d, vocab, bias=False)
@@ -50,7 +55,7 @@ class GPT(nn.Module):
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         pos = torch.arange(idx.shape[1], device=idx.device)
-        return self.head(self.ln_f(self.blocks(self.tok(idx) + self.pos(pos))))
+        return self.head(self.ln_f(self.blocks(self.drop(self.tok(idx) + self.pos(pos)))))
 
 
 def build(small: bool = False) -> ModelSetup:

@@ -2,7 +2,7 @@
 (12 layers, d_model 384, 6 heads, ~22 M parameters) at full size, a tiny one on CPU.
 
 Self-contained: random images and labels, no downloads. The model returns its loss (no loss_fn): the
-batch is (images, labels), passed to forward as two arguments.
+batch is (images, labels), passed to forward as two arguments. Dropout 0.1 in every encoder layer.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ class ViT(nn.Module):
         n = (image // patch) ** 2
         self.cls = nn.Parameter(torch.zeros(1, 1, d))
         self.pos = nn.Parameter(torch.randn(1, n + 1, d) * 0.02)
-        layer = nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.0, activation="gelu", batch_first=True,
+        layer = nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.1, activation="gelu", batch_first=True,
                                            norm_first=True)
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(d)

@@ -87,8 +87,10 @@ def _output(doc: dict[str, Any], as_json: bool) -> bool:
     if as_json:
         return _print(json.dumps(doc, indent=2))
     model = doc.get("model")
+    norms = ((model.get("norm_finder") or {}).get("summary") if model else None) or ""
     head = (f"model {model['name']} ({model['spec']}): {model['params']:,} parameters at its "
-            f"{'CPU size' if model['size'] == 'small' else 'full size'}\n") if model else ""
+            f"{'CPU size' if model['size'] == 'small' else 'full size'}"
+            f"{f'; norms: {norms}' if norms else ''}\n") if model else ""
     from ..core.advise.answer import answer_text
 
     found = answer_text(doc)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..core.availability import Availability
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
+EXIT_CHECK_FAILED = 4  # the run finished, but its result failed the correctness check (`end.check_error`)
 
 
 class JsonLinePrinter:
@@ -160,4 +161,8 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
     if result is None or result.status != "ok":
         log(f"run failed: {result.error if result else 'no result'}")
         return EXIT_FAILED
+    failed_check = events.check_error(result.info.check if result.info else None)
+    if failed_check:
+        log(f"error: {preset.name} {failed_check}")
+        return EXIT_CHECK_FAILED
     return EXIT_OK

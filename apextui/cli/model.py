@@ -146,8 +146,13 @@ def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
         output.write(json.dumps({"device": device, "model": mp.describe(facts), "presets": rows}) + "\n")
         return EXIT_OK
     size = "CPU size (small=True)" if facts.small else "full size"
-    lines = [f"model {facts.name} ({spec}) on {device}: {facts.params:,} parameters at its {size}, "
-             f"{facts.norms} norm{'s' if facts.norms != 1 else ''} Apex could swap", ""]
+    norms = (facts.norm_report or {}).get("summary") or f"{facts.norms} norms"
+    lines = [f"model {facts.name} ({spec}) on {device}: {facts.params:,} trainable parameters at its {size}, "
+             f"{facts.norms} norm{'s' if facts.norms != 1 else ''} Apex could swap ({norms})", ""]
+    if facts.frozen:
+        from ..core.workloads.model import ALL_FROZEN
+
+        lines[-1:] = [f"warning: {ALL_FROZEN}: every variant fails at set-up", ""]
     width = max(len(r["variant"]) for r in rows)
     for r in rows:
         mark = "available" if r["available"] else f"unavailable: {r['reason']}"

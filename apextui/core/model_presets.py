@@ -12,7 +12,7 @@ first run (`user_model.keep`), and the facts it yields (parameters, norms) refin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .availability import Availability, availability
@@ -35,6 +35,13 @@ class ModelFacts:
     norms: int
     units: str
     small: bool  # built at the CPU size
+    norm_report: dict[str, Any] = field(default_factory=dict)  # the norm finder's record (`NormReport.as_dict`)
+    unavailable_norms: str = ""  # why the norm swap does not apply (names the classes seen), "" where it does
+
+    @property
+    def frozen(self) -> bool:
+        """Every parameter frozen: nothing to train (a run fails at set-up, and `list` says so)."""
+        return self.params == 0
 
 
 def preset_name(spec: str, variant: str) -> str:
@@ -75,15 +82,17 @@ def probe(spec: str, device: str, seed: int = 0, fn: Callable[..., Any] | None =
     reports a failed run). The setup built is kept for this process's first run of the model."""
     import torch
 
-    from .workloads.model import count_norms
+    from .workloads.norm_swap import find_norms
 
     fn = fn if fn is not None else user_model.load_function(spec)
     small = device == "cpu"
     torch.manual_seed(seed)
     setup = user_model.call_build(fn, spec, small)
+    report, _ = find_norms(setup.model)
     facts = ModelFacts(spec=spec, name=user_model.model_name(spec),
                        params=sum(p.numel() for p in setup.model.parameters() if p.requires_grad),
-                       norms=count_norms(setup.model), units=setup.units, small=small)
+                       norms=report.swappable, units=setup.units, small=small, norm_report=report.as_dict(),
+                       unavailable_norms=report.unavailable_reason() if report.swappable == 0 else "")
     user_model.keep(spec, small, seed, setup)
     return facts
 
@@ -92,7 +101,7 @@ def model_availability(preset: Preset, device: str, facts: ModelFacts | None = N
     """`availability` (Apex, torch.compile, CUDA), and for the norm swap a model with norms to swap."""
     a = availability(preset, device)
     if a.ok and facts is not None and preset.config is not None and preset.config.fused_norms and facts.norms == 0:
-        return Availability(False, "the model has no nn.LayerNorm or nn.RMSNorm for Apex to replace",
+        return Availability(False, facts.unavailable_norms or "no norm found",
                             "nothing to do: the norm swap does not apply to this model")
     return a
 
@@ -100,4 +109,5 @@ def model_availability(preset: Preset, device: str, facts: ModelFacts | None = N
 def describe(facts: ModelFacts) -> dict[str, Any]:
     """The model's JSON description (list, advise)."""
     return {"spec": facts.spec, "name": facts.name, "params": facts.params, "norms": facts.norms,
+            "norm_finder": facts.norm_report or None, "frozen": facts.frozen,
             "size": "small" if facts.small else "full"}

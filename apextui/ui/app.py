@@ -286,11 +286,13 @@ def make_app(*, preset: Preset | None = None, device: str = "auto", steps: int |
              probe: ProbeFn | None = None, autostart: bool | None = None, load: Iterable[str | Path] = (),
              save_dir: str | Path = ".", refresh_interval: float = REFRESH_S,
              spark_interval: float = SPARK_REFRESH_S,
-             preset_errors: Iterable[tuple[str, str]] | None = None) -> ApexTuiApp:
+             preset_errors: Iterable[tuple[str, str]] | None = None, highlight: str | None = None) -> ApexTuiApp:
     """Build the app. `preset` is preselected and (unless autostart=False) started once the device is
     known. `refresh_interval` / `spark_interval`: the least time between redraws of the live numbers /
     of the loss and step-time sparklines, in seconds. Without `presets`: the shipped and the user's
-    presets (`core.presets.load_all`); user files that do not load are shown as errors."""
+    presets (`core.presets.load_all`); user files that do not load are shown as errors. `highlight`: the preset
+    the cursor starts on when no `preset` is given (`--model`: the model's first variant, in its group), not
+    started."""
     found: Iterable[tuple[str, str]] = ()
     if presets is None:
         from apextui.core.presets import load_all
@@ -310,7 +312,7 @@ def make_app(*, preset: Preset | None = None, device: str = "auto", steps: int |
         runner_factory=runner_factory or env_runner_factory(),
         probe=probe or probe_environment,
         device=device, steps=steps, sample_interval=sample_interval,
-        preselect=preset.name if preset else None,
+        preselect=preset.name if preset else highlight,
         autostart=(preset is not None) if autostart is None else autostart,
         load=load, save_dir=save_dir, refresh_interval=refresh_interval, spark_interval=spark_interval,
         preset_errors=found if preset_errors is None else preset_errors,
@@ -335,7 +337,8 @@ def run_app(preset: Preset | None = None, device: str = "auto", steps: int | Non
 
         factory = launched_factory(nproc)
     app = make_app(preset=preset, device=device, steps=steps, sample_interval=sample_interval, load=load,
-                   presets=presets, preset_errors=errors, runner_factory=factory)
+                   presets=presets, preset_errors=errors, runner_factory=factory,
+                   highlight=extra[0].name if extra else None)  # --model: the cursor on the model's group
     if app.runner_factory is default_runner_factory:
         from apextui.core.run.worker import prestart
 

@@ -49,3 +49,16 @@ async def test_model_variants_in_the_picker_run_in_the_worker_and_land_in_the_ta
         failed = app.table.rows_data[2]
         assert failed.status == "failed" and "raised ValueError: no such checkpoint" in failed.error
         assert app.is_running
+
+
+async def test_model_opens_with_the_cursor_on_the_models_group_and_starts_nothing():
+    presets = [*load_builtin(), *presets_for(GPT)]
+    app = make_app(presets=presets, report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex(),
+                   device="cpu", highlight="gpt:build/fp32")
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.probe is not None, 30, "probe")
+        picker = app.query_one(PresetPicker)
+        assert picker.highlighted_preset is not None and picker.highlighted_preset.name == "gpt:build/fp32"
+        ids = [o.id for o in picker.options]
+        assert ids[picker.highlighted - 1] == GROUP_PREFIX + "model"  # the first line under the model's group
+        assert app.active is None and not app.table.rows_data

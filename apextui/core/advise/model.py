@@ -127,6 +127,20 @@ class RunResult:
         }
 
 
+PARITY_KEYS = ("kind", "against", "steps", "max_abs_err", "tolerance", "relative_tolerance", "dropout", "passed",
+               "message", "note")
+
+
+def parity_fields(m: Measurement) -> dict[str, Any] | None:
+    """The correctness check's numbers of a measurement (the first failed run's, else the first run's), for
+    `advise --json`; None where no run had a check (the baseline)."""
+    checks = [r.check for r in m.runs if r.check]
+    if not checks:
+        return None
+    check = next((c for c in checks if c.get("passed") is False), checks[0])
+    return {k: check.get(k) for k in PARITY_KEYS if k in check}
+
+
 @dataclass(frozen=True)
 class Measurement:
     """Every run of one preset in this advice (or why it was not run)."""
@@ -301,6 +315,7 @@ class WorkloadVerdict:
                 **fields(vs_base, "speedup_vs_baseline"),
                 "final_loss": _round(m.final_loss, 6), "compile_s": _round(m.compile_s, 3),
                 "flagged": m.preset in flagged,
+                "parity": parity_fields(m),
                 "bottleneck": dict(rep.bottleneck) if rep is not None and rep.bottleneck else None,
                 "roofline": dict(rep.roofline) if rep is not None and rep.roofline else None,
                 "gpu_busy": rep.gpu_busy if rep is not None else None,

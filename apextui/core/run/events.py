@@ -167,8 +167,18 @@ def summary(snap: Snapshot) -> dict[str, Any]:
     }
 
 
+def check_error(check: Any) -> str | None:
+    """A failed correctness check in one line, naming the cause it found; None when it passed or there was none."""
+    if not check or check.get("passed") is not False:
+        return None
+    what = check.get("message") or f"max_abs_err {check.get('max_abs_err')} over tolerance {check.get('tolerance')}"
+    return f"failed the correctness check against {check.get('against', 'the baseline')}: {what}"
+
+
 def end_event(snap: Snapshot) -> dict[str, Any]:
-    return {"event": "end", "status": snap.status, "error": snap.error, "summary": summary(snap)}
+    """`check_error`: a failed correctness check (the run measured fine, its result is wrong: exit 4)."""
+    return {"event": "end", "status": snap.status, "error": snap.error,
+            "check_error": check_error(snap.info.check if snap.info else None), "summary": summary(snap)}
 
 
 def unavailable_event(preset: Preset, device: str, reason: str, fix: str) -> dict[str, Any]:

@@ -11,11 +11,15 @@ batches, and compares the two losses step by step; a loss further from fp32's th
 tolerance (`TOLERANCE`) fails the check, and a variant that failed it is flagged (never recommended) by
 the advice and shown red in the TUI. Then weights and buffers are put back and the optimizer is made
 afresh: the measured run starts from the initial weights. For a compiled variant the variant's parity
-steps are its compile warm-up.
+steps are its compile warm-up. Both runs draw from the same random stream (`dropout.same_stream`, seeded
+with seed + `CHECK_SEED_OFFSET`), so dropout draws the same masks in eager mode; a compiled variant, or an
+eager one whose masks differ anyway, is checked with dropout off (`dropout.disabled`); the record's
+`dropout` says which, and a failure's `message` names the cause found.
 
-The norm swap (fused_norms, fused_amp) replaces every `nn.LayerNorm` / `nn.RMSNorm` with Apex's
-`FusedLayerNorm` / `FusedRMSNorm`, its weights copied, and checks the swap on the first batch: the
-model's loss before and after, in fp32, must agree within `SWAP_TOLERANCE` (relative).
+The norm swap (fused_norms, fused_amp) replaces every module that computes a LayerNorm or RMSNorm
+(`norm_swap.find_norms`, whatever its class) with Apex's `FusedLayerNorm` / `FusedRMSNorm`, its weights
+copied, and checks the swap on the first batch with dropout off: the model's loss before and after, in
+fp32, must agree within `SWAP_TOLERANCE` (relative).
 """
 
 from __future__ import annotations
@@ -29,16 +33,25 @@ from torch import nn
 from .warmup import WARMUP_STEPS
 from ..run.failure import is_out_of_memory
 from . import user_model
+from . import dropout
 from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
 from .marker import Marker, NoMark
+from .norm_swap import count_norms, find_norms, swap_norms
 from ..config.point import BASELINE, NAMED, Config
 from .spec import MODEL
+
+__all__ = ["ModelWorkload", "count_norms", "find_norms", "swap_norms", "UserCodeError"]
 
 POOL = 8  # batches made up front and cycled: the data costs nothing in a step, and every variant sees the same
 PARITY_STEPS = 5  # steps of fp32 and of the variant whose losses are compared
 # the largest relative difference from fp32's loss over the parity steps, by the variant's arithmetic
 TOLERANCE = {"fp32": 2e-3, "tf32": 1e-2, "fp16": 3e-2, "bf16": 5e-2}
 SWAP_TOLERANCE = 1e-4  # relative difference of the first batch's fp32 loss before and after the norm swap
+CHECK_SEED_OFFSET = 2  # the check's random stream: torch seeded with seed + this before fp32's and the variant's steps
+NO_LOSS = ("the model returned an output whose loss is None (a Hugging Face model computes its loss only when the "
+           "batch has labels): give make_batch a `labels` entry, or a loss_fn")
+ALL_FROZEN = ("every parameter of the model is frozen (requires_grad=False): there is nothing to train; unfreeze "
+              "the ones to train (e.g. model.requires_grad_(True)) before returning the ModelSetup")
 
 class UserCodeError(RuntimeError):
     """The user's function, `make_batch`, model or loss raised, or gave something unusable: a run-time
@@ -99,52 +112,6 @@ class LossModule(nn.Module):
             return self.loss_fn(_call(self.model, inputs), targets)
 
 
-def swap_norms(model: nn.Module) -> list[str]:
-    """Every nn.LayerNorm / nn.RMSNorm in `model` replaced in place by apex FusedLayerNorm / FusedRMSNorm with
-    the same shape, eps and weights (a LayerNorm without bias, which FusedLayerNorm cannot express, is kept).
-    Returns the swapped modules' names."""
-    from apex.normalization import FusedLayerNorm, FusedRMSNorm
-
-    swapped: list[str] = []
-    done: dict[int, nn.Module] = {}  # one module used in two places stays one module
-    for parent_name, parent in list(model.named_modules()):
-        for name, child in list(parent.named_children()):
-            new = done.get(id(child))
-            if new is None:
-                new = _fused(child, FusedLayerNorm, FusedRMSNorm)
-                if new is None:
-                    continue
-                done[id(child)] = new
-            setattr(parent, name, new)
-            swapped.append(f"{parent_name}.{name}" if parent_name else name)
-    return swapped
-
-
-def _fused(child: nn.Module, fused_ln: Any, fused_rms: Any) -> nn.Module | None:
-    if type(child) is nn.LayerNorm:
-        if child.elementwise_affine and child.bias is None:
-            return None
-        new = fused_ln(child.normalized_shape, eps=child.eps, elementwise_affine=child.elementwise_affine)
-    elif type(child) is nn.RMSNorm:
-        eps = child.eps if child.eps is not None else torch.finfo(torch.float32).eps
-        new = fused_rms(child.normalized_shape, eps=eps, elementwise_affine=child.elementwise_affine)
-    else:
-        return None
-    ref = next(child.parameters(), None)
-    if ref is not None:
-        new = new.to(device=ref.device, dtype=ref.dtype)
-        with torch.no_grad():
-            for (_, p_new), (_, p_old) in zip(new.named_parameters(), child.named_parameters(), strict=True):
-                p_new.copy_(p_old)
-    return new
-
-
-def count_norms(model: nn.Module) -> int:
-    """The modules the norm swap would replace."""
-    return sum(1 for m in model.modules() if (type(m) is nn.LayerNorm and not (m.elementwise_affine and m.bias is None))
-               or type(m) is nn.RMSNorm)
-
-
 def _user(what: str, exc: BaseException) -> UserCodeError:
     tail = user_model.user_traceback(exc, None)
     first = (str(exc).strip().splitlines() or [""])[0]
@@ -162,7 +129,6 @@ class ModelWorkload(Workload):
                  config: Config | None = None) -> None:
         self.spec, self.variant, self.device = spec, variant, device
         self.config = config if config is not None else NAMED[variant]
-        self.recipe = self.config  # what the correctness-check methods read (tf32)
         self.amp = self.config.amp
         self._set_tf32(self.config.tf32)
         try:
@@ -176,6 +142,9 @@ class ModelWorkload(Workload):
         self.setup = setup
         self.model = setup.model.to(device)
         self.model.train()
+        if not any(p.requires_grad for p in self.model.parameters()):
+            raise UserCodeError(ALL_FROZEN)
+        self._check_seed = seed + CHECK_SEED_OFFSET
         self.lr = float(setup.lr) if setup.lr is not None else lr
         self.batches = self._make_batches(seed)
         self.units = setup.units
@@ -184,6 +153,7 @@ class ModelWorkload(Workload):
         self._i = 0
         self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         reference = None if self.config == BASELINE else self._reference_losses()
+        self._reference = reference
         swap: dict[str, Any] | None = None
         if self.config.fused_norms:
             swap = self._swap_norms()
@@ -199,7 +169,7 @@ class ModelWorkload(Workload):
         self.uses_cuda_graphs = self.config.cuda_graphs
         if self.uses_cuda_graphs and device != "cuda":
             raise ValueError(f"{variant} needs CUDA (CUDA graphs); this run is on {device}")
-        self._reference, self._swap = reference, swap
+        self._swap = swap
         if self.config.compile_mode is not None:
             self.compiled = torch.compile(self.loss_module, mode=self.config.compile_mode)  # type: ignore[assignment]
             self.compiles = True
@@ -255,17 +225,21 @@ class ModelWorkload(Workload):
         return make_optimizer(self.config.optimizer_kind, [p for p in self.model.parameters() if p.requires_grad],
                               self.lr)
 
-    def _restore(self) -> None:
+    def _restore(self, partial: bool = False) -> None:
         """Weights and buffers back to the initial ones, in place (a compiled graph keeps pointing at them);
-        gradients dropped; the data from its first batch."""
+        gradients dropped; the data from its first batch. `partial`: only the entries the initial state has (after
+        the norm swap, whose modules may hold other ones)."""
         with torch.no_grad():
             for k, v in self.model.state_dict().items():
-                v.copy_(self._initial[k])
+                if not partial or k in self._initial:
+                    v.copy_(self._initial[k])
         for p in self.model.parameters():
             p.grad = None
         self._i = 0
 
     def _checked_loss(self, loss: Any) -> torch.Tensor:
+        if loss is None and self.setup.loss_fn is None:
+            raise UserCodeError(NO_LOSS)
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             what = f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else type(loss).__name__
             src = "loss_fn" if self.setup.loss_fn is not None else "the model (no loss_fn given)"
@@ -285,57 +259,105 @@ class ModelWorkload(Workload):
                                     "(inputs, targets)") from exc
             raise _user("the model's forward (or loss_fn)", exc) from exc
 
-    def _reference_losses(self) -> list[float]:
-        """PARITY_STEPS steps as fp32 trains (fp32, no TF32, torch AdamW defaults) from the initial weights;
-        then the weights are put back."""
+    def _fp32_losses(self, dropout_off: bool) -> list[float]:
+        """PARITY_STEPS steps as fp32 trains (fp32, no TF32, torch AdamW defaults) from the initial weights, on the
+        check's random stream (dropout off where asked); then the weights and buffers are put back."""
         self._set_tf32(False)
         module = LossModule(self.model, self.setup.loss_fn, self.device, "none")
         opt = make_optimizer("adamw", [p for p in self.model.parameters() if p.requires_grad], self.lr)
         losses = []
-        for k in range(PARITY_STEPS):
-            opt.zero_grad()
-            loss = self._forward(module, self.batches[k % POOL])
-            loss.backward()
-            opt.step()
-            losses.append(float(loss.detach()))
+        with dropout.same_stream(self._check_seed, self.device), self._dropout_off(dropout_off):
+            for k in range(PARITY_STEPS):
+                opt.zero_grad()
+                loss = self._forward(module, self.batches[k % POOL])
+                loss.backward()
+                opt.step()
+                losses.append(float(loss.detach()))
         del opt
         self._restore()
-        self._set_tf32(self.recipe.tf32)
+        self._set_tf32(self.config.tf32)
         return losses
 
+    def _dropout_off(self, off: bool) -> Any:
+        from contextlib import nullcontext
+
+        return dropout.disabled(self.model) if off else nullcontext()
+
+    def _reference_losses(self) -> dict[dropout.DropoutHandling, list[float]]:
+        """fp32's losses for the check, by how the check handles dropout: an eager variant draws the same masks
+        from the same stream ("same_masks", with the dropout-off losses kept in case its masks differ after all,
+        e.g. another attention kernel); a compiled one draws its own, so it is checked with dropout off."""
+        if not dropout.has_dropout(self.model):
+            return {"none_found": self._fp32_losses(False)}
+        if self.config.compile_mode is not None:
+            return {"disabled_for_check": self._fp32_losses(True)}
+        return {"same_masks": self._fp32_losses(False), "disabled_for_check": self._fp32_losses(True)}
+
     def _swap_norms(self) -> dict[str, Any]:
-        """Swap the norms, and check on the first batch that the fp32 loss is the same before and after."""
-        if count_norms(self.model) == 0:
-            raise ValueError(f"{self.variant}: the model has no nn.LayerNorm or nn.RMSNorm for Apex to replace; "
-                             "this variant does not apply to it")
+        """Swap the norms, and check on the first batch that the fp32 loss is the same before and after (dropout
+        off: the swap's arithmetic is what is checked; buffers such as BatchNorm's running stats put back)."""
+        report, _ = find_norms(self.model)
+        if report.swappable == 0:
+            raise ValueError(f"{self.variant}: {report.unavailable_reason()}; this variant does not apply to it")
         plain = LossModule(self.model, self.setup.loss_fn, self.device, "none")
-        with torch.no_grad():
+        with torch.no_grad(), dropout.disabled(self.model):
             before = float(self._forward(plain, self.batches[0]))
-            names = swap_norms(self.model)
+            names = swap_norms(self.model, report)
             after = float(self._forward(plain, self.batches[0]))
+        self._restore(partial=True)
         err = abs(after - before)
         tol = SWAP_TOLERANCE * max(abs(before), 1e-6)
-        return {"modules": len(names), "loss_before": before, "loss_after": after, "max_abs_err": err,
-                "tolerance": tol, "passed": bool(err <= tol)}
+        passed = bool(err <= tol)
+        swap: dict[str, Any] = {"modules": len(names), "loss_before": before, "loss_after": after, "max_abs_err": err,
+                                "tolerance": tol, "passed": passed, "norms": report.as_dict()}
+        if not passed:
+            swap["message"] = (f"the norm swap changed the first batch's fp32 loss by {err:.3g} (from {before:.6g} to "
+                               f"{after:.6g}, dropout off; tolerance {tol:.3g}): Apex's norm computes something else "
+                               f"than the model's ({report.summary()})")
+        return swap
 
-    def _variant_losses(self, n: int) -> list[float]:
-        """n steps of this variant from the initial weights (its compile warm-up, for a compiled one); then
-        weights, optimizer, scaler and data are put back as they were before."""
+    def _variant_losses(self, n: int, dropout_off: bool | None = None) -> list[float]:
+        """n steps of this variant from the initial weights on the check's random stream (its compile warm-up, for a
+        compiled one; its first PARITY_STEPS with dropout off where the check needs it, the rest with the user's
+        dropout, so the graph the measured steps run is compiled here); then weights, optimizer, scaler and data are
+        put back as they were before."""
+        if dropout_off is None:
+            dropout_off = self._reference is not None and next(iter(self._reference)) == "disabled_for_check"
         losses = []
         marker = NoMark()
-        for _ in range(n):
-            loss, _ = self.step(marker)
-            losses.append(float(loss.detach()) if loss is not None else math.nan)
-        if self.device == "cuda":
-            torch.cuda.synchronize()
+        with dropout.same_stream(self._check_seed, self.device):
+            for k in range(n):
+                with self._dropout_off(dropout_off and k < PARITY_STEPS):
+                    loss, _ = self.step(marker)
+                losses.append(float(loss.detach()) if loss is not None else math.nan)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
         self._restore()
         self.opt = self._optimizer()
         self.scaler = grad_scaler(self.device, self.amp)
         return losses
 
-    def _parity(self, reference: list[float], losses: list[float], swap: dict[str, Any] | None) -> dict[str, Any]:
-        """The variant's losses against fp32's, step by step, within the precision's tolerance."""
-        arithmetic = self.amp if self.amp != "none" else ("tf32" if self.recipe.tf32 else "fp32")
+    def _parity(self, reference: dict[dropout.DropoutHandling, list[float]], losses: list[float],
+                swap: dict[str, Any] | None) -> dict[str, Any]:
+        """The variant's losses against fp32's, step by step, within the precision's tolerance. An eager variant
+        that fails with dropout on (same masks) is checked again with dropout off: if it passes then, its dropout
+        masks differed, not its arithmetic, and the record says so."""
+        mode = next(iter(reference))
+        check = self._compare(reference[mode], losses, mode, swap)
+        if not check["passed"] and mode == "same_masks" and (swap is None or swap["passed"]):
+            retry = self._compare(reference["disabled_for_check"],
+                                  self._variant_losses(PARITY_STEPS, dropout_off=True), "disabled_for_check", swap)
+            retry["same_masks_max_abs_err"] = check["max_abs_err"]
+            if retry["passed"]:
+                retry["note"] = (f"with dropout on, the loss differed from fp32's by {check['max_abs_err']:.3g}: this "
+                                 "variant draws other dropout masks from the same seed; with dropout off for the "
+                                 "check it matches")
+            check = retry
+        return check
+
+    def _compare(self, reference: list[float], losses: list[float], mode: dropout.DropoutHandling,
+                 swap: dict[str, Any] | None) -> dict[str, Any]:
+        arithmetic = self.amp if self.amp != "none" else ("tf32" if self.config.tf32 else "fp32")
         rel = TOLERANCE[arithmetic]
         scale = max((abs(r) for r in reference), default=1.0) or 1.0
         # a run may stop early: compare the steps both have
@@ -346,10 +368,22 @@ class ModelWorkload(Workload):
         check: dict[str, Any] = {
             "against": MODEL.baseline, "kind": "loss_parity", "steps": len(reference), "max_abs_err": err,
             "tolerance": tol, "relative_tolerance": rel, "losses": losses, "baseline_losses": reference,
-            "passed": bool(passed),
+            "dropout": mode, "seed": self._check_seed, "passed": bool(passed),
         }
         if swap is not None:
             check["norm_swap"] = swap
+        if swap is not None and not swap["passed"]:
+            check["message"] = swap["message"]
+        elif not passed:
+            k = next(i for i, d in enumerate(diffs) if d > tol)
+            drop = {"same_masks": "same dropout masks", "disabled_for_check": "dropout off for the check",
+                    "none_found": "no dropout"}[mode]
+            if not math.isfinite(losses[k]):
+                check["message"] = f"the loss is {losses[k]} at step {k + 1} (fp32's: {reference[k]:.6g}; {drop})"
+            else:
+                check["message"] = (f"the loss differs from fp32's by {diffs[k]:.3g} at step {k + 1} ({losses[k]:.6g} "
+                                    f"against {reference[k]:.6g}; tolerance {rel:g} x scale {scale:.4g} = {tol:.3g}, "
+                                    f"{arithmetic} arithmetic, same weights, batches and random stream, {drop})")
         return check
 
     # ---- run -----------------------------------------------------------------------------------
