@@ -61,6 +61,12 @@ def run_steps(preset: Preset, steps: int | None) -> int:
     return n
 
 
+def warmup_steps(preset: Preset, steps: int) -> int:
+    """The untimed warm-up steps of a run of `steps` steps: the preset's, but a short run (e.g. --steps 5) keeps
+    some measured steps: then at most a fifth of it."""
+    return preset.warmup if preset.warmup < steps else steps // 5
+
+
 class Runner(RunControl):
     """Trains one preset, in the calling thread (`run`) or a background one (`start`). `stop()` is
     thread-safe and prompt."""
@@ -76,8 +82,7 @@ class Runner(RunControl):
         self.device = device
         self.callback = callback
         self.steps = run_steps(preset, steps)
-        # a short run (e.g. --steps 5) keeps some measured steps: warm-up at most a fifth of it
-        self.warmup = preset.warmup if preset.warmup < self.steps else self.steps // 5
+        self.warmup = warmup_steps(preset, self.steps)
         self.sampler = sampler
         self.sample_interval = sample_interval
         self.gpu_scope = gpu_scope  # the GPUs the sampler reads: the run's, or every one (the TUI's pane)
