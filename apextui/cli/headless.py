@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import threading
 from dataclasses import replace
@@ -13,7 +12,7 @@ from . import output
 from ..core.run import events
 from ..core.presets import Preset
 from ..core.run.runner import Runner, Snapshot
-from .signals import SIGNAL_WORD, StopOnSignals
+from .signals import StopOnSignals, stop_notice, twice_end
 
 if TYPE_CHECKING:
     from ..core.availability import Availability
@@ -123,20 +122,16 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
     printer.on_broken = stop
 
     def first(signum: int) -> None:
-        again = "Ctrl-C again" if signum == signal.SIGINT else "another signal"
-        if compiling.is_set():  # it cannot be cut short
-            log(f"{SIGNAL_WORD[signum]}: stopping once compilation ends, before the first measured step "
-                f"({again} to quit at once)")
-        else:
-            log(f"{SIGNAL_WORD[signum]}: stopping after the current step ({again} to quit at once)")
+        log(stop_notice(signum, "stopping once compilation ends, before the first measured step"
+                        if compiling.is_set() else "stopping after the current step"))  # compiling: no cut short
         stop()
 
     def again(signum: int) -> None:
-        error = f"{SIGNAL_WORD[signum]} twice"
+        end = twice_end(signum)
         if printer.last is not None:  # what was measured so far is still reported
-            printer.emit(events.end_event(replace(printer.last, status="stopped", new_steps=(), error=error)))
+            printer.emit(events.end_event(replace(printer.last, status="stopped", new_steps=(), error=end["error"])))
         else:  # before the first snapshot (e.g. while the workload is built): an end line, no figures
-            printer.emit({"event": "end", "status": "stopped", "error": error, "summary": None})
+            printer.emit(end)
 
     # handlers first: from the `start` line on, every signal leads to an `end` line
     with StopOnSignals(first, again) as signals:

@@ -48,6 +48,19 @@ class StopOnSignals:
             signal.signal(sig, handler)
 
 
+def stop_notice(signum: int, doing: str) -> str:
+    """The one line a front end logs on the first signal: what the signal was, what happens now, and how to quit
+    at once (the same wording for every front end)."""
+    again = "Ctrl-C again" if signum == signal.SIGINT else "another signal"
+    return f"{SIGNAL_WORD.get(signum, 'interrupted')}: {doing} ({again} to quit at once)"
+
+
+def twice_end(signum: int) -> dict[str, Any]:
+    """The `end` line (docs/json.md) of a run quit by a second signal before it had anything to report."""
+    return {"event": "end", "status": "stopped", "error": f"{SIGNAL_WORD.get(signum, 'interrupted')} twice",
+            "summary": None}
+
+
 class EarlySignal(BaseException):
     """Raised by the handler `early_signals` installs: a signal came before a front end installed its own."""
 
