@@ -75,7 +75,7 @@ def cmd_list(as_json: bool, requested_device: str) -> int:
     except (DeviceUnavailable, PresetError) as exc:
         return _error(str(exc), EXIT_USAGE if isinstance(exc, PresetError) else EXIT_UNAVAILABLE)
     shipped = builtin_dir()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for p in presets:
         a = availability(p, device)
         rows.append({"name": p.name, "workload": p.workload, "variant": p.variant, "amp": p.amp,

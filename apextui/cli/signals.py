@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
-SIGNAL_EXIT = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
-SIGNAL_WORD = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
+SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
+SIGNAL_WORD: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
 
 
 class StopOnSignals:
