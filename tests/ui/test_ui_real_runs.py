@@ -17,6 +17,8 @@ from apextui.ui.app import make_app
 from apextui.ui.widgets.comparison_table import ComparisonTable
 from apextui.ui.widgets.preset_picker import PresetPicker
 
+pytestmark = pytest.mark.slow  # each test over ~1.5 s
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
