@@ -34,7 +34,7 @@ def read_baseline(path: str, preset: Preset, device: str) -> dict[str, Any]:
         raise ValueError(f"--baseline-json: {exc}") from None
     size = "cpu" if device == "cpu" else "default"
     candidates = [r for r in rows if r.preset == preset.name and r.device == device and r.size == size
-                  and not r.summary.get("distributed")]
+                  and not r.summary.distributed]
     if not candidates:
         raise ValueError(f"--baseline-json: {path} has no single-process run of {preset.name} on {device} "
                          f"({size} size); make one with `apextui --preset {preset.name} --json > FILE`")
@@ -42,7 +42,7 @@ def read_baseline(path: str, preset: Preset, device: str) -> dict[str, Any]:
     problem = baseline_problem(row.status, row.summary)
     if problem:
         raise ValueError(f"--baseline-json: the run of {preset.name} in {path} {problem}; it cannot be a baseline")
-    return {**dict(row.summary), "source": str(path)}
+    return {**row.summary.to_dict(), "source": str(path)}
 
 
 def run(preset: Preset, device: str, steps: int | None, env: DistEnv, sample_interval: float = 1.0,

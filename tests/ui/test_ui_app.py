@@ -101,7 +101,7 @@ async def test_stop_key_stops_the_run():
         await wait_for(pilot, lambda: app.active is None, 5, "stopped")
         assert engine.runners[0].stopped
         row = app.query_one(ComparisonTable).rows_data[-1]
-        assert row.status == "stopped" and row.summary["steps"] == 120
+        assert row.status == "stopped" and row.summary.steps == 120
         assert "■" in str(app.query_one(ComparisonTable).get_row_at(0)[0])
 
 

@@ -36,6 +36,7 @@ class Delivery:
         self.t0 = 0.0  # when the run started (perf_counter): snapshots' elapsed_s
         self.result: Snapshot | None = None
         self.finished = threading.Event()
+        peak_memory(device, reset=True)  # this run's peak, not an earlier one's in the same process
 
     def loop(self) -> None:
         stats, opt_stats = StepStats(self.warmup), StepStats(self.warmup)
@@ -103,6 +104,7 @@ class Delivery:
                 skipped_steps=skips.total, monitor=sampler.latest if sampler else None,
                 elapsed_s=time.perf_counter() - self.t0, error=error, final_loss=final_loss,
                 opt_stats=opt_stats.summary(), loss_scale=skips.scale, analysis=analysis,
+                peak_memory_bytes=peak_memory(self.device) if kind == "end" else None,
             )
             if snap.finished:
                 self.result = snap
@@ -113,3 +115,21 @@ class Delivery:
             if kind == "end":
                 self.finished.set()
                 return
+
+
+def peak_memory(device: str, reset: bool = False) -> int | None:
+    """The most memory torch's allocator held on the current CUDA device since the last reset (None off CUDA or
+    before CUDA is initialised); `reset=True` starts counting again."""
+    if not device.startswith("cuda"):
+        return None
+    try:
+        import torch
+
+        if not torch.cuda.is_initialized():
+            return None
+        if reset:
+            torch.cuda.reset_peak_memory_stats()
+            return None
+        return int(torch.cuda.max_memory_allocated())
+    except Exception:  # noqa: BLE001 - a broken CUDA context: the run's figures matter more
+        return None

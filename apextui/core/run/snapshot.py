@@ -61,6 +61,7 @@ class Snapshot:
     loss_scale: float | None = None  # GradScaler's latest scale (fp16 runs)
     analysis: RunAnalysis | None = None  # roofline + bottleneck: the final snapshot of an "ok" run
     distributed: Mapping[str, Any] | None = None  # a data-parallel run's final snapshot on rank 0 (merge.py)
+    peak_memory_bytes: int | None = None  # the final snapshot of a CUDA run: torch.cuda.max_memory_allocated()
 
     @property
     def last(self) -> StepRecord | None:
