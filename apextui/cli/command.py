@@ -6,10 +6,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from dataclasses import replace
 from typing import Any, Literal, Sequence, cast
 
 from . import output
 from ..core.env import DEVICE_CHOICES
+from ..core.run.request import RunRequest
 from .argtypes import add_shared_options, seconds_in
 from ..core.workloads.user_model import ModelSpecError
 
@@ -243,12 +245,13 @@ def _run(what: Mode, args: argparse.Namespace, dist_env: Any) -> int:
         return run_app(preset=preset, device=args.device, steps=args.steps, sample_interval=args.sample_interval,
                        load=args.load, extra=model_presets, nproc=args.nproc)
     assert preset is not None  # mode(): json and torchrun-json have --preset
+    from . import headless
+
+    request = RunRequest(preset, args.device, args.steps, args.sample_interval, args.force, args.baseline_json)
     if preset.model is not None:  # a preset file naming your model
         from .model import run_preset
 
-        return run_preset(preset, args.device, args.steps, args.sample_interval, args.force)
-    from . import headless
-
+        return run_preset(request)
     try:
         device = resolve_device(args.device)
     except DeviceUnavailable as exc:
@@ -259,6 +262,5 @@ def _run(what: Mode, args: argparse.Namespace, dist_env: Any) -> int:
     if what == "torchrun-json":
         from . import distributed
 
-        return distributed.run(preset, device, args.steps, dist_env, args.sample_interval, force=args.force,
-                               baseline_path=args.baseline_json)
-    return headless.run(preset, device, args.steps, args.sample_interval, force=args.force)
+        return distributed.run(replace(request, device=device), dist_env)
+    return headless.run(replace(request, device=device))

@@ -14,6 +14,7 @@ import sys
 import threading
 from typing import Any
 
+from ..core.run.request import RunRequest
 from ..core.presets import Preset
 from ..core.run import events
 from ..core.run.distributed import Channel, Coordinator, DistEnv, Group
@@ -45,9 +46,11 @@ def read_baseline(path: str, preset: Preset, device: str) -> dict[str, Any]:
     return {**row.summary.to_dict(), "source": str(path)}
 
 
-def run(preset: Preset, device: str, steps: int | None, env: DistEnv, sample_interval: float = 1.0,
-        force: bool = False, baseline_path: str | None = None) -> int:
-    """One rank of a data-parallel run; the exit code (0, 1, 2, 3, 130, 143 as a single run's)."""
+def run(request: RunRequest, env: DistEnv) -> int:
+    """One rank of a data-parallel run of `request` (its device resolved); the exit code (0, 1, 2, 3, 130, 143
+    as a single run's)."""
+    preset, device, steps, sample_interval, force, baseline_path = (
+        request.preset, request.device, request.steps, request.sample_interval, request.force, request.baseline_path)
     from ..core import memory
     from ..core.availability import availability
     from ..core.env import describe

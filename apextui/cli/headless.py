@@ -9,8 +9,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from . import output
+from ..core.run.request import RunRequest
 from ..core.run import events
-from ..core.presets import Preset
 from ..core.run.runner import Runner, Snapshot
 from .signals import StopOnSignals, stop_notice, twice_end
 
@@ -77,15 +77,16 @@ def log(message: str) -> None:
     print(f"apextui: {message}", file=sys.stderr, flush=True)
 
 
-def run(preset: Preset, device: str, steps: int | None, sample_interval: float = 1.0, force: bool = False,
-        avail: Availability | None = None) -> int:
-    """Run `preset` on an already resolved device; return the process exit code. Unless `force`, a preset
-    whose memory estimate does not fit in what is free is refused (exit 2) before anything is built.
+def run(request: RunRequest, avail: Availability | None = None) -> int:
+    """Run `request` (its device already resolved); return the process exit code. Unless `request.force`, a
+    preset whose memory estimate does not fit in what is free is refused (exit 2) before anything is built.
     `avail`: its availability where the caller knows more than `availability` (the user's model)."""
     from ..core import memory
     from ..core.availability import availability
     from ..core.env import describe
 
+    preset, device, steps, sample_interval, force = (request.preset, request.device, request.steps,
+                                                     request.sample_interval, request.force)
     printer = JsonLinePrinter()
     avail = avail if avail is not None else availability(preset, device)
     if not avail.ok:

@@ -188,7 +188,7 @@ def test_save_and_load_round_trip(tmp_path):
     path = save_results(rows, tmp_path / "r.json", env={"gpu": "NVIDIA H200"})
     doc = json.loads(path.read_text())
     assert doc["kind"] == "apextui-results" and doc["env"] == {"gpu": "NVIDIA H200"}
-    assert doc["runs"][0]["summary"] == rows[0].summary
+    assert doc["runs"][0]["summary"] == rows[0].summary.to_dict()
     assert doc["runs"][1]["summary"]["check"]["passed"] is True
     loaded = load_results(path)
     assert [r.preset for r in loaded] == ["layernorm", "fused_layernorm"]
