@@ -49,12 +49,13 @@ def read_baseline(path: str, preset: Preset, device: str) -> dict[str, Any]:
 def run(request: RunRequest, env: DistEnv) -> int:
     """One rank of a data-parallel run of `request` (its device resolved); the exit code (0, 1, 2, 3, 130, 143
     as a single run's)."""
-    preset, device, steps, sample_interval, force, baseline_path = (
-        request.preset, request.device, request.steps, request.sample_interval, request.force, request.baseline_path)
     from ..core import memory
     from ..core.availability import availability
     from ..core.env import describe
     from ..core.run.distributed import backend_for, timeout_s
+
+    preset, device, steps, sample_interval, force, baseline_path = (
+        request.preset, request.device, request.steps, request.sample_interval, request.force, request.baseline_path)
 
     rank0 = env.rank == 0
     printer = JsonLinePrinter() if rank0 else None
