@@ -215,15 +215,16 @@ def rounds_in_worker(preset_name: str, device: str, warmup: int, block_ms: float
             "json_lines": json_lines, "gil_handoff_s": handoff}
 
 
-def worker_target(preset: Any, device: str, steps: int, sample_interval: float, conn: Any, stop: Any,
-                  log_path: str, *, names: list[str], warmup: int, block_ms: float, rounds: int,
-                  out_path: str) -> None:
+def worker_target(request: Any, conn: Any, stop: Any, log_path: str, *, names: list[str], warmup: int,
+                  block_ms: float, rounds: int, out_path: str) -> None:
     """The TUI's worker process running every preset's rounds in turn (one process: torch is imported
     once); the app sees the tui blocks' snapshots (a block's final one relabelled "running"; the last
     block's sent at the very end). Each preset's result is appended to `out_path` as one JSON line."""
     import signal
 
     from apextui.core.run.worker import redirect_output
+
+    device = request.device
 
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)

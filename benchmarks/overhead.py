@@ -86,7 +86,7 @@ def worker(preset_name: str, steps: int, device: str) -> dict[str, Any]:
     runner = ProcessRunner(resolve(preset_name), device, lambda snap: None, steps=steps).start()
     runner.join()
     assert runner.result is not None
-    return events.summary(runner.result) | {"status": runner.result.status}
+    return events.summary(runner.result).to_dict() | {"status": runner.result.status}
 
 
 def json_mode(preset_name: str, steps: int, device: str, extra: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -173,14 +173,16 @@ def mode_json(preset_name: str, device: str, block: int, rounds: int) -> dict[st
     return {"rounds": rows, "json_lines": lines}
 
 
-def blocks_worker(preset: Any, device: str, steps: int, sample_interval: float, conn: Any, stop: Any,
-                  log_path: str, *, block: int, rounds: int, out_path: str) -> None:
+def blocks_worker(request: Any, conn: Any, stop: Any, log_path: str, *, block: int, rounds: int,
+                  out_path: str) -> None:
     """The TUI's worker process, running the blocks: the app sees each monitored block's snapshots (a
     block's final one relabelled "running", the last block's sent at the very end), and the per-round
     times go to `out_path`."""
     import signal
 
     from apextui.core.run.worker import redirect_output
+
+    preset, device = request.preset, request.device
 
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)

@@ -72,7 +72,7 @@ def child_main(args: argparse.Namespace) -> int:
                 rows = [r for r in app.table.rows_data if r.source == results.SESSION]
                 for r in rows[seen:]:
                     emit({"event": "run", "n": seen + 1, "status": r.status, "error": r.error,
-                          "steps": r.summary.get("steps"), "median_ms": r.summary.get("median_ms"),
+                          "steps": r.summary.steps, "median_ms": r.summary.median_ms,
                           "t": time.time()})
                     seen += 1
 

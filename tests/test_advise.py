@@ -565,7 +565,7 @@ def test_cli_numbers_are_those_of_the_runs_it_made(capsys):
     def recording(preset, device, callback, *, steps=None, sample_interval=1.0):
         def record(snap):
             if snap.finished:
-                made.append((preset.name, events.summary(snap)))
+                made.append((preset.name, events.summary(snap).to_dict()))
             callback(snap)
 
         return Runner(preset, device, record, steps=steps, sample_interval=sample_interval)

@@ -16,9 +16,10 @@ import apextui.cli.command, apextui.cli.headless
 assert "textual" not in sys.modules, "importing the core loaded textual"
 from apextui.core.presets import resolve
 from apextui.cli import headless
+from apextui.core.run.request import RunRequest
 out = io.StringIO()
 with contextlib.redirect_stdout(out):
-    rc = headless.run(resolve("layernorm"), "cpu", steps=3)
+    rc = headless.run(RunRequest(resolve("layernorm"), "cpu", steps=3))
 assert rc == 0, rc
 assert '"event": "end"' in out.getvalue()
 loaded = sorted(m for m in sys.modules if m == "textual" or m.startswith("textual.") or m.startswith("apextui.ui"))

@@ -357,7 +357,7 @@ def test_a_cpu_run_carries_its_roofline_and_bottleneck(monkeypatch, tmp_path):
     a = final.analysis
     assert a.achieved.gb_s == pytest.approx(final.info.work.bytes / final.stats.median_ms / 1e6)
     assert a.busy.fraction is None and a.bottleneck.label == "memory-bound"
-    s = events.summary(final)
+    s = events.summary(final).to_dict()  # the JSON object
     assert s["compile_s"] is None and s["gpu_busy"] is None and s["gpu_busy_note"] == "CPU run: no GPU"
     assert s["roofline"]["scope"] == "step" and s["roofline"]["ceilings"]["copy_gb_s"] == 10.0
     assert s["bottleneck"]["label"] == "memory-bound" and s["bottleneck"]["figures"]["decided_by"] == "fractions"
@@ -366,4 +366,4 @@ def test_a_cpu_run_carries_its_roofline_and_bottleneck(monkeypatch, tmp_path):
     json.dumps(s)
     # a run told not to analyse (or a stopped one) has none
     quiet = Runner(presets.resolve("layernorm"), "cpu", lambda s: None, steps=3, analyse=False).run()
-    assert quiet.analysis is None and events.summary(quiet)["roofline"] is None
+    assert quiet.analysis is None and events.summary(quiet).roofline is None

@@ -11,6 +11,7 @@ from typing import Callable
 import pytest
 import worker_fakes
 
+from apextui.core.run.request import RunRequest
 from apextui.core.run import worker
 from apextui.core.presets import resolve
 from apextui.core.run.runner import Snapshot
@@ -103,7 +104,7 @@ def test_worker_stops_when_its_parent_stops_listening():
     ctx = worker.context()
     recv, send = ctx.Pipe(duplex=False)
     stop = ctx.Event()
-    proc = ctx.Process(target=worker.worker_main, args=(resolve("fp32"), "cpu", 1_000_000, 1.0, send, stop,
+    proc = ctx.Process(target=worker.worker_main, args=(RunRequest(resolve("fp32"), "cpu", 1_000_000), send, stop,
                                                          os.devnull))
     proc.start()
     send.close()

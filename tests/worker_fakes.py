@@ -10,7 +10,7 @@ from apextui.core.run import worker
 from apextui.core.run.runner import Runner
 
 
-def segfault_after_three_steps(preset, device, steps, sample_interval, conn, stop, log_path) -> None:
+def segfault_after_three_steps(request, conn, stop, log_path) -> None:
     """Train for real, then die of SIGSEGV once three measured steps have been sent to the parent."""
     worker.redirect_output(log_path)
 
@@ -20,8 +20,8 @@ def segfault_after_three_steps(preset, device, steps, sample_interval, conn, sto
             print("fake extension: about to crash", flush=True)
             os.kill(os.getpid(), signal.SIGSEGV)
 
-    Runner(preset, device, send, steps=steps, sample_interval=sample_interval).run()
+    Runner(request.preset, request.device, send, steps=request.steps, sample_interval=request.sample_interval).run()
 
 
-def exit_before_reporting(preset, device, steps, sample_interval, conn, stop, log_path) -> None:
+def exit_before_reporting(request, conn, stop, log_path) -> None:
     os._exit(7)

@@ -12,13 +12,11 @@ import json
 import sys
 from typing import Any, Sequence
 
-from .argtypes import int_in, seconds_in
+from .argtypes import add_shared_options, int_in, seconds_in
 from ..core.advise.search import DEFAULT_BUDGET_S
 from ..core.advise import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, AdviceError, parse_workloads
-from ..core.env import DEVICE_CHOICES
-from ..core.presets import MAX_STEPS
 from ..core.workloads.spec import SHIPPED
-from .signals import EXIT_INTERRUPTED, StopOnSignals
+from .signals import EXIT_INTERRUPTED, StopOnSignals, stop_notice
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
@@ -37,26 +35,22 @@ DESCRIPTION = ("Which configuration is fastest on this machine, and is Apex wort
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.description = parser.description or DESCRIPTION
     parser.add_argument("--json", action="store_true", help="print the advice as one JSON document")
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto",
-                        help="auto (default): CUDA when present, else CPU at the presets' small size")
-    parser.add_argument("--steps", type=int_in(1, MAX_STEPS), metavar="N",
-                        help=f"steps a run (default {DEFAULT_STEPS['cuda']} on CUDA, {DEFAULT_STEPS['cpu']} on CPU)")
+    add_shared_options(
+        parser, device_help="auto (default): CUDA when present, else CPU at the presets' small size",
+        steps_help=f"steps a run (default {DEFAULT_STEPS['cuda']} on CUDA, {DEFAULT_STEPS['cpu']} on CPU)",
+        model_help="advise on your own model: every variant of it (docs/your-model.md)",
+        nproc_help="advise for a data-parallel run on N ranks of this machine (through torchrun's API; "
+                   "docs/distributed.md)")
     parser.add_argument("--repeats", type=int_in(1, MAX_REPEATS), metavar="R",
                         help=f"runs of each preset, interleaved (default {DEFAULT_REPEATS})")
     parser.add_argument("--workloads", type=_workloads, metavar="LIST",
                         help=f"comma-separated, from {','.join(SHIPPED)} (default: all; with --model: none)")
-    parser.add_argument("--model", metavar="FILE.py:FUNC",
-                        help="advise on your own model: search the configuration axes for the fastest point that "
-                             "passes the correctness check (docs/your-model.md)")
     parser.add_argument("--budget", type=seconds_in(1.0, 86400.0), metavar="SECONDS",
                         help=f"with --model: the search's time budget (default {DEFAULT_BUDGET_S['cuda']:.0f} s on "
                              f"CUDA, {DEFAULT_BUDGET_S['cpu']:.0f} s on CPU)")
     parser.add_argument("--config", metavar="AXIS=VALUE,...",
                         help="with --model: measure this point against fp32 (interleaved repeats) instead of "
                              "searching")
-    parser.add_argument("--nproc", type=int_in(1, 1024), metavar="N",
-                        help="advise for a data-parallel run on N ranks of this machine (through torchrun's API; "
-                             "docs/distributed.md)")
     parser.add_argument("--reuse", action="store_true",
                         help="reuse the last advice stored for this environment (GPU, driver, torch, Apex) if any")
     return parser
@@ -216,8 +210,7 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
         log("on CPU the presets run at their small size; the Apex presets cannot run (CUDA only)")
 
     def first(signum: int) -> None:  # the current run stops after its step; run() returns the partial advice
-        log("interrupted: stopping after the current step, then printing the partial advice "
-            "(again to quit at once)")
+        log(stop_notice(signum, "stopping after the current step, then printing the partial advice"))
         advisor.stop()
 
     def again(signum: int) -> None:
@@ -249,14 +242,14 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
 
 def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:
     """`apextui advise` on every rank under torchrun: the same runs in the same order on every rank, each
-    data-parallel (cli/distributed.py); rank 0 prints the advice, the verdicts from the merged runs (the slowest
+    data-parallel (core/run/data_parallel.py); rank 0 prints the advice, the verdicts from the merged runs (the slowest
     rank's ms), with the one noise rule. Not stored: the stored advice is a one-GPU machine's."""
     from ..core.advise import Advisor
     from ..core.availability import Availability, availability
     from ..core.env import DeviceUnavailable, resolve_device
     from ..core.presets import PresetError, load_all
     from ..core.run.distributed import Group, timeout_s
-    from .distributed import MAX_GRACE_S, DataParallelRuns, data_parallel_problem
+    from ..core.run.data_parallel import MAX_GRACE_S, DataParallelRuns, data_parallel_problem
 
     rank0 = dist_env.rank == 0
     try:

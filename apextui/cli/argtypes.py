@@ -29,3 +29,19 @@ def int_in(lo: int, hi: int) -> Callable[[str], int]:
 def seconds_in(lo: float, hi: float) -> Callable[[str], float]:
     """A number of seconds from `lo` to `hi` (nan and inf refused)."""
     return _number_in(float, lo, hi, f"must be a number of seconds from {lo:g} to {hi:g}")
+
+
+MAX_RANKS = 1024  # --nproc's upper bound
+
+
+def add_shared_options(parser: argparse.ArgumentParser, *, device_help: str, steps_help: str, nproc_help: str,
+                       model_help: str) -> None:
+    """`--device`, `--steps`, `--model` and `--nproc` as `apextui` and `apextui advise` both take them: one
+    definition of their values, each command its own help text."""
+    from ..core.env import DEVICE_CHOICES
+    from ..core.presets import MAX_STEPS
+
+    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto", help=device_help)
+    parser.add_argument("--steps", type=int_in(1, MAX_STEPS), metavar="N", help=steps_help)
+    parser.add_argument("--model", metavar="FILE.py:FUNC", help=model_help)
+    parser.add_argument("--nproc", type=int_in(1, MAX_RANKS), metavar="N", help=nproc_help)

@@ -6,12 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from dataclasses import replace
+from typing import Any, Literal, Sequence, cast
 
 from . import output
 from ..core.env import DEVICE_CHOICES
-from .argtypes import int_in, seconds_in
-from ..core.presets import MAX_STEPS
+from ..core.run.request import RunRequest
+from .argtypes import add_shared_options, seconds_in
 from ..core.workloads.user_model import ModelSpecError
 
 EXIT_USAGE, EXIT_UNAVAILABLE = 2, 3
@@ -28,25 +29,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--preset", metavar="NAME|FILE.toml",
                         help="preset name (see `apextui list`) or a path to your own preset file")
-    parser.add_argument("--model", metavar="FILE.py:FUNC",
-                        help="your own model: a function returning apextui.ModelSetup (docs/your-model.md); "
-                        "also package.module:FUNC")
     parser.add_argument("--variant", metavar="NAME", help="with --model --json: the model variant to run "
                         "(see `apextui list --model ...`)")
     parser.add_argument("--config", metavar="AXIS=VALUE,...",
                         help="with --model: any point on the configuration axes, e.g. "
                         "precision=bf16,optimizer=fused,compile=default (docs/your-model.md)")
     parser.add_argument("--json", action="store_true", help="run headless; JSON lines on stdout")
-    parser.add_argument("--steps", type=int_in(1, MAX_STEPS), metavar="N", help="override the preset's step count")
-    parser.add_argument("--device", choices=DEVICE_CHOICES, default="auto",
-                        help="auto (default): CUDA when present, else CPU with the preset's small size")
+    add_shared_options(
+        parser, device_help="auto (default): CUDA when present, else CPU with the preset's small size",
+        steps_help="override the preset's step count",
+        model_help="your own model: a function returning apextui.ModelSetup (docs/your-model.md); "
+                   "also package.module:FUNC",
+        nproc_help="run presets data-parallel on N ranks (GPUs) of this machine, through torchrun's API; "
+                   "headless with --json, else in the TUI (docs/distributed.md)")
     parser.add_argument("--sample-interval", type=seconds_in(*SAMPLE_INTERVAL_RANGE), default=1.0, metavar="SECONDS",
                         help="how often GPU/host metrics are sampled (default 1.0)")
     parser.add_argument("--force", action="store_true",
                         help="run even where the preset's memory estimate exceeds the free memory")
-    parser.add_argument("--nproc", type=int_in(1, 1024), metavar="N",
-                        help="run presets data-parallel on N ranks (GPUs) of this machine, through torchrun's API; "
-                             "headless with --json, else in the TUI (docs/distributed.md)")
     parser.add_argument("--baseline-json", metavar="FILE",
                         help="under torchrun: a one-GPU `--json` run of the same preset; the end line adds the "
                              "scaling efficiency against it")
@@ -82,7 +81,7 @@ def cmd_list(as_json: bool, requested_device: str) -> int:
     except (DeviceUnavailable, PresetError) as exc:
         return _error(str(exc), EXIT_USAGE if isinstance(exc, PresetError) else EXIT_UNAVAILABLE)
     shipped = builtin_dir()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for p in presets:
         a = availability(p, device)
         rows.append({"name": p.name, "workload": p.workload, "variant": p.variant, "amp": p.amp,
@@ -123,39 +122,94 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.report()
 
 
+Mode = Literal["list", "list-model", "doctor", "advise", "model-json", "launch", "json", "torchrun-json", "tui"]
+"""What one `apextui` command line does: `list` (the presets), `list-model` (a model's variants), `doctor`,
+`advise`, `model-json` (`--model --json`: one variant headless), `launch` (`--nproc N --json`: torchrun's ranks
+started here), `json` (`--preset --json`: one run headless), `torchrun-json` (one rank of a data-parallel run)
+and `tui` (the terminal UI)."""
+
+
+class UsageError(ValueError):
+    """A combination of options that makes no command; its message is the one line for stderr (exit 2)."""
+
+
+def mode(args: argparse.Namespace, under_torchrun: bool) -> Mode:
+    """The mode of the parsed command line `args` (`under_torchrun`: torchrun's variables are set); UsageError
+    for a combination that is none. Pure: reads nothing but its arguments, so every mode is tested alone."""
+    if args.command == "list":
+        return "list-model" if args.model is not None else "list"
+    if args.command in ("advise", "doctor"):
+        return cast(Mode, args.command)
+    if args.model is not None and args.preset is not None:
+        raise UsageError("give --preset or --model, not both")
+    if args.variant is not None and args.model is None:
+        raise UsageError("--variant goes with --model FILE.py:FUNC (a preset names its variant itself)")
+    if getattr(args, "config", None) is not None and args.model is None:
+        raise UsageError("--config goes with --model FILE.py:FUNC (a preset file takes config = ... itself)")
+    if args.model is not None and args.json:
+        return "model-json"
+    if args.nproc is not None:
+        if under_torchrun:
+            raise UsageError("--nproc starts the ranks itself: run it without torchrun")
+        if args.json:
+            if args.preset is None:
+                raise UsageError("--json needs --preset NAME (see `apextui list`)")
+            return "launch"
+    if under_torchrun and not args.json:
+        raise UsageError("under torchrun apextui runs headless: add --json (rank 0 prints the merged stream)")
+    if args.baseline_json is not None and not under_torchrun:
+        raise UsageError("--baseline-json is for a data-parallel run: under torchrun, or with --nproc N --json "
+                         "(see docs/distributed.md)")
+    if args.json:
+        if args.preset is None:
+            raise UsageError("--json needs --preset NAME (see `apextui list`)")
+        return "torchrun-json" if under_torchrun else "json"
+    return "tui"
+
+
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     args.argv = list(argv) if argv is not None else sys.argv[1:]  # what --nproc hands every rank
-    if args.command == "list":
-        if args.model is not None:
-            from .model import cmd_list as cmd_list_model
+    from ..core.run.distributed import DistEnv
 
-            return cmd_list_model(args.model, args.json, args.device)
+    dist_env = None
+    if args.command is None:  # torchrun's variables matter to a run only
+        try:
+            dist_env = DistEnv.from_env()
+        except ValueError as exc:
+            return _error(str(exc), EXIT_USAGE)
+    try:
+        what = mode(args, dist_env is not None)
+    except UsageError as exc:
+        return _error(str(exc), EXIT_USAGE)
+    if what == "list-model":
+        from .model import cmd_list as cmd_list_model
+
+        return cmd_list_model(args.model, args.json, args.device)
+    if what == "list":
         return cmd_list(args.json, args.device)
-    if args.command == "advise":
+    if what == "advise":
         from .advise import run as run_advise
 
         return run_advise(args)
-    if args.command == "doctor":
+    if what == "doctor":
         from .doctor import run as run_doctor
 
         return run_doctor(as_json=args.json)
-
-    from ..core.env import DeviceUnavailable, resolve_device
-    from ..core.presets import PresetError, resolve
-
-    if args.model is not None and args.preset is not None:
-        return _error("give --preset or --model, not both", EXIT_USAGE)
-    if args.variant is not None and args.model is None:
-        return _error("--variant goes with --model FILE.py:FUNC (a preset names its variant itself)", EXIT_USAGE)
-    if args.config is not None and args.model is None:
-        return _error("--config goes with --model FILE.py:FUNC (a preset file takes config = ... itself)",
-                      EXIT_USAGE)
-    if args.model is not None and args.json:
+    if what == "model-json":
         from .model import run_headless
 
         return run_headless(args.model, args.variant, args.device, args.steps, args.sample_interval, args.force,
                             config=args.config)
+    return _run(what, args, dist_env)
+
+
+def _run(what: Mode, args: argparse.Namespace, dist_env: Any) -> int:
+    """The modes that run a preset (`launch`, `json`, `torchrun-json`) or open the TUI: the preset and the
+    model's code are checked (without running it) before anything starts."""
+    from ..core.env import DeviceUnavailable, resolve_device
+    from ..core.presets import PresetError, resolve
+
     model_presets, preset = [], None
     if args.model is not None:  # the TUI: the model's variants join the picker; its code runs in the worker only
         from .model import presets as model_presets_for
@@ -183,55 +237,39 @@ def _main(argv: Sequence[str] | None) -> int:
             check_static(spec)
         except ModelSpecError as exc:
             return usage(exc)
-    from ..core.run.distributed import DistEnv
+    if what == "launch":
+        from .launch import launch
 
+        return launch(args.nproc, args.argv)
+    if what == "tui":
+        if args.nproc is not None and args.device != "cpu":
+            from ..core.env import gpu_count
+
+            gpus = gpu_count()
+            if gpus and gpus < args.nproc:
+                return _error(f"--nproc {args.nproc}: this machine has {gpus} GPU{'s' if gpus > 1 else ''}; "
+                              "use at most that many (or --device cpu)", EXIT_USAGE)
+        from ..ui.app import run_app
+
+        return run_app(preset=preset, device=args.device, steps=args.steps, sample_interval=args.sample_interval,
+                       load=args.load, extra=model_presets, nproc=args.nproc)
+    assert preset is not None  # mode(): json and torchrun-json have --preset
+    from . import headless
+
+    request = RunRequest(preset, args.device, args.steps, args.sample_interval, args.force, args.baseline_json)
+    if preset.model is not None:  # a preset file naming your model
+        from .model import run_preset
+
+        return run_preset(request)
     try:
-        dist_env = DistEnv.from_env()
-    except ValueError as exc:
-        return _error(str(exc), EXIT_USAGE)
-    if args.nproc is not None and args.command is None:
-        if dist_env is not None:
-            return _error("--nproc starts the ranks itself: run it without torchrun", EXIT_USAGE)
-        if args.json:
-            if preset is None:
-                return _error("--json needs --preset NAME (see `apextui list`)", EXIT_USAGE)
-            from .launch import launch
+        device = resolve_device(args.device)
+    except DeviceUnavailable as exc:
+        headless.log(str(exc))
+        output.write(json.dumps({"event": "unavailable", "preset": preset.name, "device": args.device,
+                                 "reason": str(exc), "fix": "use --device auto or --device cpu"}) + "\n")
+        return EXIT_UNAVAILABLE
+    if what == "torchrun-json":
+        from . import distributed
 
-            return launch(args.nproc, args.argv)
-        from ..core.env import gpu_count
-
-        gpus = gpu_count()
-        if args.device != "cpu" and gpus and gpus < args.nproc:
-            return _error(f"--nproc {args.nproc}: this machine has {gpus} GPU{'s' if gpus > 1 else ''}; "
-                          "use at most that many (or --device cpu)", EXIT_USAGE)
-    if dist_env is not None and not args.json:
-        return _error("under torchrun apextui runs headless: add --json (rank 0 prints the merged stream)", EXIT_USAGE)
-    if args.baseline_json is not None and dist_env is None:
-        return _error("--baseline-json is for a data-parallel run: under torchrun, or with --nproc N --json "
-                      "(see docs/distributed.md)", EXIT_USAGE)
-    if args.json:
-        if preset is None:
-            return _error("--json needs --preset NAME (see `apextui list`)", EXIT_USAGE)
-        if preset.model is not None:  # a preset file naming your model
-            from .model import run_preset
-
-            return run_preset(preset, args.device, args.steps, args.sample_interval, args.force)
-        from . import headless
-
-        try:
-            device = resolve_device(args.device)
-        except DeviceUnavailable as exc:
-            headless.log(str(exc))
-            output.write(json.dumps({"event": "unavailable", "preset": preset.name, "device": args.device,
-                                     "reason": str(exc), "fix": "use --device auto or --device cpu"}) + "\n")
-            return EXIT_UNAVAILABLE
-        if dist_env is not None:
-            from . import distributed
-
-            return distributed.run(preset, device, args.steps, dist_env, args.sample_interval, force=args.force,
-                                   baseline_path=args.baseline_json)
-        return headless.run(preset, device, args.steps, args.sample_interval, force=args.force)
-    from ..ui.app import run_app
-
-    return run_app(preset=preset, device=args.device, steps=args.steps, sample_interval=args.sample_interval,
-                   load=args.load, extra=model_presets, nproc=args.nproc)
+        return distributed.run(replace(request, device=device), dist_env)
+    return headless.run(replace(request, device=device))

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import signal
 import sys
 import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from . import output
+from ..core.run.request import RunRequest
 from ..core.run import events
-from ..core.presets import Preset
 from ..core.run.runner import Runner, Snapshot
-from .signals import SIGNAL_WORD, StopOnSignals
+from .signals import StopOnSignals, stop_notice, twice_end
 
 if TYPE_CHECKING:
     from ..core.availability import Availability
@@ -79,15 +78,16 @@ def log(message: str) -> None:
     print(f"apextui: {message}", file=sys.stderr, flush=True)
 
 
-def run(preset: Preset, device: str, steps: int | None, sample_interval: float = 1.0, force: bool = False,
-        avail: Availability | None = None) -> int:
-    """Run `preset` on an already resolved device; return the process exit code. Unless `force`, a preset
-    whose memory estimate does not fit in what is free is refused (exit 2) before anything is built.
+def run(request: RunRequest, avail: Availability | None = None) -> int:
+    """Run `request` (its device already resolved); return the process exit code. Unless `request.force`, a
+    preset whose memory estimate does not fit in what is free is refused (exit 2) before anything is built.
     `avail`: its availability where the caller knows more than `availability` (the user's model)."""
     from ..core import memory
     from ..core.availability import availability
     from ..core.env import describe
 
+    preset, device, steps, sample_interval, force = (request.preset, request.device, request.steps,
+                                                     request.sample_interval, request.force)
     printer = JsonLinePrinter()
     avail = avail if avail is not None else availability(preset, device)
     if not avail.ok:
@@ -124,20 +124,16 @@ def run(preset: Preset, device: str, steps: int | None, sample_interval: float =
     printer.on_broken = stop
 
     def first(signum: int) -> None:
-        again = "Ctrl-C again" if signum == signal.SIGINT else "another signal"
-        if compiling.is_set():  # it cannot be cut short
-            log(f"{SIGNAL_WORD[signum]}: stopping once compilation ends, before the first measured step "
-                f"({again} to quit at once)")
-        else:
-            log(f"{SIGNAL_WORD[signum]}: stopping after the current step ({again} to quit at once)")
+        log(stop_notice(signum, "stopping once compilation ends, before the first measured step"
+                        if compiling.is_set() else "stopping after the current step"))  # compiling: no cut short
         stop()
 
     def again(signum: int) -> None:
-        error = f"{SIGNAL_WORD[signum]} twice"
+        end = twice_end(signum)
         if printer.last is not None:  # what was measured so far is still reported
-            printer.emit(events.end_event(replace(printer.last, status="stopped", new_steps=(), error=error)))
+            printer.emit(events.end_event(replace(printer.last, status="stopped", new_steps=(), error=end["error"])))
         else:  # before the first snapshot (e.g. while the workload is built): an end line, no figures
-            printer.emit({"event": "end", "status": "stopped", "error": error, "summary": None})
+            printer.emit(end)
 
     # handlers first: from the `start` line on, every signal leads to an `end` line
     with StopOnSignals(first, again) as signals:

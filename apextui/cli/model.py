@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from typing import Any
 
 from . import output
+from ..core.run.request import RunRequest
 from ..core.workloads.user_model import ModelSpecError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -81,18 +83,21 @@ def run_headless(spec: str, variant: str | None, requested_device: str, steps: i
         preset = variant_preset(spec, variant, config=config)
     except ModelSpecError as exc:
         return usage(exc)
-    return run_preset(preset, requested_device, steps, sample_interval, force)
+    return run_preset(RunRequest(preset, requested_device, steps, sample_interval, force))
 
 
-def run_preset(preset: Any, requested_device: str, steps: int | None, sample_interval: float, force: bool) -> int:
-    """A model preset headless (from --model, or a preset file naming a `model`): usage errors first (exit 2),
-    then availability (exit 3), then the run (in this process; its failure exits 1)."""
+def run_preset(request: RunRequest) -> int:
+    """A model preset headless (from --model, or a preset file naming a `model`; `request.device` as asked):
+    usage errors first (exit 2), then availability (exit 3), then the run (in this process; its failure
+    exits 1)."""
+    preset, requested_device = request.preset, request.device
     from ..core import model_presets as mp
     from ..core.env import DeviceUnavailable, resolve_device
     from ..core.workloads import user_model
     from . import headless
 
     spec = preset.model
+    assert spec is not None, "run_preset takes a preset of the user's model"  # its callers check preset.model
     try:
         fn = user_model.load_function(spec)
     except ModelSpecError as exc:
@@ -113,8 +118,8 @@ def run_preset(preset: Any, requested_device: str, steps: int | None, sample_int
             return usage(exc)
         except Exception as exc:  # noqa: BLE001 - their function raised: the run builds it again and fails
             headless.log(f"your function raised {_first_line(exc)}; the run reports it")
-    return headless.run(preset, device, steps if steps is not None else preset.steps, sample_interval,
-                        force=force, avail=avail)
+    return headless.run(replace(request, device=device, steps=request.steps if request.steps is not None
+                                else preset.steps), avail=avail)
 
 
 def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:

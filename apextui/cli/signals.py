@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
-SIGNAL_EXIT = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
-SIGNAL_WORD = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
+SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
+SIGNAL_WORD: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
 
 
 class StopOnSignals:
@@ -46,6 +46,19 @@ class StopOnSignals:
     def __exit__(self, *exc: Any) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+
+
+def stop_notice(signum: int, doing: str) -> str:
+    """The one line a front end logs on the first signal: what the signal was, what happens now, and how to quit
+    at once (the same wording for every front end)."""
+    again = "Ctrl-C again" if signum == signal.SIGINT else "another signal"
+    return f"{SIGNAL_WORD.get(signum, 'interrupted')}: {doing} ({again} to quit at once)"
+
+
+def twice_end(signum: int) -> dict[str, Any]:
+    """The `end` line (docs/json.md) of a run quit by a second signal before it had anything to report."""
+    return {"event": "end", "status": "stopped", "error": f"{SIGNAL_WORD.get(signum, 'interrupted')} twice",
+            "summary": None}
 
 
 class EarlySignal(BaseException):

@@ -14,6 +14,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, get_args
 
+from .run.summary import Summary
+
 NOISE_FLOOR = 0.02  # two medians closer than 2 % are never called different, however narrow their intervals
 MIN_BASELINE_STEPS = 20  # a baseline's median needs this many measured steps: fewer are mostly noise
 
@@ -57,17 +59,17 @@ def _positive(value: Any) -> float | None:
     return float(value) if math.isfinite(value) and value > 0 else None
 
 
-def timing_from_summary(summary: Mapping[str, Any]) -> Timing | None:
-    """A run's timing from its summary (`events.summary`, a saved row, an advice entry); None without a
-    usable median. A missing or inconsistent interval is unknown."""
-    median = _positive(summary.get("median_ms"))
+def timing_from_summary(summary: Summary | Mapping[str, Any]) -> Timing | None:
+    """A run's timing from its summary (`events.summary`, a saved row; an advice entry's dict is read as one);
+    None without a usable median. A missing or inconsistent interval is unknown."""
+    s = summary if isinstance(summary, Summary) else Summary.from_dict(summary)
+    median = _positive(s.median_ms)
     if median is None:
         return None
-    low, high = _positive(summary.get("median_low_ms")), _positive(summary.get("median_high_ms"))
+    low, high = _positive(s.median_low_ms), _positive(s.median_high_ms)
     if low is None or high is None or not low <= median <= high:
         low = high = None
-    n = summary.get("timed_intervals") or summary.get("measured_steps") or 0
-    return Timing(median, low, high, n=n if isinstance(n, int) and not isinstance(n, bool) else 0)
+    return Timing(median, low, high, n=s.timed_intervals or s.measured_steps or 0)
 
 
 def timing_from_runs(timings: Iterable[Timing]) -> Timing | None:
@@ -175,14 +177,14 @@ def from_fields(d: Mapping[str, Any], prefix: str = "speedup") -> Comparison | N
     return Comparison(c.speedup, c.low, c.high, stored) if stored in VERDICTS else c
 
 
-def baseline_problem(status: str, summary: Mapping[str, Any]) -> str | None:
+def baseline_problem(status: str, summary: Summary | Mapping[str, Any]) -> str | None:
     """Why a run cannot be a baseline (BASELINE_RULE), or None when it can: 'stopped after 43 steps'."""
-    steps = summary.get("steps")
+    s = summary if isinstance(summary, Summary) else Summary.from_dict(summary)
     if status != "ok":
-        return f"{status} after {steps} steps" if isinstance(steps, int) else status
-    if _positive(summary.get("median_ms")) is None:
+        return f"{status} after {s.steps} steps" if s.steps is not None else status
+    if _positive(s.median_ms) is None:
         return "has no measured steps"
-    measured = summary.get("measured_steps")
-    if isinstance(measured, int) and not isinstance(measured, bool) and measured < MIN_BASELINE_STEPS:
+    measured = s.measured_steps
+    if measured is not None and measured < MIN_BASELINE_STEPS:
         return f"has only {measured} measured steps (a baseline needs {MIN_BASELINE_STEPS})"
     return None

@@ -1,7 +1,7 @@
 """Finished runs as rows of the comparison table; saving and loading them as JSON.
 
-A row's numbers are `apextui.core.run.events.summary(snapshot)`, the same dict the
-headless `end` event carries, so saved results and `--json` output agree.
+A row's numbers are `apextui.core.run.events.summary(snapshot)`, a `Summary`: its `to_dict()` is the
+object the headless `end` event carries, so saved results and `--json` output agree.
 `load_results` reads both this module's files and headless JSON-lines output.
 Speed-ups and their verdicts come from `core.compare` (the one noise rule), against
 a baseline that `compare.baseline_problem` allows: a stopped, failed or short run
@@ -23,6 +23,7 @@ from apextui.core.run import events
 from apextui.core.compare import Comparison, baseline_problem, compare, fields, timing_from_summary
 from apextui.core.presets import BASELINES, Preset
 from apextui.core.run.snapshot import Snapshot
+from apextui.core.run.summary import Summary
 
 RESULTS_KIND = "apextui-results"
 RESULTS_SCHEMA = 1
@@ -45,11 +46,15 @@ class ResultRow:
     size: str  # "default" | "cpu"
     amp: str
     status: str  # "ok" | "stopped" | "failed"
-    summary: Mapping[str, Any]  # events.summary()
+    summary: Summary  # events.summary(); a dict (a file's, a test's) is read with Summary.from_dict
     error: str | None = None
     source: str = SESSION  # "session", or the file it was loaded from
     env: Mapping[str, Any] | None = None
     model: str | None = None  # workload "model": the user's FILE.py:FUNC (runs of two models never compare)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.summary, Summary):
+            object.__setattr__(self, "summary", Summary.from_dict(self.summary))
 
     @property
     def baseline(self) -> str:
@@ -61,28 +66,27 @@ class ResultRow:
 
     @property
     def median_ms(self) -> float | None:
-        return _float(self.summary.get("median_ms"))
+        return self.summary.median_ms
 
     @property
     def p10_ms(self) -> float | None:
-        return _float(self.summary.get("p10_ms"))
+        return self.summary.p10_ms
 
     @property
     def p90_ms(self) -> float | None:
-        return _float(self.summary.get("p90_ms"))
+        return self.summary.p90_ms
 
     @property
     def final_loss(self) -> float | None:
-        return _float(self.summary.get("final_loss"))
+        return self.summary.final_loss
 
     @property
     def loss_floor(self) -> float | None:
-        return _float(self.summary.get("loss_floor"))
+        return self.summary.loss_floor
 
     @property
     def check(self) -> Mapping[str, Any] | None:
-        check = self.summary.get("check")
-        return check if isinstance(check, Mapping) else None
+        return self.summary.check
 
     @property
     def max_error(self) -> float | None:
@@ -97,7 +101,7 @@ class ResultRow:
         return {
             "preset": self.preset, "workload": self.workload, "variant": self.variant,
             "baseline": self.baseline, "device": self.device, "size": self.size, "amp": self.amp,
-            "status": self.status, "error": self.error, "summary": dict(self.summary),
+            "status": self.status, "error": self.error, "summary": self.summary.to_dict(),
             **({"model": self.model} if self.model else {}),
         }
 
@@ -347,7 +351,7 @@ def _row(run: Mapping[str, Any], source: str, env: Mapping[str, Any] | None) -> 
     return ResultRow(
         preset=str(run["preset"]), workload=workload, variant=str(run["variant"]), device=str(run["device"]),
         size=str(run.get("size") or ("cpu" if run["device"] == "cpu" else "default")),
-        amp=str(run.get("amp") or "none"), status=str(run.get("status") or "ok"), summary=summary,
+        amp=str(run.get("amp") or "none"), status=str(run.get("status") or "ok"), summary=Summary.from_dict(summary),
         error=None if run.get("error") is None else str(run["error"]), source=source,
         env=run["env"] if isinstance(run.get("env"), dict) else env,
         model=_model_spec(run.get("model")),

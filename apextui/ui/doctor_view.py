@@ -77,10 +77,11 @@ def problems_line(report: Mapping[str, Any]) -> Text:
 def full_report_lines(report: DoctorLike) -> list[Text]:
     """The doctor's own human rendering (`apextui.core.apex.render`, as `apextui doctor` prints it), as Rich
     text lines."""
-    try:
-        lines = render_lines(report)
-        return [Text.assemble(*[(t, s or "") for t, s in line]) for line in lines]
-    except Exception:  # noqa: BLE001 - a dict-shaped or foreign report: show it as JSON
-        import json
+    if isinstance(report, DoctorReport):
+        try:
+            return [Text.assemble(*[(t, s or "") for t, s in line]) for line in render_lines(report)]
+        except Exception:  # noqa: BLE001 - a report the renderer cannot read: shown as JSON below
+            pass
+    import json  # a dict-shaped or foreign report
 
-        return [Text(line) for line in json.dumps(as_dict(report), indent=2, default=str).splitlines()]
+    return [Text(line) for line in json.dumps(as_dict(report), indent=2, default=str).splitlines()]

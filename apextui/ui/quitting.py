@@ -77,4 +77,4 @@ class Quitting(ResultsActions):
         if not rows:
             return None
         r = rows[-1]
-        return {**r.summary, "status": r.status, "error": r.error, "preset": r.preset, "device": r.device}
+        return {**r.summary.to_dict(), "status": r.status, "error": r.error, "preset": r.preset, "device": r.device}

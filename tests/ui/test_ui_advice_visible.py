@@ -23,6 +23,7 @@ def test_not_run_presets_take_one_line():
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_main_screen_says_the_advice_is_measuring():
     app = gpu_app()
     async with app.run_test(size=(80, 24)) as pilot:

@@ -23,7 +23,7 @@ from apextui.core.advise import run as advise_run
 from apextui.ui.app import make_app
 from apextui.ui.screens.advise_screen import AdviseScreen, open_advice
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]  # each test over ~1.5 s
 
 SIZE = (100, 40)
 ENV = {"device": "cuda", "name": "NVIDIA H200", "driver": "570.133.20", "torch": "2.11.0+cu128",

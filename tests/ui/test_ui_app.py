@@ -57,6 +57,7 @@ async def test_probing_then_report_and_availability():
         assert total >= 11 and f"{total - 1}/{total} runnable on cpu" in str(picker.border_subtitle)
 
 
+@pytest.mark.slow
 async def test_enter_runs_highlighted_preset_and_table_row():
     engine = FakeEngine()
     app = gpu_app(engine)
@@ -100,7 +101,7 @@ async def test_stop_key_stops_the_run():
         await wait_for(pilot, lambda: app.active is None, 5, "stopped")
         assert engine.runners[0].stopped
         row = app.query_one(ComparisonTable).rows_data[-1]
-        assert row.status == "stopped" and row.summary["steps"] == 120
+        assert row.status == "stopped" and row.summary.steps == 120
         assert "■" in str(app.query_one(ComparisonTable).get_row_at(0)[0])
 
 
@@ -209,6 +210,7 @@ async def test_quit_stops_the_active_run_and_waits():
     assert runner.stopped and runner.joined and not runner.is_alive()
 
 
+@pytest.mark.slow
 async def test_doctor_key_opens_full_report():
     app = gpu_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -233,6 +235,7 @@ async def test_doctor_failure_is_shown():
         assert "doctor failed: RuntimeError: child process died" in static_text(app, "#status-body")
 
 
+@pytest.mark.slow
 async def test_save_load_and_screenshot_keys(tmp_path):
     app = gpu_app(save_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -310,6 +313,7 @@ async def test_load_survives_every_file_the_loader_refuses(tmp_path):
         assert app.load_results(good) == 1 and app.is_running
 
 
+@pytest.mark.slow
 async def test_updates_are_coalesced_and_rate_limited():
     """A flood of snapshots from another thread: one message in flight at a time, at most one redraw per
     refresh_interval."""

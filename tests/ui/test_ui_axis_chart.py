@@ -49,6 +49,7 @@ def test_one_row_is_a_sparkline_after_a_min_max_label():
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_loss_chart_in_the_app_uses_its_whole_width_at_80x24():
     app = gpu_app(FakeEngine(hold={"fp32": 150}))
     async with app.run_test(size=(80, 24)) as pilot:

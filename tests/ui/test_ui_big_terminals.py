@@ -9,7 +9,7 @@ from ui_fakes import cpu_app, static_text, until_ready
 from apextui.ui import doctor_view
 from apextui.ui.widgets.status_pane import StatusPane
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]  # each test over ~1.5 s
 
 
 async def test_doctor_pane_is_not_truncated_at_200_columns():

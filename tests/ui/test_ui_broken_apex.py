@@ -13,6 +13,8 @@ from ui_fakes import FakeEngine, highlight, wait_for
 from apextui.ui.app import make_app
 from apextui.ui.widgets.comparison_table import ComparisonTable
 
+pytestmark = pytest.mark.slow  # each test over ~1.5 s
+
 DIST = {
     "apex-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: apex\nVersion: 0.1\n"
                                    "Summary: PyTorch Extensions written by NVIDIA\n",

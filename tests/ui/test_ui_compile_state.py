@@ -11,7 +11,7 @@ from ui_fakes import FakeEngine, gpu_app, static_text, until_ready, wait_for
 
 from apextui.ui.widgets.live_run import LiveRun
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]  # each test over ~1.5 s
 
 
 async def _ready(pilot, app) -> None:

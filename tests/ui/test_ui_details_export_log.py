@@ -17,7 +17,7 @@ from apextui.ui.screens.log_screen import LogScreen, log_text
 from apextui.ui.screens.run_details_screen import RunDetailsScreen, flatten, sections
 from apextui.ui.widgets.comparison_table import ComparisonTable
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]  # each test over ~1.5 s
 
 SIZE = (100, 30)
 

@@ -32,6 +32,7 @@ def screen_lines(app) -> list[str]:
     return ["".join(t for _x, t in sorted(rows[y])).replace("\xa0", " ") for y in sorted(rows)]
 
 
+@pytest.mark.slow
 async def test_w_and_s_with_nothing_to_do_say_so(tmp_path):
     app = saving_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -44,6 +45,7 @@ async def test_w_and_s_with_nothing_to_do_say_so(tmp_path):
         assert "nothing is running" in toasts(app)
 
 
+@pytest.mark.slow
 async def test_p_on_the_doctor_screen_saves_a_screenshot(tmp_path):
     app = saving_app(tmp_path)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -56,6 +58,7 @@ async def test_p_on_the_doctor_screen_saves_a_screenshot(tmp_path):
         assert list(tmp_path.glob("apextui-*.svg")), "no screenshot saved from the doctor screen"
 
 
+@pytest.mark.slow
 async def test_repeated_keys_do_not_stack_identical_toasts(tmp_path):
     app = saving_app(tmp_path, FakeEngine(hold={"fp32": 50}))
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
@@ -71,6 +74,7 @@ async def test_repeated_keys_do_not_stack_identical_toasts(tmp_path):
         assert sum("fp32 is running" in line for line in screen_lines(app)) == 1
 
 
+@pytest.mark.slow
 async def test_save_toast_keeps_the_file_name_on_one_line(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     app = saving_app(tmp_path)

@@ -21,6 +21,8 @@ from ui_fakes import highlight, no_gpu_report, provider, wait_for
 
 from apextui.ui.app import make_app
 
+pytestmark = pytest.mark.slow  # each test over ~1.5 s
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

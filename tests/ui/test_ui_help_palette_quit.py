@@ -17,6 +17,7 @@ SIZE = (100, 30)
 
 
 @pytest.mark.parametrize("key", ["question_mark", "f1"])
+@pytest.mark.slow
 async def test_help_lists_every_key_and_pane(key):
     app = gpu_app()
     async with app.run_test(size=SIZE) as pilot:
@@ -33,6 +34,7 @@ async def test_help_lists_every_key_and_pane(key):
         assert not isinstance(app.screen, HelpScreen)
 
 
+@pytest.mark.slow
 async def test_ctrl_c_quits_at_once_without_runs():
     """Not Textual's "press ctrl+q to quit" hint: ctrl+c quits, even from a modal screen."""
     app = gpu_app()
@@ -47,6 +49,7 @@ async def test_ctrl_c_quits_at_once_without_runs():
     assert history.recent_results() == []  # nothing to save: no file
 
 
+@pytest.mark.slow
 async def test_ctrl_c_stops_the_run_and_saves_unsaved_runs_to_the_history(tmp_path):
     engine = FakeEngine(hold={"fused_amp": 30})
     app = gpu_app(engine, save_dir=tmp_path)
@@ -65,6 +68,7 @@ async def test_ctrl_c_stops_the_run_and_saves_unsaved_runs_to_the_history(tmp_pa
     assert not list(tmp_path.iterdir())  # the start folder is left alone
 
 
+@pytest.mark.slow
 async def test_quit_after_w_saves_nothing_more(tmp_path):
     app = gpu_app(save_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -81,6 +85,7 @@ async def test_quit_after_w_saves_nothing_more(tmp_path):
     assert app.quit_saved is None and len(history.recent_results()) == 1
 
 
+@pytest.mark.slow
 async def test_command_palette_has_every_action_and_starts_a_preset():
     engine = FakeEngine()
     app = gpu_app(engine)

@@ -7,7 +7,7 @@ from ui_fakes import FakeEngine, gpu_app, until_ready, wait_for
 
 from apextui.core import memory
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]  # each test over ~1.5 s
 
 
 async def test_a_preset_too_big_for_the_free_memory_is_not_started(monkeypatch):

@@ -12,7 +12,7 @@ from apextui.core.presets import resolve
 from apextui.ui.app import make_app
 from apextui.ui.widgets.preset_picker import PresetPicker
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]  # each test over ~1.5 s
 
 
 def in_view(picker: PresetPicker) -> bool:

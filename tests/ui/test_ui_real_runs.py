@@ -17,6 +17,8 @@ from apextui.ui.app import make_app
 from apextui.ui.widgets.comparison_table import ComparisonTable
 from apextui.ui.widgets.preset_picker import PresetPicker
 
+pytestmark = pytest.mark.slow  # each test over ~1.5 s
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -79,7 +81,7 @@ async def test_real_optimizer_runs_and_speedup(apps):
             await wait_for(pilot, lambda i=i: len(table.rows_data) == i, 60, f"{name} to finish")
         base, fused = table.rows_data
         assert base.status == "ok" and fused.status == "ok", (base.error, fused.error)
-        assert base.summary["steps"] == 30 and base.summary["measured_steps"] == 30 - base.summary["warmup"]
+        assert base.summary.steps == 30 and base.summary.measured_steps == 30 - base.summary.warmup
         assert str(table.get_row_at(0)[4]) == "base"
         # the speed-up with its interval and verdict (core.compare): on a busy 2-core box it may be ≈ noise
         shown = str(table.get_row_at(1)[4])

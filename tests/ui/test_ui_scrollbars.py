@@ -8,7 +8,7 @@ from ui_fakes import gpu_app, until_ready
 from apextui.ui.widgets.preset_picker import PresetPicker
 from apextui.ui.widgets.status_pane import StatusPane
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]  # each test over ~1.5 s
 
 PARTIAL = set("▁▂▃▄▅▆▇▉▊▋▌▍▎▏")
 

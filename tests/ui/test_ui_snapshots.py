@@ -6,7 +6,10 @@ Regenerate after an intended UI change with
 
 from __future__ import annotations
 
+import pytest
 from ui_fakes import FakeEngine, LoggingEngine, cpu_app, gpu_app, until_ready, wait_for
+
+pytestmark = pytest.mark.slow  # each test over ~1.5 s
 
 
 def gpu_session(log_dir=None):

@@ -14,8 +14,9 @@ from apextui.core.presets import resolve
 from apextui.core.run import worker
 from apextui.ui.app import STOPPED_WHILE_COMPILING, make_app
 
-pytestmark = pytest.mark.skipif(not variant_needs.check_compile("cpu").ok,
-                                reason="torch.compile on CPU needs a C++ compiler and Python's headers")
+pytestmark = [pytest.mark.slow,  # each test over ~1.5 s
+              pytest.mark.skipif(not variant_needs.check_compile("cpu").ok,
+                                 reason="torch.compile on CPU needs a C++ compiler and Python's headers")]
 
 
 @pytest.mark.asyncio

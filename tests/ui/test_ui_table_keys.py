@@ -8,7 +8,7 @@ from ui_fakes import FakeEngine, gpu_app, until_ready, wait_for
 
 from apextui.ui.widgets.comparison_table import ComparisonTable
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]  # each test over ~1.5 s
 
 PRESETS = ("fp32", "fused_fp32", "fused_amp", "adamw", "adamw_fused", "adamw_capturable_graph", "fused_adam",
            "layernorm", "fused_layernorm")

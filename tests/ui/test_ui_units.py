@@ -148,7 +148,7 @@ def test_speedup_pairs_with_the_baseline_of_the_same_workload_device_and_source(
     assert comparison(fp32, rows).speedup == pytest.approx(1.0) and comparison(fp32, rows).within_noise
     c = comparison(amp, rows)
     assert c.speedup == pytest.approx(fp32.median_ms / amp.median_ms) and c.verdict == "faster"
-    assert c.low == pytest.approx(fp32.summary["median_low_ms"] / amp.summary["median_high_ms"])
+    assert c.low == pytest.approx(fp32.summary.median_low_ms / amp.summary.median_high_ms)
     assert comparison(adam, rows) is None  # no adamw run yet
     assert comparison(amp_cpu, rows) is None  # the fp32 baseline ran on cuda
     assert comparison(amp_file, rows) is None  # another file, maybe another machine
@@ -188,7 +188,7 @@ def test_save_and_load_round_trip(tmp_path):
     path = save_results(rows, tmp_path / "r.json", env={"gpu": "NVIDIA H200"})
     doc = json.loads(path.read_text())
     assert doc["kind"] == "apextui-results" and doc["env"] == {"gpu": "NVIDIA H200"}
-    assert doc["runs"][0]["summary"] == rows[0].summary
+    assert doc["runs"][0]["summary"] == rows[0].summary.to_dict()
     assert doc["runs"][1]["summary"]["check"]["passed"] is True
     loaded = load_results(path)
     assert [r.preset for r in loaded] == ["layernorm", "fused_layernorm"]

@@ -14,7 +14,7 @@ from apextui.ui.app import make_app
 from apextui.ui.widgets.comparison_table import ComparisonTable
 from apextui.ui.widgets.preset_picker import PresetPicker
 
-pytestmark = pytest.mark.asyncio
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]  # each test over ~1.5 s
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZE = (140, 45)

@@ -114,7 +114,7 @@ class RunResult:
     def from_snapshot(cls, repeat: int, snap: Any) -> "RunResult":
         from ..run import events
 
-        return cls.from_summary(repeat, snap.status, events.summary(snap), snap.error)
+        return cls.from_summary(repeat, snap.status, events.summary(snap).to_dict(), snap.error)
 
     def to_dict(self) -> dict[str, Any]:
         return {

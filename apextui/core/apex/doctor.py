@@ -39,7 +39,7 @@ from apextui.core.apex.features import (
     nvidia_apex_verdict,
 )
 from apextui.core.apex.doctor_child import MARK, usable
-from apextui.core.apex.doctor_env import NvccInfo, find_cuda_home, format_cudnn, probe_nvcc, probe_nvml
+from apextui.core.apex.doctor_env import NvccInfo, NvmlInfo, find_cuda_home, format_cudnn, probe_nvcc, probe_nvml
 from apextui.core.apex.doctor_report import (
     ApexInfo,
     DoctorReport,
@@ -220,7 +220,7 @@ def _extension(name: str, required: bool, res: dict) -> ExtensionStatus | None:
                            res.get("origin"), f.reason, f.fix)
 
 
-def _environment(torch_res: dict, nvml, nvcc: NvccInfo, cuda_home: str | None) -> Environment:
+def _environment(torch_res: dict, nvml: NvmlInfo, nvcc: NvccInfo, cuda_home: str | None) -> Environment:
     ok = bool(torch_res.get("ok"))
     gpus = tuple(GPUInfo(g["index"], g["name"], g.get("capability"), g.get("memory_gib"))
                  for g in torch_res.get("gpus", [])) if ok else ()

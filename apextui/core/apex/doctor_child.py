@@ -16,6 +16,8 @@ import json
 import os
 import sys
 import time
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 
 MARK = "@@apextui-doctor@@ "
 
@@ -92,7 +94,7 @@ def _task_torch(cfg: dict) -> dict:
     return info
 
 
-def _nccl(torch) -> tuple[str | None, str]:
+def _nccl(torch: ModuleType) -> tuple[str | None, str]:
     """The NCCL torch was built with, "2.27.5" (torch.cuda.nccl.version(): a tuple, an int code in old torch),
     and "" ; or None and why not. Asks the library only: no GPU needed."""
     if not torch.version.cuda:
@@ -132,7 +134,7 @@ def _apex_distribution() -> dict:
     return {}
 
 
-def locate_apex(spec) -> tuple[str | None, str]:
+def locate_apex(spec: ModuleSpec) -> tuple[str | None, str]:
     """Where a found `apex` lives and the start of its __init__ source (to tell NVIDIA's from others)."""
     locations = list(spec.submodule_search_locations or [])
     location = locations[0] if locations else spec.origin
@@ -185,7 +187,7 @@ def _task_feature(module: str, attr: str | None) -> dict:
     return {"ok": True}
 
 
-def _smoke_fused_adam(torch, device: str = "cuda"):
+def _smoke_fused_adam(torch: ModuleType, device: str = "cuda") -> tuple[float, float]:
     """Two FusedAdam (AdamW mode) steps vs torch.optim.AdamW; returns (max abs error, tolerance)."""
     from apex.optimizers import FusedAdam
 
@@ -209,7 +211,7 @@ def _smoke_fused_adam(torch, device: str = "cuda"):
     return max(float((p - q).abs().max()) for p, q in zip(ref, mine, strict=True)), 1e-5
 
 
-def _smoke_norm(torch, rms: bool, device: str = "cuda"):
+def _smoke_norm(torch: ModuleType, rms: bool, device: str = "cuda") -> tuple[float, float]:
     """FusedLayerNorm/FusedRMSNorm forward+backward vs torch; returns (max abs error, tolerance)."""
     from apex.normalization import FusedLayerNorm, FusedRMSNorm
 

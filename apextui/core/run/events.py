@@ -9,6 +9,7 @@ from ..monitor.sampler import GpuReading, MonitorReading
 from ..presets import Preset
 from .snapshot import RunInfo, Snapshot
 from ..workloads.user_model import model_name
+from .summary import Summary
 from .timing import StepRecord
 
 SCHEMA_VERSION = 1
@@ -134,37 +135,37 @@ def _rank_fields(rec: StepRecord) -> dict[str, Any]:
             "spread_ms": _num(max(rank_ms) - min(rank_ms)), "throughput": _num(getattr(rec, "throughput", None), 1)}
 
 
-def summary(snap: Snapshot) -> dict[str, Any]:
-    """The run's summary: statistics over the measured (post-warm-up) steps."""
+def summary(snap: Snapshot) -> Summary:
+    """The run's summary: statistics over the measured (post-warm-up) steps, rounded as the JSON line has them."""
     info, st = snap.info, snap.stats
-    return {
-        "steps": snap.steps_done,
-        "warmup": info.warmup if info else None,
-        "measured_steps": st.steps if st else 0,
-        "timed_intervals": st.count if st else 0,
-        "block_steps": st.block_steps if st else None,
-        "median_ms": _num(st.median_ms) if st else None,
-        "median_low_ms": _num(st.median_low_ms) if st else None,
-        "median_high_ms": _num(st.median_high_ms) if st else None,
-        "p10_ms": _num(st.p10_ms) if st else None,
-        "p90_ms": _num(st.p90_ms) if st else None,
-        "mean_ms": _num(st.mean_ms) if st else None,
-        "min_ms": _num(st.min_ms) if st else None,
-        "max_ms": _num(st.max_ms) if st else None,
-        "opt_median_ms": _num(snap.opt_stats.median_ms) if snap.opt_stats else None,
-        "throughput": _num(snap.throughput, 1),
-        "throughput_unit": f"{info.units}/s" if info else None,
-        "final_loss": _num(snap.final_loss, 6),
-        "loss_floor": _num(info.loss_floor, 6) if info else None,
-        "skipped_steps": snap.skipped_steps if info and info.uses_grad_scaler else None,
-        "loss_scale": _num(snap.loss_scale, 1) if info and info.uses_grad_scaler else None,
-        "check": dict(info.check) if info and info.check else None,
-        "elapsed_s": _num(snap.elapsed_s, 3),
-        "compile_s": _num(info.compile_s, 3) if info else None,
-        "peak_memory_bytes": snap.peak_memory_bytes,
+    return Summary(
+        steps=snap.steps_done,
+        warmup=info.warmup if info else None,
+        measured_steps=st.steps if st else 0,
+        timed_intervals=st.count if st else 0,
+        block_steps=st.block_steps if st else None,
+        median_ms=_num(st.median_ms) if st else None,
+        median_low_ms=_num(st.median_low_ms) if st else None,
+        median_high_ms=_num(st.median_high_ms) if st else None,
+        p10_ms=_num(st.p10_ms) if st else None,
+        p90_ms=_num(st.p90_ms) if st else None,
+        mean_ms=_num(st.mean_ms) if st else None,
+        min_ms=_num(st.min_ms) if st else None,
+        max_ms=_num(st.max_ms) if st else None,
+        opt_median_ms=_num(snap.opt_stats.median_ms) if snap.opt_stats else None,
+        throughput=_num(snap.throughput, 1),
+        throughput_unit=f"{info.units}/s" if info else None,
+        final_loss=_num(snap.final_loss, 6),
+        loss_floor=_num(info.loss_floor, 6) if info else None,
+        skipped_steps=snap.skipped_steps if info and info.uses_grad_scaler else None,
+        loss_scale=_num(snap.loss_scale, 1) if info and info.uses_grad_scaler else None,
+        check=dict(info.check) if info and info.check else None,
+        elapsed_s=_num(snap.elapsed_s, 3),
+        compile_s=_num(info.compile_s, 3) if info else None,
         **analysis_fields(snap),
-        **({"distributed": _clean(dict(snap.distributed))} if snap.distributed else {}),
-    }
+        distributed=_clean(dict(snap.distributed)) if snap.distributed else None,
+        peak_memory_bytes=snap.peak_memory_bytes,
+    )
 
 
 def check_error(check: Any) -> str | None:
@@ -178,7 +179,7 @@ def check_error(check: Any) -> str | None:
 def end_event(snap: Snapshot) -> dict[str, Any]:
     """`check_error`: a failed correctness check (the run measured fine, its result is wrong: exit 4)."""
     return {"event": "end", "status": snap.status, "error": snap.error,
-            "check_error": check_error(snap.info.check if snap.info else None), "summary": summary(snap)}
+            "check_error": check_error(snap.info.check if snap.info else None), "summary": summary(snap).to_dict()}
 
 
 def unavailable_event(preset: Preset, device: str, reason: str, fix: str) -> dict[str, Any]:

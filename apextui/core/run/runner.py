@@ -64,6 +64,12 @@ def run_steps(preset: Preset, steps: int | None) -> int:
     return n
 
 
+def warmup_steps(preset: Preset, steps: int) -> int:
+    """The untimed warm-up steps of a run of `steps` steps: the preset's, but a short run (e.g. --steps 5) keeps
+    some measured steps: then at most a fifth of it."""
+    return preset.warmup if preset.warmup < steps else steps // 5
+
+
 class Runner(RunControl):
     """Trains one preset, in the calling thread (`run`) or a background one (`start`). `stop()` is
     thread-safe and prompt."""
@@ -79,8 +85,7 @@ class Runner(RunControl):
         self.device = device
         self.callback = callback
         self.steps = run_steps(preset, steps)
-        # a short run (e.g. --steps 5) keeps some measured steps: warm-up at most a fifth of it
-        self.warmup = preset.warmup if preset.warmup < self.steps else self.steps // 5
+        self.warmup = warmup_steps(preset, self.steps)
         self.sampler = sampler
         self.sample_interval = sample_interval
         self.gpu_scope = gpu_scope  # the GPUs the sampler reads: the run's, or every one (the TUI's pane)
@@ -162,7 +167,7 @@ class Runner(RunControl):
             self._inbox.put(("info", info))
             with FrozenHeap():
                 status, error = self._measured_steps(workload, clock, guard)
-            if self.device == "cuda":  # set-up, compile and the measured steps: what the configuration needs
+            if self.device == "cuda":  # compile and the measured steps: what the configuration needs
                 import torch
 
                 self._inbox.put(("peak_memory", int(torch.cuda.max_memory_allocated())))
@@ -227,9 +232,11 @@ class Runner(RunControl):
 
         size_name = "cpu" if self.device == "cpu" else "default"
         size = self.preset.cpu_size if size_name == "cpu" else self.preset.size
-        if self.device == "cuda":
-            torch.cuda.reset_peak_memory_stats()  # the peak is this run's, not an earlier one's in this process
         workload = self._build_workload(size)
+        if self.device == "cuda":
+            # the peak is this configuration's (its compile and measured steps), not an earlier run's in this
+            # process, nor the correctness check's fp32 reference steps, which ran while the workload was built
+            torch.cuda.reset_peak_memory_stats()
         if self.sampler is None:
             gpu = self.device == "cuda"
             self.sampler = Sampler(self.sample_interval, gpu=gpu, pci_bus_id=pci_bus_id() if gpu else None,

@@ -27,6 +27,7 @@ from multiprocessing.reduction import ForkingPickler
 from types import MappingProxyType
 from typing import Any, Callable, Iterator
 
+from .request import RunRequest
 from .. import exits
 from ..presets import Preset
 from .handle import ForwardsSnapshots, RunControl
@@ -128,9 +129,9 @@ def redirect_output(log_path: str) -> None:
     sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
 
 
-def worker_main(preset: Preset, device: str, steps: int | None, sample_interval: float,
-                conn: Connection, stop: Any, log_path: str) -> None:
-    """The worker process: train on this main thread, send every snapshot to the parent."""
+def worker_main(request: RunRequest, conn: Connection, stop: Any, log_path: str) -> None:
+    """The worker process: train `request` on this main thread, send every snapshot to the parent. A `target`
+    of `ProcessRunner` takes these same arguments."""
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     redirect_output(log_path)
@@ -151,7 +152,8 @@ def worker_main(preset: Preset, device: str, steps: int | None, sample_interval:
             raise
 
     # the TUI's monitor pane lists every GPU of the machine, the run's marked
-    runner = Runner(preset, device, send, steps=steps, sample_interval=sample_interval, gpu_scope="all")
+    runner = Runner(request.preset, request.device, send, steps=request.steps,
+                    sample_interval=request.sample_interval, gpu_scope="all")
 
     def stop_when_asked() -> None:
         stop.wait()
@@ -185,7 +187,7 @@ class ProcessRunner(ForwardsSnapshots, RunControl):
         os.close(fd)
         self._proc = ctx.Process(
             target=target or worker_main, name=f"apextui-worker-{preset.name}",
-            args=(preset, device, self.steps, sample_interval, self._send, self._stop, self.log_path),
+            args=(RunRequest(preset, device, self.steps, sample_interval), self._send, self._stop, self.log_path),
         )
         self._reader = threading.Thread(target=self._read_loop, name="apextui-worker-reader")
         self._finished = threading.Event()

@@ -322,7 +322,7 @@ class AdviseScreen(ModalScreen[None]):
     def _start(self, reuse: bool) -> None:
         why = start_job(self.app, reuse=reuse, workloads=self.workloads, repeats=self.repeats, steps=self.steps,
                         env=self.env)
-        waiting = self.app.probe is None or not self.app.doctor_done
+        waiting = getattr(self.app, "probe", None) is None or not getattr(self.app, "doctor_done", False)
         if why is None or not waiting or getattr(self.app, "probe_error", None):
             self._pending = False  # started, or blocked by something only the user can change (r retries)
         if why is None:

@@ -85,14 +85,14 @@ def cells(row: ResultRow, rows: Sequence[ResultRow], source_label: str = "", lev
     else:
         err = Text(fmt.DASH, style="dim")
     summary = row.summary
-    steps = summary.get("steps")
-    unit = str(summary.get("throughput_unit") or "/s").replace("tokens", "tok")
-    compile_s = summary.get("compile_s")
+    steps = summary.steps
+    unit = str(summary.throughput_unit or "/s").replace("tokens", "tok")
+    compile_s = summary.compile_s
     by_key: dict[str, object] = {
         "preset": name, "device": row.device, "median": Text(fmt.ms(row.median_ms), style="bold"),
         "spread": spread, "speedup": up_text, "loss": loss, "err": err,
         "steps": str(steps) if isinstance(steps, int) else fmt.DASH,
-        "throughput": fmt.si(summary.get("throughput"), unit),
+        "throughput": fmt.si(summary.throughput, unit),
         "compile": fmt.seconds(compile_s) if compile_s else Text(fmt.DASH, style="dim"),
     }
     return tuple(by_key[c.key] for c in columns(level))

@@ -1,0 +1,23 @@
+"""What one run is asked to do, as one frozen value: the front ends build it from the command line and hand it on
+(headless, data-parallel, a user's model, the worker process), instead of the same five loose arguments at every
+step. Picklable: it crosses the worker-process boundary as it is."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..presets import Preset
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run: `preset` on `device` ("auto", "cpu", "cuda" as asked; the resolved one once a front end has
+    resolved it), `steps` (None: the preset's), metrics sampled every `sample_interval` s, `force` past the
+    memory estimate, and for a data-parallel run the one-GPU `baseline_path` to scale against."""
+
+    preset: Preset
+    device: str
+    steps: int | None = None
+    sample_interval: float = 1.0
+    force: bool = False
+    baseline_path: str | None = None

@@ -1,0 +1,91 @@
+"""A run's summary, typed: what the headless `end` line's `summary` object (docs/json.md), a saved results row and
+the comparisons read. The engine and the comparisons use its attributes; dicts only at the edges (`to_dict` for
+the JSON line and the results file, `from_dict` for a file or a `--json` output, tolerant of old and foreign
+ones: a missing or ill-typed value is None, a key it does not know is kept and written back)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+ANALYSIS_KEYS = ("gpu_busy", "gpu_busy_source", "gpu_busy_note", "gpu_kernel_ms", "roofline", "bottleneck")
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Statistics over a run's measured (post-warm-up) steps; the field names are the JSON keys."""
+
+    steps: int | None = None
+    warmup: int | None = None
+    measured_steps: int | None = None  # a run's summary always has both; an old or hand-made file may not
+    timed_intervals: int | None = None
+    block_steps: int | None = None
+    median_ms: float | None = None
+    median_low_ms: float | None = None
+    median_high_ms: float | None = None
+    p10_ms: float | None = None
+    p90_ms: float | None = None
+    mean_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    opt_median_ms: float | None = None
+    throughput: float | None = None
+    throughput_unit: str | None = None
+    final_loss: float | None = None
+    loss_floor: float | None = None
+    skipped_steps: int | None = None
+    loss_scale: float | None = None
+    check: Mapping[str, Any] | None = None
+    elapsed_s: float | None = None
+    compile_s: float | None = None
+    gpu_busy: float | None = None
+    gpu_busy_source: str | None = None
+    gpu_busy_note: str | None = None
+    gpu_kernel_ms: float | None = None
+    roofline: Mapping[str, Any] | None = None
+    bottleneck: Mapping[str, Any] | None = None
+    distributed: Mapping[str, Any] | None = None  # a data-parallel run's (docs/distributed.md); absent otherwise
+    peak_memory_bytes: int | None = None  # a CUDA run's torch.cuda.max_memory_allocated(); None on CPU
+    extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a loaded summary this version does not know
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object (docs/json.md): every key but `distributed`, which is there only when set, in the order
+        the `end` line has always had (`peak_memory_bytes` last: null on CPU)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "extra":
+                continue
+            value = getattr(self, f.name)
+            if f.name == "distributed" and value is None:
+                continue
+            out[f.name] = dict(value) if isinstance(value, Mapping) else value
+        return {**out, **{k: v for k, v in self.extra.items() if k not in out}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Summary":
+        """A summary as a results file or a `--json` output holds it; never raises on odd values."""
+        known = {f.name: f for f in fields(cls) if f.name != "extra"}
+        values: dict[str, Any] = {}
+        for name, f in known.items():
+            if name not in d:
+                continue
+            values[name] = _typed(str(f.type), d[name])
+        extra = {k: v for k, v in d.items() if k not in known}
+        return cls(**values, extra=extra)
+
+
+def _typed(kind: str, value: Any) -> Any:
+    """`value` if it has the field's type (`kind`, its annotation), else None."""
+    if value is None or isinstance(value, bool) and "bool" not in kind:
+        return None
+    if kind.startswith("int"):
+        return value if isinstance(value, int) else None
+    if kind.startswith("float"):
+        return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+    if kind.startswith("str"):
+        return value if isinstance(value, str) else None
+    if kind.startswith("Mapping"):
+        return value if isinstance(value, Mapping) else None
+    return value
