@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("presets", "config", "needs", "apex"),  # presets, configuration axes and their checks (compile, the Apex probe)
     ("workloads.spec",),  # the registry: every workload and variant declared once
     ("analysis",),  # work models, ceilings, the GPU-busy profile, the bottleneck
-    ("monitor", "env", "compare", "workloads.marker", "run.failure"),  # leaves the layers above share
+    ("monitor", "env", "compare", "workloads.marker", "run.failure", "run.summary"),  # leaves the layers above share
     ("fmt", "files", "atomic", "exits"),
 )
 
