@@ -13,7 +13,7 @@ import sys
 from typing import Any, Sequence
 
 from .argtypes import add_shared_options, int_in, seconds_in
-from ..core.advise.search import DEFAULT_BUDGET_S
+from ..core.advise.search import DEFAULT_BUDGET_S, SEARCH_STEPS
 from ..core.advise import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, AdviceError, parse_workloads
 from ..core.workloads.spec import SHIPPED
 from .signals import EXIT_INTERRUPTED, StopOnSignals, stop_notice
@@ -188,6 +188,8 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
                 model_presets.append(config_preset(model, point))
         else:
             search_budget = budget if budget is not None else DEFAULT_BUDGET_S[device]
+            if args.steps is None:
+                args.steps = SEARCH_STEPS[device]
         presets = [*presets, *model_presets]
         workloads = (*(args.workloads or ()), "model")
     try:
