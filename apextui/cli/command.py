@@ -121,6 +121,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "json", False) and getattr(args, "nproc", None) is None:  # --nproc: each rank does this
+        with output.json_stdout():
+            return _dispatch(args, argv)
+    return _dispatch(args, argv)
+
+
+def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     args.argv = list(argv) if argv is not None else sys.argv[1:]  # what --nproc hands every rank
     if args.command == "list":
         if args.model is not None:
