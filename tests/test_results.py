@@ -379,3 +379,53 @@ def test_save_session_falls_back_to_the_user_data_folder(tmp_path: Path, monkeyp
             results.save_session([row()], here)
     finally:
         (tmp_path / "ro").chmod(0o755)
+
+
+# ---- big histories: linear work -------------------------------------------------------------------------
+
+
+def history(n: int) -> list[ResultRow]:
+    """`n` runs over two groups; every tenth baseline run stopped (passed over, so the notes are non-trivial)."""
+    out = []
+    for i in range(n):
+        variant = ("fp32", "fused_amp", "fused_fp32")[i % 3]
+        status = "stopped" if variant == "fp32" and i % 10 == 0 else "ok"
+        out.append(ResultRow(preset=variant, workload="transformer", variant=variant, device="cuda",
+                             size="default" if i % 2 else "cpu", amp="none", status=status,
+                             summary={"steps": 50 if status == "ok" else 3, "median_ms": 10.0 + i % 7,
+                                      "p10_ms": 9.0, "p90_ms": 18.0, "measured_steps": 40, "warmup": 10}))
+    return out
+
+
+def key_lookups(monkeypatch, n: int) -> int:
+    """How often a row's group (`comparable_key`) is looked at while everything a loaded history needs is made:
+    the saved document (labels, baselines, speed-ups, notes for each run) and the notes of the subtitle."""
+    calls = 0
+    real = ResultRow.comparable_key
+
+    def counted(self):
+        nonlocal calls
+        calls += 1
+        return real.fget(self)
+
+    monkeypatch.setattr(ResultRow, "comparable_key", property(counted))
+    rows = history(n)
+    results.results_document(rows)
+    results.baseline_notes(rows)
+    monkeypatch.setattr(ResultRow, "comparable_key", real)
+    return calls
+
+
+def test_a_big_history_takes_linear_work(monkeypatch):
+    """Timing-free: twice the runs, twice the look-ups (quadratic was 4x: a 2,000-run file took minutes)."""
+    small, big = key_lookups(monkeypatch, 300), key_lookups(monkeypatch, 600)
+    assert big <= 2.1 * small, (small, big)
+    assert small <= 20 * 300  # a few look-ups per run, not one per pair of runs
+
+
+def test_a_note_names_at_most_a_few_passed_over_runs():
+    rows = [ResultRow(preset="fp32", workload="transformer", variant="fp32", device="cuda", size="default",
+                      amp="none", status="stopped", summary={"steps": 3}) for _ in range(8)] + [row("a", "fused_amp")]
+    [note] = results.baseline_notes(rows)
+    assert note.startswith("no speed-up: fp32 run 1 stopped") and note.endswith("; and 3 more passed over")
+    assert note.count("not a baseline") == results.MAX_NOTED
