@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -374,11 +375,59 @@ def test_save_session_falls_back_to_the_user_data_folder(tmp_path: Path, monkeyp
         assert moved.path.parent == tmp_path / "data" / "apextui" == results.fallback_dir()
         assert moved.fallback_reason.startswith(f"cannot write to {here.resolve()}: ")
         assert [r.preset for r in load_results(moved.path)] == ["fp32"]
-        monkeypatch.setenv("XDG_DATA_HOME", str(here / "data"))  # neither can be written: one error names both
+        monkeypatch.setenv("XDG_DATA_HOME", str(here / "data"))  # none can be written: one error names each
+        monkeypatch.setattr(tempfile, "tempdir", str(here))
         with pytest.raises(OSError, match=f"cannot write to {here.resolve()}: .*; nor to {here / 'data'}"):
             results.save_session([row()], here)
     finally:
         (tmp_path / "ro").chmod(0o755)
+
+
+def test_two_saves_in_the_same_second_keep_both_files(tmp_path: Path, monkeypatch):
+    """Two TUIs quitting in one second: the second file gets a new name; a file already there is never replaced."""
+    monkeypatch.setattr(results.time, "strftime", lambda fmt, *a: "20261201-120000" if "%H" in fmt else "x")
+    theirs = tmp_path / "apextui-results-20261201-120000.json"
+    theirs.write_text("another apextui's file\n")
+    first = results.save_session([row(median=1.0)], tmp_path)
+    second = results.save_session([row(median=2.0)], tmp_path)
+    assert theirs.read_text() == "another apextui's file\n"
+    assert (first.path.name, second.path.name) == ("apextui-results-20261201-120000-2.json",
+                                                   "apextui-results-20261201-120000-3.json")
+    assert medians(first.path) == [1.0] and medians(second.path) == [2.0]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary file left
+
+
+def test_write_new_refuses_an_existing_file(tmp_path: Path):
+    target = tmp_path / "f.json"
+    target.write_text("mine")
+    with pytest.raises(FileExistsError):
+        atomic.write_new(target, "yours")
+    assert target.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["f.json"]
+
+
+def test_the_history_save_falls_back_when_its_folder_cannot_be_made(tmp_path: Path, monkeypatch):
+    """$XDG_DATA_HOME a regular file: the runs go to the working folder, and the reason says where not."""
+    from apextui.ui import history as run_history
+
+    (tmp_path / "not-a-dir").write_text("")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "not-a-dir"))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    saved = run_history.save_to_history([row()])
+    assert saved.path.parent.resolve() == work.resolve()
+    assert saved.fallback_reason.startswith("cannot write to ") and "Not a directory" in saved.fallback_reason
+    assert medians(saved.path) == [10.0]
+    work.chmod(0o555)  # nor the working folder: the temporary folder
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    try:
+        if os.access(work, os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        saved = run_history.save_to_history([row()])
+        assert saved.path.parent == tmp_path / "tmp" and "nor to" in saved.fallback_reason
+    finally:
+        work.chmod(0o755)
 
 
 # ---- big histories: linear work -------------------------------------------------------------------------

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from apextui.core.atomic import write_atomic
+from apextui.core.atomic import write_atomic, write_new_numbered
 from apextui.core import files
 from apextui.core.run import events
 from apextui.core.compare import Comparison, baseline_problem, compare, fields, timing_from_summary
@@ -263,21 +264,41 @@ class Saved:
     fallback_reason: str = ""
 
 
-def save_session(rows: Sequence[ResultRow], directory: str | Path, env: Mapping[str, Any] | None = None) -> Saved:
-    """Save to a new results file in `directory`; when that folder cannot be written (read-only, gone, full),
-    to one in `fallback_dir()` instead, so a hang-up in a read-only folder still keeps the runs. Raises
-    OSError only when neither can be written (its message names both)."""
-    directory = Path(directory)
-    try:
-        return Saved(save_results(rows, default_results_path(directory), env))
-    except OSError as exc:
-        why = f"cannot write to {directory.resolve()}: {exc.strerror or exc}"
-    fallback = fallback_dir()
-    try:
-        fallback.mkdir(parents=True, exist_ok=True)
-        return Saved(save_results(rows, default_results_path(fallback), env), why)
-    except OSError as exc:
-        raise OSError(f"{why}; nor to {fallback}: {exc.strerror or exc}") from None
+def save_session(rows: Sequence[ResultRow], directory: str | Path, env: Mapping[str, Any] | None = None,
+                 make: bool = False) -> Saved:
+    """Save to a new results file in `directory` (made first where `make`); when that folder cannot be written
+    (read-only, gone, full, a file in its way), to the next of `fallback_dir()` and the system's temporary
+    folder, so a hang-up in a read-only folder still keeps the runs. The file name is new: a file already
+    there (another apextui's, saved in the same second) is never replaced; the name gets -2, -3... Raises
+    OSError only when no place can be written (its message names each)."""
+    return save_first(rows, [(Path(directory), make), (fallback_dir(), True), (Path(tempfile.gettempdir()), False)],
+                      env)
+
+
+def save_first(rows: Sequence[ResultRow], places: Sequence[tuple[Path, bool]],
+               env: Mapping[str, Any] | None = None) -> Saved:
+    """A new results file in the first of `places` (folder, whether to make it) that can be written; `Saved`
+    says why the ones before it could not."""
+    text = json.dumps(results_document(rows, env), indent=2) + "\n"
+    failed: list[str] = []
+    tried: set[Path] = set()
+    for folder, make in places:
+        try:
+            key = folder.resolve()
+        except (OSError, RuntimeError):
+            key = folder
+        if key in tried:
+            continue
+        tried.add(key)
+        try:
+            if make:
+                folder.mkdir(parents=True, exist_ok=True)
+            path = write_new_numbered(default_results_path(folder), text)
+        except OSError as exc:
+            failed.append(f"{'cannot write to' if not failed else 'nor to'} {key}: {exc.strerror or exc}")
+            continue
+        return Saved(path, "; ".join(failed))
+    raise OSError("; ".join(failed))
 
 
 def load_results(path: str | Path) -> list[ResultRow]:
