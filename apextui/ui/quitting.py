@@ -87,6 +87,9 @@ class Quitting(ResultsActions):
             active.runner.kill("the terminal hung up")
         if self.advice_job is not None:
             self.advice_job.shutdown(0)
+        from ..core.apex.doctor import end_children
+
+        end_children()  # a doctor probe still hanging (a broken Apex import)
 
     def shutdown_runs(self, timeout: float = QUIT_JOIN_S) -> bool:
         """Stop any active run (and advice) and wait up to `timeout` s; True when nothing is left running."""
