@@ -18,6 +18,8 @@ EXIT_USAGE, EXIT_UNAVAILABLE = 2, 3
 
 
 SAMPLE_INTERVAL_RANGE = (0.01, 86400.0)  # seconds
+BASELINE_JSON_ALONE = ("--baseline-json is for a data-parallel run: under torchrun, or with --nproc N --json "
+                       "(see docs/distributed.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -151,7 +153,14 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
         return _error("give --preset or --model, not both", EXIT_USAGE)
     if args.variant is not None and args.model is None:
         return _error("--variant goes with --model FILE.py:FUNC (a preset names its variant itself)", EXIT_USAGE)
+    if args.json and args.load:
+        return _error("--load is for the TUI (it adds saved runs to its table); --json runs one preset", EXIT_USAGE)
     if args.model is not None and args.json:
+        if args.nproc is not None:
+            return _error("--nproc runs presets data-parallel; --model with --json runs in one process: "
+                          "drop --nproc", EXIT_USAGE)
+        if args.baseline_json is not None:
+            return _error(BASELINE_JSON_ALONE, EXIT_USAGE)
         from .model import run_headless
 
         return run_headless(args.model, args.variant, args.device, args.steps, args.sample_interval, args.force)
@@ -204,8 +213,7 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     if dist_env is not None and not args.json:
         return _error("under torchrun apextui runs headless: add --json (rank 0 prints the merged stream)", EXIT_USAGE)
     if args.baseline_json is not None and dist_env is None:
-        return _error("--baseline-json is for a data-parallel run: under torchrun, or with --nproc N --json "
-                      "(see docs/distributed.md)", EXIT_USAGE)
+        return _error(BASELINE_JSON_ALONE, EXIT_USAGE)
     if args.json:
         if preset is None:
             return _error("--json needs --preset NAME (see `apextui list`)", EXIT_USAGE)

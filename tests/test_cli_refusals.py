@@ -1,0 +1,42 @@
+"""Options that do not apply are refused, never silently ignored: one line on stderr and exit 2 (in-process:
+`command.main`, nothing runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from apextui.cli import command as cli
+
+MODEL = "from apextui import ModelSetup\ndef build(small=False):\n    raise AssertionError('never called')\n"
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> str:
+    (tmp_path / "m.py").write_text(MODEL)
+    return f"{tmp_path / 'm.py'}:build"
+
+
+def one_line(capsys) -> str:
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--nproc", "2"], "--nproc runs presets data-parallel; --model with --json runs in one process"),
+    (["--baseline-json", "/nonexistent"], "--baseline-json is for a data-parallel run"),
+    (["--load", "runs.json"], "--load is for the TUI"),
+])
+def test_what_does_not_apply_to_a_model_json_run_is_refused(model, capsys, extra, needle):
+    code = cli.main(["--model", model, "--variant", "fp32", "--json", "--device", "cpu", *extra])
+    assert code == 2
+    assert one_line(capsys).startswith(f"apextui: error: {needle}")
+
+
+def test_load_with_a_preset_json_run_is_refused(capsys):
+    assert cli.main(["--preset", "adamw", "--json", "--device", "cpu", "--load", "x.json"]) == 2
+    assert "--load is for the TUI" in one_line(capsys)
