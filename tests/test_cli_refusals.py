@@ -40,3 +40,25 @@ def test_what_does_not_apply_to_a_model_json_run_is_refused(model, capsys, extra
 def test_load_with_a_preset_json_run_is_refused(capsys):
     assert cli.main(["--preset", "adamw", "--json", "--device", "cpu", "--load", "x.json"]) == 2
     assert "--load is for the TUI" in one_line(capsys)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--steps", "５"], "argument --steps: must be a whole number from 1 to"),  # a full-width digit
+    (["--steps", "1_0"], "argument --steps: must be a whole number from 1 to"),
+    (["--sample-interval", "１"], "argument --sample-interval: must be a number of seconds"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+    (["advise", "--repeats", "x"], "argument --repeats: must be a whole number"),
+])
+def test_usage_errors_are_one_line(capsys, monkeypatch, argv, needle):
+    """argparse's usage block is not printed: one line, exit 2 (even in a 5-column terminal)."""
+    monkeypatch.setenv("COLUMNS", "5")
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2
+    line = one_line(capsys)
+    assert line.startswith("apextui: error: ") and needle in line and line.endswith("--help)")
+
+
+def test_plain_numbers_still_parse():
+    args = cli.build_parser().parse_args(["--steps", " 12 ", "--sample-interval", "2.5e-1"])
+    assert (args.steps, args.sample_interval) == (12, 0.25)

@@ -10,7 +10,7 @@ from typing import Sequence
 
 from . import output
 from ..core.env import DEVICE_CHOICES
-from .argtypes import int_in, seconds_in
+from .argtypes import OneLineParser, int_in, seconds_in
 from ..core.presets import MAX_STEPS
 from ..core.workloads.user_model import ModelSpecError
 
@@ -23,7 +23,7 @@ BASELINE_JSON_ALONE = ("--baseline-json is for a data-parallel run: under torchr
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="apextui",
         description="Measure NVIDIA Apex fused kernels against PyTorch on this machine, live. "
         "Without --json it opens the terminal UI.",
