@@ -62,3 +62,24 @@ def test_usage_errors_are_one_line(capsys, monkeypatch, argv, needle):
 def test_plain_numbers_still_parse():
     args = cli.build_parser().parse_args(["--steps", " 12 ", "--sample-interval", "2.5e-1"])
     assert (args.steps, args.sample_interval) == (12, 0.25)
+
+
+FROZEN = '''
+import torch
+from torch import nn
+from apextui import ModelSetup
+
+def build(small=False):
+    model = nn.Linear(4, 1).requires_grad_(False)
+    return ModelSetup(model=model, make_batch=lambda d, g: (torch.randn(2, 4), torch.randn(2, 1)),
+                      loss_fn=nn.functional.mse_loss)
+'''
+
+
+@pytest.mark.parametrize("argv", [["list", "--model"], ["--variant", "fp32", "--json", "--model"]])
+def test_a_model_with_nothing_to_train_is_a_usage_error(tmp_path, capsys, argv):
+    (tmp_path / "frozen.py").write_text(FROZEN)
+    code = cli.main([*argv, f"{tmp_path / 'frozen.py'}:build", "--device", "cpu"])
+    assert code == 2
+    assert one_line(capsys).endswith("the model has no trainable parameters (none with requires_grad); there is "
+                                     "nothing to train")
