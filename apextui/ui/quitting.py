@@ -34,6 +34,7 @@ class Quitting(ResultsActions):
 
     def start_hangup_watchdog(self) -> None:
         """On mount: the thread that bounds a hang-up (hangup_watchdog.py) even when Textual's shutdown blocks."""
+        self._hangup_rows = self.table.rows_data  # the table's own list: readable from a thread, even unmounted
         self.hangup_watchdog = HangupWatchdog(self.save_after_hangup, self._kill_runs, terminal_fd()).start()
 
     def on_hangup(self) -> None:
@@ -56,29 +57,37 @@ class Quitting(ResultsActions):
         with _hangup_lock:
             if self._hangup_done:
                 return self.hangup_message
-            self._hangup_done = True
-            active = self.active
-            rows = []
-            if active is not None:
-                active.stopping = True
-                active.runner.stop()
-                active.runner.join(QUIT_JOIN_S)
-                final = getattr(active.runner, "result", None)
-                if final is not None and self.active is active:  # its last update is not in the table yet
-                    rows.append(results.row_from_snapshot(final, active.preset, self.probe.device if self.probe
-                                                          else "cpu", self.probe.env if self.probe else None))
-            rows = [r for r in self.table.rows_data if r.source == results.SESSION] + rows  # as w saves
-            if rows:
-                try:
-                    saved = results.save_session(rows, self.save_dir, env=self.probe.env if self.probe else None)
-                except OSError as exc:
-                    self.hangup_message = f"terminal hung up; could not save the results: {exc}"
-                else:
-                    self.hangup_saved = saved.path
-                    why = f"{saved.fallback_reason}; " if saved.fallback_reason else ""
-                    self.hangup_message = (f"terminal hung up; {why}saved {len(rows)} run(s) to "
-                                           f"{saved.path.resolve()}")
+            try:
+                self._save_after_hangup()
+            except Exception as exc:  # noqa: BLE001 - the other caller tries again; the line says what failed
+                self.hangup_message = f"terminal hung up; could not save the results: {type(exc).__name__}: {exc}"
+            else:
+                self._hangup_done = True
             return self.hangup_message
+
+    def _save_after_hangup(self) -> None:
+        active = self.active
+        rows = []
+        if active is not None:
+            active.stopping = True
+            active.runner.stop()
+            active.runner.join(QUIT_JOIN_S)
+            final = getattr(active.runner, "result", None)
+            if final is not None and self.active is active:  # its last update is not in the table yet
+                rows.append(results.row_from_snapshot(final, active.preset, self.probe.device if self.probe
+                                                      else "cpu", self.probe.env if self.probe else None))
+        table_rows = self._hangup_rows if self._hangup_rows is not None else self.table.rows_data
+        rows = [r for r in table_rows if r.source == results.SESSION] + rows  # as w saves
+        if rows:
+            try:
+                saved = results.save_session(rows, self.save_dir, env=self.probe.env if self.probe else None)
+            except OSError as exc:
+                self.hangup_message = f"terminal hung up; could not save the results: {exc}"
+            else:
+                self.hangup_saved = saved.path
+                why = f"{saved.fallback_reason}; " if saved.fallback_reason else ""
+                self.hangup_message = (f"terminal hung up; {why}saved {len(rows)} run(s) to "
+                                       f"{saved.path.resolve()}")
 
     def _kill_runs(self) -> None:
         """The watchdog's last step: end the run's worker at once (its process would stop by itself later)."""
