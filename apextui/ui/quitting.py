@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Any
 
 from ..core import results
@@ -12,6 +13,7 @@ from .hangup_watchdog import EXIT_HANGUP, HangupWatchdog, terminal_fd
 from .results_actions import ResultsActions
 
 QUIT_JOIN_S = 30.0  # how long quitting waits for a stopped run to wind down
+SAVE_RETRY_S = 35.0  # after a hang-up, how long the watchdog keeps trying to save (hangup_watchdog.SAVE_LIMIT_S: 40)
 __all__ = ["EXIT_HANGUP", "QUIT_JOIN_S", "Quitting"]
 _hangup_lock = threading.Lock()  # the loop's SIGHUP handler and the watchdog may both save: one does
 
@@ -35,7 +37,17 @@ class Quitting(ResultsActions):
     def start_hangup_watchdog(self) -> None:
         """On mount: the thread that bounds a hang-up (hangup_watchdog.py) even when Textual's shutdown blocks."""
         self._hangup_rows = self.table.rows_data  # the table's own list: readable from a thread, even unmounted
-        self.hangup_watchdog = HangupWatchdog(self.save_after_hangup, self._kill_runs, terminal_fd()).start()
+        self.hangup_watchdog = HangupWatchdog(self._save_for_watchdog, self._kill_runs, terminal_fd()).start()
+
+    def _save_for_watchdog(self) -> str:
+        """The watchdog's save: returns once the session's runs are saved (by either caller), or after tries
+        up to SAVE_RETRY_S: its forced exit must never come while the other caller is still saving."""
+        deadline = time.monotonic() + SAVE_RETRY_S
+        message = self.save_after_hangup()
+        while not self._hangup_done and time.monotonic() < deadline:
+            time.sleep(0.5)
+            message = self.save_after_hangup()
+        return message
 
     def on_hangup(self) -> None:
         """SIGHUP: the terminal is gone. Stop the run, save every result of the session, exit 129."""
