@@ -172,3 +172,59 @@ def test_second_signal_just_after_start_still_prints_an_end_line(sig, code):
     assert "Traceback" not in err and "Exception ignored" not in err
     last = json.loads(out.splitlines()[-1])
     assert last["event"] == "end" and last["status"] == "stopped"
+
+
+def test_two_signals_during_a_long_c_call_are_both_counted_and_the_second_quits_at_once():
+    """Two SIGINTs 10 ms apart while the main thread is inside one long C call (as importing torch or building
+    a model is): Python would run its handler once, after the call; StopOnSignals counts both and quits then."""
+    script = (
+        "import hashlib, os, signal, sys, threading, time\n"
+        "from apextui.cli.signals import StopOnSignals\n"
+        "def first(s): print('first', s, flush=True)\n"
+        "def again(s): print('again', s, flush=True)\n"
+        "def send():\n"
+        "    time.sleep(0.3); os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(0.01); os.kill(os.getpid(), signal.SIGTERM)\n"
+        "with StopOnSignals(first, again) as sig:\n"
+        "    threading.Thread(target=send).start()\n"
+        "    t0 = time.monotonic()\n"
+        "    hashlib.pbkdf2_hmac('sha256', b'x', b'y', 30_000_000)  # seconds inside C\n"
+        "print('not quit', time.monotonic() - t0, flush=True)\n"
+    )
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=cli_env())
+    took = time.monotonic() - t0
+    assert proc.returncode == 143, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines() == [f"first {int(signal.SIGINT)}", f"again {int(signal.SIGTERM)}"]
+    assert took < 5, took
+
+
+def test_twice_names_the_signals_received():
+    from apextui.cli.signals import StopOnSignals
+
+    s = StopOnSignals(lambda n: None, lambda n: None)
+    s.received = [signal.SIGINT, signal.SIGTERM]
+    assert s.twice() == "interrupted, then terminated (SIGTERM)"
+    s.received = [signal.SIGINT, signal.SIGINT]
+    assert s.twice() == "interrupted twice"
+
+
+@pytest.mark.slow
+def test_two_signals_at_start_up_never_give_an_end_without_a_start():
+    """INT then TERM 10 ms apart at moments through start-up: no JSON at all, or `start` first and one `end`
+    naming both signals; never a traceback."""
+    for delay in (0.2, 0.5, 0.9, 1.4, 2.0):
+        proc = _popen(["--preset", "adamw", "--json", "--steps", "100000", "--device", "cpu"])
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode in (130, 143), (delay, err)
+        assert "Traceback" not in err, (delay, err)
+        events = [json.loads(line) for line in out.splitlines()]
+        if events:
+            assert events[0]["event"] == "start" and events[-1]["event"] == "end", (delay, out)
+            assert [e["event"] for e in events].count("end") == 1
+            if events[-1]["error"] is not None:
+                assert events[-1]["error"] == "interrupted, then terminated (SIGTERM)", (delay, events[-1])

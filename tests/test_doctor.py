@@ -19,9 +19,11 @@ import importlib.util
 import io
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -981,3 +983,32 @@ def test_human_output_colour_only_when_wanted(reports, monkeypatch):
     assert use_color(Tty()) is True and use_color(io.StringIO()) is False
     monkeypatch.setenv("NO_COLOR", "1")
     assert use_color(Tty()) is False and use_color(Tty(), color=True) is True
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_the_hung_probe_child_too(trees, sig):
+    """`apextui doctor` with an Apex whose import hangs, interrupted: it exits (130/143) and its probe child
+    (and the child's process group) is gone, not left running with ppid 1."""
+    import psutil
+
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(trees["apex_hang"]), str(REPO)])}
+    proc = subprocess.Popen([sys.executable, "-m", "apextui", "doctor"], cwd=REPO, env=environ,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, child = time.monotonic() + 60, None
+        while child is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            child = next((c for c in psutil.Process(proc.pid).children()
+                          if any("doctor_child" in part for part in c.cmdline())), None)
+        assert child is not None, "no probe child started"
+        time.sleep(0.5)  # into the hanging import
+        proc.send_signal(sig)
+        assert proc.wait(30) == 128 + sig
+        gone, alive = psutil.wait_procs([child], timeout=5)
+        assert not alive, f"the probe child {child.pid} outlived apextui doctor"
+        assert "Traceback" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -374,8 +375,106 @@ def test_save_session_falls_back_to_the_user_data_folder(tmp_path: Path, monkeyp
         assert moved.path.parent == tmp_path / "data" / "apextui" == results.fallback_dir()
         assert moved.fallback_reason.startswith(f"cannot write to {here.resolve()}: ")
         assert [r.preset for r in load_results(moved.path)] == ["fp32"]
-        monkeypatch.setenv("XDG_DATA_HOME", str(here / "data"))  # neither can be written: one error names both
+        monkeypatch.setenv("XDG_DATA_HOME", str(here / "data"))  # none can be written: one error names each
+        monkeypatch.setattr(tempfile, "tempdir", str(here))
         with pytest.raises(OSError, match=f"cannot write to {here.resolve()}: .*; nor to {here / 'data'}"):
             results.save_session([row()], here)
     finally:
         (tmp_path / "ro").chmod(0o755)
+
+
+def test_two_saves_in_the_same_second_keep_both_files(tmp_path: Path, monkeypatch):
+    """Two TUIs quitting in one second: the second file gets a new name; a file already there is never replaced."""
+    monkeypatch.setattr(results.time, "strftime", lambda fmt, *a: "20261201-120000" if "%H" in fmt else "x")
+    theirs = tmp_path / "apextui-results-20261201-120000.json"
+    theirs.write_text("another apextui's file\n")
+    first = results.save_session([row(median=1.0)], tmp_path)
+    second = results.save_session([row(median=2.0)], tmp_path)
+    assert theirs.read_text() == "another apextui's file\n"
+    assert (first.path.name, second.path.name) == ("apextui-results-20261201-120000-2.json",
+                                                   "apextui-results-20261201-120000-3.json")
+    assert medians(first.path) == [1.0] and medians(second.path) == [2.0]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary file left
+
+
+def test_write_new_refuses_an_existing_file(tmp_path: Path):
+    target = tmp_path / "f.json"
+    target.write_text("mine")
+    with pytest.raises(FileExistsError):
+        atomic.write_new(target, "yours")
+    assert target.read_text() == "mine" and sorted(p.name for p in tmp_path.iterdir()) == ["f.json"]
+
+
+def test_the_history_save_falls_back_when_its_folder_cannot_be_made(tmp_path: Path, monkeypatch):
+    """$XDG_DATA_HOME a regular file: the runs go to the working folder, and the reason says where not."""
+    from apextui.ui import history as run_history
+
+    (tmp_path / "not-a-dir").write_text("")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "not-a-dir"))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    saved = run_history.save_to_history([row()])
+    assert saved.path.parent.resolve() == work.resolve()
+    assert saved.fallback_reason.startswith("cannot write to ") and "Not a directory" in saved.fallback_reason
+    assert medians(saved.path) == [10.0]
+    work.chmod(0o555)  # nor the working folder: the temporary folder
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    try:
+        if os.access(work, os.W_OK):
+            pytest.skip("running as a user who can write anywhere")
+        saved = run_history.save_to_history([row()])
+        assert saved.path.parent == tmp_path / "tmp" and "nor to" in saved.fallback_reason
+    finally:
+        work.chmod(0o755)
+
+
+# ---- big histories: linear work -------------------------------------------------------------------------
+
+
+def history(n: int) -> list[ResultRow]:
+    """`n` runs over two groups; every tenth baseline run stopped (passed over, so the notes are non-trivial)."""
+    out = []
+    for i in range(n):
+        variant = ("fp32", "fused_amp", "fused_fp32")[i % 3]
+        status = "stopped" if variant == "fp32" and i % 10 == 0 else "ok"
+        out.append(ResultRow(preset=variant, workload="transformer", variant=variant, device="cuda",
+                             size="default" if i % 2 else "cpu", amp="none", status=status,
+                             summary={"steps": 50 if status == "ok" else 3, "median_ms": 10.0 + i % 7,
+                                      "p10_ms": 9.0, "p90_ms": 18.0, "measured_steps": 40, "warmup": 10}))
+    return out
+
+
+def key_lookups(monkeypatch, n: int) -> int:
+    """How often a row's group (`comparable_key`) is looked at while everything a loaded history needs is made:
+    the saved document (labels, baselines, speed-ups, notes for each run) and the notes of the subtitle."""
+    calls = 0
+    real = ResultRow.comparable_key
+
+    def counted(self):
+        nonlocal calls
+        calls += 1
+        return real.fget(self)
+
+    monkeypatch.setattr(ResultRow, "comparable_key", property(counted))
+    rows = history(n)
+    results.results_document(rows)
+    results.baseline_notes(rows)
+    monkeypatch.setattr(ResultRow, "comparable_key", real)
+    return calls
+
+
+def test_a_big_history_takes_linear_work(monkeypatch):
+    """Timing-free: twice the runs, twice the look-ups (quadratic was 4x: a 2,000-run file took minutes)."""
+    small, big = key_lookups(monkeypatch, 300), key_lookups(monkeypatch, 600)
+    assert big <= 2.1 * small, (small, big)
+    assert small <= 20 * 300  # a few look-ups per run, not one per pair of runs
+
+
+def test_a_note_names_at_most_a_few_passed_over_runs():
+    rows = [ResultRow(preset="fp32", workload="transformer", variant="fp32", device="cuda", size="default",
+                      amp="none", status="stopped", summary={"steps": 3}) for _ in range(8)] + [row("a", "fused_amp")]
+    [note] = results.baseline_notes(rows)
+    assert note.startswith("no speed-up: fp32 run 1 stopped") and note.endswith("; and 3 more passed over")
+    assert note.count("not a baseline") == results.MAX_NOTED

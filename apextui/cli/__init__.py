@@ -15,7 +15,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The `apextui` command: see `apextui.cli.command.main`. SIGINT/SIGTERM are taken here, before the command's
     modules import, or a Ctrl-C then would be lost (SIGINT inherited ignored) or end as -2 (`early_signals` says
     why). The program (`argv` None) then puts in the handlers for shutdown and keeps them."""
-    from .signals import EXIT_INTERRUPTED, EarlySignal, early_signals, exit_on_late_signals
+    try:  # a Ctrl-C while `signal` itself loads (before any handler of apextui can be in): 130 and one line too
+        from .signals import EXIT_INTERRUPTED, EarlySignal, early_signals, exit_on_late_signals
+    except KeyboardInterrupt:
+        import sys
+
+        try:
+            print("apextui: interrupted", file=sys.stderr, flush=True)
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 130
 
     with early_signals(restore=argv is not None) as early:
         try:

@@ -3,14 +3,31 @@
 from __future__ import annotations
 
 import argparse
-from typing import Callable, TypeVar
+import re
+from typing import Callable, NoReturn, TypeVar
 
 N = TypeVar("N", int, float)
 
 
+PLAIN_NUMBER = re.compile(r"\s*[+-]?[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?\s*|\s*[+-]?\.[0-9]+([eE][+-]?[0-9]+)?\s*")
+PLAIN_INT = re.compile(r"\s*[+-]?[0-9]+\s*")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A usage error is one line, `PROG: error: MESSAGE (see PROG --help)`, and exit 2: argparse's own printed
+    the whole usage block first (7 lines, 16 in a narrow terminal)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog.split()[0]}: error: {message} (see {self.prog} --help)\n")
+
+
 def _number_in(convert: Callable[[str], N], lo: N, hi: N, allowed: str) -> Callable[[str], N]:
+    plain = PLAIN_INT if convert is int else PLAIN_NUMBER
+
     def parse(text: str) -> N:
         try:
+            if not plain.fullmatch(text):  # int() and float() take "１０" and "1_0" too; ASCII digits only
+                raise ValueError(text)
             value = convert(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{allowed}, got {text[:40]!r}") from None

@@ -12,17 +12,19 @@ from typing import Any, Literal, Sequence, cast
 from . import output
 from ..core.env import DEVICE_CHOICES
 from ..core.run.request import RunRequest
-from .argtypes import add_shared_options, seconds_in
+from .argtypes import OneLineParser, add_shared_options, seconds_in
 from ..core.workloads.user_model import ModelSpecError
 
 EXIT_USAGE, EXIT_UNAVAILABLE = 2, 3
 
 
 SAMPLE_INTERVAL_RANGE = (0.01, 86400.0)  # seconds
+BASELINE_JSON_ALONE = ("--baseline-json is for a data-parallel run: under torchrun, or with --nproc N --json "
+                       "(see docs/distributed.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="apextui",
         description="Measure NVIDIA Apex fused kernels against PyTorch on this machine, live. "
         "Without --json it opens the terminal UI.",
@@ -146,7 +148,14 @@ def mode(args: argparse.Namespace, under_torchrun: bool) -> Mode:
         raise UsageError("--variant goes with --model FILE.py:FUNC (a preset names its variant itself)")
     if getattr(args, "config", None) is not None and args.model is None:
         raise UsageError("--config goes with --model FILE.py:FUNC (a preset file takes config = ... itself)")
+    if args.json and getattr(args, "load", None):
+        raise UsageError("--load is for the TUI (it adds saved runs to its table); --json runs one preset")
     if args.model is not None and args.json:
+        if args.nproc is not None:
+            raise UsageError("--nproc runs presets data-parallel; --model with --json runs in one process: "
+                             "drop --nproc")
+        if args.baseline_json is not None:
+            raise UsageError(BASELINE_JSON_ALONE)
         return "model-json"
     if args.nproc is not None:
         if under_torchrun:
@@ -158,8 +167,7 @@ def mode(args: argparse.Namespace, under_torchrun: bool) -> Mode:
     if under_torchrun and not args.json:
         raise UsageError("under torchrun apextui runs headless: add --json (rank 0 prints the merged stream)")
     if args.baseline_json is not None and not under_torchrun:
-        raise UsageError("--baseline-json is for a data-parallel run: under torchrun, or with --nproc N --json "
-                         "(see docs/distributed.md)")
+        raise UsageError(BASELINE_JSON_ALONE)
     if args.json:
         if args.preset is None:
             raise UsageError("--json needs --preset NAME (see `apextui list`)")
@@ -169,6 +177,13 @@ def mode(args: argparse.Namespace, under_torchrun: bool) -> Mode:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "json", False) and getattr(args, "nproc", None) is None:  # --nproc: each rank does this
+        with output.json_stdout():
+            return _dispatch(args, argv)
+    return _dispatch(args, argv)
+
+
+def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     args.argv = list(argv) if argv is not None else sys.argv[1:]  # what --nproc hands every rank
     from ..core.run.distributed import DistEnv
 

@@ -32,6 +32,7 @@ class JsonLinePrinter:
         self.broken = False
         self.failure: output.OutputFailed | None = None
         self._setup_done = False
+        self.started = False  # the `start` line is out (a second signal before it prints no JSON)
         self.last: Snapshot | None = None
 
     def emit(self, *objs: dict[str, Any]) -> None:
@@ -45,6 +46,7 @@ class JsonLinePrinter:
             if any(obj.get("event") == "end" for obj in objs):  # nothing after the end line
                 objs = objs[:next(i for i, obj in enumerate(objs) if obj.get("event") == "end") + 1]
             text = "".join(json.dumps(obj) + "\n" for obj in objs)
+            self.started = self.started or any(obj.get("event") == "start" for obj in objs)
             try:
                 if self.out is None:
                     output.write(text)
@@ -129,14 +131,25 @@ def run(request: RunRequest, avail: Availability | None = None) -> int:
         stop()
 
     def again(signum: int) -> None:
-        end = twice_end(signum)
+        end = twice_end(signum, signals.twice())
+        if not printer.lock.acquire(timeout=1.0):  # held by a stuck write: quit without the end line
+            return
+        try:
+            before_start = not printer.started
+            printer.ended = printer.ended or before_start  # before `start`: no JSON at all, nor a start line later
+        finally:
+            printer.lock.release()
+        if before_start:
+            log(f"{end['error']} before the run started: nothing measured")
+            return
         if printer.last is not None:  # what was measured so far is still reported
             printer.emit(events.end_event(replace(printer.last, status="stopped", new_steps=(), error=end["error"])))
         else:  # before the first snapshot (e.g. while the workload is built): an end line, no figures
             printer.emit(end)
 
-    # handlers first: from the `start` line on, every signal leads to an `end` line
-    with StopOnSignals(first, again) as signals:
+    # handlers first: from the `start` line on, every signal leads to an `end` line; none before it
+    signals = StopOnSignals(first, again)
+    with signals:
         runner = Runner(preset, device, consume, steps=steps, sample_interval=sample_interval)
         if stop_early.is_set():
             runner.stop()

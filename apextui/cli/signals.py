@@ -20,18 +20,41 @@ SIGNAL_WORD: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "te
 
 class StopOnSignals:
     """Within `with`: SIGINT/SIGTERM calls `first(signum)` once, then `again(signum)` and exits with 130 (SIGINT)
-    or 143 (SIGTERM). `count` and `exit_code` (of the latest signal) are kept for the caller."""
+    or 143 (SIGTERM). `count`, `received` (the signals, in order) and `exit_code` (of the latest signal) are kept
+    for the caller; `twice()` words the second signal's error.
+
+    Every delivery counts, and the second quits at once: Python runs its handlers only on the main thread,
+    between bytecodes, and two signals of one kind that come while that thread is inside a long C call (importing
+    torch, building a model) run the handler once, seconds later. So each delivery is read from the signal
+    wakeup fd (one byte per signal, written by the C-level handler) on a thread of its own, which calls
+    `first`/`again`; the Python handler then does nothing. Where no wakeup fd can be set (not the main thread),
+    the Python handler does the work."""
 
     def __init__(self, first: Callable[[int], None], again: Callable[[int], None]) -> None:
         self.first, self.again = first, again
         self.count = 0
+        self.received: list[int] = []
         self.exit_code = EXIT_INTERRUPTED
-        self._previous: dict[int, Any] = {}
+        import threading  # here, not at the top: this module loads before cli.main's first handlers are in
 
-    def _handle(self, signum: int, frame: Any) -> None:
-        self.count += 1
-        self.exit_code = SIGNAL_EXIT.get(signum, EXIT_INTERRUPTED)
-        if self.count == 1:
+        self._previous: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        self._via_fd = False
+        self._old_wakeup = -1
+        self._wake_w = -1
+
+    def twice(self) -> str:
+        """'interrupted twice', or 'interrupted, then terminated (SIGTERM)': the signals received, by name."""
+        words = [SIGNAL_WORD.get(s, "interrupted") for s in self.received[:2]] or ["interrupted"]
+        return f"{words[0]} twice" if len(words) < 2 or words[0] == words[1] else f"{words[0]}, then {words[1]}"
+
+    def _deliver(self, signum: int) -> None:
+        with self._lock:
+            self.received.append(signum)
+            self.count = len(self.received)
+            self.exit_code = SIGNAL_EXIT.get(signum, EXIT_INTERRUPTED)
+            n = self.count
+        if n == 1:
             self.first(signum)
             return
         try:
@@ -39,13 +62,51 @@ class StopOnSignals:
         finally:
             os._exit(self.exit_code)
 
+    def _handle(self, signum: int, frame: Any) -> None:
+        if not self._via_fd:
+            self._deliver(signum)
+
+    def _read(self, fd: int) -> None:
+        try:
+            while data := os.read(fd, 64):
+                for signum in data:
+                    if signum in SIGNAL_EXIT:
+                        self._deliver(signum)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
     def __enter__(self) -> "StopOnSignals":
-        self._previous = {sig: signal.signal(sig, self._handle) for sig in SIGNAL_EXIT}
+        block = getattr(signal, "pthread_sigmask", None)
+        if block is not None:  # signals that come meanwhile wait, then find both the handler and the fd in
+            block(signal.SIG_BLOCK, list(SIGNAL_EXIT))
+        try:
+            self._previous = {sig: signal.signal(sig, self._handle) for sig in SIGNAL_EXIT}
+            try:
+                r, w = os.pipe()
+                os.set_blocking(w, False)
+                self._old_wakeup = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+            except (OSError, ValueError):  # not the main thread
+                pass
+            else:
+                import threading
+
+                self._wake_w, self._via_fd = w, True
+                threading.Thread(target=self._read, args=(r,), name="apextui-signals", daemon=True).start()
+        finally:
+            if block is not None:
+                block(signal.SIG_UNBLOCK, list(SIGNAL_EXIT))
         return self
 
     def __exit__(self, *exc: Any) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
+        if self._wake_w >= 0:
+            signal.set_wakeup_fd(self._old_wakeup)
+            self._via_fd = False
+            os.close(self._wake_w)  # the reader sees the end of the pipe and stops
+            self._wake_w = -1
 
 
 def stop_notice(signum: int, doing: str) -> str:
@@ -55,9 +116,10 @@ def stop_notice(signum: int, doing: str) -> str:
     return f"{SIGNAL_WORD.get(signum, 'interrupted')}: {doing} ({again} to quit at once)"
 
 
-def twice_end(signum: int) -> dict[str, Any]:
-    """The `end` line (docs/json.md) of a run quit by a second signal before it had anything to report."""
-    return {"event": "end", "status": "stopped", "error": f"{SIGNAL_WORD.get(signum, 'interrupted')} twice",
+def twice_end(signum: int, error: str | None = None) -> dict[str, Any]:
+    """The `end` line (docs/json.md) of a run quit by a second signal before it had anything to report; `error`:
+    the signals received, by name (`StopOnSignals.twice`), else the second one's word, twice."""
+    return {"event": "end", "status": "stopped", "error": error or f"{SIGNAL_WORD.get(signum, 'interrupted')} twice",
             "summary": None}
 
 

@@ -30,6 +30,49 @@ def write_atomic(path: str | Path, text: str) -> Path:
     return path
 
 
+MAX_NUMBERED = 1000  # `write_new_numbered`: NAME, NAME-2 ... NAME-1000, then FileExistsError
+
+
+def write_new(path: str | Path, text: str) -> Path:
+    """As `write_atomic`, but never over a file that exists: FileExistsError then (a file of another process,
+    say, whose name came from the same clock second). The complete file appears at once (a hard link of the
+    fsynced temporary file); where links are not allowed, `path` is reserved with O_EXCL and then replaced."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links: reserve the name, then rename over our reservation
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            os.replace(tmp, path)
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+    _fsync_dir(path.parent)
+    return path
+
+
+def write_new_numbered(path: str | Path, text: str) -> Path:
+    """`write_new` at `path`, or where that exists at STEM-2.SUFFIX, STEM-3.SUFFIX...; the path written."""
+    path = Path(path)
+    for n in range(1, MAX_NUMBERED + 1):
+        candidate = path if n == 1 else path.with_name(f"{path.stem}-{n}{path.suffix}")
+        try:
+            return write_new(candidate, text)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{path} and {MAX_NUMBERED - 1} numbered names after it exist already")
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

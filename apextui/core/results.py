@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from apextui.core.atomic import write_atomic
+from apextui.core.atomic import write_atomic, write_new_numbered
 from apextui.core import files
 from apextui.core.run import events
 from apextui.core.compare import Comparison, baseline_problem, compare, fields, timing_from_summary
@@ -122,53 +123,101 @@ def row_from_snapshot(snap: Snapshot, preset: Preset, device: str, env: Mapping[
     )
 
 
-def _baseline_runs(row: ResultRow, rows: Sequence[ResultRow]) -> list[ResultRow]:
-    return [r for r in rows if r.is_baseline and r.comparable_key == row.comparable_key]
+MAX_NOTED = 5  # passed-over baseline runs a note names; more are counted ("and 12 more"), so notes stay short
+
+
+class RunIndex:
+    """Run labels, baselines and passed-over baselines of `rows`, found in one pass: every question about one
+    row is then a dictionary look-up. Why: the table, the saved file and the export ask them of every row, and
+    answering each by scanning `rows` made a history of a few thousand runs take minutes (quadratic)."""
+
+    def __init__(self, rows: Iterable[ResultRow]) -> None:
+        self.rows = list(rows)
+        counts: dict[tuple[str, tuple[str, ...]], int] = {}
+        self._labels: dict[int, str] = {}  # by id(): equal rows are still different runs
+        self._baselines: dict[tuple[str, ...], ResultRow] = {}  # the latest usable baseline run of each group
+        self._skipped: dict[tuple[str, ...], list[tuple[ResultRow, str]]] = {}
+        self._notes: dict[tuple[str, ...], str | None] = {}
+        for r in self.rows:
+            key = r.comparable_key
+            n = counts[(r.preset, key)] = counts.get((r.preset, key), 0) + 1
+            self._labels[id(r)] = f"{r.preset} run {n}"
+            if r.is_baseline:
+                problem = baseline_problem(r.status, r.summary)
+                if problem is None:
+                    self._baselines[key] = r
+                else:
+                    self._skipped.setdefault(key, []).append((r, problem))
+
+    def label(self, row: ResultRow) -> str:
+        """'fp32 run 2': the row's preset and its rank among that preset's comparable runs."""
+        return self._labels[id(row)]
+
+    def baseline(self, row: ResultRow) -> ResultRow | None:
+        """The most recent baseline run comparable with `row` that may be a baseline (`baseline_problem`)."""
+        return self._baselines.get(row.comparable_key)
+
+    def comparison(self, row: ResultRow) -> Comparison | None:
+        """This run against its baseline (`core.compare`: speed-up, interval, verdict); None without one, and
+        None for a failed run: the steps it timed before it failed measure nothing one should act on."""
+        if row.status == "failed":
+            return None
+        base = self.baseline(row)
+        mine = timing_from_summary(row.summary)
+        theirs = timing_from_summary(base.summary) if base is not None else None
+        return compare(mine, theirs) if mine is not None and theirs is not None else None
+
+    def note(self, row: ResultRow) -> str | None:
+        """Which run `row`'s speed-up is against, when another baseline run was passed over, and why:
+        'vs fp32 run 2; fp32 run 1 stopped after 43 steps: not a baseline'. None when nothing was passed over.
+        The same for every row of a group, so made once per group."""
+        key = row.comparable_key
+        if key not in self._notes:
+            skipped = self._skipped.get(key, [])
+            note = None
+            if skipped:
+                why = "; ".join(f"{self.label(r)} {problem}: not a baseline" for r, problem in skipped[:MAX_NOTED])
+                if len(skipped) > MAX_NOTED:
+                    why += f"; and {len(skipped) - MAX_NOTED:,} more passed over"
+                base = self._baselines.get(key)
+                note = f"vs {self.label(base)}; {why}" if base is not None else f"no speed-up: {why}"
+            self._notes[key] = note
+        return self._notes[key]
+
+    def notes(self) -> list[str]:
+        """`note` once per group of comparable runs that has one (for the table's subtitle)."""
+        notes: dict[tuple[str, ...], str] = {}
+        for r in self.rows:
+            if not r.is_baseline and r.comparable_key not in notes:
+                note = self.note(r)
+                if note is not None:
+                    notes[r.comparable_key] = note
+        return list(notes.values())
 
 
 def baseline_row(row: ResultRow, rows: Sequence[ResultRow]) -> ResultRow | None:
-    """The most recent baseline run comparable with `row` that may be a baseline (`baseline_problem`)."""
-    ok = [r for r in _baseline_runs(row, rows) if baseline_problem(r.status, r.summary) is None]
-    return ok[-1] if ok else None
+    """`RunIndex.baseline` for one row (a scan of `rows`: for many rows, make one RunIndex)."""
+    return RunIndex(rows).baseline(row)
 
 
 def comparison(row: ResultRow, rows: Sequence[ResultRow]) -> Comparison | None:
-    """This run against its baseline (`core.compare`: speed-up, interval, verdict); None without one, and
-    None for a failed run: the steps it timed before it failed measure nothing one should act on."""
-    if row.status == "failed":
-        return None
-    base = baseline_row(row, rows)
-    mine = timing_from_summary(row.summary)
-    theirs = timing_from_summary(base.summary) if base is not None else None
-    return compare(mine, theirs) if mine is not None and theirs is not None else None
+    """`RunIndex.comparison` for one row (a scan of `rows`: for many rows, make one RunIndex)."""
+    return RunIndex(rows).comparison(row)
 
 
 def run_label(row: ResultRow, rows: Sequence[ResultRow]) -> str:
-    """'fp32 run 2': the row's preset and its rank among that preset's comparable runs."""
-    same = [r for r in rows if r.preset == row.preset and r.comparable_key == row.comparable_key]
-    return f"{row.preset} run {next(i for i, r in enumerate(same, 1) if r is row)}"
+    """`RunIndex.label` for one row (a scan of `rows`: for many rows, make one RunIndex)."""
+    return RunIndex(rows).label(row)
 
 
 def baseline_note(row: ResultRow, rows: Sequence[ResultRow]) -> str | None:
-    """Which run `row`'s speed-up is against, when another baseline run was passed over, and why:
-    'vs fp32 run 2; fp32 run 1 stopped after 43 steps: not a baseline'. None when nothing was passed over."""
-    skipped = [(r, why) for r in _baseline_runs(row, rows)
-               if (why := baseline_problem(r.status, r.summary)) is not None]
-    if not skipped:
-        return None
-    why = "; ".join(f"{run_label(r, rows)} {problem}: not a baseline" for r, problem in skipped)
-    base = baseline_row(row, rows)
-    return f"vs {run_label(base, rows)}; {why}" if base is not None else f"no speed-up: {why}"
+    """`RunIndex.note` for one row (a scan of `rows`: for many rows, make one RunIndex)."""
+    return RunIndex(rows).note(row)
 
 
 def baseline_notes(rows: Sequence[ResultRow]) -> list[str]:
-    """`baseline_note` once per group of comparable runs that has one (for the table's subtitle)."""
-    notes: dict[tuple[str, ...], str] = {}
-    for r in rows:
-        note = baseline_note(r, rows)
-        if note is not None and not r.is_baseline:
-            notes.setdefault(r.comparable_key, note)
-    return list(notes.values())
+    """`RunIndex.notes` of `rows`."""
+    return RunIndex(rows).notes()
 
 
 # ---- files ------------------------------------------------------------------------------------
@@ -176,22 +225,21 @@ def baseline_notes(rows: Sequence[ResultRow]) -> list[str]:
 
 def results_document(rows: Iterable[ResultRow], env: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The JSON document `save_results` writes (session rows only carry the session env)."""
-    rows = list(rows)
+    index = RunIndex(rows)
     return {
         "kind": RESULTS_KIND,
         "schema": RESULTS_SCHEMA,
         "events_schema": events.SCHEMA_VERSION,
         "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "env": dict(env) if env else None,
-        "runs": [_run_entry(r, rows) for r in rows],
+        "runs": [_run_entry(r, index) for r in index.rows],
     }
 
 
-def _run_entry(row: ResultRow, rows: Sequence[ResultRow]) -> dict[str, Any]:
-    base = baseline_row(row, rows)
-    return dict(row.to_dict(), source=row.source, **fields(comparison(row, rows)),
-                baseline_run=run_label(base, rows) if base is not None else None,
-                baseline_note=baseline_note(row, rows))
+def _run_entry(row: ResultRow, index: RunIndex) -> dict[str, Any]:
+    base = index.baseline(row)
+    return dict(row.to_dict(), source=row.source, **fields(index.comparison(row)),
+                baseline_run=index.label(base) if base is not None else None, baseline_note=index.note(row))
 
 
 def default_results_path(directory: str | Path = ".") -> Path:
@@ -220,21 +268,41 @@ class Saved:
     fallback_reason: str = ""
 
 
-def save_session(rows: Sequence[ResultRow], directory: str | Path, env: Mapping[str, Any] | None = None) -> Saved:
-    """Save to a new results file in `directory`; when that folder cannot be written (read-only, gone, full),
-    to one in `fallback_dir()` instead, so a hang-up in a read-only folder still keeps the runs. Raises
-    OSError only when neither can be written (its message names both)."""
-    directory = Path(directory)
-    try:
-        return Saved(save_results(rows, default_results_path(directory), env))
-    except OSError as exc:
-        why = f"cannot write to {directory.resolve()}: {exc.strerror or exc}"
-    fallback = fallback_dir()
-    try:
-        fallback.mkdir(parents=True, exist_ok=True)
-        return Saved(save_results(rows, default_results_path(fallback), env), why)
-    except OSError as exc:
-        raise OSError(f"{why}; nor to {fallback}: {exc.strerror or exc}") from None
+def save_session(rows: Sequence[ResultRow], directory: str | Path, env: Mapping[str, Any] | None = None,
+                 make: bool = False) -> Saved:
+    """Save to a new results file in `directory` (made first where `make`); when that folder cannot be written
+    (read-only, gone, full, a file in its way), to the next of `fallback_dir()` and the system's temporary
+    folder, so a hang-up in a read-only folder still keeps the runs. The file name is new: a file already
+    there (another apextui's, saved in the same second) is never replaced; the name gets -2, -3... Raises
+    OSError only when no place can be written (its message names each)."""
+    return save_first(rows, [(Path(directory), make), (fallback_dir(), True), (Path(tempfile.gettempdir()), False)],
+                      env)
+
+
+def save_first(rows: Sequence[ResultRow], places: Sequence[tuple[Path, bool]],
+               env: Mapping[str, Any] | None = None) -> Saved:
+    """A new results file in the first of `places` (folder, whether to make it) that can be written; `Saved`
+    says why the ones before it could not."""
+    text = json.dumps(results_document(rows, env), indent=2) + "\n"
+    failed: list[str] = []
+    tried: set[Path] = set()
+    for folder, make in places:
+        try:
+            key = folder.resolve()
+        except (OSError, RuntimeError):
+            key = folder
+        if key in tried:
+            continue
+        tried.add(key)
+        try:
+            if make:
+                folder.mkdir(parents=True, exist_ok=True)
+            path = write_new_numbered(default_results_path(folder), text)
+        except OSError as exc:
+            failed.append(f"{'cannot write to' if not failed else 'nor to'} {key}: {exc.strerror or exc}")
+            continue
+        return Saved(path, "; ".join(failed))
+    raise OSError("; ".join(failed))
 
 
 def load_results(path: str | Path) -> list[ResultRow]:

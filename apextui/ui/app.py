@@ -175,12 +175,15 @@ class ApexTuiApp(RunActions, Quitting, ScreenActions, AppBase):
         self.set_interval(1.0, self._show_advice_measuring)
         # torch (device probe) and the doctor only after the first frame is on screen
         self.call_after_refresh(self._start_probes)
+        self.start_hangup_watchdog()  # a hang-up ends the process even if Textual's shutdown blocks
         try:  # the SSH connection drops: stop the run, save the results, exit
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.on_hangup)
         except (NotImplementedError, RuntimeError, ValueError):  # not on the main thread, or not POSIX
             pass
 
     def on_unmount(self) -> None:
+        if self.hangup_watchdog is not None and not self._hung_up:  # quit: nothing to watch (a hang-up: run_app)
+            self.hangup_watchdog.stop()
         try:
             asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
         except (NotImplementedError, RuntimeError, ValueError):
@@ -347,6 +350,10 @@ def run_app(preset: Preset | None = None, device: str = "auto", steps: int | Non
         app.run()
     finally:
         app.shutdown_runs(QUIT_JOIN_S)  # however the app ended, never leave a run training
+        if app.hangup_watchdog is not None:  # after a hang-up: once its save is done (the watchdog bounds it)
+            app.hangup_watchdog.stop()
         if app.hangup_message:
+            if app.hangup_watchdog is not None:
+                app.hangup_watchdog.reported = True
             _stderr(app.hangup_message)
     return app.return_code or 0

@@ -90,6 +90,9 @@ class AppBase(App[None]):
         self.hangup_message = ""
         self.advice_job: Any = None  # `a`: the advice measuring in the background (screens/advise_screen.py)
         self._hung_up = False
+        self._hangup_done = False  # the session's runs were saved after a hang-up (Quitting.save_after_hangup)
+        self.hangup_watchdog: Any = None  # hangup_watchdog.HangupWatchdog, from mount on
+        self._hangup_rows: list[Any] | None = None  # the comparison table's rows, for a save from another thread
         self.run_logs: list[RunLog] = []  # every run's worker output, for the log screen (o)
         self._saved_session_rows = 0  # session rows already in a results file (w, or the save on quit)
         self.quit_saved: Path | None = None  # where quitting saved the unsaved runs

@@ -17,7 +17,7 @@ from typing import Any
 from apextui.core.atomic import write_atomic
 from apextui.core.compare import format_speedup, from_fields
 
-from ..core.results import ResultRow, baseline_row, results_document
+from ..core.results import ResultRow, RunIndex, results_document
 from . import fmt
 
 CSV_COLUMNS = (
@@ -87,8 +87,9 @@ def _md_row(entry: Mapping[str, Any], is_base: bool) -> tuple[str, ...]:
 def to_markdown(rows: Sequence[ResultRow]) -> str:
     """A GitHub Markdown table of the runs, formatted as the comparison table shows them."""
     lines = ["| " + " | ".join(MD_HEADER) + " |", "| " + " | ".join("---" for _ in MD_HEADER) + " |"]
+    index = RunIndex(rows)
     for row, entry in zip(rows, _entries(rows), strict=True):
-        cells = _md_row(entry, baseline_row(row, rows) is row)
+        cells = _md_row(entry, index.baseline(row) is row)
         lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -8,12 +8,13 @@ No Textual here.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.results import ResultRow, Saved, fallback_dir, save_session
+from ..core.results import ResultRow, Saved, fallback_dir, save_first
 
 PATTERN = "apextui-results-*.json"
 RECENT = 20  # files offered by the load screen
@@ -25,10 +26,11 @@ def history_dir() -> Path:
 
 
 def save_to_history(rows: Sequence[ResultRow], env: Mapping[str, Any] | None = None) -> Saved:
-    """A new results file in `history_dir()` (created if needed); OSError when it cannot be written."""
-    directory = history_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    return save_session(rows, directory, env=env)
+    """A new results file in `history_dir()` (created if needed); where that folder cannot be made or written
+    (e.g. $XDG_DATA_HOME is a file), in the working folder, then the system's temporary folder (`Saved` says
+    why); OSError when none can be written."""
+    return save_first(rows, [(history_dir(), True), (Path("."), False), (Path(tempfile.gettempdir()), False)],
+                      env)
 
 
 @dataclass(frozen=True)

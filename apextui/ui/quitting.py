@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 import asyncio
-import signal
+import threading
+import time
 from typing import Any
 
 from ..core import results
+from .hangup_watchdog import EXIT_HANGUP, HangupWatchdog, terminal_fd
 from .results_actions import ResultsActions
 
 QUIT_JOIN_S = 30.0  # how long quitting waits for a stopped run to wind down
-EXIT_HANGUP = 128 + signal.SIGHUP
+SAVE_RETRY_S = 35.0  # after a hang-up, how long the watchdog keeps trying to save (hangup_watchdog.SAVE_LIMIT_S: 40)
+__all__ = ["EXIT_HANGUP", "QUIT_JOIN_S", "Quitting"]
+_hangup_lock = threading.Lock()  # the loop's SIGHUP handler and the watchdog may both save: one does
 
 
 class Quitting(ResultsActions):
@@ -30,24 +34,62 @@ class Quitting(ResultsActions):
         self.shutdown_runs(0)
         self.exit()
 
+    def start_hangup_watchdog(self) -> None:
+        """On mount: the thread that bounds a hang-up (hangup_watchdog.py) even when Textual's shutdown blocks."""
+        self._hangup_rows = self.table.rows_data  # the table's own list: readable from a thread, even unmounted
+        self.hangup_watchdog = HangupWatchdog(self._save_for_watchdog, self._kill_runs, terminal_fd()).start()
+
+    def _save_for_watchdog(self) -> str:
+        """The watchdog's save: returns once the session's runs are saved (by either caller), or after tries
+        up to SAVE_RETRY_S: its forced exit must never come while the other caller is still saving."""
+        deadline = time.monotonic() + SAVE_RETRY_S
+        message = self.save_after_hangup()
+        while not self._hangup_done and time.monotonic() < deadline:
+            time.sleep(0.5)
+            message = self.save_after_hangup()
+        return message
+
     def on_hangup(self) -> None:
         """SIGHUP: the terminal is gone. Stop the run, save every result of the session, exit 129."""
         if not self._hung_up:
             self._hung_up = True
+            if self.hangup_watchdog is not None:
+                self.hangup_watchdog.trigger()
             asyncio.get_running_loop().create_task(self._save_and_exit_after_hangup())
 
     async def _save_and_exit_after_hangup(self) -> None:
+        await asyncio.to_thread(self.save_after_hangup)
+        self.shutdown_runs(0)
+        self.exit(return_code=EXIT_HANGUP)
+
+    def save_after_hangup(self) -> str:
+        """Stop the active run, wait for it (up to QUIT_JOIN_S), save every result of the session once; the line
+        that says where they went (also in `hangup_message`). From the loop's SIGHUP handler or the watchdog's
+        thread, whichever comes first; the second gets the first's line."""
+        with _hangup_lock:
+            if self._hangup_done:
+                return self.hangup_message
+            try:
+                self._save_after_hangup()
+            except Exception as exc:  # noqa: BLE001 - the other caller tries again; the line says what failed
+                self.hangup_message = f"terminal hung up; could not save the results: {type(exc).__name__}: {exc}"
+            else:
+                self._hangup_done = True
+            return self.hangup_message
+
+    def _save_after_hangup(self) -> None:
         active = self.active
         rows = []
         if active is not None:
             active.stopping = True
             active.runner.stop()
-            await asyncio.to_thread(active.runner.join, QUIT_JOIN_S)
+            active.runner.join(QUIT_JOIN_S)
             final = getattr(active.runner, "result", None)
             if final is not None and self.active is active:  # its last update is not in the table yet
-                rows.append(results.row_from_snapshot(final, active.preset, self.probe.device if self.probe else
-                                                      "cpu", self.probe.env if self.probe else None))
-        rows = [r for r in self.table.rows_data if r.source == results.SESSION] + rows  # as w saves
+                rows.append(results.row_from_snapshot(final, active.preset, self.probe.device if self.probe
+                                                      else "cpu", self.probe.env if self.probe else None))
+        table_rows = self._hangup_rows if self._hangup_rows is not None else self.table.rows_data
+        rows = [r for r in table_rows if r.source == results.SESSION] + rows  # as w saves
         if rows:
             try:
                 saved = results.save_session(rows, self.save_dir, env=self.probe.env if self.probe else None)
@@ -56,9 +98,19 @@ class Quitting(ResultsActions):
             else:
                 self.hangup_saved = saved.path
                 why = f"{saved.fallback_reason}; " if saved.fallback_reason else ""
-                self.hangup_message = f"terminal hung up; {why}saved {len(rows)} run(s) to {saved.path.resolve()}"
-        self.shutdown_runs(0)
-        self.exit(return_code=EXIT_HANGUP)
+                self.hangup_message = (f"terminal hung up; {why}saved {len(rows)} run(s) to "
+                                       f"{saved.path.resolve()}")
+
+    def _kill_runs(self) -> None:
+        """The watchdog's last step: end the run's worker at once (its process would stop by itself later)."""
+        active = self.active
+        if active is not None and hasattr(active.runner, "kill"):
+            active.runner.kill("the terminal hung up")
+        if self.advice_job is not None:
+            self.advice_job.shutdown(0)
+        from ..core.apex.doctor import end_children
+
+        end_children()  # a doctor probe still hanging (a broken Apex import)
 
     def shutdown_runs(self, timeout: float = QUIT_JOIN_S) -> bool:
         """Stop any active run (and advice) and wait up to `timeout` s; True when nothing is left running."""

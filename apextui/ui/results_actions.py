@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from apextui.core.atomic import write_atomic as write_text_atomic
+from apextui.core.atomic import write_new_numbered
 
 from ..core import results
 from . import history
@@ -97,7 +98,7 @@ class ResultsActions(AppBase):
             target = history.history_dir() / path.name
             if path.resolve().parent != target.parent.resolve():
                 target.parent.mkdir(parents=True, exist_ok=True)
-                write_text_atomic(target, path.read_text(encoding="utf-8"))
+                write_new_numbered(target, path.read_text(encoding="utf-8"))  # never over another's file
         except OSError:
             pass
 
@@ -125,7 +126,8 @@ class ResultsActions(AppBase):
             return None
         self.quit_saved = saved.path
         self._saved_session_rows = len(rows)
-        self.hangup_message = f"saved {len(rows)} run(s) of this session to {saved.path.resolve()}"
+        why = f"{saved.fallback_reason}; " if saved.fallback_reason else ""
+        self.hangup_message = f"{why}saved {len(rows)} run(s) of this session to {saved.path.resolve()}"
         return saved.path
 
 

@@ -154,14 +154,28 @@ def find_reusable(env: Mapping[str, Any], workloads: Sequence[str], plans: Seque
             if runnable_then != {x.name for x in p.runnable}:
                 return None, f"which {p.workload} presets can run here changed since"
         chosen = [stored[w] for w in workloads]
-    except (KeyError, TypeError) as exc:
-        return None, f"the stored advice is malformed ({type(exc).__name__}: {exc})"
-    runs = [r for w in chosen for p in w["presets"] for r in p["runs"]]
-    counts = {"total": len(runs), "ok": sum(r["status"] == "ok" and r["median_ms"] is not None for r in runs),
-              "failed": sum(r["status"] == "failed" for r in runs),
-              "stopped": sum(r["status"] == "stopped" for r in runs)}
-    out = dict(doc, workloads=chosen, apex=overall_apex(chosen), runs=counts, reused=True, reused_from=str(path),
-               settings=dict(doc["settings"], workloads=list(workloads)))
-    out["reuse_note"] = f"reused advice {provenance(doc)}, in the same environment"
-    out["trust_note"] = trust_note(out)
+        runs = [r for w in chosen for p in w["presets"] for r in p["runs"]]
+        counts = {"total": len(runs), "ok": sum(r["status"] == "ok" and r["median_ms"] is not None for r in runs),
+                  "failed": sum(r["status"] == "failed" for r in runs),
+                  "stopped": sum(r["status"] == "stopped" for r in runs)}
+        out = dict(doc, workloads=chosen, apex=overall_apex(chosen), runs=counts, reused=True, reused_from=str(path),
+                   settings=dict(doc["settings"], workloads=list(workloads)))
+        out["reuse_note"] = f"reused advice {provenance(doc)}, in the same environment"
+        out["trust_note"] = trust_note(out)
+        _check_renders(out)
+    except Exception as exc:  # noqa: BLE001 - total, as the results loader: a bad store is a note, never a crash
+        return None, f"the stored advice is malformed ({type(exc).__name__}: {files.one_line(exc)}); ignored"
     return out, "reused"
+
+
+def _check_renders(doc: Mapping[str, Any]) -> None:
+    """Stored advice is reused only if it can be shown: its text (which lays out the same view as the TUI's
+    screen, `render.view`) and its JSON. A value of the wrong type (a hand-edited or damaged store) raises
+    here, where `find_reusable` turns it into a note, rather than in the printer."""
+    from .render import format_text
+
+    format_text(doc)
+    model = doc.get("model")
+    if model is not None:  # the CLI's first line (cli/advise.py)
+        f"{model['name']} {model['spec']} {model['params']:,} {model['size']}"
+    json.dumps(doc, allow_nan=False)

@@ -9,16 +9,19 @@ This module imports neither torch nor apex.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import platform
 import queue
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from typing import Any
 from concurrent.futures import ThreadPoolExecutor
 
 from apextui.core.exits import describe_exit
@@ -85,71 +88,107 @@ def _run_child_once(tasks: list[str], cfg: dict, results: dict[str, dict], task_
             proc = subprocess.Popen(
                 [sys.executable, "-I", CHILD_SCRIPT, json.dumps({**cfg, "tasks": tasks})],
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errf,
-                text=True, encoding="utf-8", errors="replace",
+                text=True, encoding="utf-8", errors="replace", start_new_session=True,
             )
         except OSError as exc:
             raise DoctorError(f"cannot start the probe child ({sys.executable}): {exc}") from exc
-        lines: queue.Queue[str | None] = queue.Queue()
-
-        def pump() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        current: str | None = None
-        hello = False
-        outcome = ""
-        while True:
-            limit = max(task_timeout, 120.0) if current in ("torch", "import:torch", None) else task_timeout
-            wait = min(limit, deadline - time.monotonic())
-            try:
-                line = lines.get(timeout=max(wait, 0.01))
-            except queue.Empty:
-                outcome = f"timeout: did not finish within {min(limit, max(wait, 0)):.3g} s"
-                proc.kill()
-                break
-            if line is None:
-                break
-            if not line.startswith(MARK):
-                continue
-            try:
-                event = json.loads(line[len(MARK):])
-            except ValueError:
-                continue
-            if event["ev"] == "hello":
-                hello = True
-            elif event["ev"] == "start":
-                current = event["task"]
-            elif event["ev"] == "done":
-                results[event["task"]] = event["result"]
-                current = None
-            elif event["ev"] == "end":
-                break
+        _live.add(proc)
         try:
-            code = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
+            _watch_child(proc, errf, tasks, results, task_timeout, deadline)
+        finally:  # every way out (Ctrl-C, SIGTERM, an error here): the child and whatever it started end too
+            _end_group(proc)
+            _live.discard(proc)
+
+
+_live: set[subprocess.Popen[str]] = set()  # probe children running now (a daemon thread's is not reaped at exit)
+
+
+def end_children() -> None:
+    """End every probe child still running (at exit, and before a forced exit): a probe in a daemon thread
+    (the TUI's) never reaches its own `finally`, and its child, a session of its own, gets no hang-up."""
+    for proc in list(_live):
+        _end_group(proc)
+
+
+atexit.register(end_children)
+
+
+def _end_group(proc: subprocess.Popen[str]) -> None:
+    """Kill the child's process group (it is a session of its own: `start_new_session`) and reap the child."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _watch_child(proc: subprocess.Popen[str], errf: Any, tasks: list[str], results: dict[str, dict],
+                 task_timeout: float, deadline: float) -> None:
+    """Read the child's events until it ends, hangs past its limit or dies; record what it did."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    current: str | None = None
+    hello = False
+    outcome = ""
+    while True:
+        limit = max(task_timeout, 120.0) if current in ("torch", "import:torch", None) else task_timeout
+        wait = min(limit, deadline - time.monotonic())
+        try:
+            line = lines.get(timeout=max(wait, 0.01))
+        except queue.Empty:
+            outcome = f"timeout: did not finish within {min(limit, max(wait, 0)):.3g} s"
             proc.kill()
-            code = proc.wait()
-        if not hello and not outcome:
-            errf.seek(0)
-            tail = errf.read().decode(errors="replace").strip().splitlines()[-3:]
-            raise DoctorError(f"the probe child exited with {code} before starting: {' | '.join(tail)}")
-        pending = [t for t in tasks if t not in results]
-        if not pending:
-            return
-        victim = current or pending[0]
-        if not outcome:
-            errf.seek(0)
-            tail = errf.read().decode(errors="replace").strip().splitlines()
-            last = tail[-1][:300] if tail else ""
-            outcome = "crashed: " + describe_exit(code, "the interpreter")
-            if last:
-                outcome += f" ({last})"
-        kind, _, message = outcome.partition(": ")
-        results[victim] = {"ok": False, "error_type": kind, "message": message, "missing_name": None,
-                               "fatal": kind}
+            break
+        if line is None:
+            break
+        if not line.startswith(MARK):
+            continue
+        try:
+            event = json.loads(line[len(MARK):])
+        except ValueError:
+            continue
+        if event["ev"] == "hello":
+            hello = True
+        elif event["ev"] == "start":
+            current = event["task"]
+        elif event["ev"] == "done":
+            results[event["task"]] = event["result"]
+            current = None
+        elif event["ev"] == "end":
+            break
+    try:
+        code = proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = proc.wait()
+    if not hello and not outcome:
+        errf.seek(0)
+        tail = errf.read().decode(errors="replace").strip().splitlines()[-3:]
+        raise DoctorError(f"the probe child exited with {code} before starting: {' | '.join(tail)}")
+    pending = [t for t in tasks if t not in results]
+    if not pending:
+        return
+    victim = current or pending[0]
+    if not outcome:
+        errf.seek(0)
+        tail = errf.read().decode(errors="replace").strip().splitlines()
+        last = tail[-1][:300] if tail else ""
+        outcome = "crashed: " + describe_exit(code, "the interpreter")
+        if last:
+            outcome += f" ({last})"
+    kind, _, message = outcome.partition(": ")
+    results[victim] = {"ok": False, "error_type": kind, "message": message, "missing_name": None,
+                           "fatal": kind}
 
 
 def _run_child(tasks: list[str], sys_path: list[str], task_timeout: float, total_timeout: float

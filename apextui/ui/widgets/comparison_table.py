@@ -20,7 +20,7 @@ from textual.widgets import DataTable
 
 from apextui.core.compare import format_speedup
 
-from ...core.results import SESSION, ResultRow, baseline_notes, baseline_row, comparison
+from ...core.results import SESSION, ResultRow, RunIndex
 from .. import fmt
 
 NARROW, NORMAL, WIDE, EXTRA = range(4)
@@ -57,9 +57,10 @@ def columns(level: int) -> tuple[Column, ...]:
     return tuple(c for c in COLUMNS if c.tier <= level)
 
 
-def cells(row: ResultRow, rows: Sequence[ResultRow], source_label: str = "", level: int = WIDE) -> tuple[object, ...]:
-    """The table cells of one row (Rich text) for the columns of tier `level`; `source_label` marks rows loaded
-    from a file. Below WIDE the speed-up drops its interval; narrow, the loss drops its floor."""
+def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = WIDE) -> tuple[object, ...]:
+    """The table cells of one row (Rich text) for the columns of tier `level`; `index`: the table's rows
+    (`RunIndex`, made once per rebuild); `source_label` marks rows loaded from a file. Below WIDE the speed-up
+    drops its interval; narrow, the loss drops its floor."""
     name = Text(row.preset, style="bold" if row.status == "ok" else "dim")
     if row.status != "ok":
         name.append(STATUS_MARK.get(row.status, f" {row.status}"), style="yellow" if row.status == "stopped" else "red")
@@ -68,10 +69,10 @@ def cells(row: ResultRow, rows: Sequence[ResultRow], source_label: str = "", lev
     spread = f"{fmt.ms(row.p10_ms)}–{fmt.ms(row.p90_ms)}" if row.p10_ms is not None else fmt.DASH
     if row.status == "failed":  # no speed-up (`results.comparison`), and never a baseline
         up_text = Text("failed", style="red")
-    elif baseline_row(row, rows) is row:
+    elif index.baseline(row) is row:
         up_text = Text("base", style="dim")
     else:
-        c = comparison(row, rows)
+        c = index.comparison(row)
         up_text = Text(format_speedup(c, level < WIDE), style=VERDICT_STYLE.get(c.verdict, "") if c else "dim")
     if row.final_loss is not None:
         loss = Text(f"{row.final_loss:.3f}")
@@ -171,19 +172,20 @@ class ComparisonTable(DataTable):
         else:
             self.clear()
         files: dict[str, int] = {}
+        index = RunIndex(self.rows_data)
         for i, row in enumerate(self.rows_data):
             label = ""
             if row.source != SESSION:
                 files.setdefault(row.source, len(files) + 1)
                 label = f"f{files[row.source]}"
-            self.add_row(*cells(row, self.rows_data, label, level), key=str(i))
+            self.add_row(*cells(row, index, label, level), key=str(i))
         if self.rows_data:
             self.move_cursor(row=len(self.rows_data) - 1)
-        self._update_subtitle()
+        self._update_subtitle(index)
 
-    def _update_subtitle(self) -> None:
+    def _update_subtitle(self, index: RunIndex | None = None) -> None:
         files = sorted({r.source for r in self.rows_data if r.source != SESSION})
-        notes = baseline_notes(self.rows_data)
+        notes = (index or RunIndex(self.rows_data)).notes()
         if not self.rows_data:
             self.border_subtitle = "finished runs appear here"
         elif files or notes:

@@ -1,0 +1,97 @@
+"""The TUI never outlives its terminal: after a hang-up it saves, then ends within a bounded time, even where
+Textual's own shutdown blocks (hangup_watchdog.py)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color", "OMP_NUM_THREADS": "1"}
+
+
+def test_a_blocked_shutdown_is_ended_after_the_save():
+    """The main thread blocked for good (as in Textual's writer queue): the watchdog saves, then exits 129."""
+    script = (
+        "import sys, time, threading\n"
+        "from apextui.ui.hangup_watchdog import HangupWatchdog\n"
+        "w = HangupWatchdog(lambda: 'terminal hung up; saved 2 run(s) to /x', lambda: print('killed', flush=True),"
+        " None).start()\n"
+        "w.trigger()\n"
+        "threading.Event().wait()  # blocked, as App._shutdown was\n"
+    )
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30, env=ENV)
+    assert proc.returncode == 129, proc.stderr
+    assert time.monotonic() - t0 < 15
+    assert proc.stdout == "killed\n" and "apextui: terminal hung up; saved 2 run(s) to /x" in proc.stderr
+
+
+def _controlling_tty() -> None:  # in the child, after setsid: the pty becomes its controlling terminal
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def _read_until_drawn(fd: int, seconds: float) -> bool:
+    """Drain the TUI's output until it has drawn a screen (a fair amount of output) or `seconds` pass."""
+    got, end = 0, time.monotonic() + seconds
+    while time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                got += len(os.read(fd, 65536))
+            except OSError:
+                return False
+            if got > 20000:
+                return True
+    return got > 0
+
+
+@pytest.mark.slow
+def test_closing_the_terminal_under_load_leaves_no_process(tmp_path):
+    """Three TUIs on real ptys (each its controlling terminal), two CPU burners; the pty's master closes (the
+    terminal window or SSH connection goes away): every TUI and its children are gone within seconds."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    procs, masters = [], []
+    try:
+        for i in range(3):
+            master, slave = pty.openpty()
+            fcntl.ioctl(slave, termios.TIOCSWINSZ, b"\x18\x00\x50\x00\x00\x00\x00\x00")  # 24x80
+            work = tmp_path / str(i)
+            work.mkdir()
+            procs.append(subprocess.Popen([sys.executable, "-m", "apextui", "--device", "cpu"], stdin=slave,
+                                          stdout=slave, stderr=slave, cwd=work, env=ENV, start_new_session=True,
+                                          preexec_fn=_controlling_tty))
+            os.close(slave)
+            masters.append(master)
+        for master in masters:
+            assert _read_until_drawn(master, 60), "the TUI drew nothing"
+        family = {p.pid: [c.pid for c in psutil.Process(p.pid).children(recursive=True)] for p in procs}
+        for master in masters:
+            os.close(master)  # the terminal goes away: the kernel sends SIGHUP to its foreground processes
+        deadline = time.monotonic() + 12
+        for p in procs:
+            p.wait(max(0.1, deadline - time.monotonic()))
+        left = [pid for p in procs for pid in (p.pid, *family[p.pid]) if psutil.pid_exists(pid)
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        time.sleep(1) if left else None  # the worker and the forkserver notice their parent's end
+        left = [pid for pid in left if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        assert left == []
+        assert all(p.returncode in (129, 0) for p in procs), [p.returncode for p in procs]
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
