@@ -30,7 +30,7 @@ from apextui.core.compare import (
     baseline_problem, compare, fields, format_speedup, from_fields, timing_from_runs, timing_from_summary)
 from apextui.core.presets import Preset, load_builtin
 from apextui.core.workloads import spec as registry
-from apextui.bench.headless import run_one
+from apextui.bench.fresh_process import run_one
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from apextui.core.compare import baseline_problem, compare, format_speedup, timing_from_summary
 from apextui.core.presets import load_builtin
-from apextui.bench.headless import run_one
+from apextui.bench.fresh_process import run_one
 
 
 def fmt(value, spec: str = ".3f") -> str:

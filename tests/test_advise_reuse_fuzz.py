@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from apextui.core import advise
-from apextui.core.advise.render import format_text
+from apextui.core.advise.advice_view import format_text
 
 from test_advise import ENV, advisor, cpu_availability
 

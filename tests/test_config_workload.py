@@ -10,7 +10,7 @@ from apextui.core import model_presets as mp
 from apextui.core.config.point import NAMED, parse
 from apextui.core.workloads.marker import NoMark
 from apextui.core.workloads.builders import build
-from apextui.core.workloads.model import ModelWorkload
+from apextui.core.workloads.model_workload import ModelWorkload
 
 SOURCE = '''
 import torch

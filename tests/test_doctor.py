@@ -38,7 +38,7 @@ from apextui.core.availability import availability
 from apextui.core.apex.doctor import run_doctor
 from apextui.core.apex.doctor_env import format_cudnn, probe_nvcc, probe_nvml
 from apextui.core.apex.doctor_report import ApexInfo, Environment, ExtensionStatus
-from apextui.cli.doctor import print_human, render_lines, use_color
+from apextui.cli.doctor_command import print_human, render_lines, use_color
 
 REPO = Path(__file__).resolve().parents[1]
 UNDEFINED = ("/opt/venv/lib/python3.11/site-packages/amp_C.cpython-311-x86_64-linux-gnu.so: "
@@ -346,7 +346,7 @@ def cli(*args: str, pythonpath: Path | None = None, **env: str) -> subprocess.Co
 
 
 HAS_APEXTUI_CLI = (REPO / "apextui" / "cli" / "command.py").exists() and (REPO / "apextui" / "__main__.py").exists()
-DOCTOR_JSON = ("apextui", "doctor", "--json") if HAS_APEXTUI_CLI else ("apextui.cli.doctor", "--json")
+DOCTOR_JSON = ("apextui", "doctor", "--json") if HAS_APEXTUI_CLI else ("apextui.cli.doctor_command", "--json")
 
 
 @pytest.fixture(scope="module")
@@ -370,7 +370,7 @@ def probes(trees):
     if not CLI_SKIP:
         for name in ("pyramid", "python_only", "broken"):
             jobs[f"cli:{name}"] = (cli, DOCTOR_JSON, {"pythonpath": trees[name]})
-        jobs["cli:human"] = (cli, ("apextui.cli.doctor",), {"pythonpath": trees["python_only"], "NO_COLOR": "1",
+        jobs["cli:human"] = (cli, ("apextui.cli.doctor_command",), {"pythonpath": trees["python_only"], "NO_COLOR": "1",
                                                              "CUDA_HOME": str(trees["python_only"] / "no-cuda")})
     # the real torch (a CPU build on the development machine) with CUDA_HOME at an nvcc whose banner is not UTF-8
     cuda_home = build_fake_cuda_home(trees["python_only"].parent / "c\u00fcda-home")
@@ -897,7 +897,7 @@ def test_cudnn_version_format():
 
 
 def test_doctor_module_imports_neither_torch_nor_textual():
-    code = ("import sys, apextui.core.apex.doctor, apextui.cli.doctor; "
+    code = ("import sys, apextui.core.apex.doctor, apextui.cli.doctor_command; "
             "print([m for m in ('torch', 'textual', 'apex') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "[]"

@@ -13,7 +13,7 @@ from ui_fakes import gpu_report  # noqa: E402
 
 from apextui.core.availability import availability  # noqa: E402
 from apextui.core.presets import resolve  # noqa: E402
-from apextui.core.apex.render import render_lines  # noqa: E402
+from apextui.core.apex.doctor_lines import render_lines  # noqa: E402
 
 LONG = "fused_weight_gradient_mlp_cuda_and_more_x"  # 41 characters: past the old 34-column field
 

@@ -17,7 +17,7 @@ import pytest
 from nvml_fakes import fake_nvml
 
 from apextui.core.apex.doctor import run_doctor
-from apextui.core.apex.render import render_lines
+from apextui.core.apex.doctor_lines import render_lines
 from apextui.core.monitor.topology import matrix, probe_topology
 
 

@@ -12,10 +12,10 @@ CHECK = r"""
 import io, sys, contextlib
 import apextui.core.presets, apextui.core.run.runner, apextui.core.run.events, apextui.core.monitor.sampler
 import apextui.core.availability, apextui.core.env, apextui.core.apex.doctor, apextui.core.workloads
-import apextui.cli.command, apextui.cli.headless
+import apextui.cli.command, apextui.cli.json_run
 assert "textual" not in sys.modules, "importing the core loaded textual"
 from apextui.core.presets import resolve
-from apextui.cli import headless
+from apextui.cli import json_run as headless
 from apextui.core.run.request import RunRequest
 out = io.StringIO()
 with contextlib.redirect_stdout(out):

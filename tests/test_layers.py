@@ -32,7 +32,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("workloads.spec",),  # the registry: every workload and variant declared once
     ("analysis",),  # work models, ceilings, the GPU-busy profile, the bottleneck
     ("monitor", "env", "compare", "workloads.marker", "run.failure", "run.summary"),  # leaves the layers above share
-    ("fmt", "files", "atomic", "exits"),
+    ("number_format", "files", "atomic", "exits"),
 )
 
 

@@ -54,7 +54,7 @@ def test_a_preset_that_fits_or_unknown_free_memory_is_not_refused(monkeypatch):
 
 @pytest.mark.slow
 def test_headless_refuses_before_building_and_force_overrides(monkeypatch, capsys):
-    from apextui.cli import headless
+    from apextui.cli import json_run as headless
     from apextui.core.run.request import RunRequest
 
     monkeypatch.setattr(memory, "free_bytes", lambda device: 1)  # nothing fits

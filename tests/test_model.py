@@ -17,10 +17,10 @@ import apextui
 from apextui.core import model_presets as mp
 from apextui.core.presets import PresetError, parse
 from apextui.core.workloads.marker import NoMark
-from apextui.core.workloads import model as model_mod
+from apextui.core.workloads import model_workload as model_mod
 from apextui.core.workloads import user_model
 from apextui.core.config.point import NAMED
-from apextui.core.workloads.model import PARITY_STEPS, ModelWorkload
+from apextui.core.workloads.model_workload import PARITY_STEPS, ModelWorkload
 from apextui.core.workloads.spec import MODEL
 from helpers import ROOT
 

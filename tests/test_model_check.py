@@ -14,9 +14,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from apextui.core import model_presets as mp
-from apextui.core.workloads import model as model_mod
+from apextui.core.workloads import model_workload as model_mod
 from apextui.core.workloads import norm_swap
-from apextui.core.workloads.model import ModelWorkload, UserCodeError
+from apextui.core.workloads.model_workload import ModelWorkload, UserCodeError
 from helpers import ROOT, json_lines, run_cli
 
 GPT = str(ROOT / "examples" / "gpt.py") + ":build"

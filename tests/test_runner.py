@@ -170,7 +170,7 @@ def test_fast_steps_cost_the_monitor_one_interval_a_block(monkeypatch):
     import math
 
     from apextui.core.run.timing import MIN_BLOCKS, CpuClock
-    from apextui.cli.headless import JsonLinePrinter
+    from apextui.cli.json_run import JsonLinePrinter
 
     import types
 

@@ -31,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
 from apextui.core.presets import BASELINES, PresetError, resolve
-from apextui.ui import fmt
+from apextui.ui import widget_format as fmt
 from apextui.ui.app import make_app
 from apextui.ui.keys import highlight_preset
 

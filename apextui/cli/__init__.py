@@ -2,7 +2,7 @@
 signals.
 
 `main` is the console-script entry point (`apextui.cli:main`); it imports the command only when called, so that
-importing one front end (`apextui.cli.headless`) does not load the others."""
+importing one front end (`apextui.cli.json_run`) does not load the others."""
 
 from __future__ import annotations
 

@@ -172,7 +172,7 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
         from ..core.config.point import BASELINE
         from ..core.model_presets import config_preset
         from ..core.workloads.user_model import ModelSpecError
-        from .model import config_of, model_for_advice, usage
+        from .model_option import config_of, model_for_advice, usage
 
         got = model_for_advice(model, device, args.reuse)
         if isinstance(got, int):

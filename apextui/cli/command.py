@@ -198,7 +198,7 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     except UsageError as exc:
         return _error(str(exc), EXIT_USAGE)
     if what == "list-model":
-        from .model import cmd_list as cmd_list_model
+        from .model_option import cmd_list as cmd_list_model
 
         return cmd_list_model(args.model, args.json, args.device)
     if what == "list":
@@ -208,11 +208,11 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
 
         return run_advise(args)
     if what == "doctor":
-        from .doctor import run as run_doctor
+        from .doctor_command import run as run_doctor
 
         return run_doctor(as_json=args.json)
     if what == "model-json":
-        from .model import run_headless
+        from .model_option import run_headless
 
         return run_headless(args.model, args.variant, args.device, args.steps, args.sample_interval, args.force,
                             config=args.config)
@@ -227,8 +227,8 @@ def _run(what: Mode, args: argparse.Namespace, dist_env: Any) -> int:
 
     model_presets, preset = [], None
     if args.model is not None:  # the TUI: the model's variants join the picker; its code runs in the worker only
-        from .model import presets as model_presets_for
-        from .model import usage, variant_preset
+        from .model_option import presets as model_presets_for
+        from .model_option import usage, variant_preset
 
         try:
             model_presets = model_presets_for(args.model)
@@ -246,7 +246,7 @@ def _run(what: Mode, args: argparse.Namespace, dist_env: Any) -> int:
     spec = preset.model if preset is not None and preset.model is not None else args.model
     if spec is not None:
         from ..core.workloads.user_model import check_static
-        from .model import usage
+        from .model_option import usage
 
         try:  # its file, syntax and function (without running it): usage errors before the TUI or the run
             check_static(spec)
@@ -269,11 +269,11 @@ def _run(what: Mode, args: argparse.Namespace, dist_env: Any) -> int:
         return run_app(preset=preset, device=args.device, steps=args.steps, sample_interval=args.sample_interval,
                        load=args.load, extra=model_presets, nproc=args.nproc)
     assert preset is not None  # mode(): json and torchrun-json have --preset
-    from . import headless
+    from . import json_run as headless
 
     request = RunRequest(preset, args.device, args.steps, args.sample_interval, args.force, args.baseline_json)
     if preset.model is not None:  # a preset file naming your model
-        from .model import run_preset
+        from .model_option import run_preset
 
         return run_preset(request)
     try:
@@ -284,7 +284,7 @@ def _run(what: Mode, args: argparse.Namespace, dist_env: Any) -> int:
                                  "reason": str(exc), "fix": "use --device auto or --device cpu"}) + "\n")
         return EXIT_UNAVAILABLE
     if what == "torchrun-json":
-        from . import distributed
+        from . import torchrun as distributed
 
         return distributed.run(replace(request, device=device), dist_env)
     return headless.run(replace(request, device=device))

@@ -8,7 +8,7 @@ one pending `RunUpdated` message; the app redraws the live numbers at most every
 Nothing here imports torch on the UI thread: the device probe (which does) and
 the Apex doctor run in background threads started after the first paint.
 
-The app is `AppBase` (app_base.py: settings, state, panes) with one mixin per subject: run_control.py
+The app is `AppBase` (app_base.py: settings, state, panes) with one mixin per subject: run_actions.py
 (start, follow, stop a run), results_actions.py (save, load, export, run history), quitting.py (quit,
 hang-up), screen_actions.py (the screens behind a, d, ?, i, o, ctrl+p, and the p screenshot).
 
@@ -46,7 +46,7 @@ from .doctor_view import ReportProvider, default_report_provider
 from .messages import DoctorFailed, DoctorReady, ProbeDone, ProbeFailed
 from .probe import EXIT_UNAVAILABLE, ProbeFn, probe_environment
 from .quitting import EXIT_HANGUP, QUIT_JOIN_S, Quitting
-from .run_control import MAX_RUN_LOGS, STOPPED_WHILE_COMPILING, RunActions
+from .run_actions import MAX_RUN_LOGS, STOPPED_WHILE_COMPILING, RunActions
 from .screen_actions import ScreenActions
 from .widgets.comparison_table import ComparisonTable
 from .widgets.key_footer import KeyFooter

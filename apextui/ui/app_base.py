@@ -1,6 +1,6 @@
 """The state every part of the app shares: its settings, the run in progress, the panes, the toasts.
 
-`ApexTuiApp` (app.py) is this class plus one mixin per subject (run_control.py, results_actions.py,
+`ApexTuiApp` (app.py) is this class plus one mixin per subject (run_actions.py, results_actions.py,
 quitting.py, screen_actions.py); they all subclass `AppBase`, so each sees the same attributes, typed.
 """
 

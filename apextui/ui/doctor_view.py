@@ -13,7 +13,7 @@ from typing import Any
 from rich.text import Text
 
 from apextui.core.apex.doctor_report import DoctorReport
-from apextui.core.apex.render import STATUS_STYLE, render_lines
+from apextui.core.apex.doctor_lines import STATUS_STYLE, render_lines
 
 # The report as the UI receives it: the doctor's own `DoctorReport`, or a dict of its `to_dict()` shape (a
 # test's injected report, or one read back from JSON). Everything here reads it through `as_dict`.
@@ -75,7 +75,7 @@ def problems_line(report: Mapping[str, Any]) -> Text:
 
 
 def full_report_lines(report: DoctorLike) -> list[Text]:
-    """The doctor's own human rendering (`apextui.core.apex.render`, as `apextui doctor` prints it), as Rich
+    """The doctor's own human rendering (`apextui.core.apex.doctor_lines`, as `apextui doctor` prints it), as Rich
     text lines."""
     if isinstance(report, DoctorReport):
         try:

@@ -18,7 +18,7 @@ from apextui.core.atomic import write_atomic
 from apextui.core.compare import format_speedup, from_fields
 
 from ..core.results import ResultRow, RunIndex, results_document
-from . import fmt
+from . import widget_format as fmt
 
 CSV_COLUMNS = (
     "preset", "workload", "variant", "baseline", "device", "size", "amp", "status", "steps", "measured_steps",

@@ -22,7 +22,7 @@ from apextui.core.results import (
     save_results,
 )
 from apextui.core.run import events
-from apextui.ui import doctor_view, fmt
+from apextui.ui import doctor_view, widget_format as fmt
 from apextui.ui.bridge import Downsampled, LossAverage, RunBridge
 from apextui.ui.messages import RunUpdated
 

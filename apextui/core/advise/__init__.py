@@ -49,11 +49,11 @@ from ..compare import NOISE_FLOOR, NOISE_RULE
 from .cache import advice_file, apex_fingerprint, environment, find_reusable, load_store, store
 from .decide import apex_verdict, overall_apex, verdict
 from .document import document
-from .model import CACHE_FILE, CACHE_VERSION, DEFAULT_REPEATS, DEFAULT_STEPS, KIND, LOSS_CHECKED, LOSS_RULE, \
+from .records import CACHE_FILE, CACHE_VERSION, DEFAULT_REPEATS, DEFAULT_STEPS, KIND, LOSS_CHECKED, LOSS_RULE, \
     LOSS_TOLERANCE, MAX_REPEATS, RUN_JOIN_S, SCHEMA, AdviceError, AdviceStatus, ApexStatus, ApexVerdict, \
     MachineApexStatus, Measurement, PresetStatus, RunResult, RunStatus, WorkloadStatus, WorkloadVerdict, versus
 from .planning import AvailabilityFn, WorkloadPlan, parse_workloads, plan
-from .render import AdviceView, PresetRow, WorkloadView, format_text, text_lines, view
+from .advice_view import AdviceView, PresetRow, WorkloadView, format_text, text_lines, view
 from .run import Advisor, Progress, ProgressFn, RunnerFactory, run_advice
 from .wording import not_measured_text, provenance, roofline_text, trust_note
 

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 from .. import files
 from ..atomic import write_atomic
 from .decide import overall_apex
-from .model import CACHE_FILE, CACHE_VERSION, KIND, SCHEMA
+from .records import CACHE_FILE, CACHE_VERSION, KIND, SCHEMA
 from .planning import WorkloadPlan
 from .wording import provenance, trust_note
 
@@ -172,7 +172,7 @@ def _check_renders(doc: Mapping[str, Any]) -> None:
     """Stored advice is reused only if it can be shown: its text (which lays out the same view as the TUI's
     screen, `render.view`) and its JSON. A value of the wrong type (a hand-edited or damaged store) raises
     here, where `find_reusable` turns it into a note, rather than in the printer."""
-    from .render import format_text
+    from .advice_view import format_text
 
     format_text(doc)
     model = doc.get("model")

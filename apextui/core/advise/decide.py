@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..presets import BASELINES
 from . import wording
-from .model import LOSS_CHECKED, LOSS_TOLERANCE, ApexStatus, ApexVerdict, MachineApexStatus, Measurement, \
+from .records import LOSS_CHECKED, LOSS_TOLERANCE, ApexStatus, ApexVerdict, MachineApexStatus, Measurement, \
     WorkloadStatus, WorkloadVerdict, _round, versus
 
 

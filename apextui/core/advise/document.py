@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 
 from ..compare import NOISE_FLOOR, NOISE_RULE
 from .decide import overall_apex
-from .model import KIND, LOSS_RULE, LOSS_TOLERANCE, SCHEMA, WorkloadVerdict
+from .records import KIND, LOSS_RULE, LOSS_TOLERANCE, SCHEMA, WorkloadVerdict
 from .wording import trust_note
 
 

@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..presets import BASELINES, Preset
 from ..workloads.spec import SHIPPED, WORKLOADS
-from .model import AdviceError, Measurement
+from .records import AdviceError, Measurement
 
 
 @dataclass(frozen=True)

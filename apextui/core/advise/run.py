@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
 
-from ..fmt import ms as _ms
+from ..number_format import ms as _ms
 from ..presets import Preset
 from ..run.handle import RunnerFactory
 from ..run.runner import thread_runner_factory
@@ -16,7 +16,7 @@ from ..workloads.spec import WORKLOADS
 from .cache import environment, find_reusable
 from .decide import verdict
 from .document import document
-from .model import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, RUN_JOIN_S, AdviceError, Measurement, RunResult, \
+from .records import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, RUN_JOIN_S, AdviceError, Measurement, RunResult, \
     WorkloadVerdict
 from .planning import AvailabilityFn, WorkloadPlan, parse_workloads, plan
 

@@ -7,9 +7,9 @@ import time
 from typing import Any, Mapping, Sequence
 
 from ..compare import NOISE_FLOOR, Comparison, format_speedup
-from ..fmt import ms as _ms
-from ..fmt import pct as _pct
-from .model import DEFAULT_STEPS, LOSS_TOLERANCE, ApexVerdict, MachineApexStatus, Measurement, WorkloadStatus, \
+from ..number_format import ms as _ms
+from ..number_format import pct as _pct
+from .records import DEFAULT_STEPS, LOSS_TOLERANCE, ApexVerdict, MachineApexStatus, Measurement, WorkloadStatus, \
     WorkloadVerdict, versus
 
 

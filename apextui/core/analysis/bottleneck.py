@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
-from ..fmt import pct as _pct
+from ..number_format import pct as _pct
 from .ceilings import Ceilings
 from .work import Primary, Scope, Work
 

@@ -5,7 +5,7 @@ Why one registry: the model workload used to know eleven named single changes (`
 of them could be measured (bf16 autocast + fused AdamW + torch.compile, the answer on real models). Now a
 configuration is a point with one value per axis (`point.Config`); the named variants are points. Adding a
 value is one `Value` below (and, where it is a new kind of change, its construction in
-`workloads/model.py`, its snippet line in `snippet.py`).
+`workloads/model_workload.py`, its snippet line in `snippet.py`).
 
 Availability reuses the checks apextui already has: `needs.CHECKS` (torch.compile, CUDA graphs,
 CUDA) and `apex.check.check_features` (Apex kernels), plus two of this module's own for fp8 (an importable

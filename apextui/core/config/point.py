@@ -79,7 +79,7 @@ class Config:
 
     @property
     def optimizer_kind(self) -> str:
-        """The name `workloads.model.make_optimizer` takes."""
+        """The name `workloads.model_workload.make_optimizer` takes."""
         return {"adamw": "adamw", "foreach": "adamw_foreach", "fused": "adamw_fused",
                 "apex": "fused_adam"}[self.optimizer]
 

@@ -1,7 +1,7 @@
 """The engine of a data-parallel run (torchrun): rank 0's `Collector` merges every rank's step records into one
 stream of snapshots, the other ranks' `Reporter` sends theirs to it through the rendezvous store, and
 `DataParallelRuns` is a `RunnerFactory` for a sequence of such runs in one process group (`apextui advise` under
-torchrun). The front end (cli/distributed.py) parses, prints and picks exit codes; how the ranks stop together:
+torchrun). The front end (cli/torchrun.py) parses, prints and picks exit codes; how the ranks stop together:
 core/run/distributed.py and docs/distributed.md."""
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ def _build_transformer(preset: Preset, device: str, size: Mapping[str, int], ste
 
 
 def _build_model(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
-    from .model import ModelWorkload
+    from .model_workload import ModelWorkload
 
     if preset.model is None:
         raise ValueError(f"preset {preset.name!r} has workload 'model' but names no model")

@@ -26,9 +26,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, ProgressBar, Static
 
 from apextui.core.advise import DEFAULT_REPEATS, Advisor, Progress, store
-from apextui.core.advise.render import AdviceView, view
+from apextui.core.advise.advice_view import AdviceView, view
 
-from .. import fmt
+from .. import widget_format as fmt
 
 POLL_S = 0.25  # how often the screen looks at the job
 FINISHED_LINES = 200  # finished-run lines kept for the screen
@@ -210,7 +210,7 @@ def render_lines(lines: Sequence[str]) -> Text:
 
 def render_doc(v: AdviceView) -> Text:
     """The verdict per workload with its evidence, and the Apex line: the TUI's layout of the one view of the
-    advice (`core.advise.render.view`, which the CLI's text lays out too)."""
+    advice (`core.advise.advice_view.view`, which the CLI's text lays out too)."""
     t = Text()
     style = {"worth_it": "bold green", "mixed": "bold yellow", "not_worth_it": "bold", "not_measurable": "yellow"}
     t.append("Apex here: ", style="bold")

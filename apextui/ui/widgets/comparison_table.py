@@ -21,7 +21,7 @@ from textual.widgets import DataTable
 from apextui.core.compare import format_speedup
 
 from ...core.results import SESSION, ResultRow, RunIndex
-from .. import fmt
+from .. import widget_format as fmt
 
 NARROW, NORMAL, WIDE, EXTRA = range(4)
 NORMAL_WIDTH = 76  # table widths (columns) from which each tier applies: 80 columns of terminal are NORMAL

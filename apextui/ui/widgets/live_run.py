@@ -18,7 +18,7 @@ from apextui.core.availability import Availability
 from apextui.core.presets import Preset
 from apextui.core.run.runner import RunInfo
 
-from .. import fmt
+from .. import widget_format as fmt
 from ..bridge import RunView
 from .axis_chart import AxisChart
 

@@ -14,7 +14,7 @@ from textual.widgets import Static
 
 from apextui.core.monitor.sampler import MonitorReading
 
-from .. import fmt
+from .. import widget_format as fmt
 from .gpu_row import IN_USE, GpuRow
 from .metric_cell import MetricCell
 

@@ -20,7 +20,7 @@ from ..core.run import events
 from ..core.run.distributed import Channel, Coordinator, DistEnv, Group
 from ..core.run.data_parallel import MAX_GRACE_S, Collector, Reporter, data_parallel_problem, log
 from ..core.run.runner import Runner, run_steps, warmup_steps
-from .headless import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, JsonLinePrinter
+from .json_run import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, JsonLinePrinter
 from .signals import StopOnSignals, stop_notice, twice_end
 
 def read_baseline(path: str, preset: Preset, device: str) -> dict[str, Any]:

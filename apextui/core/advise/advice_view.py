@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
 from ..compare import NOISE_RULE, format_speedup, from_fields
-from ..fmt import DASH
-from ..fmt import ms as _ms
-from .model import AdviceStatus, ApexStatus, MachineApexStatus, PresetStatus, WorkloadStatus
+from ..number_format import DASH
+from ..number_format import ms as _ms
+from .records import AdviceStatus, ApexStatus, MachineApexStatus, PresetStatus, WorkloadStatus
 from .wording import not_measured_text, provenance, roofline_text, trust_note
 
 RowKind = Literal["measured", "unavailable", "not_measured"]

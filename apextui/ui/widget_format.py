@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from apextui.core.fmt import DASH, ms
-from apextui.core.fmt import finite as _finite
+from apextui.core.number_format import DASH, ms
+from apextui.core.number_format import finite as _finite
 
 __all__ = ["DASH", "ms", "si"]
 

@@ -94,7 +94,7 @@ def run_preset(request: RunRequest) -> int:
     from ..core import model_presets as mp
     from ..core.env import DeviceUnavailable, resolve_device
     from ..core.workloads import user_model
-    from . import headless
+    from . import json_run as headless
 
     spec = preset.model
     assert spec is not None, "run_preset takes a preset of the user's model"  # its callers check preset.model
@@ -155,7 +155,7 @@ def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
     lines = [f"model {facts.name} ({spec}) on {device}: {facts.params:,} trainable parameters at its {size}, "
              f"{facts.norms} norm{'s' if facts.norms != 1 else ''} Apex could swap ({norms})", ""]
     if facts.frozen:
-        from ..core.workloads.model import ALL_FROZEN
+        from ..core.workloads.model_workload import ALL_FROZEN
 
         lines[-1:] = [f"warning: {ALL_FROZEN}: every variant fails at set-up", ""]
     width = max(len(r["variant"]) for r in rows)

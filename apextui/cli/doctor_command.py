@@ -9,7 +9,7 @@ import sys
 from typing import TextIO
 
 from apextui.core.apex.doctor import DoctorReport, run_doctor
-from apextui.core.apex.render import Segment, render_lines  # noqa: F401 - Segment: re-exported for callers
+from apextui.core.apex.doctor_lines import Segment, render_lines  # noqa: F401 - Segment: re-exported for callers
 
 def use_color(stream: TextIO, color: bool | None = None) -> bool:
     """Colour when asked, else only on a terminal without NO_COLOR (https://no-color.org) or TERM=dumb."""
