@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import random
 import sys
 import time
@@ -253,8 +254,12 @@ def test_fp16_grad_scaler_divergence_really_happens_and_fails():
     final, snaps = run(preset("torch_amp", amp="fp16", lr=1e30), steps=2000)
     assert final.info.uses_grad_scaler
     assert final.status == "failed", final.error
-    assert f"GradScaler skipped {MAX_CONSECUTIVE_SKIPS} steps in a row (steps 2-{MAX_CONSECUTIVE_SKIPS + 1}" \
-        in final.error, final.error
+    # the scale is read once a timing block (1 to a few steps on a loaded CPU): the run stops at the limit or
+    # within a block after it, and the error counts the skips it saw
+    found = re.search(r"GradScaler skipped (\d+) steps in a row \(steps 2-(\d+)", final.error)
+    assert found is not None, final.error
+    skipped, last = int(found.group(1)), int(found.group(2))
+    assert MAX_CONSECUTIVE_SKIPS <= skipped <= MAX_CONSECUTIVE_SKIPS + 8 and last == skipped + 1, final.error
     assert final.skipped_steps >= MAX_CONSECUTIVE_SKIPS and final.loss_scale <= 65536.0 / 2**MAX_CONSECUTIVE_SKIPS
     assert final.steps_done < 2000
 

@@ -154,10 +154,6 @@ def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
     norms = (facts.norm_report or {}).get("summary") or f"{facts.norms} norms"
     lines = [f"model {facts.name} ({spec}) on {device}: {facts.params:,} trainable parameters at its {size}, "
              f"{facts.norms} norm{'s' if facts.norms != 1 else ''} Apex could swap ({norms})", ""]
-    if facts.frozen:
-        from ..core.workloads.model_workload import ALL_FROZEN
-
-        lines[-1:] = [f"warning: {ALL_FROZEN}: every variant fails at set-up", ""]
     width = max(len(r["variant"]) for r in rows)
     for r in rows:
         mark = "available" if r["available"] else f"unavailable: {r['reason']}"

@@ -5,6 +5,7 @@ KeyboardInterrupt, so nothing is interrupted half-way."""
 from __future__ import annotations
 
 import _thread
+import atexit
 import os
 import sys
 import signal
@@ -192,3 +193,10 @@ def exit_on_late_signals() -> None:
 
     for sig in SIGNAL_EXIT:
         signal.signal(sig, _handle)
+    block = getattr(signal, "pthread_sigmask", None)
+    if block is not None:
+        # the last thing Python does before its C-level finalization is run the atexit callbacks (this one first:
+        # they run last-registered first, and those left are quick); the finalization then puts the default
+        # handlers back, and a signal landing in it (tens of ms with torch loaded) would end the process by that
+        # signal (-15) instead of with the code main returned. Blocked, it stays pending and dies with the process.
+        atexit.register(block, signal.SIG_BLOCK, set(SIGNAL_EXIT))

@@ -8,17 +8,31 @@ import tempfile
 from pathlib import Path
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write `text` to a temporary file in the same folder, flush and fsync it, give it the usual file mode,
-    rename it over `path`, then fsync the folder. The exception of a failure propagates."""
-    path = Path(path)
+def _written_temp(path: Path, text: str) -> str:
+    """A temporary file beside `path` holding `text`, flushed, fsynced and given the usual file mode (mkstemp
+    makes it 0600); removed again if writing it fails."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; a saved file gets the usual mode
+        os.chmod(tmp, 0o666 & ~_umask())
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return tmp
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write `text` to a temporary file in the same folder, flush and fsync it, give it the usual file mode,
+    rename it over `path`, then fsync the folder. The exception of a failure propagates."""
+    path = Path(path)
+    tmp = _written_temp(path, text)
+    try:
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -38,13 +52,8 @@ def write_new(path: str | Path, text: str) -> Path:
     say, whose name came from the same clock second). The complete file appears at once (a hard link of the
     fsynced temporary file); where links are not allowed, `path` is reserved with O_EXCL and then replaced."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = _written_temp(path, text)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())
         try:
             os.link(tmp, path)
         except FileExistsError:

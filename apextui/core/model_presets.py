@@ -38,11 +38,6 @@ class ModelFacts:
     norm_report: dict[str, Any] = field(default_factory=dict)  # the norm finder's record (`NormReport.as_dict`)
     unavailable_norms: str = ""  # why the norm swap does not apply (names the classes seen), "" where it does
 
-    @property
-    def frozen(self) -> bool:
-        """Every parameter frozen: nothing to train (a run fails at set-up, and `list` says so)."""
-        return self.params == 0
-
 
 def preset_name(spec: str, variant: str) -> str:
     """'gpt:build/bf16', 'gpt:build/bf16+fused+compile': the model's short name and the configuration's label
@@ -109,5 +104,5 @@ def model_availability(preset: Preset, device: str, facts: ModelFacts | None = N
 def describe(facts: ModelFacts) -> dict[str, Any]:
     """The model's JSON description (list, advise)."""
     return {"spec": facts.spec, "name": facts.name, "params": facts.params, "norms": facts.norms,
-            "norm_finder": facts.norm_report or None, "frozen": facts.frozen,
+            "norm_finder": facts.norm_report or None,
             "size": "small" if facts.small else "full"}

@@ -23,6 +23,10 @@ EXIT_HANGUP = 128 + signal.SIGHUP
 EXIT_GRACE_S = 3.0  # after the save: how long the normal shutdown may take before the process is ended
 SAVE_LIMIT_S = 40.0  # the save waits for a stopped run up to QUIT_JOIN_S (30 s); past this, exit regardless
 POLL_MS = 500
+# held by a hang-up's save (the loop's SIGHUP handler or the watchdog's thread, whichever comes first) and by the
+# loop while a finished run moves from "active" into the comparison table: the save sees it in one place or the
+# other, never in neither (it was lost so, 2 hang-ups in 4) nor in both
+HANGUP_SAVE_LOCK = threading.Lock()
 
 
 class HangupWatchdog:
@@ -58,6 +62,8 @@ class HangupWatchdog:
         self._wake.set()
         if fired:
             self.saved.wait(SAVE_LIMIT_S)
+        elif self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(1.0)  # it returns at once: an app that ended leaves no thread behind
 
     def _terminal_gone(self) -> bool:
         if self.tty_fd is None:

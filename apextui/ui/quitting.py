@@ -4,18 +4,16 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from typing import Any
 
 from ..core import results
-from .hangup_watchdog import EXIT_HANGUP, HangupWatchdog, terminal_fd
+from .hangup_watchdog import EXIT_HANGUP, HANGUP_SAVE_LOCK, HangupWatchdog, terminal_fd
 from .results_actions import ResultsActions
 
 QUIT_JOIN_S = 30.0  # how long quitting waits for a stopped run to wind down
 SAVE_RETRY_S = 35.0  # after a hang-up, how long the watchdog keeps trying to save (hangup_watchdog.SAVE_LIMIT_S: 40)
 __all__ = ["EXIT_HANGUP", "QUIT_JOIN_S", "Quitting"]
-_hangup_lock = threading.Lock()  # the loop's SIGHUP handler and the watchdog may both save: one does
 
 
 class Quitting(ResultsActions):
@@ -66,7 +64,7 @@ class Quitting(ResultsActions):
         """Stop the active run, wait for it (up to QUIT_JOIN_S), save every result of the session once; the line
         that says where they went (also in `hangup_message`). From the loop's SIGHUP handler or the watchdog's
         thread, whichever comes first; the second gets the first's line."""
-        with _hangup_lock:
+        with HANGUP_SAVE_LOCK:
             if self._hangup_done:
                 return self.hangup_message
             try:

@@ -11,6 +11,7 @@ import time
 from ..core import results
 from .app_base import ActiveRun, AppBase
 from .bridge import RunBridge, RunView
+from .hangup_watchdog import HANGUP_SAVE_LOCK
 from .messages import RunUpdated
 from .run_log import RunLog
 from .widgets.monitor_panel import MonitorPanel
@@ -159,13 +160,15 @@ class RunActions(AppBase):
                 timer.stop()
         self._poll_timer = self._render_timer = self._spark_timer = None
         active.bridge.close()
-        self.active = None
         if self.run_logs:
             self.run_logs[-1].drain()  # the worker may delete its log now: read the rest first
         snap = view.snapshot
         device = self.probe.device if self.probe else "cpu"
         env = self.probe.env if self.probe else None
-        self.table.add_result(results.row_from_snapshot(snap, active.preset, device, env))
+        row = results.row_from_snapshot(snap, active.preset, device, env)
+        with HANGUP_SAVE_LOCK:  # a hang-up's save finds the run as active or in the table
+            self.table.add_result(row)
+            self.active = None
         if snap.status == "failed":
             self.notify(f"{active.preset.name} failed: {snap.error}", severity="error", timeout=10, markup=False)
         self.refresh_bindings()

@@ -50,8 +50,6 @@ SWAP_TOLERANCE = 1e-4  # relative difference of the first batch's fp32 loss befo
 CHECK_SEED_OFFSET = 2  # the check's random stream: torch seeded with seed + this before fp32's and the variant's steps
 NO_LOSS = ("the model returned an output whose loss is None (a Hugging Face model computes its loss only when the "
            "batch has labels): give make_batch a `labels` entry, or a loss_fn")
-ALL_FROZEN = ("every parameter of the model is frozen (requires_grad=False): there is nothing to train; unfreeze "
-              "the ones to train (e.g. model.requires_grad_(True)) before returning the ModelSetup")
 
 class UserCodeError(RuntimeError):
     """The user's function, `make_batch`, model or loss raised, or gave something unusable: a run-time
@@ -142,8 +140,6 @@ class ModelWorkload(Workload):
         self.setup = setup
         self.model = setup.model.to(device)
         self.model.train()
-        if not any(p.requires_grad for p in self.model.parameters()):
-            raise UserCodeError(ALL_FROZEN)
         self._check_seed = seed + CHECK_SEED_OFFSET
         self.lr = float(setup.lr) if setup.lr is not None else lr
         self.batches = self._make_batches(seed)

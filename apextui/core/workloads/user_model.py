@@ -255,8 +255,9 @@ def check_setup(result: Any, spec: str) -> None:
         raise ModelSpecError(f"--model {spec!r}: ModelSetup.model is a {type(result.model).__name__}; it must be a "
                              "torch.nn.Module")
     if not any(p.requires_grad for p in result.model.parameters()):  # the optimizer would refuse it mid-set-up
-        raise ModelSpecError(f"--model {spec!r}: the model has no trainable parameters (none with requires_grad); "
-                             "there is nothing to train")
+        raise ModelSpecError(f"--model {spec!r}: every parameter of the model is frozen (requires_grad=False): there "
+                             "is nothing to train; unfreeze the ones to train (e.g. model.requires_grad_(True)) "
+                             "before returning the ModelSetup")
     if not callable(result.make_batch):
         raise ModelSpecError(f"--model {spec!r}: ModelSetup.make_batch is not callable; give a function "
                              "(device, generator) -> batch")
