@@ -81,5 +81,5 @@ def test_a_model_with_nothing_to_train_is_a_usage_error(tmp_path, capsys, argv):
     (tmp_path / "frozen.py").write_text(FROZEN)
     code = cli.main([*argv, f"{tmp_path / 'frozen.py'}:build", "--device", "cpu"])
     assert code == 2
-    assert one_line(capsys).endswith("the model has no trainable parameters (none with requires_grad); there is "
-                                     "nothing to train")
+    assert "every parameter of the model is frozen (requires_grad=False): there is nothing to train" in \
+        one_line(capsys)
