@@ -24,14 +24,6 @@ GPT = str(ROOT / "examples" / "gpt.py") + ":build"
 LLAMA = str(ROOT / "examples" / "llama.py") + ":build"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
-
-
 def model_file(tmp_path, body: str, name: str = "m.py") -> str:
     f = tmp_path / name
     f.write_text("import torch\nfrom torch import nn\nfrom torch.nn import functional as F\n"

@@ -19,12 +19,16 @@ def _written_temp(path: Path, text: str) -> str:
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _unlink_quietly(tmp)
         raise
     return tmp
+
+
+def _unlink_quietly(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
 
 
 def write_atomic(path: str | Path, text: str) -> Path:
@@ -35,10 +39,7 @@ def write_atomic(path: str | Path, text: str) -> Path:
     try:
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _unlink_quietly(tmp)
         raise
     _fsync_dir(path.parent)
     return path
@@ -62,10 +63,7 @@ def write_new(path: str | Path, text: str) -> Path:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             os.replace(tmp, path)
     finally:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _unlink_quietly(tmp)
     _fsync_dir(path.parent)
     return path
 
