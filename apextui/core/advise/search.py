@@ -158,8 +158,9 @@ class Search:
 
     def __init__(self, measure: Measure, budget_s: float, *, available: Available | None = None,
                  clock: Callable[[], float] = time.monotonic, on_progress: Callable[[str], None] | None = None,
-                 final_rounds: int = FINAL_ROUNDS) -> None:
+                 final_rounds: int = FINAL_ROUNDS, workload: str = "model") -> None:
         self.measure, self.budget_s, self.clock = measure, float(budget_s), clock
+        self.workload = workload  # the values it tries are those this workload builds (`axes.Value.workloads`)
         self.available = available
         self.on_progress = on_progress
         self.final_rounds = final_rounds
@@ -231,7 +232,7 @@ class Search:
             r.stopped_by = "baseline failed"
             r.spent_s = self.spent
             return r
-        singles = single_changes(BASELINE)
+        singles = single_changes(BASELINE, self.workload)
         eager = [c for c in singles if c.compile == "none"]
         stopped_by = self._singles(eager)
         r.best_single = self._fastest([c for c in singles if self._ok(c)])
@@ -299,7 +300,8 @@ class Search:
         (from the cheapest compile's measured cost) not to fit is left for the budget to say."""
         base = current
         first_cost: float | None = None
-        for v in sorted((v for v in axis("compile").values if v.name != "none"), key=lambda v: v.setup_cost):
+        for v in sorted((v for v in axis("compile").values_for(self.workload) if v.name != "none"),
+                       key=lambda v: v.setup_cost):
             cand = base.with_("compile", v.name)
             if self._tried(cand):
                 continue
@@ -328,7 +330,7 @@ class Search:
         moved = True
         while moved:
             moved = False
-            cands = [current.with_(ax.name, v.name) for ax in AXES for v in ax.values
+            cands = [current.with_(ax.name, v.name) for ax in AXES for v in ax.values_for(self.workload)
                      if v.name != getattr(current, ax.name) and (ax.name, v.name) not in failed]
             cands = [c for c in cands if not self._tried(c)]
             cands.sort(key=lambda c: min(rank(a, getattr(c, a)) for a in AXIS_NAMES
@@ -348,7 +350,7 @@ class Search:
         """The winner so far, the runner-up (the fastest other point), the best single change, fp32."""
         others = [t.config for t in self.result.trials if t.config != current and self._ok(t.config)]
         runner = self._fastest([c for c in others if c != BASELINE])
-        single = self._fastest([c for c in single_changes(BASELINE) if self._ok(c)])
+        single = self._fastest([c for c in single_changes(BASELINE, self.workload) if self._ok(c)])
         out: list[Config] = []
         for c in (current, runner, single, BASELINE):
             if c is not None and c not in out and self._ok(c):
