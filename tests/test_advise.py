@@ -484,7 +484,7 @@ def check_schema(doc: dict) -> None:
         assert w["within_noise"] in (None, True, False) and isinstance(w["verdict"], str)
         assert isinstance(w["tied"], list) and isinstance(w["flags"], list) and isinstance(w["notes"], list)
         assert set(w["apex"]) == {"status", "text", "best_apex", "best_apex_ms", "best_torch", "best_torch_ms",
-                                  "speedup", "difference", "noise_threshold", "reason"}
+                                  "speedup", "difference", "noise_threshold", "reason", "torch_choice"}
         for p in w["presets"]:
             assert p["status"] in ("ok", "failed", "stopped", "unavailable", "not_run")
             for k in ("median_ms", "median_low_ms", "median_high_ms", "p10_ms", "p90_ms", "spread",

@@ -13,7 +13,7 @@ import sys
 from typing import Any, Sequence
 
 from .argtypes import add_shared_options, int_in, seconds_in
-from ..core.advise.search import DEFAULT_BUDGET_S, SEARCH_STEPS
+from ..core.advise.search import DEFAULT_BUDGET_S
 from ..core.advise import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, AdviceError, parse_workloads
 from ..core.workloads.spec import SHIPPED
 from .signals import EXIT_INTERRUPTED, StopOnSignals, stop_notice
@@ -85,10 +85,7 @@ def _output(doc: dict[str, Any], as_json: bool) -> bool:
     head = (f"model {model['name']} ({model['spec']}): {model['params']:,} parameters at its "
             f"{'CPU size' if model['size'] == 'small' else 'full size'}"
             f"{f'; norms: {norms}' if norms else ''}\n") if model else ""
-    from ..core.advise.answer import answer_text
-
-    found = answer_text(doc)
-    return _print(head + format_text(doc) + ("\n" + found if found else ""))
+    return _print(head + format_text(doc))
 
 
 class ProgressPrinter:
@@ -188,8 +185,6 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
                 model_presets.append(config_preset(model, point))
         else:
             search_budget = budget if budget is not None else DEFAULT_BUDGET_S[device]
-            if args.steps is None:
-                args.steps = SEARCH_STEPS[device]
         presets = [*presets, *model_presets]
         workloads = (*(args.workloads or ()), "model")
     try:
@@ -277,7 +272,8 @@ def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:
         try:
             advisor = Advisor(device, steps=args.steps, repeats=args.repeats or DEFAULT_REPEATS,
                               workloads=args.workloads, presets=presets, runner_factory=factory,
-                              availability_fn=available, on_progress=ProgressPrinter() if rank0 else None)
+                              availability_fn=available, on_progress=ProgressPrinter() if rank0 else None,
+                              data_parallel=True)
         except AdviceError as exc:
             if rank0:
                 log(f"error: {exc}")

@@ -13,9 +13,10 @@ H200, autotuning several), so the search spends compiles only where they can win
 4. coordinate ascent around the best point: every untried neighbour (values whose single change helped
    most first; values whose single change failed are not tried), moving only when faster by the one
    noise rule (`compare.compare`); a pass without a move ends it;
-5. interleaved repeats (A B C D, D C B A) of the top candidates (the winner, the runner-up, the best
-   single change, fp32), so that the final comparison is measured side by side; the winner is the
-   fastest of them over all its runs.
+5. interleaved repeats (A B C D, D C B A) of the top candidates (the best point so far, the runner-up, the
+   best single change, fp32), so that the final comparison is measured side by side; the winner is the
+   advice's one decision (`choice.choose`) over every point that ran: the fastest, unless within noise of
+   fp32 (then fp32), and an Apex point only where it is faster beyond noise than the fastest torch-only one.
 
 A point that fails to run or fails the correctness check is excluded and reported with its reason. The
 budget (seconds, on `clock`) is checked before each run: ascent stops early enough to leave room for one
@@ -34,6 +35,7 @@ from typing import Any, Callable, Literal, Mapping
 from ..compare import Comparison, Timing, compare, fields, timing_from_runs
 from ..config.axes import AXES, AXIS_NAMES, axis
 from ..config.point import BASELINE, Config, single_changes
+from .choice import choose
 
 TrialStatus = Literal["ok", "failed", "check_failed", "unavailable"]
 Phase = Literal["baseline", "single", "ascent", "repeat"]
@@ -222,6 +224,10 @@ class Search:
         return self._stopped or self.spent + reserve >= self.budget_s
 
     # ---- the search --------------------------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        return self._t0 != 0.0
+
     def run(self) -> SearchResult:
         """Baseline; every eager single change; the best eager values combined; each compile mode on the best
         point so far (cheapest set-up first); coordinate ascent around the best point while the budget lasts;
@@ -253,9 +259,12 @@ class Search:
             order = top if k % 2 else tuple(reversed(top))  # the ascent ended on the winner: start with the others
             for c in order:
                 self._run("repeat", c, f"interleaved repeat {k + 1}/{self.final_rounds} of the top candidates")
+        # the winner by the advice's one decision (choice.choose), over every point that ran ok, as the verdict
+        # on the same runs decides: never a point within noise of fp32, nor Apex where torch is as fast
+        ok = list(dict.fromkeys(t.config for t in r.trials if self._ok(t.config)))
+        r.winner = choose(ok, r.timing, lambda c: bool(c.needs_apex), BASELINE).recommended or current
         ranked = sorted((c for c in top if self._ok(c)), key=lambda c: self.result.timing(c).median_ms)  # type: ignore[union-attr]
-        r.winner = ranked[0] if ranked else current
-        r.runner_up = next((c for c in ranked[1:] if c != BASELINE), None)
+        r.runner_up = next((c for c in ranked if c not in (BASELINE, r.winner)), None)
         r.spent_s = self.spent
         return r
 
