@@ -720,7 +720,8 @@ def test_one_verdict_per_workload_and_every_line_derived_from_it():
     better). Now: adamw_fused within noise of adamw, so every line says adamw; the data-parallel presets are
     not run on one device; the transformer's answer is its recommended preset's point."""
     transformer = [p for p in load_builtin() if p.workload == "transformer"]
-    script = {"adamw": [36.6, 36.6], "adamw_fused": [36.2, 36.3], "adamw_capturable_graph": [40.0, 40.0], "fp32": [10.0, 10.0], "torch_amp": [6.0, 6.0],
+    script = {"adamw": [36.6, 36.6], "adamw_fused": [36.2, 36.3], "adamw_capturable_graph": [40.0, 40.0],
+              "fp32": [10.0, 10.0], "torch_amp": [6.0, 6.0],
               "torch_compile": [4.0, 4.0], "torch_compile_cg": [4.05, 4.05], "torch_compile_graph": [5.0, 5.0]}
     a, engine = advisor(script, workloads=("optimizer", "transformer"),
                         presets=[*optimizer_presets(), *transformer], availability_fn=cpu_availability)

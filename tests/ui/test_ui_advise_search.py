@@ -15,21 +15,12 @@ from apextui.core.model_presets import presets_for
 from apextui.core.presets import load_builtin
 from apextui.core.run.runner import thread_runner_factory
 from apextui.ui.screens.advise_screen import AdviseScreen, open_advice
+from helpers import TINY_MODEL
 
 pytestmark = pytest.mark.asyncio
 
 SIZE = (110, 40)
-TINY = '''
-import torch
-from torch import nn
-from apextui import ModelSetup
-
-def build(small=False):
-    return ModelSetup(model=nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 1)),
-                      make_batch=lambda d, g: (torch.randn(2, 4, device=d, generator=g),
-                                               torch.randn(2, 1, device=d, generator=g)),
-                      loss_fn=nn.functional.mse_loss)
-'''
+TINY = TINY_MODEL
 
 
 def status(app) -> str:
