@@ -13,7 +13,7 @@ import sys
 from typing import Any, Sequence
 
 from .argtypes import add_shared_options, int_in, seconds_in
-from ..core.advise.search import DEFAULT_BUDGET_S
+from ..core.advise.search import DEFAULT_BUDGET_S, SEARCH_STEPS
 from ..core.advise import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, AdviceError, parse_workloads
 from ..core.workloads.spec import SHIPPED
 from .signals import EXIT_INTERRUPTED, StopOnSignals, stop_notice
@@ -37,8 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the advice as one JSON document")
     add_shared_options(
         parser, device_help="auto (default): CUDA when present, else CPU at the presets' small size",
-        steps_help=f"steps a run (default {DEFAULT_STEPS['cuda']} on CUDA, {DEFAULT_STEPS['cpu']} on CPU)",
-        model_help="advise on your own model: every variant of it (docs/your-model.md)",
+        steps_help=f"steps a run (default {DEFAULT_STEPS['cuda']} on CUDA, {DEFAULT_STEPS['cpu']} on CPU; a search "
+                   f"with --model: {SEARCH_STEPS['cuda']} and {SEARCH_STEPS['cpu']})",
+        model_help="advise on your own model: a search of its configurations (docs/your-model.md)",
         nproc_help="advise for a data-parallel run on N ranks of this machine (through torchrun's API; "
                    "docs/distributed.md)")
     parser.add_argument("--repeats", type=int_in(1, MAX_REPEATS), metavar="R",
