@@ -316,6 +316,9 @@ def render_head(job: AdviceJob, v: AdviceView) -> Text:
     if v.reused:
         head.append(v.reuse_note, style="cyan")
         head.append("  · r measures again", style="dim")
+    elif v.answer:  # the model's search: it makes its own repeats
+        head.append(f"measured {v.measured_at} on {v.device}: a configuration search, {v.runs_ok} of "
+                    f"{v.runs_total} runs ok, {v.steps} steps a run, in {v.elapsed_s:.0f} s")
     else:
         head.append(f"measured {v.measured_at} on {v.device}: {v.runs_ok} of {v.runs_total} runs ok, "
                     f"{v.repeats} repeat(s) × {v.steps} steps, in {v.elapsed_s:.0f} s")
