@@ -29,3 +29,17 @@ def json_lines(stdout: str) -> list[dict]:
     lines = [line for line in stdout.splitlines()]
     assert lines, "no output on stdout"
     return [json.loads(line) for line in lines]
+
+
+# the smallest model of the model workload's tests: a Linear, a LayerNorm, a Linear on random batches
+TINY_MODEL = '''
+import torch
+from torch import nn
+from apextui import ModelSetup
+
+def build(small=False):
+    return ModelSetup(model=nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 1)),
+                      make_batch=lambda d, g: (torch.randn(2, 4, device=d, generator=g),
+                                               torch.randn(2, 1, device=d, generator=g)),
+                      loss_fn=nn.functional.mse_loss)
+'''

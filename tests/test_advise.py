@@ -484,7 +484,7 @@ def check_schema(doc: dict) -> None:
         assert w["within_noise"] in (None, True, False) and isinstance(w["verdict"], str)
         assert isinstance(w["tied"], list) and isinstance(w["flags"], list) and isinstance(w["notes"], list)
         assert set(w["apex"]) == {"status", "text", "best_apex", "best_apex_ms", "best_torch", "best_torch_ms",
-                                  "speedup", "difference", "noise_threshold", "reason"}
+                                  "speedup", "difference", "noise_threshold", "reason", "torch_choice"}
         for p in w["presets"]:
             assert p["status"] in ("ok", "failed", "stopped", "unavailable", "not_run")
             for k in ("median_ms", "median_low_ms", "median_high_ms", "p10_ms", "p90_ms", "spread",
@@ -711,3 +711,51 @@ def test_cli_reused_advice_says_how_it_was_measured_and_flags_too_few_steps(monk
     rc = advise_cli.main(["--workloads", "optimizer", "--device", "cpu", "--reuse", "--json"], runner_factory=never)
     doc = json.loads(capsys.readouterr().out)
     assert rc == 0 and doc["reused"] is True and doc["trust_note"].startswith("too few steps to trust")
+
+
+def test_one_verdict_per_workload_and_every_line_derived_from_it():
+    """Issue 27's advice on a busy box: the headline said `use adamw (runner-up adamw within noise)`, the verdict
+    `Use: adamw`, the machine line `best torch-only options: optimizer: adamw_fused, ..., transformer:
+    ddp_adamw_fused` (a data-parallel preset as a one-device option, and a `best` the verdict says is not
+    better). Now: adamw_fused within noise of adamw, so every line says adamw; the data-parallel presets are
+    not run on one device; the transformer's answer is its recommended preset's point."""
+    transformer = [p for p in load_builtin() if p.workload == "transformer"]
+    script = {"adamw": [36.6, 36.6], "adamw_fused": [36.2, 36.3], "adamw_capturable_graph": [40.0, 40.0],
+              "fp32": [10.0, 10.0], "torch_amp": [6.0, 6.0],
+              "torch_compile": [4.0, 4.0], "torch_compile_cg": [4.05, 4.05], "torch_compile_graph": [5.0, 5.0]}
+    a, engine = advisor(script, workloads=("optimizer", "transformer"),
+                        presets=[*optimizer_presets(), *transformer], availability_fn=cpu_availability)
+    doc = a.run()
+    opt, tr = doc["workloads"]
+    assert opt["fastest"] == "adamw_fused" and opt["recommended"] == "adamw"
+    assert opt["within_noise_of_recommended"] == ["adamw_fused"]
+    assert opt["verdict"].endswith("Use: adamw (nothing is measurably faster than the baseline)")
+    assert opt["apex"]["torch_choice"] == "adamw"
+    assert "the best torch-only option is adamw" in opt["apex"]["text"]
+    assert "adamw_fused is within noise of it" in opt["apex"]["text"]
+    # the data-parallel presets: not run, and never an option
+    parallel = {"ddp_adamw_fused", "ddp_fused_adam", "distributed_fused_adam", "fsdp2_adamw_fused"}
+    assert not parallel & set(engine.order)
+    skipped = {p["preset"]: p for p in tr["presets"] if p["preset"] in parallel}
+    assert set(skipped) == parallel and all("data-parallel preset" in p["reason"] for p in skipped.values())
+    assert tr["recommended"] == "torch_compile" and tr["within_noise_of_recommended"] == ["torch_compile_cg"]
+    assert doc["apex"]["status"] == "not_measurable"
+    assert doc["apex"]["text"].endswith("best torch-only options: optimizer: adamw, transformer: torch_compile")
+    # the transformer's answer: its recommended preset as a point, with the code
+    ans = tr["answer"]
+    assert ans["preset"] == "torch_compile" and ans["config"] == {"precision": "bf16", "optimizer": "fused",
+                                                                  "norms": "torch", "compile": "default"}
+    assert ans["speedup_vs_fp32_verdict"] == "faster" and "torch.compile(model)" in ans["snippet"]
+    assert ans["toml"] is None and opt["answer"] is None  # the optimizer's presets are kernels, not points
+    v = advise.view(doc)
+    o = v.workloads[0]
+    assert o.recommended == "adamw" and o.why_recommended == "nothing is measurably faster"
+    assert o.within_noise == ("adamw_fused",)
+    text = advise.format_text(doc)
+    assert "configuration: precision=bf16, optimizer=fused, norms=torch, compile=default" in text
+    assert "apextui --preset torch_compile" in text
+    from apextui.ui.screens.advise_screen import render_doc
+
+    shown = render_doc(v).plain  # the TUI's headline: never the recommended preset named as its own runner-up
+    assert "➜ use adamw  (nothing is measurably faster)  (adamw_fused within noise of it)" in shown
+    assert "runner-up adamw within noise" not in shown

@@ -7,7 +7,7 @@ import tomllib
 import pytest
 
 from apextui.core import presets
-from apextui.core.config import axes
+from apextui.core.config import axes, checks
 from apextui.core.config.point import BASELINE, NAMED, Config, parse, single_changes
 from apextui.core.config.snippet import preset_toml, snippet
 from apextui.core.workloads.spec import MODEL
@@ -31,7 +31,7 @@ def test_every_axis_value_has_a_summary_a_label_and_an_availability():
         for v in a.values:
             assert v.summary
             assert v is a.default or v.label
-            check = axes.value_availability(v, "cpu")
+            check = checks.value_availability(v, "cpu")
             assert check.ok or (check.reason and check.fix)
     labels = [v.label for a in axes.AXES for v in a.values if v.label]
     assert len(labels) == len(set(labels))  # a point's label names its values unambiguously
@@ -42,18 +42,16 @@ def test_every_named_point_builds_what_the_old_variant_did(name):
     c = NAMED[name]
     assert (c.tf32, c.amp, c.optimizer_kind, c.fused_norms, c.compile_mode) == OLD[name]
     assert c.label == name
-    spec = MODEL.variant(name)
-    assert (spec.amp or "none") == c.amp and c.needs_apex == spec.apex
-    assert set(spec.needs) == set(c.needs)
+    assert MODEL.variant(name).config is c  # the model's variants are made from the named points
 
 
 def test_cpu_availability_says_why_and_how():
-    assert BASELINE.availability("cpu").ok
-    tf32 = NAMED["tf32"].availability("cpu")
+    assert checks.config_availability(BASELINE, "cpu").ok
+    tf32 = checks.config_availability(NAMED["tf32"], "cpu")
     assert not tf32.ok and "CUDA" in tf32.reason
-    apex = NAMED["fused_adam"].availability("cpu")
+    apex = checks.config_availability(NAMED["fused_adam"], "cpu")
     assert not apex.ok and "FusedAdam" in apex.reason and "CUDA only" in apex.reason
-    fp8 = parse("precision=fp8").availability("cpu")
+    fp8 = checks.config_availability(parse("precision=fp8"), "cpu")
     assert not fp8.ok and fp8.fix
 
 
@@ -63,7 +61,7 @@ def test_cpu_availability_says_why_and_how():
     ("precision", "is not axis=value"),
     ("", "empty configuration"),
     ("precision=bf16,precision=fp16", "given twice"),
-    ("compile=max", "allowed: none, default, max-autotune-no-cudagraphs, reduce-overhead"),
+    ("compile=max", "allowed: none, default, max-autotune-no-cudagraphs, reduce-overhead, graph"),
 ])
 def test_config_errors_name_what_is_wrong_and_what_is_allowed(text, says):
     with pytest.raises(axes.ConfigError) as e:
@@ -76,7 +74,7 @@ def test_parse_forms_and_labels():
     assert c == Config("bf16", "fused", "torch", "default") == parse(c.spec()) == parse(c.as_dict())
     assert c.label == "bf16+fused+compile" and hash(c) == hash(Config("bf16", "fused", "torch", "default"))
     assert parse("bf16") is NAMED["bf16"] and parse("precision=fp16,optimizer=apex,norms=apex").label == "fused_amp"
-    assert len(single_changes()) == sum(len(a.values) - 1 for a in axes.AXES)
+    assert len(single_changes()) == sum(len(a.values_for("model")) - 1 for a in axes.AXES)
 
 
 @pytest.mark.parametrize("text", ["precision=bf16,optimizer=fused,compile=default", "fused_amp", "tf32",
@@ -112,3 +110,46 @@ def test_preset_config_field_errors():
     assert p.config == NAMED["bf16"] and p.variant == "bf16"
     p = presets.parse({**base, "config": "precision=bf16,compile=default"}, name="p")
     assert p.variant == "bf16+compile" and p.amp == "bf16"
+
+
+# what each shipped transformer variant built before it was a point (the old `parts` and COMPILE_MODES tables):
+# (fused norms, optimizer kind, torch.compile mode, whole-step graph)
+OLD_TRANSFORMER = {
+    "fp32": (False, "adamw", None, False), "fused_fp32": (True, "fused_adam", None, False),
+    "fused_amp": (True, "fused_adam", None, False), "torch_amp": (False, "adamw_fused", None, False),
+    "torch_compile": (False, "adamw_fused", "default", False),
+    "torch_compile_cg": (False, "adamw_fused", "reduce-overhead", False),
+    "torch_compile_graph": (False, "adamw_capturable_graph", "default", True),
+    "ddp_adamw_fused": (False, "adamw_fused", None, False), "ddp_fused_adam": (False, "fused_adam", None, False),
+    "fsdp2_adamw_fused": (False, "adamw_fused", None, False),
+}
+
+
+@pytest.mark.parametrize("preset", [p for p in presets.load_builtin() if p.workload == "transformer"],
+                         ids=lambda p: p.name)
+def test_every_shipped_transformer_preset_is_the_point_its_old_variant_built(preset):
+    from apextui.core.workloads import transformer
+
+    point = preset.point
+    if preset.variant == "distributed_fused_adam":  # its optimizer is sharded over ranks: no axis value
+        assert point is None and transformer.parts(preset.variant, preset.amp)[1] == "distributed_fused_adam"
+        return
+    assert point is not None and point.amp == preset.amp
+    assert (point.fused_norms, point.optimizer_kind, point.compile_mode, point.whole_step_graph) == \
+        OLD_TRANSFORMER[preset.variant]
+    if not point.fused_norms:  # (Apex's norm is imported where it is built: not installed here)
+        norm, kind, built = transformer.parts(preset.variant, preset.amp)
+        assert built == point and kind == point.optimizer_kind and norm.__name__ == "LayerNorm"
+    text = snippet(point)
+    assert ("torch.compile(" in text) == (point.compile_mode is not None)
+    assert ("torch.cuda.CUDAGraph()" in text) == point.whole_step_graph
+
+
+def test_the_whole_step_graph_is_the_transformers_only():
+    from apextui.core.availability import availability
+    from apextui.core.model_presets import config_preset
+
+    graph = parse("precision=bf16,optimizer=fused,compile=graph")
+    assert graph not in single_changes(BASELINE) and graph.label == "bf16+fused+compile_graph"
+    a = availability(config_preset("m.py:build", graph), "cuda")
+    assert not a.ok and "transformer workload only" in a.reason

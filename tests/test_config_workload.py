@@ -11,18 +11,9 @@ from apextui.core.config.point import NAMED, parse
 from apextui.core.workloads.marker import NoMark
 from apextui.core.workloads.builders import build
 from apextui.core.workloads.model_workload import ModelWorkload
+from helpers import TINY_MODEL
 
-SOURCE = '''
-import torch
-from torch import nn
-from apextui import ModelSetup
-
-def build(small=False):
-    return ModelSetup(model=nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 1)),
-                      make_batch=lambda d, g: (torch.randn(2, 4, device=d, generator=g),
-                                               torch.randn(2, 1, device=d, generator=g)),
-                      loss_fn=nn.functional.mse_loss)
-'''
+SOURCE = TINY_MODEL
 
 
 @pytest.fixture

@@ -28,8 +28,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("run",),  # the runner, the worker process, snapshots, events, data-parallel ranks
     ("workloads",),  # the workload modules (torch) and builders.build, which the runner calls
     ("availability", "memory"),  # can a preset run here; does it fit
-    ("presets", "config", "needs", "apex"),  # presets, configuration axes and their checks (compile, the Apex probe)
+    ("presets", "config", "needs", "apex"),  # presets, the configuration checks, compile, the Apex probe
     ("workloads.spec",),  # the registry: every workload and variant declared once
+    ("config.axes", "config.point", "config.snippet"),  # the configuration axes and points: data, read by the registry
     ("analysis",),  # work models, ceilings, the GPU-busy profile, the bottleneck
     ("monitor", "env", "compare", "workloads.marker", "run.failure", "run.summary"),  # leaves the layers above share
     ("number_format", "files", "atomic", "exits"),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import json_lines, run_cli
+from helpers import TINY_MODEL, json_lines, run_cli
 
 
 @pytest.fixture(autouse=True)
@@ -17,17 +17,7 @@ def one_thread(monkeypatch):
     two threads' spin-waits."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
 
-GOOD = '''
-import torch
-from torch import nn
-from apextui import ModelSetup
-
-def build(small=False):
-    return ModelSetup(model=nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.Linear(8, 1)),
-                      make_batch=lambda d, g: (torch.randn(2, 4, device=d, generator=g),
-                                               torch.randn(2, 1, device=d, generator=g)),
-                      loss_fn=nn.functional.mse_loss)
-'''
+GOOD = TINY_MODEL
 
 
 def model_file(tmp_path: Path, source: str, name: str = "m.py") -> str:

@@ -90,6 +90,22 @@ def test_a_failed_baseline_ends_the_search_with_no_winner():
     assert r.winner is None and r.stopped_by == "baseline failed" and len(fake.calls) == 1
 
 
+def verdict_of(r) -> tuple:
+    """The model workload's verdict over a search's runs, as the Advisor makes it (a preset a point), and the
+    points by preset name."""
+    from apextui.core.advise import Measurement, RunResult, verdict
+
+    points = {t.config.label: t.config for t in r.trials}
+    ms = []
+    for label, c in points.items():
+        runs = tuple(RunResult(i, "ok", median_ms=t.outcome.timing.median_ms, median_low_ms=t.outcome.timing.low_ms,
+                               median_high_ms=t.outcome.timing.high_ms, timed_intervals=10)
+                     for i, t in enumerate(x for x in r.trials if x.config == c and x.outcome.ok))
+        ms.append(Measurement(label, label, "model", needs_apex=c.needs_apex, runs=runs, planned=len(runs))
+                  if runs else Measurement(label, label, "model", available=False, reason="excluded"))
+    return verdict("model", ms, baseline="fp32"), points
+
+
 def test_the_answer_gives_the_winner_its_speed_ups_the_snippet_and_a_preset_that_reproduces_it():
     import tomllib
 
@@ -98,15 +114,51 @@ def test_the_answer_gives_the_winner_its_speed_ups_the_snippet_and_a_preset_that
 
     fake = Fake()
     r = Search(fake.measure, budget_s=10_000, clock=fake.clock, available=unavailable_fp8).run()
-    a = answer(r, "examples/gpt.py:build", steps=50)
-    assert a["label"] == "bf16+fused+compile" and a["preset"] == "gpt:build/bf16+fused+compile"
+    v, points = verdict_of(r)
+    assert v.recommended == r.winner.label  # one decision: the search's winner is the verdict's
+    a = answer(v, points, model="examples/gpt.py:build", steps=50)
+    assert a["label"] == "bf16+fused+compile" and a["preset"] == "bf16+fused+compile"
     assert a["best_single"] == "bf16" and a["speedup_vs_best_single_verdict"] == "faster"
-    assert a["peak_memory_bytes"] is None
+    assert a["peak_memory_bytes"] is None and a["speedup_vs_fp32_verdict"] == "faster"
     assert presets.parse(tomllib.loads(a["toml"]), name="x").config == r.winner
     text = answer_text({"search": r.to_dict(), "answer": a})
     assert "fastest configuration: bf16+fused+compile" in text and "against the best single change (bf16)" in text
     assert "compiled = torch.compile(model)" in text and "excluded fp8 (unavailable): fp8 needs torchao" in text
-    assert answer(Search(Fake(fail={BASELINE: "x"}).measure, 10).run(), "m.py:f", 5) is None
+    failed = Search(Fake(fail={BASELINE: "x"}).measure, 10).run()
+    assert answer(verdict_of(failed)[0], verdict_of(failed)[1]) is None
+
+
+class NothingHelps(Fake):
+    """bf16 alone 1 % faster than fp32 (within the 2 % floor); every other point 30 % slower."""
+
+    def measure(self, config: Config, why: str) -> Outcome:
+        self.now += self.cost
+        self.calls.append(config)
+        ms = {BASELINE: 100.0, parse("precision=bf16"): 99.0}.get(config, 130.0)
+        return Outcome("ok", Timing(ms, ms * 0.99, ms * 1.01, n=50))
+
+
+def test_a_point_within_noise_of_fp32_never_wins_and_every_line_says_use_fp32():
+    """The contradiction of issue 27: `Use: fp32 (nothing is measurably faster)` above a `best` option that the
+    verdict says is not better. bf16 is 1 % faster than fp32 (within the 2 % floor), nothing else helps: the
+    search's winner, the verdict, the Apex line and the answer all say fp32."""
+    from apextui.core.advise import overall_apex
+    from apextui.core.advise.answer import answer, answer_text
+
+    fake = NothingHelps()
+    r = Search(fake.measure, budget_s=10_000, clock=fake.clock, available=unavailable_fp8).run()
+    v, points = verdict_of(r)
+    assert v.fastest == "bf16" and r.winner == BASELINE and v.recommended == "fp32"
+    assert "Use: fp32 (nothing is measurably faster than the baseline)" in v.text
+    assert v.within_noise_of_recommended == ("bf16",)
+    assert v.apex.torch_choice == "fp32" and "the best torch-only option is fp32" in v.apex.text
+    assert "bf16 is within noise of it" in v.apex.text
+    assert overall_apex([v.to_dict()])["status"] == "not_worth_it"
+    a = answer(v, points, model="m.py:build")
+    assert a["preset"] == "fp32" and a["is_baseline"] and a["speedup_vs_fp32"] is None
+    text = answer_text({"search": r.to_dict(), "answer": a})
+    assert "use your model as written: fp32" in text and "(the fastest, bf16, is within noise of it)" in text
+    assert "fastest configuration" not in text
 
 
 class CostlyCompile(Fake):

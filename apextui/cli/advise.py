@@ -37,8 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="print the advice as one JSON document")
     add_shared_options(
         parser, device_help="auto (default): CUDA when present, else CPU at the presets' small size",
-        steps_help=f"steps a run (default {DEFAULT_STEPS['cuda']} on CUDA, {DEFAULT_STEPS['cpu']} on CPU)",
-        model_help="advise on your own model: every variant of it (docs/your-model.md)",
+        steps_help=f"steps a run (default {DEFAULT_STEPS['cuda']} on CUDA, {DEFAULT_STEPS['cpu']} on CPU; a search "
+                   f"with --model: {SEARCH_STEPS['cuda']} and {SEARCH_STEPS['cpu']})",
+        model_help="advise on your own model: a search of its configurations (docs/your-model.md)",
         nproc_help="advise for a data-parallel run on N ranks of this machine (through torchrun's API; "
                    "docs/distributed.md)")
     parser.add_argument("--repeats", type=int_in(1, MAX_REPEATS), metavar="R",
@@ -85,10 +86,7 @@ def _output(doc: dict[str, Any], as_json: bool) -> bool:
     head = (f"model {model['name']} ({model['spec']}): {model['params']:,} parameters at its "
             f"{'CPU size' if model['size'] == 'small' else 'full size'}"
             f"{f'; norms: {norms}' if norms else ''}\n") if model else ""
-    from ..core.advise.answer import answer_text
-
-    found = answer_text(doc)
-    return _print(head + format_text(doc) + ("\n" + found if found else ""))
+    return _print(head + format_text(doc))
 
 
 class ProgressPrinter:
@@ -188,8 +186,6 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
                 model_presets.append(config_preset(model, point))
         else:
             search_budget = budget if budget is not None else DEFAULT_BUDGET_S[device]
-            if args.steps is None:
-                args.steps = SEARCH_STEPS[device]
         presets = [*presets, *model_presets]
         workloads = (*(args.workloads or ()), "model")
     try:
@@ -277,7 +273,8 @@ def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:
         try:
             advisor = Advisor(device, steps=args.steps, repeats=args.repeats or DEFAULT_REPEATS,
                               workloads=args.workloads, presets=presets, runner_factory=factory,
-                              availability_fn=available, on_progress=ProgressPrinter() if rank0 else None)
+                              availability_fn=available, on_progress=ProgressPrinter() if rank0 else None,
+                              data_parallel=True)
         except AdviceError as exc:
             if rank0:
                 log(f"error: {exc}")

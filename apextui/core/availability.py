@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config.axes import apex_check
+from .config.checks import apex_check, config_availability
 from .needs import check as check_needs
 from .presets import Preset
 
@@ -23,7 +23,10 @@ def availability(preset: Preset, device: str) -> Availability:
     """Check the Apex features, CUDA graphs or torch.compile backend a preset needs (a model preset: its
     configuration's axes values, `config.axes`); never substitutes another implementation."""
     if preset.config is not None:
-        c = preset.config.availability(device)
+        why = preset.config.builds_on(preset.workload)
+        if why is not None:
+            return Availability(False, why, "pick another value of that axis")
+        c = config_availability(preset.config, device)
         return Availability(c.ok, c.reason, c.fix)
     needs = check_needs(preset.workload, preset.variant, device)
     if not needs.ok:

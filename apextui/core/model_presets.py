@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .availability import Availability, availability
-from .config.point import NAMED, Config
+from .config.point import Config
 from .presets import Preset
 from .workloads import user_model
 from .workloads.spec import MODEL
@@ -63,7 +63,7 @@ def presets_for(spec: str, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WAR
     return [Preset(name=preset_name(spec, v.name), path=spec, workload=MODEL.name, variant=v.name,
                    description=f"{user_model.model_name(spec)}: {v.summary}", steps=steps,
                    warmup=min(warmup, steps - 1), amp=v.amp or "none", lr=lr, seed=seed, model=spec,
-                   config=NAMED[v.name])
+                   config=v.config)
             for v in chosen]
 
 

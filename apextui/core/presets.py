@@ -30,6 +30,7 @@ from .config.point import Config
 from .config.point import parse as parse_config
 from .workloads.spec import MODEL as _MODEL_SPEC
 from .workloads.spec import WORKLOADS as REGISTRY
+from .workloads.spec import point_of
 
 REGISTRY_MODEL = _MODEL_SPEC.name  # the workload of the user's own model: presets name a `model`, no sizes
 
@@ -109,6 +110,14 @@ class Preset:
         if self.config is not None:
             return self.config.needs_apex
         return APEX_NEEDS[self.workload][self.variant]
+
+    @property
+    def point(self) -> Config | None:
+        """Its point on the configuration axes: the model's `config`, a shipped transformer preset's variant's
+        point at its amp (`spec.point_of`); None for a variant that is no point (a kernel alone)."""
+        if self.config is not None:
+            return self.config
+        return point_of(self.workload, self.variant, self.amp)
 
     @property
     def baseline(self) -> str:

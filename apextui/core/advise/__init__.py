@@ -22,11 +22,16 @@ Numbers (all from the runs made; nothing is assumed):
   its repeats, same steps and seed) is more than `LOSS_TOLERANCE` (2 %) above the baseline's is
   flagged; a fused norm whose accuracy check failed is flagged too. Flagged presets are reported but
   never recommended.
-- **recommended**: the fastest unflagged preset, unless it is within noise of the baseline (then the
-  baseline: nothing is measurably faster).
+- **recommended**: the one decision (`choice.choose`), from which every other line is worded: the torch-only
+  choice (the fastest unflagged torch-only preset, unless within noise of the baseline: then the baseline),
+  or the fastest Apex preset where it is faster, beyond noise, than the fastest torch-only one. The model's
+  search picks its winner with the same function.
 - **Apex**: per workload, the fastest measured Apex preset against the fastest measured torch-only one
   ("faster", "slower", "within_noise"); when no Apex preset could run here, "not_measurable" with the
-  reason and the best torch-only option, and no number for Apex.
+  reason and the torch-only choice, and no number for Apex.
+- **answer**: for a workload whose presets are points on the configuration axes (the user's model, the
+  Transformer), the recommended point with its speed-ups, peak memory and code (`answer`).
+- a one-device advice runs no data-parallel preset (`planning.plan`); `--nproc N` does.
 
 `verdict()` and `overall_apex()` are pure (CPU-testable); `Advisor` runs the presets through any
 factory with the Runner interface (`Runner.run()` is used when the runner has it, as headless does;
@@ -37,10 +42,11 @@ Apex); reused advice says when, with how many steps and repeats and on which dev
 (`provenance`), and is flagged when its runs were shorter than the device's default (`trust_note`).
 This package never imports Textual, nor torch at import time.
 
-Modules, one job each: `model` (runs, measurements, verdicts and their JSON form), `decide` (the
-verdicts), `wording` (words shown in more than one place), `planning` (which runs to make), `cache` (the
-environment, the stored advice, reuse), `document` (the JSON document), `render` (the one renderer of that
-document, for the CLI and the TUI), `run` (the `Advisor`, which makes the runs).
+Modules, one job each: `records` (runs, measurements, verdicts and their JSON form), `choice` (the one
+decision), `decide` (the verdicts), `wording` (words shown in more than one place), `planning` (which runs to
+make), `cache` (the environment, the stored advice, reuse), `document` (the JSON document), `search` (the model's
+configuration search), `answer` (the recommended configuration and its code), `advice_view` (the one renderer of
+that document, for the CLI and the TUI), `run` (the `Advisor`, which makes the runs).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from ..compare import NOISE_RULE, format_speedup, from_fields
 from ..number_format import DASH
 from ..number_format import ms as _ms
 from .records import AdviceStatus, ApexStatus, MachineApexStatus, PresetStatus, WorkloadStatus
+from .answer import answer_lines, configuration_line
 from .wording import not_measured_text, provenance, roofline_text, trust_note
 
 RowKind = Literal["measured", "unavailable", "not_measured"]
@@ -48,13 +49,15 @@ class WorkloadView:
     status_label: str | None  # None when complete, else "partial", "not measured", ...
     recommended: str | None
     recommended_vs_base: str | None  # the recommended preset's speed-up over the baseline (not the baseline)
-    runner_up_within_noise: str | None  # the runner-up, when it is within noise of the fastest
+    within_noise: tuple[str, ...]  # the other presets within noise of the recommended one (its verdict's)
+    why_recommended: str | None  # "nothing is measurably faster" where the baseline is recommended over the fastest
     verdict: str
     flags: tuple[str, ...]
     apex_status: ApexStatus
     apex: str | None  # None when the workload has no Apex preset
     notes: tuple[str, ...]
     rows: tuple[PresetRow, ...]  # fastest first, those without a median last
+    configuration: str | None = None  # a shipped workload's answer in one line (`answer.configuration_line`)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class AdviceView:
     apex: str  # Apex on this machine, in one line
     noise_rule: str
     workloads: tuple[WorkloadView, ...]
+    answer: tuple[str, ...] = ()  # the model's search and its answer (`answer.answer_lines`), the same on both
 
 
 def _row(p: Mapping[str, Any], recommended: str | None) -> PresetRow:
@@ -106,10 +110,14 @@ def _workload(w: Mapping[str, Any]) -> WorkloadView:
         workload=w["workload"], baseline=w["baseline"], status=w["status"],
         status_label=None if w["status"] == "complete" else w["status"].replace("_", " "),
         recommended=w.get("recommended"), recommended_vs_base=rec_vs,
-        runner_up_within_noise=w["runner_up"] if w.get("within_noise") else None, verdict=w["verdict"],
+        within_noise=tuple(w.get("within_noise_of_recommended") or ()),
+        why_recommended=("nothing is measurably faster" if w.get("recommended") is not None
+                         and w.get("recommended") == w["baseline"] and w.get("fastest") != w["baseline"] else None),
+        verdict=w["verdict"],
         flags=tuple(f["text"] for f in w.get("flags", [])), apex_status=apex["status"],
         apex=None if apex["status"] == "none" else apex["text"], notes=tuple(w.get("notes", [])),
         rows=tuple(_row(p, w.get("recommended")) for p in order),
+        configuration=(configuration_line(w["answer"]) if w.get("answer") and w["workload"] != "model" else None),
     )
 
 
@@ -128,6 +136,7 @@ def view(doc: Mapping[str, Any]) -> AdviceView:
         apex_status=doc["apex"]["status"], apex=doc["apex"]["text"],
         noise_rule=str((doc.get("rules") or {}).get("noise", NOISE_RULE)),
         workloads=tuple(_workload(w) for w in doc.get("workloads", [])),
+        answer=tuple(answer_lines(doc)),
     )
 
 
@@ -153,12 +162,16 @@ def text_lines(v: AdviceView) -> list[str]:
             lines.append(f"  {name:<24} {r.median:>10} {r.p10_p90:>16} {r.repeats:>2} {r.spread:>7} "
                          f"{r.vs_base:>19} {r.loss:>8}  {extra}")
         lines.append(f"  verdict: {w.verdict}")
+        if w.configuration:
+            lines.append(f"  {w.configuration}")
         lines += [f"  flag: {f}" for f in w.flags]
         if w.apex is not None:
             lines.append(f"  apex: {w.apex}")
         lines += [f"  note: {n}" for n in w.notes]
     lines += ["", f"Apex on this machine: {v.apex}", f"(* baseline, ! flagged; n = repeats counted; ≈ within noise: "
                                                      f"{NOISE_RULE})"]
+    if v.answer:
+        lines += ["", *v.answer]
     return lines
 
 

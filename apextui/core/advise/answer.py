@@ -1,56 +1,95 @@
-"""The model search's answer for the user: the winning configuration, its speed-ups against fp32 and against
-the best single change (the one noise rule), the code to paste into a training script and a preset TOML that
-reproduces it; JSON-ready (`advise --json`'s `answer`) and as text (`answer_text`)."""
+"""The advice's answer for the user, derived from a workload's one verdict (`decide.verdict`, whose choice is
+`choice.choose`): the recommended configuration as a point on the axes, its speed-ups against the baseline
+(fp32) and against the best single change (the one noise rule), its peak memory, the code to paste into a
+training script and, for the user's model, a preset TOML that reproduces it. Any workload whose presets are
+points gets one: the user's model (its search) and the shipped Transformer (its presets). JSON-ready (each
+workload's `answer`; `advise --json`'s top-level `answer` is the model's) and as text (`answer_text`)."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from ..compare import fields, format_speedup
-from ..config.point import BASELINE
+from ..config.point import Config
 from ..config.snippet import preset_toml, snippet
-from ..model_presets import preset_name
-from .search import SearchResult
+from .records import Measurement, WorkloadVerdict, versus
 
 
-def answer(result: SearchResult, spec: str | None, steps: int) -> dict[str, Any] | None:
-    """None while the search has no winner (its baseline failed, or it was stopped before one)."""
-    w = result.winner
-    if w is None or spec is None:
+def _best_single(v: WorkloadVerdict, points: Mapping[str, Config]) -> Measurement | None:
+    """The fastest unflagged measured preset whose point is one axis away from the baseline's."""
+    flagged = {f["preset"] for f in v.flags}
+    base = points.get(v.baseline or "")
+    singles = [m for m in v.measurements if m.measured and m.preset not in flagged and m.preset in points
+               and base is not None and len([a for a, x in points[m.preset].items() if getattr(base, a) != x]) == 1]
+    return min(singles, key=lambda m: m.median_ms) if singles else None  # type: ignore[arg-type, return-value]
+
+
+def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | None = None,
+           steps: int = 50) -> dict[str, Any] | None:
+    """The answer of one verdict (None without a recommendation, or where its preset is no point). `points`:
+    preset name -> its point; `model`: the user's FILE.py:FUNC (then the answer has a TOML preset)."""
+    rec, base = v.measurement(v.recommended), v.measurement(v.baseline)
+    if rec is None or rec.preset not in points:
         return None
-    vs_fp32 = result.versus(w, BASELINE)
-    vs_single = result.versus(w, result.best_single)
+    point = points[rec.preset]
+    single = _best_single(v, points)
+    vs_base = versus(rec, base) if base is not None and base.measured and base is not rec else None
+    vs_single = versus(rec, single) if single is not None and single is not rec else None
+    peaks = [r.peak_memory_bytes for r in rec.ok_runs if r.peak_memory_bytes is not None]
+    fastest = v.fastest if v.fastest != rec.preset else None
     return {
-        "config": w.as_dict(), "label": w.label, "preset": preset_name(spec, w.label), "summary": w.summary(),
-        "median_ms": t.median_ms if (t := result.timing(w)) else None,
-        "peak_memory_bytes": result.peak_memory(w),
-        "best_single": result.best_single.label if result.best_single else None,
-        **fields(vs_fp32, "speedup_vs_fp32"), **fields(vs_single, "speedup_vs_best_single"),
-        "speedup_vs_fp32_text": format_speedup(vs_fp32) if vs_fp32 else None,
+        "preset": rec.preset, "config": point.as_dict(), "label": point.label, "summary": point.summary(),
+        "is_baseline": rec is base, "fastest": fastest,
+        "median_ms": rec.median_ms, "peak_memory_bytes": max(peaks) if peaks else None,
+        "best_single": single.preset if single is not None else None,
+        "best_single_label": points[single.preset].label if single is not None else None,
+        **fields(vs_base, "speedup_vs_fp32"), **fields(vs_single, "speedup_vs_best_single"),
+        "speedup_vs_fp32_text": format_speedup(vs_base) if vs_base else None,
         "speedup_vs_best_single_text": format_speedup(vs_single) if vs_single else None,
-        "snippet": snippet(w), "toml": preset_toml(w, spec, steps=steps),
+        "snippet": snippet(point), "toml": preset_toml(point, model, steps=steps) if model else None,
     }
 
 
-def answer_text(doc: Mapping[str, Any]) -> str:
-    """The search's summary and the answer, for `apextui advise --model`'s text output ('' without a search)."""
+def configuration_line(a: Mapping[str, Any]) -> str:
+    """One line for a shipped workload's answer: its point and how to run it."""
+    spec = ", ".join(f"{k}={x}" for k, x in a["config"].items())
+    return f"configuration: {spec} ({a['summary']}); apextui --preset {a['preset']}"
+
+
+def answer_lines(doc: Mapping[str, Any]) -> list[str]:
+    """The model's search and its answer, for `apextui advise --model` and the TUI's Advice screen ([] without
+    a search)."""
     s, a = doc.get("search"), doc.get("answer")
     if not s:
-        return ""
+        return []
     lines = [f"search: {len(s['trials'])} runs in {s['spent_s']:.0f} s of a {s['budget_s']:.0f} s budget "
              f"({s['stopped_by']}): {s['method']}"]
     for e in s.get("excluded", []):
         lines.append(f"  excluded {e['label']} ({e['status']}): {e['reason']}")
     if not a:
         lines.append("no configuration won: see the search record")
-        return "\n".join(lines) + "\n"
+        return lines
     mem = f", peak GPU memory {a['peak_memory_bytes'] / 2**20:.0f} MiB" if a.get("peak_memory_bytes") else ""
-    lines += ["", f"fastest configuration: {a['label']} ({a['summary']}){mem}",
-              f"  against fp32: {a['speedup_vs_fp32_text'] or 'not measured'}",
-              (f"  against the best single change ({a['best_single']}): {a['speedup_vs_best_single_text'] or '-'}"
-               if a["best_single"] != a["label"] else "  it is the best single change: no combination beat it"),
-              "", "in your training script:", "",
-              *("    " + line if line else "" for line in a["snippet"].splitlines()),
-              "", "as a preset (apextui --preset FILE.toml):", "",
-              *("    " + line for line in a["toml"].splitlines())]
-    return "\n".join(lines) + "\n"
+    if a["is_baseline"]:
+        why = f" (the fastest, {a['fastest']}, is within noise of it)" if a.get("fastest") else ""
+        lines += ["", f"use your model as written: {a['label']} ({a['summary']}){mem}",
+                  f"  nothing is measurably faster{why}"]
+    else:
+        lines += ["", f"fastest configuration: {a['label']} ({a['summary']}){mem}",
+                  f"  against fp32: {a['speedup_vs_fp32_text'] or 'not measured'}",
+                  (f"  against the best single change ({a['best_single_label']}): "
+                   f"{a['speedup_vs_best_single_text'] or '-'}" if a["best_single"] not in (None, a["preset"])
+                   else "  it is the best single change: no combination beat it" if a["best_single"]
+                   else "  no single change was measured to compare it with")]
+    lines += ["", "in your training script:", "",
+              *("    " + line if line else "" for line in a["snippet"].splitlines())]
+    if a.get("toml"):
+        lines += ["", "as a preset (apextui --preset FILE.toml):", "",
+                  *("    " + line for line in a["toml"].splitlines())]
+    return lines
+
+
+def answer_text(doc: Mapping[str, Any]) -> str:
+    """`answer_lines` as text ('' without a search)."""
+    lines = answer_lines(doc)
+    return "\n".join(lines) + "\n" if lines else ""

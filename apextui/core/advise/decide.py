@@ -9,6 +9,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..presets import BASELINES
 from . import wording
+from .choice import choose
 from .records import LOSS_CHECKED, LOSS_TOLERANCE, ApexStatus, ApexVerdict, MachineApexStatus, Measurement, \
     WorkloadStatus, WorkloadVerdict, _round, versus
 
@@ -40,13 +41,18 @@ def _flags(workload: str, base: Measurement | None, ms: Sequence[Measurement]) -
 
 def apex_verdict(measurements: Sequence[Measurement], flagged: Iterable[str] = (),
                  base: Measurement | None = None) -> ApexVerdict:
-    """The fastest measured Apex preset against the fastest measured torch-only one (pure)."""
+    """The fastest measured Apex preset against the fastest measured torch-only one, and the torch-only choice
+    the verdict offers (`choice.choose`; pure)."""
     flagged = set(flagged)
     apex = [m for m in measurements if m.needs_apex]
     torch_ok = [m for m in measurements if not m.needs_apex and m.measured]
-    best_torch = _fastest([m for m in torch_ok if m.preset not in flagged]) or _fastest(torch_ok)
+    eligible = [m for m in measurements if m.measured and m.preset not in flagged]
+    picked = choose(eligible, lambda m: m.timing, lambda m: bool(m.needs_apex), base)
+    best_torch = picked.fastest_torch or _fastest(torch_ok)
+    torch_choice = picked.torch or best_torch
     kw: dict[str, Any] = {"best_torch": best_torch.preset if best_torch else None,
-                          "best_torch_ms": best_torch.median_ms if best_torch else None}
+                          "best_torch_ms": best_torch.median_ms if best_torch else None,
+                          "torch_choice": torch_choice.preset if torch_choice else None}
 
     def worded(status: ApexStatus, **more: Any) -> ApexVerdict:
         v = ApexVerdict(status, "", **kw, **more)
@@ -64,7 +70,7 @@ def apex_verdict(measurements: Sequence[Measurement], flagged: Iterable[str] = (
         if len(unavailable) == len(apex):
             return worded("not_measurable", reason=unavailable[0].reason or "unavailable")
         return worded("not_measured")
-    best_apex = _fastest([m for m in measured if m.preset not in flagged]) or _fastest(measured)
+    best_apex = picked.apex or _fastest(measured)
     assert best_apex is not None
     kw.update(best_apex=best_apex.preset, best_apex_ms=best_apex.median_ms)
     if best_torch is None:
@@ -117,15 +123,12 @@ def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | 
     vs_runner = versus(fastest, runner) if runner is not None else None
     tied = tuple(m.preset for m in measured[1:] if versus(fastest, m).within_noise)
 
-    # the recommendation: the fastest unflagged preset, unless within noise of the baseline
+    # the recommendation: the one decision (choice.choose), which the Apex line above made too
     eligible = [m for m in measured if m.preset not in flagged]
-    best = eligible[0] if eligible else None
-    if best is None:
-        recommended = None
-    elif base is not None and base.measured and (best is base or versus(best, base).within_noise):
-        recommended = base.preset
-    else:
-        recommended = best.preset
+    rec = choose(eligible, lambda m: m.timing, lambda m: bool(m.needs_apex),
+                 base if base is not None and base.measured else None).recommended
+    recommended = rec.preset if rec is not None else None
+    close = tuple(m.preset for m in eligible if rec is not None and m is not rec and versus(rec, m).within_noise)
     v = WorkloadVerdict(
         workload, baseline, status, ms, fastest=fastest.preset,
         speedup_vs_baseline=vs_base.speedup if vs_base is not None else None, baseline_within_noise=base_same,
@@ -134,7 +137,7 @@ def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | 
         within_noise=vs_runner.within_noise if vs_runner is not None else None,
         difference=vs_runner.difference if vs_runner is not None else None,
         noise_threshold=vs_runner.noise if vs_runner is not None else None, tied=tied,
-        recommended=recommended, flags=tuple(flags), apex=apex, notes=notes,
+        recommended=recommended, within_noise_of_recommended=close, flags=tuple(flags), apex=apex, notes=notes,
     )
     return replace(v, text=wording.workload_text(v))
 
@@ -146,7 +149,7 @@ def overall_apex(workloads: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     faster = [(n, a) for n, a in per if a["status"] == "faster"]
     no_gain = [(n, a) for n, a in per if a["status"] in ("within_noise", "slower", "faster_flagged")]
     unmeasurable = [(n, a) for n, a in per if a["status"] in ("not_measurable", "failed")]
-    best_torch = {w["workload"]: w["apex"].get("best_torch") for w in workloads if w.get("apex")}
+    best_torch = {w["workload"]: w["apex"].get("torch_choice") for w in workloads if w.get("apex")}
     status: MachineApexStatus
     if faster:
         status = "worth_it" if not no_gain else "mixed"

@@ -41,9 +41,15 @@ def parse_workloads(value: str | Iterable[str] | None, allowed: Sequence[str] = 
     return tuple(out)
 
 
+SINGLE_DEVICE_ONLY = ("a data-parallel preset: on one device it measures its wrapper's overhead, not a way to "
+                      "train faster there")
+DATA_PARALLEL_FIX = "apextui advise --nproc N measures it on N GPUs"
+
+
 def plan(presets: Sequence[Preset], device: str, workloads: Sequence[str],
-         availability_fn: AvailabilityFn) -> list[WorkloadPlan]:
-    """Which presets of each workload run, and why the others do not."""
+         availability_fn: AvailabilityFn, data_parallel: bool = False) -> list[WorkloadPlan]:
+    """Which presets of each workload run, and why the others do not. A one-device advice (`data_parallel`
+    False) runs no data-parallel preset: one is never offered as a one-device option."""
     plans = []
     size_key = "cpu_size" if device == "cpu" else "size"
     for w in workloads:
@@ -58,6 +64,9 @@ def plan(presets: Sequence[Preset], device: str, workloads: Sequence[str],
                 skipped.append(Measurement(**kw, available=False, fix="give it the baseline's size to compare it",
                                            reason=f"not comparable: its [{size_key}] differs from the baseline "
                                                   f"{base.name}'s"))
+                continue
+            if not data_parallel and WORKLOADS[w].variant(p.variant).parallel is not None:
+                skipped.append(Measurement(**kw, available=False, reason=SINGLE_DEVICE_ONLY, fix=DATA_PARALLEL_FIX))
                 continue
             a = availability_fn(p)
             if a is None or not a.ok:

@@ -261,6 +261,9 @@ class ApexVerdict:
     difference: float | None = None
     noise_threshold: float | None = None
     reason: str | None = None  # why Apex could not be measured
+    # the torch-only option the verdict offers (`choice.choose`): `best_torch` unless that is within noise of
+    # the baseline, then the baseline
+    torch_choice: str | None = None
     failed_preset: str | None = None  # the Apex preset whose failure `reason` quotes (not in the JSON)
 
     def to_dict(self) -> dict[str, Any]:
@@ -268,7 +271,7 @@ class ApexVerdict:
                 "best_apex_ms": _round(self.best_apex_ms), "best_torch": self.best_torch,
                 "best_torch_ms": _round(self.best_torch_ms), "speedup": _round(self.speedup),
                 "difference": _round(self.difference), "noise_threshold": _round(self.noise_threshold),
-                "reason": self.reason}
+                "reason": self.reason, "torch_choice": self.torch_choice}
 
 
 @dataclass(frozen=True)
@@ -287,6 +290,7 @@ class WorkloadVerdict:
     noise_threshold: float | None = None  # fastest vs runner-up
     tied: tuple[str, ...] = ()  # presets within noise of the fastest
     recommended: str | None = None
+    within_noise_of_recommended: tuple[str, ...] = ()  # unflagged presets within noise of the recommended one
     flags: tuple[Mapping[str, Any], ...] = ()  # {"preset", "kind": "loss"|"check", "text", ...}
     apex: ApexVerdict = field(default_factory=lambda: ApexVerdict("none", ""))
     text: str = ""
@@ -330,6 +334,8 @@ class WorkloadVerdict:
             "runner_up": self.runner_up, "speedup_vs_runner_up": _round(self.speedup_vs_runner_up),
             "within_noise": self.within_noise, "difference": _round(self.difference),
             "noise_threshold": _round(self.noise_threshold), "tied": list(self.tied),
-            "recommended": self.recommended, "flags": [dict(f) for f in self.flags],
+            "recommended": self.recommended,
+            "within_noise_of_recommended": list(self.within_noise_of_recommended),
+            "flags": [dict(f) for f in self.flags],
             "apex": self.apex.to_dict(), "verdict": self.text, "notes": list(self.notes), "presets": presets,
         }

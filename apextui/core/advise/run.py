@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
 
@@ -19,6 +19,7 @@ from .document import document
 from .records import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, RUN_JOIN_S, AdviceError, Measurement, RunResult, \
     WorkloadVerdict
 from .planning import AvailabilityFn, WorkloadPlan, parse_workloads, plan
+from .search import SEARCH_STEPS
 
 
 ProgressEvent = Literal["plan", "skip", "run", "run_end", "reused", "done", "search"]
@@ -43,6 +44,9 @@ class Progress:
     compile_s: float | None = None
     result: RunResult | None = None  # run_end
     message: str = ""
+    # the model's search: its budget and the seconds spent of it when this was sent (a run, a search line)
+    budget_s: float | None = None
+    spent_s: float | None = None
 
     def line(self) -> str:
         """One line for a log (the CLI prints it for each run's end, skip and plan)."""
@@ -74,7 +78,7 @@ class Advisor:
                  availability_fn: AvailabilityFn | None = None, runner_factory: RunnerFactory | None = None,
                  on_progress: ProgressFn | None = None, sample_interval: float = 1.0,
                  env: Mapping[str, Any] | None = None, use_run: bool = True,
-                 search_budget_s: float | None = None) -> None:
+                 search_budget_s: float | None = None, data_parallel: bool = False) -> None:
         if device not in DEFAULT_STEPS:
             raise AdviceError(f"device must be cpu or cuda (resolved), got {device!r}")
         if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
@@ -82,7 +86,9 @@ class Advisor:
         if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
             raise AdviceError(f"steps must be a whole number >= 1, got {steps!r}")
         self.device = device
-        self.steps = steps if steps is not None else DEFAULT_STEPS[device]
+        # a search makes shorter runs than the shipped presets' advice, so that more points fit its budget
+        self.steps = steps if steps is not None else (SEARCH_STEPS if search_budget_s is not None
+                                                      else DEFAULT_STEPS)[device]
         self.repeats = repeats
         self.workloads = parse_workloads(workloads, allowed=tuple(WORKLOADS))
         if presets is None:
@@ -102,6 +108,7 @@ class Advisor:
         self.use_run = use_run
         # the model workload: a search over the configuration axes within this many seconds (None: its presets)
         self.search_budget_s = search_budget_s
+        self.data_parallel = data_parallel  # under torchrun: the data-parallel presets run too (planning.plan)
         self._search: Any = None  # the running search.Search
         self._search_result: Any = None  # its SearchResult
         self._search_presets: dict[str, Preset] = {}  # every point it ran or found unavailable, in order
@@ -143,7 +150,8 @@ class Advisor:
 
     def plans(self) -> list[WorkloadPlan]:
         if self._plans is None:
-            self._plans = plan(self.presets, self.device, self.workloads, self.availability_fn)
+            self._plans = plan(self.presets, self.device, self.workloads, self.availability_fn,
+                               data_parallel=self.data_parallel)
         return self._plans
 
     @property
@@ -170,15 +178,24 @@ class Advisor:
         return out
 
     def document(self) -> dict[str, Any]:
-        doc = document(self.verdicts(), device=self.device, env=self.env, steps=self.steps, repeats=self.repeats,
+        """The advice so far; each workload whose presets are points on the configuration axes (the model, the
+        Transformer) with its `answer`, derived from its verdict (`answer.answer`); the model's also at the top,
+        with the search's record."""
+        from .answer import answer
+
+        verdicts = self.verdicts()
+        doc = document(verdicts, device=self.device, env=self.env, steps=self.steps, repeats=self.repeats,
                        workloads=self.workloads, partial=self.interrupted, started=self.started,
                        finished=self.finished)
+        for v, w in zip(verdicts, doc["workloads"], strict=True):
+            mine = [x for x in (*self.presets, *self._search_presets.values()) if x.workload == v.workload]
+            points = {x.name: x.point for x in mine if x.point is not None}
+            model = next((x.model for x in mine if x.model), None)
+            w["answer"] = answer(v, points, model=model, steps=self.steps)
+            if v.workload == "model":
+                doc["answer"] = w["answer"]
         if self._search_result is not None:
-            from .answer import answer
-
             doc["search"] = self._search_result.to_dict()
-            spec = next(iter(self._search_presets.values())).model
-            doc["answer"] = answer(self._search_result, spec, self.steps)
         return doc
 
     def _search_verdict(self, p: WorkloadPlan) -> WorkloadVerdict:
@@ -204,9 +221,20 @@ class Advisor:
         return find_reusable(self.env, self.workloads, self.plans(), steps=steps, repeats=repeats, path=path)
 
     # ---- running --------------------------------------------------------------------------------
+    def _budget(self) -> tuple[float, float] | None:
+        """While the search runs: its budget and what it has spent (Progress fields), else None."""
+        search = self._search
+        if search is None or self.search_budget_s is None or not search.started:
+            return None
+        return float(self.search_budget_s), max(0.0, search.spent)
+
     def _emit(self, progress: Progress) -> None:
         if self.on_progress is None:
             return
+        if progress.budget_s is None and progress.event in ("run", "run_end", "search"):
+            budget = self._budget()
+            if budget is not None:
+                progress = replace(progress, budget_s=budget[0], spent_s=budget[1])
         try:
             self.on_progress(progress)
         except Exception:  # noqa: BLE001 - a broken consumer must not stop the advice

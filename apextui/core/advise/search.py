@@ -13,9 +13,10 @@ H200, autotuning several), so the search spends compiles only where they can win
 4. coordinate ascent around the best point: every untried neighbour (values whose single change helped
    most first; values whose single change failed are not tried), moving only when faster by the one
    noise rule (`compare.compare`); a pass without a move ends it;
-5. interleaved repeats (A B C D, D C B A) of the top candidates (the winner, the runner-up, the best
-   single change, fp32), so that the final comparison is measured side by side; the winner is the
-   fastest of them over all its runs.
+5. interleaved repeats (A B C D, D C B A) of the top candidates (the best point so far, the runner-up, the
+   best single change, fp32), so that the final comparison is measured side by side; the winner is the
+   advice's one decision (`choice.choose`) over every point that ran: the fastest, unless within noise of
+   fp32 (then fp32), and an Apex point only where it is faster beyond noise than the fastest torch-only one.
 
 A point that fails to run or fails the correctness check is excluded and reported with its reason. The
 budget (seconds, on `clock`) is checked before each run: ascent stops early enough to leave room for one
@@ -34,6 +35,7 @@ from typing import Any, Callable, Literal, Mapping
 from ..compare import Comparison, Timing, compare, fields, timing_from_runs
 from ..config.axes import AXES, AXIS_NAMES, axis
 from ..config.point import BASELINE, Config, single_changes
+from .choice import choose
 
 TrialStatus = Literal["ok", "failed", "check_failed", "unavailable"]
 Phase = Literal["baseline", "single", "ascent", "repeat"]
@@ -158,8 +160,9 @@ class Search:
 
     def __init__(self, measure: Measure, budget_s: float, *, available: Available | None = None,
                  clock: Callable[[], float] = time.monotonic, on_progress: Callable[[str], None] | None = None,
-                 final_rounds: int = FINAL_ROUNDS) -> None:
+                 final_rounds: int = FINAL_ROUNDS, workload: str = "model") -> None:
         self.measure, self.budget_s, self.clock = measure, float(budget_s), clock
+        self.workload = workload  # the values it tries are those this workload builds (`axes.Value.workloads`)
         self.available = available
         self.on_progress = on_progress
         self.final_rounds = final_rounds
@@ -221,6 +224,10 @@ class Search:
         return self._stopped or self.spent + reserve >= self.budget_s
 
     # ---- the search --------------------------------------------------------------------------------
+    @property
+    def started(self) -> bool:
+        return self._t0 != 0.0
+
     def run(self) -> SearchResult:
         """Baseline; every eager single change; the best eager values combined; each compile mode on the best
         point so far (cheapest set-up first); coordinate ascent around the best point while the budget lasts;
@@ -231,7 +238,7 @@ class Search:
             r.stopped_by = "baseline failed"
             r.spent_s = self.spent
             return r
-        singles = single_changes(BASELINE)
+        singles = single_changes(BASELINE, self.workload)
         eager = [c for c in singles if c.compile == "none"]
         stopped_by = self._singles(eager)
         r.best_single = self._fastest([c for c in singles if self._ok(c)])
@@ -252,9 +259,12 @@ class Search:
             order = top if k % 2 else tuple(reversed(top))  # the ascent ended on the winner: start with the others
             for c in order:
                 self._run("repeat", c, f"interleaved repeat {k + 1}/{self.final_rounds} of the top candidates")
+        # the winner by the advice's one decision (choice.choose), over every point that ran ok, as the verdict
+        # on the same runs decides: never a point within noise of fp32, nor Apex where torch is as fast
+        ok = list(dict.fromkeys(t.config for t in r.trials if self._ok(t.config)))
+        r.winner = choose(ok, r.timing, lambda c: bool(c.needs_apex), BASELINE).recommended or current
         ranked = sorted((c for c in top if self._ok(c)), key=lambda c: self.result.timing(c).median_ms)  # type: ignore[union-attr]
-        r.winner = ranked[0] if ranked else current
-        r.runner_up = next((c for c in ranked[1:] if c != BASELINE), None)
+        r.runner_up = next((c for c in ranked if c not in (BASELINE, r.winner)), None)
         r.spent_s = self.spent
         return r
 
@@ -299,7 +309,8 @@ class Search:
         (from the cheapest compile's measured cost) not to fit is left for the budget to say."""
         base = current
         first_cost: float | None = None
-        for v in sorted((v for v in axis("compile").values if v.name != "none"), key=lambda v: v.setup_cost):
+        for v in sorted((v for v in axis("compile").values_for(self.workload) if v.name != "none"),
+                       key=lambda v: v.setup_cost):
             cand = base.with_("compile", v.name)
             if self._tried(cand):
                 continue
@@ -328,7 +339,7 @@ class Search:
         moved = True
         while moved:
             moved = False
-            cands = [current.with_(ax.name, v.name) for ax in AXES for v in ax.values
+            cands = [current.with_(ax.name, v.name) for ax in AXES for v in ax.values_for(self.workload)
                      if v.name != getattr(current, ax.name) and (ax.name, v.name) not in failed]
             cands = [c for c in cands if not self._tried(c)]
             cands.sort(key=lambda c: min(rank(a, getattr(c, a)) for a in AXIS_NAMES
@@ -348,7 +359,7 @@ class Search:
         """The winner so far, the runner-up (the fastest other point), the best single change, fp32."""
         others = [t.config for t in self.result.trials if t.config != current and self._ok(t.config)]
         runner = self._fastest([c for c in others if c != BASELINE])
-        single = self._fastest([c for c in single_changes(BASELINE) if self._ok(c)])
+        single = self._fastest([c for c in single_changes(BASELINE, self.workload) if self._ok(c)])
         out: list[Config] = []
         for c in (current, runner, single, BASELINE):
             if c is not None and c not in out and self._ok(c):

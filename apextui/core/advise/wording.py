@@ -125,10 +125,13 @@ def apex_text(v: ApexVerdict, ms: Sequence[Measurement], base: Measurement | Non
     """Apex against torch for one workload, in words (from the decided `v` and the measurements it names)."""
     by = {m.preset: m for m in ms}
     best_torch = by.get(v.best_torch) if v.best_torch is not None else None
-    if best_torch is not None:
-        up = (f", {format_speedup(versus(best_torch, base))} the baseline"
-              if base is not None and base.measured and base is not best_torch else "")
-        torch_text = f"the best torch-only option is {best_torch.preset} ({_ms(best_torch.median_ms)} ms/step{up})"
+    choice = by.get(v.torch_choice) if v.torch_choice is not None else best_torch
+    if choice is not None:
+        up = (f", {format_speedup(versus(choice, base))} the baseline"
+              if base is not None and base.measured and base is not choice else "")
+        torch_text = f"the best torch-only option is {choice.preset} ({_ms(choice.median_ms)} ms/step{up})"
+        if best_torch is not None and best_torch is not choice:
+            torch_text += f"; {best_torch.preset} is within noise of it"
     else:
         torch_text = "no torch-only preset was measured either"
     if v.status == "none":
@@ -143,19 +146,25 @@ def apex_text(v: ApexVerdict, ms: Sequence[Measurement], base: Measurement | Non
     if v.status == "no_torch" or best_torch is None:
         return (f"{best_apex.preset} ran ({_ms(best_apex.median_ms)} ms/step) but no torch-only preset was measured "
                 "to compare it with")
-    pair = (f"best Apex {best_apex.preset} {_ms(best_apex.median_ms)} vs best torch-only {best_torch.preset} "
+    pair = (f"best Apex {best_apex.preset} {_ms(best_apex.median_ms)} vs fastest torch-only {best_torch.preset} "
             f"{_ms(best_torch.median_ms)} ms/step")
+    # where the torch-only option offered is not the fastest torch-only preset (that one is within noise of the
+    # baseline), say which is offered: the line never leaves a faster-looking preset as the implied choice
+    offered = f"; {torch_text}" if choice is not best_torch else ""
     if v.status == "within_noise":
         diff, thr = v.difference or 0.0, v.noise_threshold or 0.0  # set whenever both were measured
-        return f"not worth installing for this: {pair}, within noise ({_pct(diff)} apart, noise ±{_pct(thr)})"
+        return (f"not worth installing for this: {pair}, within noise ({_pct(diff)} apart, noise ±{_pct(thr)})"
+                f"{offered}")
     if v.status == "faster_flagged":
-        return (f"{best_apex.preset} is {format_speedup(versus(best_apex, best_torch))} faster than the best "
-                f"torch-only {best_torch.preset} ({pair}), but it is flagged (loss or accuracy): not a clear gain")
+        return (f"{best_apex.preset} is {format_speedup(versus(best_apex, best_torch))} faster than the fastest "
+                f"torch-only {best_torch.preset} ({pair}), but it is flagged (loss or accuracy): not a clear gain"
+                f"{offered}")
     if v.status == "faster":
         return (f"worth it here: {best_apex.preset} is {format_speedup(versus(best_apex, best_torch))} faster than "
-                f"the best torch-only {best_torch.preset} ({pair})")
+                f"the fastest torch-only {best_torch.preset} ({pair})")
     return (f"not worth it here: the torch-only {best_torch.preset} is "
-            f"{format_speedup(versus(best_torch, best_apex))} faster than the best Apex {best_apex.preset} ({pair})")
+            f"{format_speedup(versus(best_torch, best_apex))} faster than the best Apex {best_apex.preset} ({pair})"
+            f"{offered}")
 
 
 _NOT_MEASURED = {"not_measured": "not measured (interrupted before its first run)",
@@ -199,7 +208,7 @@ def workload_text(v: WorkloadVerdict) -> str:
     elif base is not None and rec == base.preset and base is not fastest:
         text += f". Use: {rec} (nothing is measurably faster than the baseline)"
     else:
-        others = [t for t in v.tied if t != rec and t not in flagged]
+        others = list(v.within_noise_of_recommended)
         text += f". Use: {rec}" + (f" (or {', '.join(others)}: within noise)" if others else "")
     return text
 

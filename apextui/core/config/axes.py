@@ -7,24 +7,18 @@ configuration is a point with one value per axis (`point.Config`); the named var
 value is one `Value` below (and, where it is a new kind of change, its construction in
 `workloads/model_workload.py`, its snippet line in `snippet.py`).
 
-Availability reuses the checks apextui already has: `needs.CHECKS` (torch.compile, CUDA graphs,
-CUDA) and `apex.check.check_features` (Apex kernels), plus two of this module's own for fp8 (an importable
-`torchao`, a GPU of compute capability >= 8.9). Importing this module is cheap (no torch).
+This module is data only (no torch, nothing of apextui's above it), so that the workload registry
+(`workloads/spec.py`) can declare its variants as points; whether a value can run here is `checks.py`'s.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal, Mapping
 
-from ..needs import CHECKS as NEED_CHECKS
-from ..needs import Check
-
 AxisName = Literal["precision", "optimizer", "norms", "compile"]
 Need = Literal["compile", "cuda_graphs", "cuda", "torchao", "sm89"]
-FP8_CAPABILITY = (8, 9)  # float8 tensor cores: Ada (8.9) and Hopper (9.0) onwards
 
 
 @dataclass(frozen=True)
@@ -39,6 +33,12 @@ class Value:
     # set-up time relative to torch.compile's default mode (the search tries costly values last and estimates
     # whether they fit its budget from the cheapest one's measured cost); 0: no set-up of its own
     setup_cost: float = 0.0
+    # the workloads that build it (empty: every workload that runs points); the whole-step CUDA graph is the
+    # shipped Transformer's (a user's step may not be capturable as it stands)
+    workloads: tuple[str, ...] = ()
+
+    def builds_on(self, workload: str) -> bool:
+        return not self.workloads or workload in self.workloads
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,9 @@ class Axis:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(v.name for v in self.values)
+
+    def values_for(self, workload: str) -> tuple[Value, ...]:
+        return tuple(v for v in self.values if v.builds_on(workload))
 
     def value(self, name: str) -> Value:
         for v in self.values:
@@ -93,6 +96,8 @@ AXES: tuple[Axis, ...] = (
               "max_autotune", needs=("compile",), setup_cost=4.0),
         Value("reduce-overhead", "`torch.compile(mode=\"reduce-overhead\")`: CUDA graphs", "compile_cg",
               needs=("compile", "cuda_graphs"), setup_cost=1.2),
+        Value("graph", "`torch.compile` and the whole step (forward, backward, capturable fused AdamW) in one CUDA "
+              "graph", "compile_graph", needs=("compile", "cuda_graphs"), setup_cost=1.5, workloads=("transformer",)),
     )),
 )
 AXIS_MAP: Mapping[str, Axis] = MappingProxyType({a.name: a for a in AXES})
@@ -108,54 +113,3 @@ def axis(name: str) -> Axis:
 def allowed() -> str:
     """Every axis and its values, for an error line: 'precision=fp32|tf32|..., optimizer=...'."""
     return ", ".join(f"{a.name}={'|'.join(a.names)}" for a in AXES)
-
-
-# ---- availability ---------------------------------------------------------------------------------
-def check_torchao(device: str) -> Check:
-    if importlib.util.find_spec("torchao") is None:
-        return Check(False, "fp8 training needs the torchao package; it is not installed",
-                     "pip install torchao (the version that matches your torch)")
-    return Check(True)
-
-
-def check_sm89(device: str) -> Check:
-    """float8 matmuls need compute capability 8.9 or newer (torch imported only here)."""
-    if device != "cuda":
-        return Check(False, "fp8 needs an NVIDIA GPU; this run is on CPU", "run on an Ada or Hopper GPU (or newer)")
-    import torch
-
-    cap = torch.cuda.get_device_capability()
-    if tuple(cap) < FP8_CAPABILITY:
-        return Check(False, f"fp8 needs a GPU of compute capability >= {FP8_CAPABILITY[0]}.{FP8_CAPABILITY[1]}; "
-                            f"this one is {cap[0]}.{cap[1]}", "run on an Ada (sm_89) or Hopper (sm_90) GPU or newer")
-    return Check(True)
-
-
-CHECKS: Mapping[str, object] = MappingProxyType({**NEED_CHECKS, "torchao": check_torchao, "sm89": check_sm89})
-
-
-def value_availability(value: Value, device: str) -> Check:
-    """The first unmet need of one value on `device` (Apex kernels last: their check runs a child process)."""
-    for need in value.needs:
-        result = CHECKS[need](device)  # type: ignore[operator]
-        if not result.ok:
-            return result
-    return apex_check(value.apex, device)
-
-
-def apex_check(features: tuple[str, ...], device: str) -> Check:
-    """Working Apex kernels for `features` on `device` (CUDA only; checked in a child process, cached)."""
-    if not features:
-        return Check(True)
-    if device != "cuda":
-        return Check(False, f"needs NVIDIA Apex ({', '.join(features)}), whose fused kernels run on CUDA only; "
-                            "this run is on CPU",
-                     "run on a machine with an NVIDIA GPU and Apex built with APEX_CPP_EXT=1 APEX_CUDA_EXT=1, "
-                     "or pick a torch preset")
-    from ..apex.check import check_features
-
-    checks = check_features(features, cuda_available=True)
-    for feature in features:
-        if not checks[feature].ok:
-            return Check(False, f"needs Apex {feature}: {checks[feature].reason}", checks[feature].fix)
-    return Check(True)

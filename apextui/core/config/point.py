@@ -1,7 +1,8 @@
 """A configuration as a point: one value per axis (`axes.AXES`), frozen and hashable.
 
-The model workload's named variants (`spec.MODEL.variants`) are named points (`NAMED`), so `--variant bf16`
-still means what it meant; any other point is asked for by its axes (`parse("precision=bf16,optimizer=fused")`,
+The model workload's named variants are named points (`NAMED`; `spec.MODEL.variants` is made from them), so
+`--variant bf16` still means what it meant; the shipped Transformer's variants are points too (their
+`VariantSpec.config`); any other point is asked for by its axes (`parse("precision=bf16,optimizer=fused")`,
 or a table `{precision = "bf16", ...}` in a preset). A point's `label` is its preset name's tail: the named
 point's name where it is one, else the non-default values' labels joined by "+" (`bf16+fused+compile`),
 "fp32" for the point with every default.
@@ -13,7 +14,7 @@ from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping
 
-from .axes import AXES, AXIS_NAMES, Check, ConfigError, Value, allowed, axis, value_availability
+from .axes import AXES, AXIS_NAMES, ConfigError, Value, allowed, axis
 
 Amp = str  # "none" | "fp16" | "bf16" (workloads.spec.Amp)
 
@@ -79,7 +80,9 @@ class Config:
 
     @property
     def optimizer_kind(self) -> str:
-        """The name `workloads.model_workload.make_optimizer` takes."""
+        """The name the workloads' `make_optimizer` takes (the whole-step graph: fused AdamW, capturable)."""
+        if self.whole_step_graph and self.optimizer == "fused":
+            return "adamw_capturable_graph"
         return {"adamw": "adamw", "foreach": "adamw_foreach", "fused": "adamw_fused",
                 "apex": "fused_adam"}[self.optimizer]
 
@@ -89,11 +92,24 @@ class Config:
 
     @property
     def compile_mode(self) -> str | None:
-        return None if self.compile == "none" else self.compile
+        """torch.compile's mode; the whole-step graph compiles in mode "default", then captures the step."""
+        return {"none": None, "graph": "default"}.get(self.compile, self.compile)
+
+    @property
+    def whole_step_graph(self) -> bool:
+        return self.compile == "graph"
 
     @property
     def cuda_graphs(self) -> bool:
-        return self.compile == "reduce-overhead"
+        return self.compile in ("reduce-overhead", "graph")
+
+    def builds_on(self, workload: str) -> str | None:
+        """None where `workload` builds every value of the point, else why not."""
+        for name, value in zip(AXIS_NAMES, self.values(), strict=True):
+            if not value.builds_on(workload):
+                return (f"{name}={value.name} ({value.summary}) is built for the {', '.join(value.workloads)} "
+                        f"workload only")
+        return None
 
     @property
     def needs_apex(self) -> tuple[str, ...]:
@@ -108,14 +124,6 @@ class Config:
         for v in self.values():
             out += [n for n in v.needs if n not in out]
         return tuple(out)
-
-    def availability(self, device: str) -> Check:
-        """The first unmet need of any of its values on `device` (Apex checks last: a child process)."""
-        for v in sorted(self.values(), key=lambda v: bool(v.apex)):
-            result = value_availability(v, device)
-            if not result.ok:
-                return result
-        return Check(True)
 
     def summary(self) -> str:
         parts = [v.summary for v in self.values() if v.label]
@@ -174,9 +182,9 @@ def parse(text: Any) -> Config:
     return Config(**chosen)
 
 
-def single_changes(base: Config = BASELINE) -> list[Config]:
-    """Every point one axis away from `base`, in axis then value order."""
-    return [base.with_(a.name, v.name) for a in AXES for v in a.values if v.name != getattr(base, a.name)]
+def single_changes(base: Config = BASELINE, workload: str = "model") -> list[Config]:
+    """Every point one axis away from `base` that `workload` builds, in axis then value order."""
+    return [base.with_(a.name, v.name) for a in AXES for v in a.values_for(workload) if v.name != getattr(base, a.name)]
 
 
 CONFIG_FIELDS = tuple(f.name for f in fields(Config))

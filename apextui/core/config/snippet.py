@@ -39,6 +39,8 @@ def snippet(config: Config) -> str:
     if config.fp8:
         lines += ["from torchao.float8 import convert_to_float8_training",
                   "convert_to_float8_training(model)  # nn.Linear -> Float8Linear (dims divisible by 16)"]
+    if config.whole_step_graph:
+        return _whole_step_graph(lines, config)
     lines += _OPTIMIZER[config.optimizer].splitlines()
     if config.precision == "fp16":
         lines.append('scaler = torch.amp.GradScaler("cuda")')
@@ -61,6 +63,28 @@ def snippet(config: Config) -> str:
     else:
         step += ["loss.backward()", "optimizer.step()"]
     return "\n".join(lines + step) + "\n"
+
+
+def _whole_step_graph(lines: list[str], config: Config) -> str:
+    """The whole step (forward, backward, capturable fused AdamW) captured once in a CUDA graph and replayed."""
+    call = "static_loss = loss_fn(compiled(static_inputs), static_targets)"
+    if config.amp != "none":
+        forward = [f'    with torch.autocast(device_type="cuda", dtype={_DTYPE[config.precision]}):', f"        {call}"]
+    else:
+        forward = [f"    {call}"]
+    lines += ["optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True, capturable=True)",
+              "compiled = torch.compile(model)",
+              "static_inputs, static_targets = inputs.clone(), targets.clone()  # the graph's input buffers",
+              "# warm up (compile) a few steps on a side stream first, as torch.cuda.graphs' docs show; then",
+              "optimizer.zero_grad(set_to_none=True)",
+              "graph = torch.cuda.CUDAGraph()",
+              "with torch.cuda.graph(graph):",
+              *forward,
+              "    static_loss.backward()",
+              "    optimizer.step()",
+              "", "# each step",
+              "static_inputs.copy_(inputs)", "static_targets.copy_(targets)", "graph.replay()"]
+    return "\n".join(lines) + "\n"
 
 
 def preset_toml(config: Config, model: str, steps: int = 50, description: str = "") -> str:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Literal, Mapping
 
+from ..config.point import NAMED, Config
 from ..analysis.work import ADAMW_BYTES_PER_PARAM, ADAMW_FLOPS_PER_PARAM, Work, norm_work, optimizer_work, \
     transformer_work
 
@@ -55,6 +56,10 @@ class VariantSpec:
     optimizer: OptimizerCost = ADAMW  # the optimizer step's cost (the optimizer workload's work model)
     amp: Amp | None = None  # the precision the variant fixes, where its presets are generated (the model workload)
     parallel: Parallel | None = None  # a distributed variant's way to train on several ranks
+    # its point on the configuration axes (config/axes.py), where it is one: every model variant, and the
+    # transformer's (a preset's `amp` sets the point's precision, `point_of`); None: no point (the optimizer and
+    # norm kernels, the sharded optimizer)
+    config: Config | None = None
 
     @property
     def cuda_graphs(self) -> bool:
@@ -230,20 +235,28 @@ _APEX_FUSED = ("FusedAdam", "FusedLayerNorm")
 TRANSFORMER = WorkloadSpec(
     name="transformer",
     variants=(
-        VariantSpec("fp32", "nn.LayerNorm + torch AdamW"),
-        VariantSpec("fused_fp32", "apex FusedAdam + FusedLayerNorm", apex=_APEX_FUSED),
-        VariantSpec("fused_amp", "apex fused + fp16 autocast + `GradScaler`", apex=_APEX_FUSED),
-        VariantSpec("torch_amp", "no Apex: torch fused AdamW + bf16 autocast"),
-        VariantSpec("torch_compile", "`torch_amp` through `torch.compile`", needs=("compile",)),
+        VariantSpec("fp32", "nn.LayerNorm + torch AdamW", config=Config()),
+        VariantSpec("fused_fp32", "apex FusedAdam + FusedLayerNorm", apex=_APEX_FUSED,
+                    config=Config(optimizer="apex", norms="apex")),
+        VariantSpec("fused_amp", "apex fused + fp16 autocast + `GradScaler`", apex=_APEX_FUSED,
+                    config=Config(precision="fp16", optimizer="apex", norms="apex")),
+        VariantSpec("torch_amp", "no Apex: torch fused AdamW + bf16 autocast",
+                    config=Config(precision="bf16", optimizer="fused")),
+        VariantSpec("torch_compile", "`torch_amp` through `torch.compile`", needs=("compile",),
+                    config=Config(precision="bf16", optimizer="fused", compile="default")),
         VariantSpec("torch_compile_cg", "`torch.compile(mode=\"reduce-overhead\")`: CUDA graphs",
-                    needs=("compile", "cuda_graphs")),
+                    needs=("compile", "cuda_graphs"),
+                    config=Config(precision="bf16", optimizer="fused", compile="reduce-overhead")),
         VariantSpec("torch_compile_graph", "`torch.compile`, the whole step in one CUDA graph",
-                    needs=("compile", "cuda_graphs")),
-        VariantSpec("ddp_adamw_fused", "DDP + torch fused AdamW", parallel="ddp"),
-        VariantSpec("ddp_fused_adam", "DDP + apex FusedAdam", apex=("FusedAdam",), parallel="ddp"),
+                    needs=("compile", "cuda_graphs"),
+                    config=Config(precision="bf16", optimizer="fused", compile="graph")),
+        VariantSpec("ddp_adamw_fused", "DDP + torch fused AdamW", parallel="ddp", config=Config(optimizer="fused")),
+        VariantSpec("ddp_fused_adam", "DDP + apex FusedAdam", apex=("FusedAdam",), parallel="ddp",
+                    config=Config(optimizer="apex")),
         VariantSpec("distributed_fused_adam", "apex DistributedFusedAdam (ZeRO-style sharded optimizer state)",
                     apex=("DistributedFusedAdam",), parallel="distributed_optimizer"),
-        VariantSpec("fsdp2_adamw_fused", "FSDP2 `fully_shard` + torch fused AdamW", parallel="fsdp2"),
+        VariantSpec("fsdp2_adamw_fused", "FSDP2 `fully_shard` + torch fused AdamW", parallel="fsdp2",
+                    config=Config(optimizer="fused")),
     ),
     # vocab is bounded by the dense vocab x vocab Markov matrix, built on the host
     size_limits=MappingProxyType({
@@ -266,25 +279,12 @@ def _model_work(variant: VariantSpec, size: Mapping[str, int], params: int | Non
     raise ValueError("a user's model has no work model (its FLOPs and bytes are not known)")
 
 
-_NORMS = ("FusedLayerNorm", "FusedRMSNorm")
 MODEL = WorkloadSpec(
     name="model",
-    variants=(
-        VariantSpec("fp32", "your model as written: fp32, torch AdamW defaults", amp="none"),
-        VariantSpec("tf32", "fp32 with TF32 matmuls and convolutions", needs=("cuda",), amp="none"),
-        VariantSpec("bf16", "bf16 autocast", amp="bf16"),
-        VariantSpec("fp16", "fp16 autocast + `GradScaler`", amp="fp16"),
-        VariantSpec("adamw_foreach", "torch AdamW `foreach=True` (CUDA's default)", amp="none"),
-        VariantSpec("adamw_fused", "torch AdamW `fused=True`", amp="none"),
-        VariantSpec("fused_adam", "apex FusedAdam", apex=("FusedAdam",), amp="none"),
-        VariantSpec("fused_norms", "every nn.LayerNorm / nn.RMSNorm swapped for apex FusedLayerNorm / "
-                    "FusedRMSNorm", apex=_NORMS, amp="none"),
-        VariantSpec("fused_amp", "apex FusedAdam + fused norms + fp16 autocast + `GradScaler`",
-                    apex=("FusedAdam", *_NORMS), amp="fp16"),
-        VariantSpec("compile", "`torch.compile` (mode default) of model and loss", needs=("compile",), amp="none"),
-        VariantSpec("compile_cg", "`torch.compile(mode=\"reduce-overhead\")`: CUDA graphs",
-                    needs=("compile", "cuda_graphs"), amp="none"),
-    ),
+    # one a named point (config/point.py's NAMED): what it needs and its precision are the point's own
+    variants=tuple(VariantSpec(name, point.summary(), apex=point.needs_apex, needs=point.needs,  # type: ignore[arg-type]
+                               amp=point.amp, config=point)  # type: ignore[arg-type]
+                   for name, point in NAMED.items()),
     size_limits=MappingProxyType({}),  # your function sizes the model (`small` on CPU)
     product_limit=((), "elements", 1),
     baseline="fp32",
@@ -299,6 +299,16 @@ WORKLOADS: Mapping[str, WorkloadSpec] = MappingProxyType(
     {s.name: s for s in (OPTIMIZER, NORM, TRANSFORMER, MODEL)})
 # the workloads whose presets ship in presets/ (the model workload's are made from `--model`)
 SHIPPED: tuple[str, ...] = tuple(w for w, s in WORKLOADS.items() if s.shipped)
+
+
+def point_of(workload: str, variant_name: str, amp: str = "none") -> Config | None:
+    """A preset's point on the configuration axes: its variant's, with the precision its `amp` sets (fp32's
+    where amp is "none"); None where the variant is no point."""
+    spec = WORKLOADS[workload].variant(variant_name)
+    if spec.config is None or workload == MODEL.name:
+        return spec.config
+    precision = {"none": "fp32", "bf16": "bf16", "fp16": "fp16"}[amp]
+    return spec.config.with_("precision", precision)
 
 
 def variant(workload: str, name: str) -> VariantSpec:
@@ -319,5 +329,5 @@ def work_per_step(workload: str, variant: str, size: Mapping[str, int], params: 
 
 
 __all__ = ["ADAMW", "Amp", "Estimate", "LAMB", "MAX_POOL_TOKENS", "MODEL", "MemoryModel", "Need", "OptimizerCost",
-           "Parallel", "SHIPPED", "VariantSpec", "WORKLOADS", "WorkloadSpec", "transformer_params", "variant",
-           "work_per_step"]
+           "Parallel", "SHIPPED", "VariantSpec", "WORKLOADS", "WorkloadSpec", "point_of", "transformer_params",
+           "variant", "work_per_step"]

@@ -15,7 +15,8 @@ from . import markov, parallel
 from .marker import Marker, NoMark
 from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
 from .optimizer import make_optimizer
-from .spec import MAX_POOL_TOKENS, TRANSFORMER  # MAX_POOL_TOKENS: fresh tokens made up front, then cycled
+from ..config.point import Config
+from .spec import MAX_POOL_TOKENS, TRANSFORMER, point_of  # MAX_POOL_TOKENS: fresh tokens made up front, then cycled
 
 
 NormFactory = Callable[[int], nn.Module]
@@ -61,16 +62,6 @@ class TinyDecoder(nn.Module):
         return self.head(self.ln_f(x))
 
 
-# variant -> torch.compile mode ("reduce-overhead": CUDA graphs through cudagraph trees)
-COMPILE_MODES = {
-    "torch_compile": "default",
-    "torch_compile_cg": "reduce-overhead",
-    "torch_compile_graph": "default",
-}
-# variants whose whole step (forward, backward, capturable fused AdamW) is one torch.cuda.CUDAGraph
-WHOLE_STEP_GRAPH = ("torch_compile_graph",)
-
-
 class LossModel(nn.Module):
     """Model + loss in one module, for torch.compile to see (and fuse) both. Exactly the eager step's maths:
     the model under autocast, the cross-entropy on fp32 logits outside it."""
@@ -85,29 +76,29 @@ class LossModel(nn.Module):
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
 
 
-def parts(variant: str) -> tuple[NormFactory, str]:
-    """(norm factory, optimizer kind) for a variant: torch, or Apex fused kernels."""
-    if variant in ("ddp_adamw_fused", "fsdp2_adamw_fused"):
-        return nn.LayerNorm, "adamw_fused"
-    if variant == "ddp_fused_adam":
-        return nn.LayerNorm, "fused_adam"
-    if variant == "distributed_fused_adam":
-        return nn.LayerNorm, "distributed_fused_adam"
-    if variant in ("fp32", "torch_amp"):
-        return nn.LayerNorm, ("adamw" if variant == "fp32" else "adamw_fused")
-    if variant in WHOLE_STEP_GRAPH:
-        return nn.LayerNorm, "adamw_capturable_graph"
-    if variant in COMPILE_MODES:
-        return nn.LayerNorm, "adamw_fused"
-    if variant in ("fused_fp32", "fused_amp"):
+def parts(variant: str, amp: str = "none") -> tuple[NormFactory, str, Config | None]:
+    """(norm factory, optimizer kind, the preset's point) for a variant at `amp`: read from its point on the
+    configuration axes (`spec.point_of`), as the user's model reads its own; the sharded optimizer is no point."""
+    point = point_of(TRANSFORMER.name, variant, amp)
+    if point is None:
+        if variant == "distributed_fused_adam":
+            return nn.LayerNorm, "distributed_fused_adam", None
+        raise ValueError(f"unknown transformer variant {variant!r}")
+    if point.optimizer == "foreach":
+        raise ValueError(f"{variant}: the transformer builds no foreach AdamW; use optimizer adamw or fused")
+    if point.whole_step_graph and point.optimizer != "fused":
+        raise ValueError(f"{variant}: the whole-step CUDA graph needs the capturable fused AdamW (optimizer=fused)")
+    if point.fused_norms:
         from apex.normalization import FusedLayerNorm
 
-        return FusedLayerNorm, "fused_adam"
-    raise ValueError(f"unknown transformer variant {variant!r}")
+        return FusedLayerNorm, point.optimizer_kind, point
+    return nn.LayerNorm, point.optimizer_kind, point
 
 
 class TransformerWorkload(Workload):
-    """Next-token prediction on Markov-chain tokens; the loss floor is the chain's entropy rate.
+    """Next-token prediction on Markov-chain tokens; the loss floor is the chain's entropy rate. What a variant
+    builds is read from its point on the configuration axes (`parts`): precision (the preset's amp), optimizer,
+    norms and compile mode, so a variant is a point and the advice can hand back its code (`config/snippet.py`).
 
     `torch_compile` / `torch_compile_cg`: the same model, data and seed as the eager variants, model + loss
     through torch.compile (mode "default" / "reduce-overhead"), torch fused AdamW eager. `warm_up()` compiles
@@ -126,7 +117,8 @@ class TransformerWorkload(Workload):
 
     def __init__(self, variant: str, size: Mapping[str, int], device: str, amp: str, lr: float,
                  seed: int, steps: int) -> None:
-        norm, opt_kind = parts(variant)
+        norm, opt_kind, point = parts(variant, amp)
+        mode = point.compile_mode if point is not None else None
         how = parallel.kind(TRANSFORMER.variant(variant).parallel)
         rank, self.world_size = parallel.world() if how else (0, 1)
         torch.manual_seed(seed)
@@ -141,8 +133,7 @@ class TransformerWorkload(Workload):
         self.batches = tokens.view(self.pool, batch, seq + 1)
         self.model = TinyDecoder(size["vocab"], size["d_model"], size["layers"], size["heads"], seq, norm).to(device)
         self.params = sum(p.numel() for p in self.model.parameters())  # before FSDP2 shards them
-        if how is not None and (variant in COMPILE_MODES and COMPILE_MODES[variant] != "default"
-                                or variant in WHOLE_STEP_GRAPH):
+        if how is not None and point is not None and point.cuda_graphs:
             raise ValueError(f"{variant} captures CUDA graphs; apextui does not run it data-parallel")
         self.model = parallel.wrap(self.model, how, device, shards=self.model.blocks)  # type: ignore[assignment]  # DDP/FSDP wrap it
         self.opt = make_optimizer(opt_kind, list(self.model.parameters()), lr)
@@ -153,18 +144,18 @@ class TransformerWorkload(Workload):
         self.work = transformer_work(size, self.params, amp)
         self._i = 0
         self.compiled: Callable[..., torch.Tensor] | None = None  # torch.compile's wrapper of the loss model
-        self.whole_graph = variant in WHOLE_STEP_GRAPH
+        self.whole_graph = point is not None and point.whole_step_graph
         if self.whole_graph and device != "cuda":
             raise ValueError(f"{variant} needs CUDA (a CUDA graph); this run is on {device}")
         if self.whole_graph and self.scaler is not None:
             raise ValueError(f"{variant} cannot use GradScaler (amp = fp16): its step reads the scale on the "
                              "host; use amp = bf16 or none")
-        self.uses_cuda_graphs = self.whole_graph or COMPILE_MODES.get(variant) == "reduce-overhead"
+        self.uses_cuda_graphs = point is not None and point.cuda_graphs
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static: torch.Tensor | None = None  # the whole-step graph's input: each step's batch is copied in
         self.static_loss: torch.Tensor | None = None
-        if variant in COMPILE_MODES:
-            self.compiled = torch.compile(LossModel(self.model, device, amp), mode=COMPILE_MODES[variant])
+        if mode is not None:
+            self.compiled = torch.compile(LossModel(self.model, device, amp), mode=mode)
             self.compiles = True
 
     def warm_up(self) -> float | None:

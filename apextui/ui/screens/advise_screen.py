@@ -8,6 +8,15 @@ The screen polls the job's state a few times a second (never per step), and redr
 Opening the screen reuses the advice stored for this environment when there is one, saying when, with how
 many steps and repeats and on which device it was measured, and warning when its runs were too short to
 trust (`core.advise.provenance`, `trust_note`); `r` measures again.
+
+With `--model` (the app's presets hold a model's), the advice is the model's configuration search, the very
+engine `apextui advise --model` runs (`Advisor(search_budget_s=...)`, core/advise/search.py): the screen shows
+which point is measured and why, and the budget used and left; then the same answer as the CLI's
+(`AdviceView.answer`: the winning configuration, its snippet, the speed-ups, peak memory). A model's advice
+is never stored nor reused (its code may change), as on the command line.
+
+Times that go on between updates (a compile sends no update for minutes) are counted here, from when the
+latest update came (`AdviceJob.clock`), not frozen at the update's own figure.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -27,6 +36,7 @@ from textual.widgets import Footer, ProgressBar, Static
 
 from apextui.core.advise import DEFAULT_REPEATS, Advisor, Progress, store
 from apextui.core.advise.advice_view import AdviceView, view
+from apextui.core.advise.search import DEFAULT_BUDGET_S
 
 from .. import widget_format as fmt
 
@@ -35,19 +45,34 @@ FINISHED_LINES = 200  # finished-run lines kept for the screen
 
 
 class AdviceJob:
-    """One advice measured (or reused) in a background thread; its state is read by the UI thread."""
+    """One advice measured (or reused) in a background thread; its state is read by the UI thread.
+    `search_budget_s`: the model's search (then `workloads` is the model's); `clock`: what times the updates."""
 
     def __init__(self, *, device: str, presets: Sequence[Any], availability: Mapping[str, Any],
                  runner_factory: Any, steps: int | None = None, repeats: int = DEFAULT_REPEATS,
                  workloads: Sequence[str] | None = None, sample_interval: float = 1.0, reuse: bool = True,
-                 env: Mapping[str, Any] | None = None) -> None:
-        self.reuse = reuse
+                 env: Mapping[str, Any] | None = None, search_budget_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.searches = search_budget_s is not None
+        self.reuse = reuse and not self.searches
         self.steps_given = steps
+        self.clock = clock
+
+        def available(p: Any) -> Any:  # a point the search makes is not in the probe's table: checked here
+            known = availability.get(p.name)
+            if known is None and p.point is not None:
+                from apextui.core.availability import availability as check
+
+                return check(p, device)
+            return known
+
         self.advisor = Advisor(device, steps=steps, repeats=repeats, workloads=workloads, presets=presets,
-                               availability_fn=lambda p: availability.get(p.name), runner_factory=runner_factory,
-                               on_progress=self._on_progress, sample_interval=sample_interval, env=env)
+                               availability_fn=available, runner_factory=runner_factory,
+                               on_progress=self._on_progress, sample_interval=sample_interval, env=env,
+                               search_budget_s=search_budget_s)
         self._lock = threading.Lock()
         self.latest: Progress | None = None  # the current run's latest update
+        self.latest_at = 0.0  # when it came (`clock`)
         self.total = 0
         self.finished_runs = 0
         self.lines: list[str] = []  # one a finished run (its numbers), and the presets not run
@@ -65,11 +90,12 @@ class AdviceJob:
             if p.event == "plan":
                 self.total = p.total
             elif p.event == "run":
-                self.latest = p
+                self.latest, self.latest_at = p, self.clock()
             elif p.event == "run_end":
                 self.finished_runs += 1
+                self.total = max(self.total, self.finished_runs)  # a search: its runs so far
                 self.lines.append(p.line())
-            elif p.event == "skip":
+            elif p.event in ("skip", "search"):
                 self.lines.append(p.message)
             del self.lines[:-FINISHED_LINES]
 
@@ -82,10 +108,11 @@ class AdviceJob:
                     return
                 self.reuse_note = why
             doc = self.advisor.run()
-            try:
-                store(doc)
-            except OSError as exc:
-                self.store_note = f"could not store the advice: {exc}"
+            if not self.searches:  # a model's advice is never stored (its code may change)
+                try:
+                    store(doc)
+                except OSError as exc:
+                    self.store_note = f"could not store the advice: {exc}"
             self.doc = doc
         except Exception as exc:  # noqa: BLE001 - shown on the screen, never kills the app
             self.error = f"{type(exc).__name__}: {exc}"
@@ -127,11 +154,17 @@ class AdviceJob:
         with self._lock:
             return self.latest, self.finished_runs, self.total, list(self.lines)
 
+    def since_latest(self) -> float:
+        """Seconds since the latest run update came: what the run's own times have grown by since."""
+        with self._lock:
+            return max(0.0, self.clock() - self.latest_at) if self.latest is not None else 0.0
+
 
 def start_job(app: Any, *, reuse: bool = True, workloads: Sequence[str] | None = None,
               repeats: int = DEFAULT_REPEATS, steps: int | None = None,
-              env: Mapping[str, Any] | None = None) -> str | None:
-    """Start an advice for `app` (if it can start now); None when started, else why not."""
+              env: Mapping[str, Any] | None = None, budget: float | None = None) -> str | None:
+    """Start an advice for `app` (if it can start now); None when started, else why not. With a model among
+    the app's presets: the model's search within `budget` s (default `search.DEFAULT_BUDGET_S`)."""
     job = getattr(app, "advice_job", None)
     if job is not None and job.running:
         return "the advice is already measuring"
@@ -141,10 +174,14 @@ def start_job(app: Any, *, reuse: bool = True, workloads: Sequence[str] | None =
         return "waiting for the device probe and the Apex doctor…"
     if app.active is not None:
         return f"{app.active.preset.name} is running: stop it (s on the main screen) first, then press r here"
+    device = app.probe.device
+    model = any(p.workload == "model" for p in app.presets)  # --model: its search, as `advise --model` runs it
     app.advice_job = AdviceJob(
-        device=app.probe.device, presets=app.presets, availability=app.probe.availability,
+        device=device, presets=app.presets, availability=app.probe.availability,
         runner_factory=app.runner_factory, steps=steps if steps is not None else app.steps, repeats=repeats,
-        workloads=workloads, sample_interval=app.sample_interval, reuse=reuse, env=env,
+        workloads=workloads if workloads is not None or not model else ("model",),
+        sample_interval=app.sample_interval, reuse=reuse, env=env,
+        search_budget_s=(budget if budget is not None else DEFAULT_BUDGET_S[device]) if model else None,
     ).start()
     _watch(app, app.advice_job)
     return None
@@ -176,17 +213,26 @@ def open_advice(app: Any, **kw: Any) -> AdviseScreen:
 
 # ---- rendering ----------------------------------------------------------------------------------
 def render_progress(job: AdviceJob) -> Text:
+    """The current run: which (a search: which point, and the budget used and left), and how far; its times
+    counted on from the latest update (a compile sends none for minutes)."""
     latest, _done, total, _ = job.state()
+    later = job.since_latest()
     t = Text()
     if job.stopping:
         t.append("stopping after the current step… ", style="bold yellow")
     if latest is None:
         t.append("starting…" if not job.reuse else "looking for stored advice…", style="dim")
         return t
-    t.append(f"run {latest.index}/{total} ", style="bold")
-    t.append(f"{latest.workload} · {latest.preset} · repeat {latest.repeat}/{latest.repeats} · ")
+    if latest.budget_s is not None and latest.spent_s is not None:
+        spent = min(latest.spent_s + later, latest.budget_s)
+        t.append(f"search run {latest.index} ", style="bold")
+        t.append(f"{latest.preset} · budget {spent:.0f} of {latest.budget_s:.0f} s "
+                 f"({latest.budget_s - spent:.0f} s left) · ")
+    else:
+        t.append(f"run {latest.index}/{total} ", style="bold")
+        t.append(f"{latest.workload} · {latest.preset} · repeat {latest.repeat}/{latest.repeats} · ")
     if latest.status == "compiling":
-        el = f" {latest.elapsed_s:.0f} s" if latest.elapsed_s is not None else ""
+        el = f" {latest.elapsed_s + later:.0f} s" if latest.elapsed_s is not None else ""
         t.append(f"compiling…{el} (not counted in ms/step)", style="bold magenta")
     elif latest.status in ("starting", "profiling"):
         t.append(f"{latest.status}…", style="dim")
@@ -227,10 +273,14 @@ def render_doc(v: AdviceView) -> Text:
             t.append(w.recommended, style="bold green")
             if w.recommended_vs_base is not None:
                 t.append(f"  {w.recommended_vs_base} the baseline")
-            if w.runner_up_within_noise:
-                t.append(f"  (runner-up {w.runner_up_within_noise} within noise)", style="yellow")
+            if w.why_recommended:
+                t.append(f"  ({w.why_recommended})", style="yellow")
+            if w.within_noise:
+                t.append(f"  ({', '.join(w.within_noise)} within noise of it)", style="yellow")
             t.append("\n")
         t.append(f"  {w.verdict}\n")
+        if w.configuration:
+            t.append(f"  {w.configuration}\n", style="dim")
         for f in w.flags:
             t.append(f"  ⚑ {f}\n", style="bold red")
         if w.apex is not None:
@@ -252,6 +302,11 @@ def render_doc(v: AdviceView) -> Text:
             t.append(f"  note: {n}\n", style="italic")
     t.append(f"\nms = median of the repeats' median ms/step · * baseline · ⚑ flagged · ≈ within noise: "
              f"{v.noise_rule}\n", style="dim")
+    if v.answer:  # the model's search and its answer: the CLI's lines (`answer.answer_lines`)
+        t.append("\n")
+        for line in v.answer:
+            bold = line.startswith(("fastest configuration:", "use your model as written:"))
+            t.append(line + "\n", style="bold green" if bold else "")
     return t
 
 
@@ -261,6 +316,9 @@ def render_head(job: AdviceJob, v: AdviceView) -> Text:
     if v.reused:
         head.append(v.reuse_note, style="cyan")
         head.append("  · r measures again", style="dim")
+    elif v.answer:  # the model's search: it makes its own repeats
+        head.append(f"measured {v.measured_at} on {v.device}: a configuration search, {v.runs_ok} of "
+                    f"{v.runs_total} runs ok, {v.steps} steps a run, in {v.elapsed_s:.0f} s")
     else:
         head.append(f"measured {v.measured_at} on {v.device}: {v.runs_ok} of {v.runs_total} runs ok, "
                     f"{v.repeats} repeat(s) × {v.steps} steps, in {v.elapsed_s:.0f} s")
@@ -288,8 +346,10 @@ class AdviseScreen(ModalScreen[None]):
     ]
 
     def __init__(self, *, workloads: Sequence[str] | None = None, repeats: int = DEFAULT_REPEATS,
-                 steps: int | None = None, env: Mapping[str, Any] | None = None) -> None:
+                 steps: int | None = None, env: Mapping[str, Any] | None = None,
+                 budget: float | None = None) -> None:
         super().__init__()
+        self.budget = budget  # the model's search: its budget in seconds (None: the device's default)
         self.workloads = workloads
         self.repeats = repeats
         self.steps = steps
@@ -321,7 +381,7 @@ class AdviseScreen(ModalScreen[None]):
 
     def _start(self, reuse: bool) -> None:
         why = start_job(self.app, reuse=reuse, workloads=self.workloads, repeats=self.repeats, steps=self.steps,
-                        env=self.env)
+                        env=self.env, budget=self.budget)
         waiting = getattr(self.app, "probe", None) is None or not getattr(self.app, "doctor_done", False)
         if why is None or not waiting or getattr(self.app, "probe_error", None):
             self._pending = False  # started, or blocked by something only the user can change (r retries)
@@ -345,10 +405,13 @@ class AdviseScreen(ModalScreen[None]):
             bar.display = False
             return
         if job.running:
-            _, done, total, lines = job.state()
+            latest, done, total, lines = job.state()
             status.update(render_progress(job))
             bar.display = True
-            bar.update(total=max(total, 1), progress=done)
+            if latest is not None and latest.budget_s is not None and latest.spent_s is not None:  # the search
+                bar.update(total=latest.budget_s, progress=min(latest.budget_s, latest.spent_s + job.since_latest()))
+            else:
+                bar.update(total=max(total, 1), progress=done)
             body.update(render_lines(lines) if lines else Text(""))
             self._shown = None
             return

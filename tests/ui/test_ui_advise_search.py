@@ -1,0 +1,99 @@
+"""The Advice screen with `--model`: the model's configuration search (the engine `apextui advise --model` runs),
+its progress (which point, the budget used and left) and the CLI's answer; and the compile timer, which counts
+on between updates (it froze at `compiling… 3 s` for two minutes: a compile sends no update)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from ui_fakes import FakeEngine, cpu_app, static_text, until_ready, wait_for
+
+from apextui.core.advise.advice_view import view
+from apextui.core.advise.answer import answer_lines
+from apextui.core.model_presets import presets_for
+from apextui.core.presets import load_builtin
+from apextui.core.run.runner import thread_runner_factory
+from apextui.ui.screens.advise_screen import AdviseScreen, open_advice
+from helpers import TINY_MODEL
+
+pytestmark = pytest.mark.asyncio
+
+SIZE = (110, 40)
+TINY = TINY_MODEL
+
+
+def status(app) -> str:
+    return static_text(app.screen, "#advise-status")
+
+
+def body(app) -> str:
+    return static_text(app.screen, "#advise-body")
+
+
+@pytest.mark.slow
+async def test_the_compile_timer_counts_on_while_no_update_comes():
+    """The advice's first run stays compiling with no update (a real compile sends none for minutes): the
+    screen's compile time goes on with the clock (it stayed at the update's figure: `compiling… 3 s`)."""
+    engine = FakeEngine(compile_hold=["adamw"])
+    app = cpu_app(engine)
+    async with app.run_test(size=SIZE) as pilot:
+        await until_ready(pilot, app)
+        open_advice(app, workloads=("optimizer",))
+        await wait_for(pilot, lambda: app.advice_job is not None and "compiling" in status(app), 10, "compiling")
+        job = app.advice_job
+        assert "optimizer · adamw · repeat 1/2 · compiling… 0 s" in status(app)
+        start = time.monotonic()
+        job.clock = lambda: time.monotonic() - start + job.latest_at + 100.0  # 100 s on, and no update came
+        await wait_for(pilot, lambda: "compiling… 100 s" in status(app), 5, "the compile timer counting on")
+        await pilot.press("s")
+        await wait_for(pilot, lambda: job.done, 10, "the stopped advice")
+
+
+async def test_the_search_shows_its_point_and_the_budget_used_and_left():
+    """The search's first run (fp32) stays compiling: the screen names the point, and the budget used goes on
+    with the clock too."""
+    spec = "m.py:build"
+    engine = FakeEngine(compile_hold=["m:build/fp32"])
+    app = cpu_app(engine, presets=[*load_builtin(), *presets_for(spec)])
+    async with app.run_test(size=SIZE) as pilot:
+        await until_ready(pilot, app)
+        open_advice(app, budget=60)
+        await wait_for(pilot, lambda: app.advice_job is not None and "compiling" in status(app), 10, "compiling")
+        job = app.advice_job
+        assert job.searches and job.advisor.workloads == ("model",)
+        shown = status(app)
+        assert "search run 1 m:build/fp32" in shown and "compiling… 0 s" in shown and "of 60 s" in shown
+        start = time.monotonic()
+        job.clock = lambda: time.monotonic() - start + job.latest_at + 100.0  # 100 s on, and no update came
+        await wait_for(pilot, lambda: "compiling… 100 s" in status(app), 5, "the compile timer counting on")
+        assert "budget 60 of 60 s (0 s left)" in status(app)
+        await pilot.press("s")
+        await wait_for(pilot, lambda: job.done, 10, "the stopped search")
+        assert engine.runners[0].stopped and len(engine.runners) == 1
+
+
+@pytest.mark.slow
+async def test_the_advice_screen_runs_the_model_search_and_shows_the_clis_answer(tmp_path, monkeypatch):
+    """A real search of a tiny CPU model, trained in this process, within a 1 s budget (compile left out: no C++
+    compiler): the search's lines, then the answer, line for line the CLI's (`answer_lines`)."""
+    monkeypatch.setenv("CXX", "no-such-compiler")  # torch.compile unavailable: the search stays short
+    (tmp_path / "tiny.py").write_text(TINY)
+    spec = f"{tmp_path / 'tiny.py'}:build"
+    app = cpu_app(thread_runner_factory, presets=[*load_builtin(), *presets_for(spec)])
+    async with app.run_test(size=SIZE) as pilot:
+        await until_ready(pilot, app)
+        open_advice(app, budget=1, steps=6)
+        await wait_for(pilot, lambda: app.advice_job is not None and app.advice_job.done, 120, "the search")
+        job = app.advice_job
+        doc = job.doc
+        assert doc is not None, job.error
+        assert doc["search"]["trials"][0]["phase"] == "baseline" and doc["search"]["budget_s"] == 1
+        assert any(line.startswith("search [1] fp32: the baseline") for line in job.lines)
+        assert doc["answer"] is not None and doc["answer"]["preset"] == doc["workloads"][0]["recommended"]
+        await wait_for(pilot, lambda: "in your training script:" in body(app), 5, "the answer on screen")
+        shown = body(app)
+        for line in answer_lines(doc):
+            assert line.strip() in shown
+        assert view(doc).answer == tuple(answer_lines(doc))
+        assert isinstance(app.screen, AdviseScreen) and not doc["reused"]
