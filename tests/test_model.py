@@ -79,10 +79,17 @@ def test_compile_variant_on_cpu_checks_parity_during_its_warm_up(spec):
         pytest.skip(check_compile("cpu").reason)
     w = ModelWorkload(spec, "compile", "cpu", lr=1e-3, seed=0, steps=3)
     assert w.compiles and w.check is None
+    from torch._dynamo.utils import counters
+
+    graphs = counters["stats"]["unique_graphs"]
     assert w.warm_up() > 0
     assert w.check["passed"], w.check
     assert w.check["dropout"] == "disabled_for_check"  # GPT's dropout: a compiled graph draws its own masks
-    assert math.isfinite(float(w.step(NoMark())[0]))
+    # two graphs in the warm-up (the check's, dropout off; the measured one, the user's dropout), none after it
+    assert counters["stats"]["unique_graphs"] - graphs == 2
+    compiled = counters["stats"]["unique_graphs"]
+    assert all(math.isfinite(float(w.step(NoMark())[0])) for _ in range(3))
+    assert counters["stats"]["unique_graphs"] == compiled
 
 
 # ---- the norm swap, against a FAKE apex (apex is not installed here; the fake computes the norms in torch) --

@@ -319,7 +319,8 @@ class Advisor:
         def say(line: str) -> None:
             self._emit(Progress("search", workload=p.workload, message=line))
 
-        self._search = Search(measure, self.search_budget_s or 0.0, available=available, on_progress=say)
+        self._search = Search(measure, self.search_budget_s or 0.0, available=available, on_progress=say,
+                              device=self.device)
         if self._cancel.is_set():
             self._search.stop()
         self._search_result = self._search.result

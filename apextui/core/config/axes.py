@@ -36,6 +36,9 @@ class Value:
     # the workloads that build it (empty: every workload that runs points); the whole-step CUDA graph is the
     # shipped Transformer's (a user's step may not be capturable as it stands)
     workloads: tuple[str, ...] = ()
+    # devices on which it is what the axis's default already does (torch AdamW is foreach on CUDA): the search
+    # does not measure it there; `--config` still runs it
+    default_on: tuple[str, ...] = ()
 
     def builds_on(self, workload: str) -> bool:
         return not self.workloads or workload in self.workloads
@@ -81,7 +84,7 @@ AXES: tuple[Axis, ...] = (
     )),
     Axis("optimizer", "the optimizer's implementation (AdamW arithmetic in every case)", (
         Value("adamw", "torch AdamW defaults (foreach on CUDA)", ""),
-        Value("foreach", "torch AdamW `foreach=True`", "foreach"),
+        Value("foreach", "torch AdamW `foreach=True`", "foreach", default_on=("cuda",)),
         Value("fused", "torch AdamW `fused=True`", "fused"),
         Value("apex", "apex FusedAdam (AdamW mode)", "fused_adam", apex=("FusedAdam",)),
     )),
