@@ -8,12 +8,7 @@ import errno
 import json
 import logging
 import os
-import signal
-import subprocess
-import sys
-import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +21,7 @@ from apextui.core.run.timing import StepRecord
 from apextui.core.watch import reader, store, stream
 from apextui.core.watch.hook import Watch
 from apextui.core.watch.replay import Replay
-from helpers import ROOT, cli_env
+from helpers import killed_watched_run
 
 
 def _model():
@@ -223,34 +218,9 @@ def test_two_runs_with_the_same_name_get_two_folders_and_attach_says_which_it_fo
         first.close()
 
 
-KILLED = textwrap.dedent("""
-    import sys, torch, apextui
-    mon = apextui.watch(name="killed")
-    model = torch.nn.Linear(8, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    x = torch.randn(16, 8)
-    print(mon.path, flush=True)
-    while True:
-        loss = model(x).pow(2).mean()
-        opt.zero_grad(); loss.backward(); opt.step()
-        mon.step(loss=loss)
-""")
-
-
 @pytest.mark.slow
 def test_a_run_killed_mid_write_ends_without_an_end_line_and_its_partial_line_is_skipped(capfd):
-    proc = subprocess.Popen([sys.executable, "-c", KILLED], stdout=subprocess.PIPE, text=True, env=cli_env(),
-                            cwd=ROOT)
-    try:
-        folder = Path(proc.stdout.readline().strip())
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and b'"step"' not in b"".join(
-                p.read_bytes() for _, p in stream.segments(folder)):
-            time.sleep(0.1)
-        assert [m.path for m in store.live_runs()] == [str(folder)]
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+    folder, pid = killed_watched_run()
     last = stream.segments(folder)[-1][1]
     with open(last, "a") as f:  # what a kill in the middle of a write leaves: a line without its end
         f.write('{"event": "step", "step": 99999, "ste')
@@ -262,6 +232,6 @@ def test_a_run_killed_mid_write_ends_without_an_end_line_and_its_partial_line_is
     assert printed[0]["event"] == "start" and any(e["event"] == "step" for e in printed)
     end = printed[-1]
     assert end["event"] == "end" and end["status"] == "failed" and end["watch"]["ended_without_end"] is True
-    assert "ended without an end line" in end["error"] and f"process {proc.pid} is gone" in end["error"]
+    assert "ended without an end line" in end["error"] and f"process {pid} is gone" in end["error"]
     assert end["summary"]["steps"] > 0
     assert "skipped a partial last line" in err and all(e.get("step") != 99999 for e in printed)

@@ -145,6 +145,8 @@ def mode(args: argparse.Namespace, under_torchrun: bool) -> Mode:
     for a combination that is none. Pure: reads nothing but its arguments, so every mode is tested alone."""
     if args.command == "list":
         return "list-model" if args.model is not None else "list"
+    if args.command == "attach" and args.once and not args.json:
+        raise UsageError("--once goes with attach --json (the TUI follows the run until you quit)")
     if args.command in ("advise", "doctor", "attach"):
         return cast(Mode, args.command)
     if args.model is not None and args.preset is not None:

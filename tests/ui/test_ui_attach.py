@@ -1,0 +1,88 @@
+"""`apextui attach` in the TUI (Pilot): attached to a live watched run of a real training loop, the run pane shows
+its steps and loss, the metrics pane its extras; once the run ends the table lists it; without a name the picker
+lists the runs; a run killed without an end line is shown failed, with when it last wrote."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from helpers import killed_watched_run
+from ui_fakes import static_text, wait_for
+
+import apextui
+from apextui.core.watch import store
+from apextui.ui.attach_app import AttachApp
+from apextui.ui.screens.run_picker import RunPicker
+from apextui.ui.widgets.comparison_table import ComparisonTable
+from apextui.ui.widgets.metric_plots import MetricPlots
+
+pytestmark = pytest.mark.asyncio
+
+
+def loop(mon, stop: threading.Event, started: threading.Event) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = torch.randn(32, 16), torch.randn(32, 1)
+    while not stop.is_set():
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        mon.step(loss=loss.detach(), samples=32, lr=0.05)
+        started.set()
+    mon.close()
+
+
+@pytest.mark.slow
+async def test_attach_follows_a_live_run_and_shows_its_steps_and_loss():
+    mon = apextui.watch(name="live-mlp")
+    stop, started = threading.Event(), threading.Event()
+    trainer = threading.Thread(target=loop, args=(mon, stop, started))
+    trainer.start()
+    try:
+        started.wait(30)
+        app = AttachApp(store.find("live-mlp")[0], poll_s=0.05, refresh_s=0.1)
+        async with app.run_test(size=(100, 32)) as pilot:
+            await wait_for(pilot, lambda: "running" in static_text(app, "#run-title"), what="the run running")
+            await wait_for(pilot, lambda: "avg" in static_text(app, "#loss-value"), what="a loss")
+            steps = static_text(app, "#run-steps")
+            assert int(steps.split("·")[0]) > 0 and "live-mlp" in static_text(app, "#run-title")
+            await wait_for(pilot, lambda: "samples/s" in static_text(app, "#run-rate"), what="the throughput")
+            assert "med" in static_text(app, "#run-timing")
+            await wait_for(pilot, lambda: app.query_one(MetricPlots).names == ["lr"], what="the lr plot")
+            stop.set()
+            trainer.join(30)
+            await wait_for(pilot, lambda: "finished" in static_text(app, "#run-title"), what="the end")
+            table = app.query_one(ComparisonTable)
+            assert [r.preset.split()[0] for r in table.rows_data] == ["live-mlp"]
+            assert table.rows_data[0].status == "ok"
+    finally:
+        stop.set()
+        trainer.join(30)
+
+
+async def test_without_a_name_the_picker_lists_the_runs_and_attaches_the_chosen_one():
+    mon = apextui.watch(name="picked")
+    try:
+        app = AttachApp(None, poll_s=0.05, refresh_s=0.1)
+        async with app.run_test(size=(100, 32)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, RunPicker), what="the picker")
+            assert [m.name for m in app.screen.runs] == ["picked"] and app.screen.live == 1
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.meta is not None and app.meta.name == "picked", what="attached")
+    finally:
+        mon.close()
+
+
+@pytest.mark.slow
+async def test_a_run_killed_without_an_end_line_is_shown_failed_with_its_last_write():
+    folder, pid = killed_watched_run()
+    app = AttachApp(store.read_meta(folder), poll_s=0.05, refresh_s=0.1)
+    async with app.run_test(size=(120, 32)) as pilot:
+        await wait_for(pilot, lambda: "ended without an end line" in static_text(app, "#run-title"), what="the end")
+        title = static_text(app, "#run-title")
+        assert "failed" in title and f"process {pid} is gone" in title
+        assert int(static_text(app, "#run-steps").split("·")[0]) > 0
