@@ -434,6 +434,8 @@ class Watch:
             self.close()
         elif issubclass(kind, KeyboardInterrupt):
             self.close("stopped", "interrupted")
+        elif issubclass(kind, SystemExit):
+            self.close("stopped", f"exited (code {exc.code})")
         else:
             self.close("failed", f"{kind.__name__}: {exc}")
 
