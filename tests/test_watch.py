@@ -235,3 +235,15 @@ def test_a_run_killed_mid_write_ends_without_an_end_line_and_its_partial_line_is
     assert "ended without an end line" in end["error"] and f"process {pid} is gone" in end["error"]
     assert end["summary"]["steps"] > 0
     assert "skipped a partial last line" in err and all(e.get("step") != 99999 for e in printed)
+
+
+def test_under_torchrun_each_rank_writes_its_own_run_and_attach_follows_rank_0():
+    rank0 = apextui.watch(name="ddp", rank=0)
+    rank1 = apextui.watch(name="ddp", rank=1)  # newer, but rank 0 stands for the run
+    try:
+        assert rank0.path.name.endswith("-rank0") and rank1.path.name.endswith("-rank1")
+        chosen, others = store.find("ddp")
+        assert chosen.rank == 0 and [m.rank for m in others] == [1]
+    finally:
+        rank1.close()
+        rank0.close()

@@ -23,6 +23,7 @@ from apextui.core.watch.replay import Replay
 from . import contrast, scrollbars
 from .bridge import RunBridge
 from .messages import RunUpdated
+from .screen_actions import save_svg
 from .screens.run_picker import RunPicker
 from .widgets.comparison_table import ComparisonTable
 from .widgets.live_run import LiveRun
@@ -170,12 +171,7 @@ class AttachApp(App[int]):
         self._show_rows()
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
-        try:
-            path = self.save_screenshot(filename=filename, path=path or str(self.save_dir))
-        except OSError as exc:
-            self.notify(f"could not save the screenshot: {exc}", severity="error", timeout=10)
-            return
-        self.notify(f"screenshot saved to\n{path}", title="SVG saved", timeout=8, markup=False)
+        save_svg(self, self.save_dir, filename, path)
 
     def on_unmount(self) -> None:
         self._stop.set()

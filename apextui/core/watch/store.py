@@ -27,6 +27,7 @@ from typing import Any
 from ..atomic import write_atomic
 
 ROOT_ENV = "APEXTUI_WATCH_DIR"
+SAME_RUN_S = 60.0  # `find`: runs of one name started this close together are the ranks of one torchrun run
 KEEP_RUNS = 100  # finished run folders kept; the oldest beyond are removed when a new run starts
 META = "run.json"
 INDEX = "live.json"
@@ -216,7 +217,10 @@ def find(name_or_path: str, where: Path | None = None) -> tuple[RunMeta, list[Ru
     named = [m for m in all_runs(where) if m.name == name_or_path]
     if named:
         live = [m for m in named if alive(m)]
-        chosen = (live or named)[0]
+        pool = live or named
+        # under torchrun the ranks of one run start within moments of each other: rank 0 stands for them
+        same_run = [m for m in pool if abs(m.start - pool[0].start) < SAME_RUN_S and m.rank in (None, 0)]
+        chosen = same_run[0] if same_run else pool[0]
         return chosen, [m for m in named if m is not chosen]
     live = live_runs(where)
     listed = "; ".join(m.describe() for m in live) if live else "none"
