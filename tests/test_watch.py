@@ -8,6 +8,8 @@ import errno
 import json
 import logging
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from apextui.core.run.timing import StepRecord
 from apextui.core.watch import reader, store, stream
 from apextui.core.watch.hook import Watch
 from apextui.core.watch.replay import Replay
-from helpers import killed_watched_run
+from helpers import ROOT, cli_env, killed_watched_run
 
 
 def _model():
@@ -247,3 +249,30 @@ def test_under_torchrun_each_rank_writes_its_own_run_and_attach_follows_rank_0()
     finally:
         rank1.close()
         rank0.close()
+
+
+def test_finished_watched_runs_compare_against_the_oldest_by_the_one_noise_rule_and_the_baseline_can_move():
+    from apextui.core.results import RunIndex
+    from apextui.core.watch import rows
+
+    runs = []
+    for name in ("first", "second"):
+        with apextui.watch(name=name, warmup=2) as mon:
+            train(mon, 60)
+        runs.append(str(mon.path))
+    found = rows.finished_rows()
+    assert [m.path for m, _ in found] == runs
+    table = [r for _, r in found]
+    index = RunIndex(table)
+    assert index.baseline(table[1]) is table[0] and table[0].variant == ""
+    assert index.comparison(table[1]).verdict in ("faster", "slower", "within_noise")
+    moved = [r for _, r in rows.finished_rows(baseline=runs[1])]
+    assert RunIndex(moved).baseline(moved[0]) is moved[1]
+
+
+def test_import_apextui_and_its_watch_load_neither_textual_nor_torch():
+    code = ("import sys, apextui; apextui.watch; apextui.Watch; "
+            "print(sorted(m for m in ('torch', 'textual') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=ROOT,
+                          timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr

@@ -363,6 +363,18 @@ class Watch:
 
     # ---- the writer thread (the delivery's callback) -----------------------------------------------------------
     def _write(self, snap: Snapshot) -> None:
+        """The snapshot's lines to the stream; a failure here stops the stream (one warning), never the training."""
+        stream = self.stream
+        if stream is None or stream.failed is not None:
+            return
+        try:
+            self._write_lines(snap, stream)
+        except Exception as exc:  # noqa: BLE001
+            stream.failed = f"{type(exc).__name__}: {exc}"
+            self._warn("write", f"stopped writing the stream: {stream.failed} (training goes on)")
+            stream.close()
+
+    def _write_lines(self, snap: Snapshot, stream: Stream) -> None:
         out: list[dict[str, Any]] = []
         if not self._written_start and self._start_line is not None:
             self._written_start = True
@@ -383,8 +395,7 @@ class Watch:
                 break
         if snap.finished:
             out.append(events.end_event(snap))
-        stream = self.stream
-        if stream is not None and out:
+        if out:
             stream.header = self._header
             stream.write([json.dumps(o) + "\n" for o in out])
 
