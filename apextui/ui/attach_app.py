@@ -55,7 +55,6 @@ class AttachApp(App[int]):
         self.bridge: RunBridge | None = None
         self.replay: Replay | None = None
         self.baseline: str | None = None
-        self.ending: reader.Ending | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._metrics: dict[str, tuple[float, ...]] = {}
@@ -88,12 +87,14 @@ class AttachApp(App[int]):
         self._stop.set()
         if self._thread is not None:
             self._thread.join(2)
-        self.meta, self.ending, self._notes_shown = meta, None, 0
+        self.meta, self._notes_shown = meta, 0
         self._stop = threading.Event()
         self._run_id += 1
         self.bridge = RunBridge(self._run_id, self.post_message, min_interval=self.refresh_s)
         self.replay = Replay()
         self.query_one(MonitorPanel).reset()
+        self.query_one(MetricPlots).reset()
+        self._metrics = {}
         self.query_one(LiveRun).border_title = f"Run · {meta.name}"
         self._thread = threading.Thread(target=self._follow, args=(meta, self.bridge, self.replay, self._stop),
                                         name="apextui-attach", daemon=True)
@@ -111,8 +112,7 @@ class AttachApp(App[int]):
         replay.notes.extend(follower.notes)
         if ending.outcome == "gone":
             replay.gone(ending.words(meta))
-        if ending.outcome != "stopped":
-            self.ending = ending
+        if ending.outcome != "stopped":  # the final snapshot (the end line's, or "gone"), and any notes
             bridge(replay.snapshot())
 
     # ---- the UI thread ----------------------------------------------------------------------------------------

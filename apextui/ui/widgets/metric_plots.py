@@ -37,6 +37,11 @@ class MetricPlots(Vertical):
     def on_mount(self) -> None:
         self.show({})
 
+    def reset(self) -> None:
+        """Another run: none of the last run's metrics."""
+        self.names, self._shown = [], {}
+        self.show({})
+
     def show(self, history: Mapping[str, tuple[float, ...]]) -> None:
         """Each metric's recent values; redraws only the rows whose values changed."""
         for name in history:
