@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 
 from apextui.core.watch import reader, rows, store
-from apextui.core.watch.replay import Replay
+from apextui.core.watch.replay import RankTimes, Replay
 
 from . import contrast, scrollbars
 from .bridge import RunBridge
@@ -102,11 +102,17 @@ class AttachApp(App[int]):
 
     def _follow(self, meta: store.RunMeta, bridge: RunBridge, replay: Replay, stop: threading.Event) -> None:
         follower = reader.Follower(Path(meta.path))
+        others = [m for m in store.ranks(meta, where=self.where) if m.path != meta.path]
+        ranks = RankTimes([meta, *others]) if others else None
 
         def handle(events: list[dict[str, Any]]) -> None:
             replay.add(events)
             self._metrics = replay.metric_history()
-            bridge(replay.snapshot())
+            snap = replay.snapshot()
+            if ranks is not None:  # a torchrun run: every rank's latest ms/step on rank 0's pane
+                ranks.poll()
+                snap = ranks.with_ranks(snap)
+            bridge(snap)
 
         ending = reader.follow(Path(meta.path), meta, handle, stop, self.poll_s, follower=follower)
         replay.notes.extend(follower.notes)

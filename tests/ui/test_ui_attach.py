@@ -86,3 +86,26 @@ async def test_a_run_killed_without_an_end_line_is_shown_failed_with_its_last_wr
         title = static_text(app, "#run-title")
         assert "failed" in title and f"process {pid} is gone" in title
         assert int(static_text(app, "#run-steps").split("·")[0]) > 0
+
+
+@pytest.mark.slow
+async def test_a_torchrun_run_shows_every_ranks_ms_per_step_on_rank_0s_pane():
+    mons = [apextui.watch(name="ddp-mlp", rank=r) for r in (0, 1)]
+    stop, started = threading.Event(), [threading.Event(), threading.Event()]
+    trainers = [threading.Thread(target=loop, args=(m, stop, s)) for m, s in zip(mons, started, strict=True)]
+    for t in trainers:
+        t.start()
+    try:
+        for s in started:
+            s.wait(30)
+        chosen, others = store.find("ddp-mlp")
+        assert chosen.rank == 0 and [m.rank for m in others] == [1]
+        app = AttachApp(chosen, poll_s=0.05, refresh_s=0.1)
+        async with app.run_test(size=(120, 32)) as pilot:
+            await wait_for(pilot, lambda: "2 ranks" in static_text(app, "#ranks-row"), what="the ranks row")
+            row = static_text(app, "#ranks-row")
+            assert "0: " in row and "1: " in row and "slowest rank" in row
+    finally:
+        stop.set()
+        for t in trainers:
+            t.join(30)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
+from dataclasses import replace
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from ..monitor.sampler import GPU_METRICS, METRIC_UNITS, NO_GPU, GpuReading, MonitorReading
+from ..run.merge import MergedRecord
 from ..run.snapshot import RunInfo, Snapshot, Status
 from ..run.stats import StepStats
 from ..run.timing import StepRecord
@@ -147,3 +150,34 @@ class Replay:
 
     def metric_history(self) -> dict[str, tuple[float, ...]]:
         return {k: tuple(v) for k, v in self.metrics.items()}
+
+
+class RankTimes:
+    """The other ranks of a torchrun run, each followed in its own stream: every rank's latest ms/step, which
+    `with_ranks` puts on rank 0's latest interval as a data-parallel run's merged record has them (the run pane
+    then shows each rank and the slowest). Each rank sizes its own blocks, so these are each rank's latest
+    interval, not one step of every rank."""
+
+    def __init__(self, metas: list[Any]) -> None:
+        from .reader import Follower
+
+        self.ranks = [int(m.rank) for m in metas]
+        self._followers = {int(m.rank): Follower(Path(m.path)) for m in metas}
+        self.latest: dict[int, float] = {}
+
+    def poll(self) -> None:
+        for rank, follower in self._followers.items():
+            steps = [e for e in follower.poll() if e.get("event") == "step"]
+            ms = _float(steps[-1].get("ms")) if steps else None
+            if ms is not None:
+                self.latest[rank] = ms
+
+    def with_ranks(self, snap: Snapshot) -> Snapshot:
+        last = snap.last
+        if last is None or len(self.latest) < 2:
+            return snap
+        rank_ms = tuple(self.latest.get(r, math.nan) for r in self.ranks)
+        slowest = max(range(len(rank_ms)), key=lambda i: rank_ms[i] if math.isfinite(rank_ms[i]) else -1.0)
+        merged = MergedRecord(step=last.step, ms=last.ms, loss=last.loss, opt_ms=last.opt_ms,
+                              loss_scale=last.loss_scale, steps=last.steps, rank_ms=rank_ms, slowest_rank=slowest)
+        return replace(snap, new_steps=(*snap.new_steps[:-1], merged))

@@ -204,6 +204,16 @@ class NoSuchRun(LookupError):
     """`find` found nothing; the message is the one line for stderr (names the live runs)."""
 
 
+def ranks(meta: RunMeta, runs: list[RunMeta] | None = None, where: Path | None = None) -> list[RunMeta]:
+    """The ranks of `meta`'s torchrun run, by rank: the runs of its name with a rank, started within `SAME_RUN_S`
+    of it; [] outside torchrun."""
+    if meta.rank is None:
+        return []
+    found = [m for m in (runs if runs is not None else all_runs(where))
+             if m.name == meta.name and m.rank is not None and abs(m.start - meta.start) < SAME_RUN_S]
+    return sorted(found, key=lambda m: (m.rank or 0, -m.start))
+
+
 def find(name_or_path: str, where: Path | None = None) -> tuple[RunMeta, list[RunMeta]]:
     """The run a user names: a run folder (or a file in one), else the newest live run of that name, else the newest
     finished one. Also returns the other runs of that name (two runs with the same name: the caller says which
@@ -219,7 +229,7 @@ def find(name_or_path: str, where: Path | None = None) -> tuple[RunMeta, list[Ru
         live = [m for m in named if alive(m)]
         pool = live or named
         # under torchrun the ranks of one run start within moments of each other: rank 0 stands for them
-        same_run = [m for m in pool if abs(m.start - pool[0].start) < SAME_RUN_S and m.rank in (None, 0)]
+        same_run = [m for m in ranks(pool[0], pool) if m.rank == 0]
         chosen = same_run[0] if same_run else pool[0]
         return chosen, [m for m in named if m is not chosen]
     live = live_runs(where)
