@@ -136,6 +136,7 @@ class Watch:
         self._costs: list[float] = []
         self._cal_ms: list[float] = []
         self._cuda_seen = False  # CUDA came into use after steps on the host clock
+        self._on_host = False  # the clock is the host's (CpuClock)
         self._nonfinite = False
         self.where = Path(where) if where is not None else None
         try:
@@ -182,16 +183,17 @@ class Watch:
             self._warn("log", f"log() ignored: {type(exc).__name__}: {exc}")
 
     def _step(self, loss: Any, units: Any, kind: str | None, metrics: dict[str, Any]) -> None:
-        if self._clock is None:
+        """What a step costs the loop (a few attribute reads and one comparison inside a block): kept short."""
+        clock = self._clock
+        if clock is None:
             self._begin(loss)
             return
-        if self._info is not None and self._info.device == "cpu" and (self._cuda_seen or _cuda(loss)):
+        if self._on_host and (self._cuda_seen or getattr(loss, "is_cuda", False)):
             self._switch_to_cuda()
             return
         n = self._n = self._n + 1
-        clock = self._clock
         closes = clock.schedule.closes(n)
-        if loss is not None and not _tensor(loss):
+        if loss is not None and not hasattr(loss, "detach"):
             value = float(loss)
             if closes:
                 self._floats[n] = value
@@ -205,7 +207,11 @@ class Watch:
             self._keep(n, metrics)
         self._last_metrics = (n, metrics)  # a block closed early (close()) keeps its last step's
         if kind is not None:
-            self._count(kind, units)
+            if kind == self._units and type(units) in (int, float):  # the common case, inline
+                self._unit_total += units
+                self._unit_steps += 1
+            else:
+                self._count(kind, units)
         if closes and self._costing(n):
             t0 = time.perf_counter()
             clock.end_step(n, loss)
@@ -264,6 +270,7 @@ class Watch:
         device = "cuda" if cuda else "cpu"
         self._n = 1
         self._clock = self._new_clock(device)
+        self._on_host = device == "cpu"
         self._sampler = self._new_sampler(device)
         from ..env import describe
 
@@ -303,6 +310,7 @@ class Watch:
         self._hand_over(self._clock.harvest())
         self._n += 1
         self._clock = self._new_clock("cuda")
+        self._on_host = False
         old, self._sampler = self._sampler, self._new_sampler("cuda")
         old.stop()
         assert self._info is not None
@@ -313,7 +321,7 @@ class Watch:
 
     def _harvest(self) -> None:
         self._hand_over(self._clock.harvest())
-        if self._info is not None and self._info.device == "cpu":  # CUDA since? (one look 4 times a second)
+        if self._on_host:  # CUDA since? (one look 4 times a second)
             torch = sys.modules.get("torch")
             self._cuda_seen = torch is not None and bool(torch.cuda.is_initialized())
 
