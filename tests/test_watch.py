@@ -270,8 +270,9 @@ def test_finished_watched_runs_compare_against_the_oldest_by_the_one_noise_rule_
     assert RunIndex(moved).baseline(moved[0]) is moved[1]
 
 
-def test_import_apextui_and_its_watch_load_neither_textual_nor_torch():
-    code = ("import sys, apextui; apextui.watch; apextui.Watch; "
+def test_import_apextui_and_a_loop_without_torch_load_neither_textual_nor_torch():
+    code = ("import sys, apextui\nwith apextui.watch(name='plain') as mon:\n"
+            "    for i in range(30): mon.step(loss=1 / (i + 1))\n"
             "print(sorted(m for m in ('torch', 'textual') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=ROOT,
                           timeout=60)

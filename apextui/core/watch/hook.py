@@ -33,6 +33,7 @@ import json
 import logging
 import math
 import os
+import platform
 import queue
 import statistics
 import sys
@@ -278,7 +279,10 @@ class Watch:
         self._info = RunInfo(preset=self.name, workload=lines.WORKLOAD, variant=self.name, device=device,
                              size_name="default", size={}, steps=self.steps or 0, warmup=self.warmup, amp="none",
                              units="steps", units_per_step=1, baseline="")
-        self._start_line = lines.start_event(self.meta, device, self.steps, self.warmup, describe(device))
+        # a loop without torch (JAX, NumPy) is not made to import it: its env has no torch fields
+        env = describe(device) if torch is not None else {"python": platform.python_version(),
+                                                           "platform": sys.platform, "torch": None}
+        self._start_line = lines.start_event(self.meta, device, self.steps, self.warmup, env)
         self._delivery = Delivery(self._inbox, self._write, self.warmup, device, lambda: self._sampler)
         self._delivery.t0 = time.perf_counter()
         self._thread = threading.Thread(target=self._delivery.loop, name="apextui-watch", daemon=True)
