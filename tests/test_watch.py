@@ -270,6 +270,7 @@ def test_finished_watched_runs_compare_against_the_oldest_by_the_one_noise_rule_
     assert RunIndex(moved).baseline(moved[0]) is moved[1]
 
 
+@pytest.mark.slow
 def test_import_apextui_and_a_loop_without_torch_load_neither_textual_nor_torch():
     code = ("import sys, apextui\nwith apextui.watch(name='plain') as mon:\n"
             "    for i in range(30): mon.step(loss=1 / (i + 1))\n"
