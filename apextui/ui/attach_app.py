@@ -10,6 +10,7 @@ its last line was written. Keys: r (another run), b (baseline), p (SVG screensho
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,6 +33,7 @@ from .widgets.monitor_panel import MonitorPanel
 
 POLL_S = 0.25  # how often the stream is read
 REFRESH_S = 0.5  # the run pane's redraws, at most (as the main app's)
+STALL_S = 10.0  # a live run whose stream got no line for this long: the run pane says so (a hung training)
 
 
 class AttachApp(App[int]):
@@ -43,7 +45,7 @@ class AttachApp(App[int]):
     ]
 
     def __init__(self, meta: store.RunMeta | None = None, where: Path | None = None, poll_s: float = POLL_S,
-                 refresh_s: float = REFRESH_S, save_dir: str | Path = ".") -> None:
+                 refresh_s: float = REFRESH_S, save_dir: str | Path = ".", stall_s: float = STALL_S) -> None:
         super().__init__()
         scrollbars.install()
         contrast.install(self)
@@ -52,6 +54,7 @@ class AttachApp(App[int]):
         self.poll_s = poll_s
         self.refresh_s = refresh_s
         self.save_dir = Path(save_dir)
+        self.stall_s = stall_s
         self.bridge: RunBridge | None = None
         self.replay: Replay | None = None
         self.baseline: str | None = None
@@ -77,6 +80,7 @@ class AttachApp(App[int]):
         self.query_one(ComparisonTable).border_title = "Watched runs"
         self._show_rows()
         self.set_interval(self.refresh_s, self._pull)
+        self.set_interval(1.0, self._show_stall)
         if self.meta is not None:
             self.attach(self.meta)
         else:
@@ -146,6 +150,17 @@ class AttachApp(App[int]):
         if view.finished:
             bridge.close()
             self._show_rows()
+
+    def _show_stall(self) -> None:
+        """A live run that writes nothing (its steps stopped: a hang, a long evaluation): the run pane's border
+        says for how long, once a second."""
+        live = self.query_one(LiveRun)
+        last = reader.last_write(Path(self.meta.path)) if self.meta is not None else None
+        done = self.replay is None or self.replay.status in ("ok", "stopped", "failed")
+        age = time.time() - last if last is not None and not done else 0.0
+        subtitle = f"no new line for {age:.0f} s" if age >= self.stall_s else ""
+        if live.border_subtitle != subtitle:
+            live.border_subtitle = subtitle
 
     def _show_rows(self) -> None:
         table = self.query_one(ComparisonTable)

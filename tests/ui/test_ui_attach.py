@@ -135,3 +135,16 @@ async def test_docs_name_every_key_of_attach():
         for binding in cls.BINDINGS:
             if binding.show is not False and binding.key not in ("ctrl+c", "escape"):
                 assert f"`{binding.key}`" in keys_line, binding.key
+
+
+async def test_a_live_run_that_stops_writing_is_called_out_on_the_run_pane():
+    mon = apextui.watch(name="stalled")
+    try:
+        for i in range(30):
+            mon.step(loss=1.0 / (i + 1))  # then nothing: a hung step
+        app = AttachApp(store.find("stalled")[0], poll_s=0.05, refresh_s=0.1, stall_s=0.5)
+        async with app.run_test(size=(100, 32)) as pilot:
+            live = app.query_one("#live")
+            await wait_for(pilot, lambda: str(live.border_subtitle).startswith("no new line for"), what="stall")
+    finally:
+        mon.close()
