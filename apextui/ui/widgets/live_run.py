@@ -200,7 +200,9 @@ class LiveRun(Vertical):
             total = info.steps if info.steps > 0 else (snap.steps_done or 1) if snap.finished else None
             if bar.total != total:
                 bar.update(total=total)
-            self._percentage(bar, total is not None)
+                self._percentage(bar, total is not None)
+            elif total is None:  # the bar starts without a total: its "--%" stays hidden
+                self._percentage(bar, False)
             if bar.progress != snap.steps_done:
                 bar.update(progress=snap.steps_done)
         self._set("run-steps", self._steps_text(info, snap.steps_done, snap.elapsed_s))
