@@ -278,3 +278,24 @@ def test_import_apextui_and_a_loop_without_torch_load_neither_textual_nor_torch(
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=ROOT,
                           timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr
+
+
+def test_the_reader_gets_a_segments_last_lines_written_just_before_the_next_segment(tmp_path, monkeypatch):
+    """The writer's last lines to a segment, then the next segment, both between the reader's read and its look
+    for a newer segment: the reader reads the old one to its end before it moves on."""
+    line = lambda **e: json.dumps(e) + "\n"  # noqa: E731
+    start = line(event="start", preset="r")
+    stream.segment_path(tmp_path, 1).write_text(start)
+    follower = reader.Follower(tmp_path)
+    assert kinds(follower.poll()) == ["start"]
+    real = reader.segments
+
+    def racing(folder):
+        if not stream.segment_path(tmp_path, 2).exists():
+            with open(stream.segment_path(tmp_path, 1), "a") as f:
+                f.write(line(event="step", step=2))
+            stream.segment_path(tmp_path, 2).write_text(start + line(event="step", step=3))
+        return real(folder)
+
+    monkeypatch.setattr(reader, "segments", racing)
+    assert [e.get("step") for e in follower.poll()] == [2, 3]

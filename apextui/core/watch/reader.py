@@ -33,6 +33,7 @@ class Follower:
         self.notes: list[str] = []  # what the reader skipped, in words
         self._seen: dict[str, Any] = {}  # the last start and setup lines (a new segment repeats them)
         self.bad_lines = 0
+        self._drained = False  # the current segment read to its end after a newer one was seen
 
     def poll(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -63,12 +64,15 @@ class Follower:
             newer = [n for n, _ in segments(self.folder) if n > self.number]
             if not newer:
                 return out
+            if not self._drained:  # once more: the writer's last lines to this one came before the next one was made
+                self._drained = True
+                continue
             if self.partial:
                 self.notes.append(f"skipped a partial line at the end of segment {self.number}")
             self._next(newer[0])
 
     def _next(self, number: int) -> None:
-        self.number, self.offset, self.partial = number, 0, b""
+        self.number, self.offset, self.partial, self._drained = number, 0, b"", False
 
     def _parse(self, line: bytes) -> dict[str, Any] | None:
         if not line.strip():
