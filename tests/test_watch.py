@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -260,14 +261,26 @@ def test_finished_watched_runs_compare_against_the_oldest_by_the_one_noise_rule_
         with apextui.watch(name=name, warmup=2) as mon:
             train(mon, 60)
         runs.append(str(mon.path))
-    found = rows.finished_rows()
+    found = rows.watched_rows()
     assert [m.path for m, _ in found] == runs
     table = [r for _, r in found]
     index = RunIndex(table)
     assert index.baseline(table[1]) is table[0] and table[0].variant == ""
     assert index.comparison(table[1]).verdict in ("faster", "slower", "within_noise")
-    moved = [r for _, r in rows.finished_rows(baseline=runs[1])]
+    moved = [r for _, r in rows.watched_rows(baseline=runs[1])]
     assert RunIndex(moved).baseline(moved[0]) is moved[1]
+    live = apextui.watch(name="third", warmup=2)  # a live run joins with its figures so far, never as the baseline
+    try:
+        train(live, 60)
+        time.sleep(0.3)
+        live.step(loss=0.5)  # past the hand-over interval: the blocks so far go to the writer thread
+        time.sleep(0.3)
+        table = [r for _, r in rows.watched_rows()]
+        assert [r.preset.split()[-1] for r in table][-1] == rows.LIVE_MARK and len(table) == 3
+        index = RunIndex(table)
+        assert index.baseline(table[2]) is table[0] and index.comparison(table[2]) is not None
+    finally:
+        live.close()
 
 
 @pytest.mark.slow

@@ -33,6 +33,7 @@ from .widgets.monitor_panel import MonitorPanel
 
 POLL_S = 0.25  # how often the stream is read
 REFRESH_S = 0.5  # the run pane's redraws, at most (as the main app's)
+TABLE_S = 5.0  # the table's live rows: their figures so far, this often
 STALL_S = 10.0  # a live run whose stream got no line for this long: the run pane says so (a hung training)
 
 
@@ -45,7 +46,8 @@ class AttachApp(App[int]):
     ]
 
     def __init__(self, meta: store.RunMeta | None = None, where: Path | None = None, poll_s: float = POLL_S,
-                 refresh_s: float = REFRESH_S, save_dir: str | Path = ".", stall_s: float = STALL_S) -> None:
+                 refresh_s: float = REFRESH_S, save_dir: str | Path = ".", stall_s: float = STALL_S,
+                 table_s: float = TABLE_S) -> None:
         super().__init__()
         scrollbars.install()
         contrast.install(self)
@@ -55,6 +57,7 @@ class AttachApp(App[int]):
         self.refresh_s = refresh_s
         self.save_dir = Path(save_dir)
         self.stall_s = stall_s
+        self.table_s = table_s
         self.bridge: RunBridge | None = None
         self.replay: Replay | None = None
         self.baseline: str | None = None
@@ -64,6 +67,7 @@ class AttachApp(App[int]):
         self._notes_shown = 0
         self._run_id = 0
         self._runs: list[store.RunMeta] = []  # the table's runs, row by row
+        self._table = rows.Table(where)
 
     def compose(self) -> ComposeResult:
         from textual.widgets import Footer
@@ -81,6 +85,7 @@ class AttachApp(App[int]):
         self._show_rows()
         self.set_interval(self.refresh_s, self._pull)
         self.set_interval(1.0, self._show_stall)
+        self.set_interval(self.table_s, self._show_rows)
         if self.meta is not None:
             self.attach(self.meta)
         else:
@@ -164,10 +169,16 @@ class AttachApp(App[int]):
 
     def _show_rows(self) -> None:
         table = self.query_one(ComparisonTable)
-        found = rows.finished_rows(self.where, self.baseline)
+        found = self._table.rows(self.baseline)
+        new = [row for _, row in found]
+        if new == table.rows_data:
+            return
+        cursor = table.cursor_row if table.rows_data else -1
         self._runs = [meta for meta, _ in found]
-        table.rows_data = [row for _, row in found]
+        table.rows_data = new
         table.add_results([])
+        if 0 <= cursor < len(new):  # a refresh of the live rows keeps the row the user is on
+            table.move_cursor(row=cursor)
 
     # ---- keys -------------------------------------------------------------------------------------------------
     def action_runs(self) -> None:
@@ -187,6 +198,10 @@ class AttachApp(App[int]):
         table = self.query_one(ComparisonTable)
         if not self._runs or not 0 <= table.cursor_row < len(self._runs):
             self.notify("no finished watched run to take as the baseline", timeout=3)
+            return
+        row = table.rows_data[table.cursor_row]
+        if row.preset.endswith(rows.LIVE_MARK):
+            self.notify("a live run cannot be the baseline: its median still moves", timeout=4)
             return
         self.baseline = self._runs[table.cursor_row].path
         self._show_rows()

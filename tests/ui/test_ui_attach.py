@@ -44,8 +44,10 @@ async def test_attach_follows_a_live_run_and_shows_its_steps_and_loss():
     trainer.start()
     try:
         started.wait(30)
-        app = AttachApp(store.find("live-mlp")[0], poll_s=0.05, refresh_s=0.1)
+        app = AttachApp(store.find("live-mlp")[0], poll_s=0.05, refresh_s=0.1, table_s=0.2)
         async with app.run_test(size=(100, 32)) as pilot:
+            table = app.query_one(ComparisonTable)  # the live run in the table, its figures so far
+            await wait_for(pilot, lambda: [r.preset.split()[-1] for r in table.rows_data] == ["●"], what="live row")
             await wait_for(pilot, lambda: "running" in static_text(app, "#run-title"), what="the run running")
             await wait_for(pilot, lambda: "avg" in static_text(app, "#loss-value"), what="a loss")
             steps = static_text(app, "#run-steps")
@@ -56,7 +58,7 @@ async def test_attach_follows_a_live_run_and_shows_its_steps_and_loss():
             stop.set()
             trainer.join(30)
             await wait_for(pilot, lambda: "finished" in static_text(app, "#run-title"), what="the end")
-            table = app.query_one(ComparisonTable)
+            await wait_for(pilot, lambda: "●" not in table.rows_data[0].preset, what="the finished row")
             assert [r.preset.split()[0] for r in table.rows_data] == ["live-mlp"]
             assert table.rows_data[0].status == "ok"
     finally:

@@ -3,7 +3,10 @@
 A watched run has no shipped baseline: the user picks one (the oldest finished run by default). The table's
 `RunIndex` takes as a group's baseline the row whose variant is its workload's baseline name, which for
 workload "watch" is "" (`presets.BASELINES` has no entry): so the chosen run's row gets variant "" and every
-other row its name. Rows compare within one device, as preset runs do."""
+other row its name. Rows compare within one device, as preset runs do.
+
+Live runs join the table with their figures so far (`Table`: each followed incrementally, marked ● in its name);
+a live run is never the baseline: its median still moves."""
 
 from __future__ import annotations
 
@@ -12,10 +15,14 @@ from typing import Any
 
 from ..compare import baseline_problem
 from ..results import SESSION, ResultRow
+from ..run import events
 from ..run.summary import Summary
 from .lines import WORKLOAD
-from .reader import last_end
-from .store import RunMeta, all_runs
+from .reader import Follower, last_end
+from .replay import Replay
+from .store import RunMeta, all_runs, alive
+
+LIVE_MARK = "●"
 
 
 def row(meta: RunMeta, end: dict[str, Any], device: str = "cpu", baseline: bool = False) -> ResultRow:
@@ -50,17 +57,54 @@ def _device(folder: Path) -> str:
     return device
 
 
-def finished_rows(where: Path | None = None, baseline: str | None = None) -> list[tuple[RunMeta, ResultRow]]:
-    """Every finished watched run (with its `end` line) and its row, oldest first; `baseline`: the run folder whose
-    row is its device's baseline (the other devices, and by default every device: the oldest run that may be one,
-    `compare.baseline_problem`)."""
-    found = [(m, e, _device(Path(m.path))) for m in reversed(all_runs(where))
-             if (e := last_end(Path(m.path))) is not None]
-    chosen: dict[str, str] = {}
-    for m, e, device in found:
-        if device not in chosen and baseline_problem(str(e.get("status")), e.get("summary") or {}) is None:
-            chosen[device] = m.path
-    picked = next((d for m, _, d in found if m.path == baseline), None)
-    if picked is not None and baseline is not None:
-        chosen[picked] = baseline
-    return [(m, row(m, e, device, baseline=chosen.get(device) == m.path)) for m, e, device in found]
+class Table:
+    """The watched runs of a folder of runs as table rows, kept between calls: a finished run's `end` line is read
+    once; a live run is followed from where the last call left it."""
+
+    def __init__(self, where: Path | None = None) -> None:
+        self.where = where
+        self._ended: dict[str, tuple[dict[str, Any], str]] = {}  # path -> (end line, device)
+        self._live: dict[str, tuple[Follower, Replay]] = {}
+
+    def rows(self, baseline: str | None = None) -> list[tuple[RunMeta, ResultRow]]:
+        """Every finished run (with its `end` line), oldest first, then every live run with its figures so far;
+        `baseline`: the finished run folder whose row is its device's baseline (the other devices, and by default
+        every device: the oldest finished run that may be one, `compare.baseline_problem`)."""
+        metas = list(reversed(all_runs(self.where)))
+        found: list[tuple[RunMeta, dict[str, Any], str]] = []
+        live: list[RunMeta] = []
+        for m in metas:
+            if m.path not in self._ended:
+                end = last_end(Path(m.path))
+                if end is None:
+                    if alive(m):
+                        live.append(m)
+                    continue
+                self._ended[m.path] = (end, _device(Path(m.path)))
+                self._live.pop(m.path, None)
+            end, device = self._ended[m.path]
+            found.append((m, end, device))
+        chosen: dict[str, str] = {}
+        for m, e, device in found:
+            if device not in chosen and baseline_problem(str(e.get("status")), e.get("summary") or {}) is None:
+                chosen[device] = m.path
+        picked = next((d for m, _, d in found if m.path == baseline), None)
+        if picked is not None and baseline is not None:
+            chosen[picked] = baseline
+        out = [(m, row(m, e, device, baseline=chosen.get(device) == m.path)) for m, e, device in found]
+        return out + [r for r in (self._live_row(m) for m in live) if r is not None]
+
+    def _live_row(self, meta: RunMeta) -> tuple[RunMeta, ResultRow] | None:
+        follower, replay = self._live.setdefault(meta.path, (Follower(Path(meta.path)), Replay()))
+        replay.add(follower.poll())
+        snap = replay.snapshot()
+        if snap.stats is None or snap.info is None:
+            return None
+        return meta, ResultRow(preset=f"{meta.name} {meta.started[5:16]} {LIVE_MARK}", workload=WORKLOAD,
+                               variant=meta.name, device=snap.info.device, size="default", amp="none", status="ok",
+                               summary=events.summary(snap), source=SESSION)
+
+
+def watched_rows(where: Path | None = None, baseline: str | None = None) -> list[tuple[RunMeta, ResultRow]]:
+    """`Table.rows` once: the finished runs, then the live ones."""
+    return Table(where).rows(baseline)
