@@ -10,6 +10,7 @@ a live run is never the baseline: its median still moves."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,10 @@ from .lines import WORKLOAD
 from .reader import Follower, last_end
 from .replay import Replay
 from .store import RunMeta, all_runs, alive
+from .stream import segments
 
 LIVE_MARK = "●"
+HEAD_LINES = 64  # `_device` reads this many lines
 
 
 def row(meta: RunMeta, end: dict[str, Any], device: str = "cpu", baseline: bool = False) -> ResultRow:
@@ -38,20 +41,18 @@ def row(meta: RunMeta, end: dict[str, Any], device: str = "cpu", baseline: bool 
 
 
 def _device(folder: Path) -> str:
-    """The run's device, from its first segment's setup (or start) line."""
-    import json
-
-    from .stream import segments
-
+    """The run's device, from the setup (or start) lines at the top of its last segment: a run whose clock moved to
+    CUDA says so in a setup line soon after its first."""
     found = segments(folder)
     device = "cpu"
     if not found:
         return device
     try:
-        with open(found[0][1], "rb") as f:
-            for _ in range(4):
+        with open(found[-1][1], "rb") as f:
+            for _ in range(HEAD_LINES):
                 e = json.loads(f.readline() or b"{}")
-                device = str(e.get("device") or device)
+                if e.get("event") in ("start", "setup") and e.get("device"):
+                    device = str(e["device"])
     except (OSError, ValueError, AttributeError):
         pass
     return device
