@@ -55,6 +55,7 @@ def kinds(evs: list[dict]) -> list[str]:
     return [e["event"] for e in evs]
 
 
+@pytest.mark.slow
 def test_a_training_loop_streams_the_json_shapes_and_attach_json_reads_them_back(capfd):
     with apextui.watch(name="tiny-mlp") as mon:
         losses = train(mon, 300)

@@ -37,6 +37,7 @@ def test_the_transformers_callback_streams_a_trainer_run(tmp_path):
     assert evs[-1]["summary"]["throughput_unit"] == "tokens/s"
 
 
+@pytest.mark.slow  # Lightning and its Trainer: about 2 s
 def test_the_lightning_callback_streams_a_trainer_run(tmp_path):
     pytest.importorskip("pytorch_lightning")
     from apextui.integrations.lightning import Callback, WatchCallback
