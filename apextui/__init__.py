@@ -1,6 +1,7 @@
 """apextui: is NVIDIA Apex really built here, and do fused kernels make training faster?
 
-`apextui.ModelSetup` is what a function given to `apextui --model FILE.py:FUNC` returns (docs/your-model.md).
+`apextui.ModelSetup` is what a function given to `apextui --model FILE.py:FUNC` returns (docs/your-model.md);
+`apextui.watch(name=...)` watches your own training loop, `apextui attach NAME` shows it (docs/watch.md).
 """
 
 from __future__ import annotations
@@ -9,18 +10,23 @@ TYPE_CHECKING = False  # not `typing`: `python -m apextui` runs this before apex
 if TYPE_CHECKING:
     from typing import Any
 
+    from .core.watch.hook import Watch, watch
     from .core.workloads.user_model import ModelSetup
 
 __version__ = "0.1.0"
 
-__all__ = ["ModelSetup", "__version__"]
+__all__ = ["ModelSetup", "Watch", "__version__", "watch"]
 
 
 def __getattr__(name: str) -> Any:
-    """`ModelSetup` on first use: importing `apextui` itself stays free of imports (`apextui` starts its signal
-    handling before anything else loads; see cli.main)."""
+    """`ModelSetup`, `watch` and `Watch` on first use: importing `apextui` itself stays free of imports (`apextui`
+    starts its signal handling before anything else loads; see cli.main)."""
     if name == "ModelSetup":
         from .core.workloads.user_model import ModelSetup
 
         return ModelSetup
+    if name in ("watch", "Watch"):
+        from .core.watch import hook
+
+        return getattr(hook, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -43,3 +43,40 @@ def build(small=False):
                                                torch.randn(2, 1, device=d, generator=g)),
                       loss_fn=nn.functional.mse_loss)
 '''
+
+
+KILLED_LOOP = """
+import sys, torch, apextui
+mon = apextui.watch(name="killed")
+model = torch.nn.Linear(8, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(16, 8)
+print(mon.path, flush=True)
+while True:
+    loss = model(x).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    mon.step(loss=loss)
+"""
+
+
+def killed_watched_run(timeout: float = 60) -> tuple[Path, int]:
+    """A watched training loop in a child process, SIGKILLed once its stream has step lines: (its run folder,
+    its pid). The run folder is under the caller's data dir (XDG_DATA_HOME, as the tests' conftest sets it)."""
+    import signal
+    import time
+
+    from apextui.core.watch import stream
+
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_LOOP], stdout=subprocess.PIPE, text=True, env=cli_env(),
+                            cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        folder = Path(proc.stdout.readline().strip())
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and b'"step"' not in b"".join(
+                p.read_bytes() for _, p in stream.segments(folder)):
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    return folder, proc.pid

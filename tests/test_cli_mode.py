@@ -20,6 +20,8 @@ def mode_of(*argv: str, torchrun: bool = False) -> str:
     (("list", "--model", "m.py:build"), False, "list-model"),
     (("doctor", "--json"), False, "doctor"),
     (("advise", "--steps", "5"), False, "advise"),
+    (("attach",), False, "attach"),
+    (("attach", "gpt", "--json", "--once"), True, "attach"),
     (("--model", "m.py:build", "--variant", "torch", "--json"), False, "model-json"),
     (("--preset", "adam-torch", "--nproc", "2", "--json"), False, "launch"),
     (("--preset", "adam-torch", "--json"), False, "json"),
@@ -37,6 +39,7 @@ def test_each_mode_from_its_flags(argv: tuple[str, ...], torchrun: bool, expecte
     (("--preset", "a"), True, "add --json"),
     (("--preset", "a", "--json", "--baseline-json", "one.json"), False, "--baseline-json is for a data-parallel"),
     (("--json",), False, "--json needs --preset"),
+    (("attach", "gpt", "--once"), False, "--once goes with attach --json"),
 ])
 def test_combinations_that_are_no_mode(argv: tuple[str, ...], torchrun: bool, words: str) -> None:
     with pytest.raises(UsageError, match=words):

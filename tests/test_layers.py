@@ -23,7 +23,7 @@ CORE = "apextui.core"
 # Top to bottom: a module may import modules of its own layer or of a lower one, never of a higher one. An entry
 # is a module or a package (with everything under it); a module belongs to its longest matching entry.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("advise",),  # the comparisons and the verdict: runs presets through the runner
+    ("advise", "watch"),  # the comparisons and the verdict; watching the user's own training (the runner's clock)
     ("results", "model_presets"),  # the results file (runs' summaries); the user's model as presets
     ("run",),  # the runner, the worker process, snapshots, events, data-parallel ranks
     ("workloads",),  # the workload modules (torch) and builders.build, which the runner calls

@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "scaling efficiency against it")
     parser.add_argument("--load", action="append", default=[], metavar="RESULTS.json",
                         help="TUI: add runs saved with w (or --json output) to the comparison table")
-    sub = parser.add_subparsers(dest="command", metavar="{list,doctor,advise}")
+    sub = parser.add_subparsers(dest="command", metavar="{list,doctor,advise,attach}")
     lister = sub.add_parser("list", help="every preset, and whether it can run here")
     lister.add_argument("--json", action="store_true", help="print JSON")
     lister.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
@@ -63,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .advise import add_arguments as add_advise_arguments
 
     add_advise_arguments(sub.add_parser("advise", help="which configuration is fastest on this machine, measured here"))
+    from .attach import add_arguments as add_attach_arguments
+
+    add_attach_arguments(sub.add_parser("attach", help="watch your own training run (apextui.watch), live or finished "
+                                                       "(docs/watch.md)"))
     return parser
 
 
@@ -124,11 +128,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.report()
 
 
-Mode = Literal["list", "list-model", "doctor", "advise", "model-json", "launch", "json", "torchrun-json", "tui"]
+Mode = Literal["list", "list-model", "doctor", "advise", "attach", "model-json", "launch", "json", "torchrun-json",
+               "tui"]
 """What one `apextui` command line does: `list` (the presets), `list-model` (a model's variants), `doctor`,
-`advise`, `model-json` (`--model --json`: one variant headless), `launch` (`--nproc N --json`: torchrun's ranks
-started here), `json` (`--preset --json`: one run headless), `torchrun-json` (one rank of a data-parallel run)
-and `tui` (the terminal UI)."""
+`advise`, `attach` (a watched run, TUI or `--json`), `model-json` (`--model --json`: one variant headless),
+`launch` (`--nproc N --json`: torchrun's ranks started here), `json` (`--preset --json`: one run headless),
+`torchrun-json` (one rank of a data-parallel run) and `tui` (the terminal UI)."""
 
 
 class UsageError(ValueError):
@@ -140,7 +145,9 @@ def mode(args: argparse.Namespace, under_torchrun: bool) -> Mode:
     for a combination that is none. Pure: reads nothing but its arguments, so every mode is tested alone."""
     if args.command == "list":
         return "list-model" if args.model is not None else "list"
-    if args.command in ("advise", "doctor"):
+    if args.command == "attach" and args.once and not args.json:
+        raise UsageError("--once goes with attach --json (the TUI follows the run until you quit)")
+    if args.command in ("advise", "doctor", "attach"):
         return cast(Mode, args.command)
     if args.model is not None and args.preset is not None:
         raise UsageError("give --preset or --model, not both")
@@ -207,6 +214,10 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
         from .advise import run as run_advise
 
         return run_advise(args)
+    if what == "attach":
+        from .attach import run as run_attach
+
+        return run_attach(args)
     if what == "doctor":
         from .doctor_command import run as run_doctor
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from textual.app import SystemCommand
 from textual.screen import Screen
@@ -42,13 +43,7 @@ class ScreenActions(AppBase):
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """p: an SVG of the screen, apextui-YYYYmmdd-HHMMSS.svg in the start folder unless named."""
-        filename = filename or f"apextui-{time.strftime('%Y%m%d-%H%M%S')}.svg"
-        try:
-            path = self.save_screenshot(filename=filename, path=path or str(self.save_dir))
-        except OSError as exc:
-            self.notify(f"could not save the screenshot: {exc}", severity="error", timeout=10)
-            return
-        self.notify(f"screenshot saved to\n{short_path(Path(path))}", title="SVG saved", timeout=8, markup=False)
+        save_svg(self, self.save_dir, filename, path)
 
     def action_help(self) -> None:
         from .screens.help_screen import HelpScreen
@@ -85,3 +80,15 @@ class ScreenActions(AppBase):
         from .screens.log_screen import LogScreen
 
         self.push_screen(LogScreen(lambda: self.run_logs))
+
+
+def save_svg(app: Any, save_dir: Path, filename: str | None = None, path: str | None = None) -> None:
+    """An SVG of `app`'s screen, apextui-YYYYmmdd-HHMMSS.svg in `save_dir` unless named; a toast says where (or why
+    not). The main app's p and `apextui attach`'s."""
+    filename = filename or f"apextui-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+    try:
+        path = app.save_screenshot(filename=filename, path=path or str(save_dir))
+    except OSError as exc:
+        app.notify(f"could not save the screenshot: {exc}", severity="error", timeout=10)
+        return
+    app.notify(f"screenshot saved to\n{short_path(Path(str(path)))}", title="SVG saved", timeout=8, markup=False)

@@ -159,7 +159,7 @@ class LiveRun(Vertical):
         """' 150/400 · 7.5 s'; before the RunInfo (compiling) ' … · 12 s', counted here in whole seconds."""
         if info is None:
             return f" … · {int(max(elapsed, time.monotonic() - self._started if self._started else 0.0))} s"
-        return f" {done}/{info.steps} · {fmt.seconds(elapsed)}"
+        return f" {done}{f'/{info.steps}' if info.steps > 0 else ''} · {fmt.seconds(elapsed)}"
 
     def _title(self, title: str) -> None:
         if self.border_title != title:
@@ -183,7 +183,7 @@ class LiveRun(Vertical):
             title.append(f"{info.preset}", style="bold")
             if snap.status == "running" and snap.steps_done < info.warmup:
                 title.append(" warm-up", style="cyan")
-            title.append(f" · {info.device} · {size}", style="dim")
+            title.append(f" · {info.device} · {size if info.workload != 'watch' else 'watched'}", style="dim")
             if info.params:
                 title.append(f" · {fmt.si(info.params, 'params')}", style="dim")
         elif self._preset is not None:
@@ -196,9 +196,13 @@ class LiveRun(Vertical):
 
         bar = self.query_one("#run-progress", ProgressBar)
         if info is not None:
-            if bar.total != info.steps:
-                bar.update(total=info.steps)
-                self._percentage(bar, True)
+            # a watched run may not say how long it is: the bar moves without a total until it ends
+            total = info.steps if info.steps > 0 else (snap.steps_done or 1) if snap.finished else None
+            if bar.total != total:
+                bar.update(total=total)
+                self._percentage(bar, total is not None)
+            elif total is None:  # the bar starts without a total: its "--%" stays hidden
+                self._percentage(bar, False)
             if bar.progress != snap.steps_done:
                 bar.update(progress=snap.steps_done)
         self._set("run-steps", self._steps_text(info, snap.steps_done, snap.elapsed_s))

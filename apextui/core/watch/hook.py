@@ -1,0 +1,491 @@
+"""`apextui.watch(name=...)`: time the user's own training loop and stream it, at a bounded cost to that loop.
+
+```python
+mon = apextui.watch(name="gpt-finetune")  # or: with apextui.watch(name=...) as mon:
+for batch in loader:
+    loss = train_step(batch)
+    mon.step(loss=loss, tokens=batch_tokens, lr=sched.get_last_lr()[0])
+mon.close()
+```
+
+What a `step()` costs the loop is what the runner's steps cost it (`run/timing.py`): the clock is the runner's
+(CUDA events in blocks, never a synchronisation; `time.perf_counter` on CPU). Inside a block a step is a
+comparison and a counter; at the end of a block, one event record and one asynchronous 4-byte copy of the loss
+(and of each tensor metric) into pinned host memory, read once the block's event has completed: the loss is
+never `.item()`-ed in the loop. Every `HARVEST_INTERVAL_S` the training thread hands the finished blocks to the
+runner's delivery thread (`run/delivery.py`: statistics, snapshots), whose callback writes the JSON lines
+(`lines.py`) to the run's stream (`stream.py`).
+
+Blocks: the first call starts the clock (step 1 is never timed: it holds lazy set-up); steps are timed one by
+one until `warmup` steps are in, then the block size is set from those steps and from the clock's own measured
+cost, by the runner's rule (`BlockSchedule.calibrate`), from the finished intervals only: no synchronisation.
+
+Faults never reach the training: a failure inside the monitor is logged once and the hook becomes a no-op;
+`step()` from a thread other than the first caller's is ignored (with one warning: the clock times one stream);
+a loss on CUDA after steps on the host moves the clock to CUDA events (once; a note says so); a Python float,
+a 0-d tensor and a NaN loss are all taken (a non-finite loss is a note, and null in its step line).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import math
+import os
+import platform
+import queue
+import statistics
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..run import events
+from ..run.delivery import Delivery
+from ..run.snapshot import FinalStatus, RunInfo, Snapshot
+from ..run.timing import CpuClock, CudaClock, StepRecord
+from . import lines, store
+from .stream import DEFAULT_MAX_BYTES, Opener, Stream, append
+
+log = logging.getLogger("apextui.watch")
+
+WARMUP = 10  # timed steps left out of the statistics; their second half sizes the blocks
+HARVEST_INTERVAL_S = 0.25  # as the runner's (run/runner.py): finished blocks handed over 4 times a second
+RING = 1024  # pinned slots for tensor metrics, as the clock's ring for the loss
+MAX_METRICS = 16  # tensor metrics a run may have (Python numbers: any number)
+JOIN_S = 10.0  # close(): how long the writer thread may take to write the end
+
+
+def _tensor(x: Any) -> bool:
+    return hasattr(x, "detach") and hasattr(x, "numel")
+
+
+def _cuda(x: Any) -> bool:
+    return _tensor(x) and bool(getattr(x, "is_cuda", False))
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) or type(x).__module__ == "numpy"
+
+
+class _MetricRing:
+    """Tensor metrics on CUDA: copied at the end of a block into pinned host slots, read once the block is done."""
+
+    def __init__(self, torch: Any) -> None:
+        self._host = torch.empty((RING, MAX_METRICS), dtype=torch.float32, pin_memory=True)
+        self._read = self._host.numpy()
+        self.columns: dict[str, int] = {}
+
+    def put(self, step: int, name: str, value: Any) -> tuple[int, int] | None:
+        col = self.columns.get(name)
+        if col is None:
+            if len(self.columns) >= MAX_METRICS:
+                return None
+            col = self.columns[name] = len(self.columns)
+        slot = step % RING
+        self._host[slot, col].copy_(value.detach().reshape(()), non_blocking=True)
+        return slot, col
+
+    def read(self, where: tuple[int, int]) -> float:
+        return float(self._read[where])
+
+
+class Watch:
+    """A watched run; make one with `apextui.watch`. Use it from the training thread; `close()` from anywhere."""
+
+    def __init__(self, name: str | None = None, *, steps: int | None = None, warmup: int = WARMUP,
+                 sample_interval: float = 1.0, max_bytes: int = DEFAULT_MAX_BYTES, where: str | Path | None = None,
+                 rank: int | None = None, opener: Opener | None = None) -> None:
+        self.name = name or Path(sys.argv[0] or "run").stem or "run"
+        self.steps = steps
+        self.warmup = max(0, int(warmup))
+        self.sample_interval = sample_interval
+        self.live = True  # False: a no-op from now on (failed, or closed)
+        self.failure: str | None = None
+        self.meta: store.RunMeta | None = None
+        self.stream: Stream | None = None
+        self._warned: set[str] = set()
+        self._closed = False
+        self._owner: int | None = None
+        self._clock: Any = None
+        self._torch: Any = None
+        self._n = 0
+        self._next_harvest = 0.0
+        self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self._extras: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()  # metric and note lines, in order
+        self._delivery: Delivery | None = None
+        self._thread: threading.Thread | None = None
+        self._sampler: Any = None
+        self._info: RunInfo | None = None
+        self._start_line: dict[str, Any] | None = None
+        self._written_start = False
+        self._setup_key: tuple[Any, ...] | None = None
+        self._header = ""
+        self._floats: dict[int, float] = {}  # Python-number losses at the end of a block, by step
+        self._last_float: tuple[int, float] | None = None
+        self._metrics: dict[int, dict[str, Any]] = {}  # a block's extras, by its last step, until it is read
+        self._last_metrics: tuple[int, dict[str, Any]] = (0, {})
+        self._ring: _MetricRing | None = None
+        self._units: str | None = None
+        self._unit_total = 0.0
+        self._unit_steps = 0
+        self._cal_from = 0  # the step the current clock started at
+        self._calibrated = False
+        self._costs: list[float] = []
+        self._cal_ms: list[float] = []
+        self._cuda_seen = False  # CUDA came into use after steps on the host clock
+        self._on_host = False  # the clock is the host's (CpuClock)
+        self._nonfinite = False
+        self.where = Path(where) if where is not None else None
+        try:
+            if rank is None and int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
+                rank = int(os.environ.get("RANK", "0") or 0)
+            self.meta = store.new_run(self.name, rank, self.where)
+            self.stream = Stream(Path(self.meta.path), max_bytes, opener or append, self.name)
+            store.register(self.meta, self.where)
+            store.prune(where=self.where)
+            atexit.register(self._at_exit)
+        except Exception as exc:  # noqa: BLE001 - a monitor that cannot start must not stop the training
+            self._fail("could not start", exc)
+
+    # ---- the user's loop --------------------------------------------------------------------------------------
+    def step(self, loss: Any = None, *, tokens: Any = None, samples: Any = None, **metrics: Any) -> None:
+        """One training step done: `loss` (a tensor on any device, a 0-d tensor, a Python float; never read
+        here), `tokens` or `samples` in this step (Python numbers), and any extras (`lr=`, `grad_norm=`: numbers
+        or 1-element tensors) kept at the end of each timed block. Never raises, never synchronises."""
+        if not self.live:
+            return
+        if self._owner != threading.get_ident():
+            if self._owner is None:
+                self._owner = threading.get_ident()
+            else:
+                self._warn("thread", f"step() called from thread {threading.current_thread().name!r}: the "
+                           "monitor times the thread that called it first; this call is ignored")
+                return
+        try:
+            self._step(loss, tokens if tokens is not None else samples, "tokens" if tokens is not None else
+                       "samples" if samples is not None else None, metrics)
+        except Exception as exc:  # noqa: BLE001 - never into the user's training
+            self._fail(f"failed at step {self._n}", exc)
+
+    def log(self, **metrics: Any) -> None:
+        """Extras that are not tied to a step's timing (an evaluation's score): a `metric` line at the current
+        step. Numbers only (a tensor is read with `float`, which synchronises: pass numbers)."""
+        if not self.live or self._clock is None:
+            return
+        try:
+            values = {k: float(v) for k, v in metrics.items() if _number(v) or _tensor(v)}
+            if values:
+                self._extras.put(lines.metric_event(self._n, values))
+        except Exception as exc:  # noqa: BLE001
+            self._warn("log", f"log() ignored: {type(exc).__name__}: {exc}")
+
+    def _step(self, loss: Any, units: Any, kind: str | None, metrics: dict[str, Any]) -> None:
+        """What a step costs the loop (a few attribute reads and one comparison inside a block): kept short."""
+        clock = self._clock
+        if clock is None:
+            self._begin(loss)
+            return
+        if self._on_host and (self._cuda_seen or getattr(loss, "is_cuda", False)):
+            self._switch_to_cuda()
+            return
+        n = self._n = self._n + 1
+        closes = clock.schedule.closes(n)
+        if loss is not None and not hasattr(loss, "detach"):
+            value = float(loss)
+            if closes:
+                self._floats[n] = value
+            self._last_float = (n, value)
+            loss = None
+        elif loss is not None and closes and loss.numel() != 1:
+            self._warn("loss-shape", f"the loss has {loss.numel()} elements: pass one number (e.g. its mean); "
+                       "losses are left out")
+            loss = None
+        if closes and metrics:
+            self._keep(n, metrics)
+        self._last_metrics = (n, metrics)  # a block closed early (close()) keeps its last step's
+        if kind is not None:
+            if kind == self._units and type(units) in (int, float):  # the common case, inline
+                self._unit_total += units
+                self._unit_steps += 1
+            else:
+                self._count(kind, units)
+        if closes and self._costing(n):
+            t0 = time.perf_counter()
+            clock.end_step(n, loss)
+            self._costs.append(time.perf_counter() - t0)
+        else:
+            clock.end_step(n, loss)
+        now = time.perf_counter()
+        # until the blocks are sized, every step after the warm-up looks for its intervals (sized sooner)
+        if now >= self._next_harvest or (not self._calibrated and n >= self._cal_from + self.warmup):
+            self._next_harvest = now + HARVEST_INTERVAL_S
+            self._harvest()
+
+    def _costing(self, n: int) -> bool:
+        return not self._calibrated and self._cal_from + self.warmup // 2 < n <= self._cal_from + self.warmup
+
+    def _count(self, kind: str, units: Any) -> None:
+        if self._units is None:
+            self._units = kind
+        elif kind != self._units:
+            return
+        if not _number(units):
+            self._warn("units", f"{kind}= must be a Python number (a tensor would need a synchronisation); ignored")
+            return
+        self._unit_total += float(units)
+        self._unit_steps += 1
+
+    def _keep(self, n: int, metrics: dict[str, Any]) -> None:
+        kept: dict[str, Any] = {}
+        for name, value in metrics.items():
+            if _tensor(value):
+                if value.numel() != 1:
+                    self._warn(f"metric-{name}", f"metric {name!r} has {value.numel()} elements: left out")
+                elif _cuda(value):
+                    if self._ring is None:
+                        self._ring = _MetricRing(self._torch)
+                    where = self._ring.put(n, name, value)
+                    if where is None:
+                        self._warn("metrics", f"more than {MAX_METRICS} tensor metrics: {name!r} left out")
+                    else:
+                        kept[name] = where
+                else:
+                    kept[name] = float(value.detach())
+            elif _number(value):
+                kept[name] = float(value)
+            else:
+                self._warn(f"metric-{name}", f"metric {name!r} is a {type(value).__name__}, not a number: left out")
+        if kept:
+            self._metrics[n] = kept
+
+    # ---- clocks ----------------------------------------------------------------------------------------------
+    def _begin(self, loss: Any) -> None:
+        """The first call: pick the clock (CUDA once CUDA is in use, or the loss is on it), start it, start the
+        writer thread. Step 1 is not timed."""
+        torch = self._torch = sys.modules.get("torch")
+        cuda = torch is not None and (_cuda(loss) or bool(torch.cuda.is_initialized()))
+        device = "cuda" if cuda else "cpu"
+        self._n = 1
+        self._clock = self._new_clock(device)
+        self._on_host = device == "cpu"
+        self._sampler = self._new_sampler(device)
+        from ..env import describe
+
+        assert self.meta is not None
+        self._info = RunInfo(preset=self.name, workload=lines.WORKLOAD, variant=self.name, device=device,
+                             size_name="default", size={}, steps=self.steps or 0, warmup=self.warmup, amp="none",
+                             units="steps", units_per_step=1, baseline="")
+        # a loop without torch (JAX, NumPy) is not made to import it: its env has no torch fields
+        env = describe(device) if torch is not None else {"python": platform.python_version(),
+                                                           "platform": sys.platform, "torch": None}
+        self._start_line = lines.start_event(self.meta, device, self.steps, self.warmup, env)
+        self._delivery = Delivery(self._inbox, self._write, self.warmup, device, lambda: self._sampler)
+        self._delivery.t0 = time.perf_counter()
+        self._thread = threading.Thread(target=self._delivery.loop, name="apextui-watch", daemon=True)
+        self._thread.start()
+        self._inbox.put(("info", self._info))
+        self._next_harvest = time.perf_counter() + HARVEST_INTERVAL_S
+
+    def _new_clock(self, device: str) -> Any:
+        clock: Any = CudaClock(self._torch) if device == "cuda" else CpuClock()
+        clock.schedule.last = sys.maxsize  # open-ended: no last step closes a block early
+        self._cal_from, self._calibrated, self._costs, self._cal_ms = self._n, False, [], []
+        clock.start()
+        return clock
+
+    def _new_sampler(self, device: str) -> Any:
+        from ..env import pci_bus_id
+        from ..monitor.sampler import Sampler
+
+        gpu = device == "cuda"
+        return Sampler(self.sample_interval, gpu=gpu, pci_bus_id=pci_bus_id() if gpu else None).start()
+
+    def _switch_to_cuda(self) -> None:
+        """Steps ran on the host clock before any CUDA work; now CUDA is in use (the loss is on it, or CUDA was
+        initialised): time with CUDA events from here (a host clock would `float()` a CUDA loss: a
+        synchronisation)."""
+        self._cuda_seen = False
+        self._torch = self._torch or sys.modules.get("torch")
+        self._clock.close()
+        self._hand_over(self._clock.harvest())
+        self._n += 1
+        self._clock = self._new_clock("cuda")
+        self._on_host = False
+        old, self._sampler = self._sampler, self._new_sampler("cuda")
+        old.stop()
+        assert self._info is not None
+        self._info = replace(self._info, device="cuda")
+        self._inbox.put(("info", self._info))
+        self._extras.put(lines.note_event(self._n, f"CUDA is in use from step {self._n}: timed with CUDA events from "
+                                                   "here (the steps before were timed on the host)"))
+
+    def _harvest(self) -> None:
+        self._hand_over(self._clock.harvest())
+        if self._on_host:  # CUDA since? (one look 4 times a second)
+            torch = sys.modules.get("torch")
+            self._cuda_seen = torch is not None and bool(torch.cuda.is_initialized())
+
+    def _hand_over(self, records: list[StepRecord]) -> None:
+        if not records:
+            return
+        for i, rec in enumerate(records):
+            if rec.loss is None and rec.step in self._floats:
+                records[i] = rec = replace(rec, loss=self._floats.pop(rec.step))
+            elif rec.loss is None and self._last_float is not None and self._last_float[0] == rec.step:
+                records[i] = rec = replace(rec, loss=self._last_float[1])
+            if rec.loss is not None and not math.isfinite(rec.loss) and not self._nonfinite:
+                self._nonfinite = True
+                self._extras.put(lines.note_event(rec.step, f"the loss is {rec.loss} at step {rec.step} (the first "
+                                                            "non-finite loss; training goes on)"))
+            kept = self._metrics.pop(rec.step, None)
+            if kept:
+                ring = self._ring
+                values = {k: ring.read(v) if isinstance(v, tuple) and ring is not None else v for k, v in kept.items()}
+                self._extras.put(lines.metric_event(rec.step, values))
+        for step in [s for s in self._floats if s <= records[-1].step]:  # never read: a block closed early
+            del self._floats[step]
+        self._inbox.put(("steps", records))
+        self._units_info()
+        if not self._calibrated:
+            self._calibrate(records)
+
+    def _units_info(self) -> None:
+        if self._units is None or not self._unit_steps or self._info is None:
+            return
+        per_step = max(1, round(self._unit_total / self._unit_steps))
+        info = self._info
+        if info.units != self._units or abs(per_step - info.units_per_step) > 0.01 * info.units_per_step:
+            self._info = replace(info, units=self._units, units_per_step=per_step)
+            self._inbox.put(("info", self._info))
+
+    def _calibrate(self, records: list[StepRecord]) -> None:
+        """Once the warm-up's intervals are in: its second half's median sets the block size."""
+        lo, hi = self._cal_from + self.warmup // 2, self._cal_from + self.warmup
+        self._cal_ms += [r.ms for r in records if lo < r.step <= hi]
+        if records[-1].step < hi or not self._cal_ms:
+            return
+        sched = self._clock.schedule
+        sched.costs_s = list(self._costs)
+        sched.calibrate(statistics.median(self._cal_ms))
+        self._calibrated, self._cal_ms = True, []
+
+    # ---- the writer thread (the delivery's callback) -----------------------------------------------------------
+    def _write(self, snap: Snapshot) -> None:
+        """The snapshot's lines to the stream; a failure here stops the stream (one warning), never the training."""
+        stream = self.stream
+        if stream is None or stream.failed is not None:
+            return
+        try:
+            self._write_lines(snap, stream)
+        except Exception as exc:  # noqa: BLE001
+            stream.failed = f"{type(exc).__name__}: {exc}"
+            self._warn("write", f"stopped writing the stream: {stream.failed} (training goes on)")
+            stream.close()
+
+    def _write_lines(self, snap: Snapshot, stream: Stream) -> None:
+        out: list[dict[str, Any]] = []
+        if not self._written_start and self._start_line is not None:
+            self._written_start = True
+            out.append(self._start_line)
+        info = snap.info
+        if info is not None and (info.units, info.units_per_step, info.device) != self._setup_key:
+            self._setup_key = (info.units, info.units_per_step, info.device)
+            setup = lines.setup_event(info)
+            out.append(setup)
+            self._header = "".join(json.dumps(o) + "\n" for o in (self._start_line or {}, setup))
+        if snap.new_steps:
+            monitor = events.monitor_fields(snap.monitor)
+            out.extend(events.step_event(rec, monitor) for rec in snap.new_steps)
+        while True:
+            try:
+                out.append(self._extras.get_nowait())
+            except queue.Empty:
+                break
+        if snap.finished:
+            out.append(events.end_event(snap))
+        if out:
+            stream.header = self._header
+            stream.write([json.dumps(o) + "\n" for o in out])
+
+    # ---- the end ---------------------------------------------------------------------------------------------
+    def close(self, status: FinalStatus = "ok", error: str | None = None) -> None:
+        """End the run: the open block is timed, the `end` line written (it waits for the GPU once, here).
+        Idempotent; never raises."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._clock is not None and self._thread is not None:
+                if self.live:
+                    n, metrics = self._last_metrics
+                    if n == self._n and metrics and n not in self._metrics and self._clock.schedule.open:
+                        self._keep(n, metrics)
+                    self._clock.close()
+                    self._hand_over(self._clock.harvest(wait=True))
+                    if self._info is not None and self._info.device == "cuda":
+                        self._inbox.put(("peak_memory", int(self._torch.cuda.max_memory_allocated())))
+                self._inbox.put(("end", (status, error)))
+                self._thread.join(JOIN_S)
+        except Exception as exc:  # noqa: BLE001
+            self._warn("close", f"could not end the stream: {type(exc).__name__}: {exc}")
+        finally:
+            self.live = False
+            if self.stream is not None:
+                self.stream.close()
+            if self.meta is not None:
+                try:
+                    store.unregister(self.meta, self.where)
+                except Exception:  # noqa: BLE001
+                    pass
+            try:
+                atexit.unregister(self._at_exit)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _at_exit(self) -> None:
+        self.close()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        if kind is None:
+            self.close()
+        elif issubclass(kind, KeyboardInterrupt):
+            self.close("stopped", "interrupted")
+        elif issubclass(kind, SystemExit):
+            self.close("stopped", f"exited (code {exc.code})")
+        else:
+            self.close("failed", f"{kind.__name__}: {exc}")
+
+    @property
+    def path(self) -> Path | None:
+        """The run folder (None when the monitor could not start)."""
+        return Path(self.meta.path) if self.meta is not None else None
+
+    # ---- faults ----------------------------------------------------------------------------------------------
+    def _warn(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("apextui: watch %s: %s", self.name, message)
+
+    def _fail(self, what: str, exc: BaseException) -> None:
+        """A fault of the monitor's own: logged once; from now on the hook does nothing (the training goes on)."""
+        self.failure = f"{what}: {type(exc).__name__}: {exc}"
+        self._warn("failed", f"the monitor {self.failure}; it stops, the training goes on")
+        was_live, self.live = self.live, False
+        if was_live and self._thread is not None:
+            self._extras.put(lines.note_event(self._n, f"the monitor {self.failure}; it stopped here"))
+            self._inbox.put(("end", ("stopped", f"the monitor stopped at step {self._n}: {self.failure}")))
+
+
+def watch(name: str | None = None, **options: Any) -> Watch:
+    """Watch your own training loop: `mon.step(loss=..., tokens=...)` each step, `mon.close()` at the end (or use
+    it as a context manager). `apextui attach NAME` shows it live. Options: `steps` (the run's total, for the
+    progress bar), `warmup`, `sample_interval`, `max_bytes` (the stream on disk), `where` (the folder of runs;
+    default the user data dir's `watch`). docs/watch.md."""
+    return Watch(name, **options)

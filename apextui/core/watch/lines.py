@@ -1,0 +1,48 @@
+"""The JSON lines of a watched run: the `--json` shapes (`run/events.py`) with what a watched run adds.
+
+`start` has the keys of a preset run's (`workload` "watch", `preset` and `variant` the run's name, `steps` null
+when unknown) and a `watch` object (name, pid, host, start, rank, argv); `setup` adds `device` (the clock may
+move to CUDA after the first steps); `step` and `end` are `events.step_event` and `events.end_event` as they
+are. Two kinds are a watched run's own: `metric` (the user's extras at the end of an interval: learning rate,
+grad norm, ...) and `note` (something the reader should know: a non-finite loss, the clock moved to CUDA, the
+monitor stopped)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any, Mapping
+
+from ..run import events
+from ..run.snapshot import RunInfo
+from .store import RunMeta
+
+WORKLOAD = "watch"
+
+
+def start_event(meta: RunMeta, device: str, steps: int | None, warmup: int, env: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "event": "start", "schema": events.SCHEMA_VERSION, "preset": meta.name, "preset_file": None, "model": None,
+        "workload": WORKLOAD, "variant": meta.name, "baseline": None, "device": device, "size": "default",
+        "size_params": {}, "steps": steps, "warmup": warmup, "amp": "none", "config": None, "config_label": None,
+        "note": None, "env": dict(env),
+        "watch": {"name": meta.name, "pid": meta.pid, "host": meta.host, "start": meta.start, "rank": meta.rank,
+                  "argv": list(sys.argv)},
+    }
+
+
+def setup_event(info: RunInfo) -> dict[str, Any]:
+    return {**events.setup_event(info), "device": info.device}
+
+
+def _value(v: float) -> float | None:
+    return float(f"{v:.6g}") if math.isfinite(v) else None
+
+
+def metric_event(step: int, values: Mapping[str, float]) -> dict[str, Any]:
+    """The user's extras at `step` (non-finite values null)."""
+    return {"event": "metric", "step": step, "values": {k: _value(v) for k, v in values.items()}}
+
+
+def note_event(step: int, message: str) -> dict[str, Any]:
+    return {"event": "note", "step": step, "message": message}

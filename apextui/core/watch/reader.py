@@ -1,0 +1,171 @@
+"""Reading a watched run's stream back: complete lines only, in order across segments, following a live run.
+
+A line is taken once its newline is there: a writer killed mid-line (SIGKILL) leaves a partial last line, which
+`Follower.finish` drops and names. The header lines a new segment repeats (`start`, `setup`) are dropped when
+already seen. A segment removed by rotation while it was read is skipped with a note, as are segments rotated
+away before the reader came (the run's oldest lines)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .store import RunMeta, alive
+from .stream import segment_path, segments
+
+READ_BYTES = 4 * 2**20  # read at most this much a call, so a big stream is shown while it loads
+TAIL_BYTES = 64 * 2**10  # `last_end` reads this much of the last segment
+
+
+class Follower:
+    """Reads the new complete lines of a run folder at each `poll`."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.number = 0  # the segment being read (0: none yet)
+        self.offset = 0
+        self.partial = b""
+        self.notes: list[str] = []  # what the reader skipped, in words
+        self._seen: dict[str, Any] = {}  # the last start and setup lines (a new segment repeats them)
+        self.bad_lines = 0
+        self._drained = False  # the current segment read to its end after a newer one was seen
+
+    def poll(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        while True:
+            if self.number == 0:
+                found = segments(self.folder)
+                if not found:
+                    return out
+                self.number = found[0][0]
+                if self.number > 1:
+                    self.notes.append(f"segments 1 to {self.number - 1} were rotated away (the run's oldest lines)")
+            try:
+                with open(segment_path(self.folder, self.number), "rb") as f:
+                    f.seek(self.offset)
+                    data = f.read(READ_BYTES)
+            except FileNotFoundError:
+                newer = [n for n, _ in segments(self.folder) if n > self.number]
+                if not newer:
+                    return out
+                self.notes.append(f"segment {self.number} was rotated away while it was read")
+                self._next(newer[0])
+                continue
+            self.offset += len(data)
+            *complete, self.partial = (self.partial + data).split(b"\n")
+            out.extend(e for e in (self._parse(line) for line in complete) if e is not None)
+            if len(data) == READ_BYTES:
+                continue
+            newer = [n for n, _ in segments(self.folder) if n > self.number]
+            if not newer:
+                return out
+            if not self._drained:  # once more: the writer's last lines to this one came before the next one was made
+                self._drained = True
+                continue
+            if self.partial:
+                self.notes.append(f"skipped a partial line at the end of segment {self.number}")
+            self._next(newer[0])
+
+    def _next(self, number: int) -> None:
+        self.number, self.offset, self.partial, self._drained = number, 0, b"", False
+
+    def _parse(self, line: bytes) -> dict[str, Any] | None:
+        if not line.strip():
+            return None
+        try:
+            event = json.loads(line)
+        except ValueError:
+            self.bad_lines += 1
+            if self.bad_lines == 1:
+                self.notes.append(f"skipped a line that is not JSON in segment {self.number}")
+            return None
+        if not isinstance(event, dict):
+            return None
+        kind = event.get("event")
+        if kind in ("start", "setup"):
+            if self._seen.get(kind) == event:
+                return None
+            self._seen[kind] = event
+        return event
+
+    def finish(self) -> None:
+        """The writer is gone: a line without its newline is a partial last line; drop it and say so."""
+        if self.partial:
+            self.notes.append(f"skipped a partial last line ({len(self.partial)} bytes): the training process "
+                              "ended in the middle of writing it")
+            self.partial = b""
+
+
+def last_write(folder: Path) -> float | None:
+    """When the stream was last written (the newest segment's mtime)."""
+    found = segments(folder)
+    try:
+        return found[-1][1].stat().st_mtime if found else None
+    except OSError:
+        return None
+
+
+def last_end(folder: Path) -> dict[str, Any] | None:
+    """The run's `end` line, read from the tail of its last segment; None when it has none (live, or killed)."""
+    found = segments(folder)
+    if not found:
+        return None
+    try:
+        with open(found[-1][1], "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - TAIL_BYTES))
+            tail = f.read()
+    except OSError:
+        return None
+    for line in reversed(tail.split(b"\n")):
+        if b'"end"' in line:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict) and event.get("event") == "end":
+                return event
+    return None
+
+
+Outcome = Literal["ended", "gone", "stopped"]
+
+
+@dataclass(frozen=True)
+class Ending:
+    """How following a run ended: its `end` line came ("ended"), its process is gone without one ("gone", with
+    the time of its last write), or the reader was asked to stop ("stopped")."""
+
+    outcome: Outcome
+    last_write: float | None = None
+
+    def words(self, meta: RunMeta) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.last_write)) if self.last_write else "unknown"
+        return f"ended without an end line: process {meta.pid} is gone; its last line was written at {when}"
+
+
+def follow(folder: Path, meta: RunMeta, handle: Callable[[list[dict[str, Any]]], None],
+           stop: threading.Event | None = None, poll_s: float = 0.25, once: bool = False,
+           follower: Follower | None = None) -> Ending:
+    """Hand every new event of the run to `handle` until its `end` line, until its process is gone, or until
+    `stop` is set; `once`: what is there now, then return (a live run's ending is then "stopped")."""
+    reader = follower or Follower(folder)
+    stop = stop or threading.Event()
+    while True:
+        running = alive(meta)  # before reading: a line written after this look is read before "gone" is said
+        events = reader.poll()
+        if events:
+            handle(events)
+        if any(e.get("event") == "end" for e in events):
+            return Ending("ended")
+        if not running:
+            reader.finish()
+            return Ending("gone", last_write(folder))
+        if once or stop.wait(poll_s):
+            return Ending("stopped")

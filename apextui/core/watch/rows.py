@@ -1,0 +1,111 @@
+"""Watched runs as rows of the comparison table, compared by the one noise rule (`core/compare.py`).
+
+A watched run has no shipped baseline: the user picks one (the oldest finished run by default). The table's
+`RunIndex` takes as a group's baseline the row whose variant is its workload's baseline name, which for
+workload "watch" is "" (`presets.BASELINES` has no entry): so the chosen run's row gets variant "" and every
+other row its name. Rows compare within one device, as preset runs do.
+
+Live runs join the table with their figures so far (`Table`: each followed incrementally, marked ● in its name);
+a live run is never the baseline: its median still moves."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..compare import baseline_problem
+from ..results import SESSION, ResultRow
+from ..run import events
+from ..run.summary import Summary
+from .lines import WORKLOAD
+from .reader import Follower, last_end
+from .replay import Replay
+from .store import RunMeta, all_runs, alive
+from .stream import segments
+
+LIVE_MARK = "●"
+HEAD_LINES = 64  # `_device` reads this many lines
+
+
+def row(meta: RunMeta, end: dict[str, Any], device: str = "cpu", baseline: bool = False) -> ResultRow:
+    """A watched run's row from its `end` line; `baseline`: the row the others of its device are compared with."""
+    summary = end.get("summary")
+    summary = summary if isinstance(summary, dict) else {}
+    status = end.get("status") if end.get("status") in ("ok", "stopped", "failed") else "failed"
+    error = end.get("error")
+    return ResultRow(preset=f"{meta.name} {meta.started[5:16]}", workload=WORKLOAD,
+                     variant="" if baseline else meta.name, device=device, size="default", amp="none",
+                     status=str(status), summary=Summary.from_dict(summary),
+                     error=error if isinstance(error, str) else None, source=SESSION)
+
+
+def _device(folder: Path) -> str:
+    """The run's device, from the setup (or start) lines at the top of its last segment: a run whose clock moved to
+    CUDA says so in a setup line soon after its first."""
+    found = segments(folder)
+    device = "cpu"
+    if not found:
+        return device
+    try:
+        with open(found[-1][1], "rb") as f:
+            for _ in range(HEAD_LINES):
+                e = json.loads(f.readline() or b"{}")
+                if e.get("event") in ("start", "setup") and e.get("device"):
+                    device = str(e["device"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    return device
+
+
+class Table:
+    """The watched runs of a folder of runs as table rows, kept between calls: a finished run's `end` line is read
+    once; a live run is followed from where the last call left it."""
+
+    def __init__(self, where: Path | None = None) -> None:
+        self.where = where
+        self._ended: dict[str, tuple[dict[str, Any], str]] = {}  # path -> (end line, device)
+        self._live: dict[str, tuple[Follower, Replay]] = {}
+
+    def rows(self, baseline: str | None = None) -> list[tuple[RunMeta, ResultRow]]:
+        """Every finished run (with its `end` line), oldest first, then every live run with its figures so far;
+        `baseline`: the finished run folder whose row is its device's baseline (the other devices, and by default
+        every device: the oldest finished run that may be one, `compare.baseline_problem`)."""
+        metas = list(reversed(all_runs(self.where)))
+        found: list[tuple[RunMeta, dict[str, Any], str]] = []
+        live: list[RunMeta] = []
+        for m in metas:
+            if m.path not in self._ended:
+                end = last_end(Path(m.path))
+                if end is None:
+                    if alive(m):
+                        live.append(m)
+                    continue
+                self._ended[m.path] = (end, _device(Path(m.path)))
+                self._live.pop(m.path, None)
+            end, device = self._ended[m.path]
+            found.append((m, end, device))
+        chosen: dict[str, str] = {}
+        for m, e, device in found:
+            if device not in chosen and baseline_problem(str(e.get("status")), e.get("summary") or {}) is None:
+                chosen[device] = m.path
+        picked = next((d for m, _, d in found if m.path == baseline), None)
+        if picked is not None and baseline is not None:
+            chosen[picked] = baseline
+        out = [(m, row(m, e, device, baseline=chosen.get(device) == m.path)) for m, e, device in found]
+        return out + [r for r in (self._live_row(m) for m in live) if r is not None]
+
+    def _live_row(self, meta: RunMeta) -> tuple[RunMeta, ResultRow] | None:
+        follower, replay = self._live.setdefault(meta.path, (Follower(Path(meta.path)), Replay()))
+        replay.add(follower.poll())
+        snap = replay.snapshot()
+        if snap.stats is None or snap.info is None:
+            return None
+        return meta, ResultRow(preset=f"{meta.name} {meta.started[5:16]} {LIVE_MARK}", workload=WORKLOAD,
+                               variant=meta.name, device=snap.info.device, size="default", amp="none", status="ok",
+                               summary=events.summary(snap), source=SESSION)
+
+
+def watched_rows(where: Path | None = None, baseline: str | None = None) -> list[tuple[RunMeta, ResultRow]]:
+    """`Table.rows` once: the finished runs, then the live ones."""
+    return Table(where).rows(baseline)

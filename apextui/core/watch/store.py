@@ -1,0 +1,237 @@
+"""Where watched runs live: one folder a run under the user's data dir, and one small index of live runs.
+
+A run folder is `runs/NAME-YYYYmmddTHHMMSS-PID[-rankR]` under `root()` (platformdirs' user data dir, e.g.
+`~/.local/share/apextui/watch`; `APEXTUI_WATCH_DIR` moves it). It holds `run.json` (name, pid, host, start, rank:
+who writes it, read to tell a live run from a dead one) and the stream's segments (`stream.py`). The index,
+`live.json`, lists the runs being written now; it is rewritten whole under a lock (`live.lock`, fcntl), and an
+entry whose process is gone is dropped whenever it is read, so a killed run never stays "live".
+
+Why files and no server: a file works over SSH, in tmux, after the training process died and across restarts, and
+needs no port.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..atomic import write_atomic
+
+ROOT_ENV = "APEXTUI_WATCH_DIR"
+SAME_RUN_S = 60.0  # `find`: runs of one name started this close together are the ranks of one torchrun run
+KEEP_RUNS = 100  # finished run folders kept; the oldest beyond are removed when a new run starts
+META = "run.json"
+INDEX = "live.json"
+
+
+def root() -> Path:
+    """The folder of every watched run: $APEXTUI_WATCH_DIR, else the user data dir's `watch`."""
+    env = os.environ.get(ROOT_ENV)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("apextui")) / "watch"
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """Who writes a run folder: the index entry and `run.json` alike."""
+
+    name: str
+    pid: int
+    host: str
+    start: float  # time.time() when the run folder was made
+    path: str
+    rank: int | None = None
+
+    @property
+    def started(self) -> str:
+        """The start time, local, to the second (what the picker and the error lines show)."""
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.start))
+
+    def describe(self) -> str:
+        """'gpt (pid 4242, started 2026-12-02 01:10:00)'."""
+        rank = f", rank {self.rank}" if self.rank is not None else ""
+        host = "" if self.host == socket.gethostname() else f" on {self.host}"
+        return f"{self.name} (pid {self.pid}{host}{rank}, started {self.started})"
+
+    @classmethod
+    def from_dict(cls, d: Any) -> "RunMeta | None":
+        try:
+            rank = d.get("rank")
+            return cls(name=str(d["name"]), pid=int(d["pid"]), host=str(d["host"]), start=float(d["start"]),
+                       path=str(d["path"]), rank=int(rank) if rank is not None else None)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+
+def alive(meta: RunMeta) -> bool:
+    """Whether the run's process still runs. A process on another host (a shared home folder) cannot be asked:
+    it counts as alive."""
+    if meta.host != socket.gethostname():
+        return True
+    try:
+        os.kill(meta.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process with that pid
+        return True
+    except OSError:
+        return False
+    return _not_zombie(meta.pid)
+
+
+def _not_zombie(pid: int) -> bool:
+    """A killed child not yet reaped still answers kill(0): read its state where /proc has it."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
+
+
+def _safe(name: str) -> str:
+    """A run name as a folder name: letters, digits, '._-' kept, the rest '_', at most 60 characters."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name).strip("._")[:60] or "run"
+
+
+def new_run(name: str, rank: int | None = None, where: Path | None = None) -> RunMeta:
+    """Make a new run folder and its `run.json`; two runs of one name get two folders (time and pid differ)."""
+    base = (where or root()) / "runs"
+    base.mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    stem = f"{_safe(name)}-{time.strftime('%Y%m%dT%H%M%S', time.localtime(now))}-{os.getpid()}"
+    if rank is not None:
+        stem += f"-rank{rank}"
+    folder = base / stem
+    n = 1
+    while True:  # the same name twice in one second in one process: -2, -3 ...
+        try:
+            folder.mkdir()
+            break
+        except FileExistsError:
+            n += 1
+            folder = base / f"{stem}-{n}"
+    meta = RunMeta(name=name, pid=os.getpid(), host=socket.gethostname(), start=now, path=str(folder), rank=rank)
+    write_atomic(folder / META, json.dumps(asdict(meta)) + "\n")
+    return meta
+
+
+def read_meta(folder: Path) -> RunMeta | None:
+    try:
+        return RunMeta.from_dict(json.loads((folder / META).read_text()))
+    except (OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def _locked(where: Path) -> Iterator[None]:
+    import fcntl
+
+    where.mkdir(parents=True, exist_ok=True)
+    with open(where / "live.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _read_index(where: Path) -> list[RunMeta]:
+    try:
+        doc = json.loads((where / INDEX).read_text())
+    except (OSError, ValueError):
+        return []
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    return [m for m in (RunMeta.from_dict(d) for d in runs or []) if m is not None]
+
+
+def _write_index(where: Path, runs: list[RunMeta]) -> None:
+    write_atomic(where / INDEX, json.dumps({"runs": [asdict(m) for m in runs]}, indent=1) + "\n")
+
+
+def register(meta: RunMeta, where: Path | None = None) -> None:
+    where = where or root()
+    with _locked(where):
+        runs = [m for m in _read_index(where) if alive(m) and m.path != meta.path]
+        _write_index(where, [*runs, meta])
+
+
+def unregister(meta: RunMeta, where: Path | None = None) -> None:
+    where = where or root()
+    with _locked(where):
+        _write_index(where, [m for m in _read_index(where) if m.path != meta.path and alive(m)])
+
+
+def live_runs(where: Path | None = None) -> list[RunMeta]:
+    """The runs being written now, newest first (entries of dead processes left out)."""
+    return sorted((m for m in _read_index(where or root()) if alive(m) and Path(m.path).is_dir()),
+                  key=lambda m: m.start, reverse=True)
+
+
+def all_runs(where: Path | None = None) -> list[RunMeta]:
+    """Every run folder, newest first."""
+    base = (where or root()) / "runs"
+    try:
+        folders = [p for p in base.iterdir() if p.is_dir()]
+    except OSError:
+        return []
+    metas = [m for m in (read_meta(p) for p in folders) if m is not None]
+    return sorted(metas, key=lambda m: m.start, reverse=True)
+
+
+def prune(keep: int = KEEP_RUNS, where: Path | None = None) -> int:
+    """Remove the oldest finished run folders beyond `keep`; the number removed. Live runs are never removed."""
+    runs = [m for m in all_runs(where) if not alive(m)]
+    removed = 0
+    for meta in runs[keep:]:
+        shutil.rmtree(meta.path, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+class NoSuchRun(LookupError):
+    """`find` found nothing; the message is the one line for stderr (names the live runs)."""
+
+
+def ranks(meta: RunMeta, runs: list[RunMeta] | None = None, where: Path | None = None) -> list[RunMeta]:
+    """The ranks of `meta`'s torchrun run, by rank: the runs of its name with a rank, started within `SAME_RUN_S`
+    of it; [] outside torchrun."""
+    if meta.rank is None:
+        return []
+    found = [m for m in (runs if runs is not None else all_runs(where))
+             if m.name == meta.name and m.rank is not None and abs(m.start - meta.start) < SAME_RUN_S]
+    return sorted(found, key=lambda m: (m.rank or 0, -m.start))
+
+
+def find(name_or_path: str, where: Path | None = None) -> tuple[RunMeta, list[RunMeta]]:
+    """The run a user names: a run folder (or a file in one), else the newest live run of that name, else the newest
+    finished one. Also returns the other runs of that name (two runs with the same name: the caller says which
+    one it follows)."""
+    path = Path(name_or_path).expanduser()
+    folder = path.parent if path.is_file() else path
+    if folder.is_dir() and (folder / META).is_file():
+        meta = read_meta(folder)
+        if meta is not None:
+            return meta, []
+    named = [m for m in all_runs(where) if m.name == name_or_path]
+    if named:
+        live = [m for m in named if alive(m)]
+        pool = live or named
+        # under torchrun the ranks of one run start within moments of each other: rank 0 stands for them
+        same_run = [m for m in ranks(pool[0], pool) if m.rank == 0]
+        chosen = same_run[0] if same_run else pool[0]
+        return chosen, [m for m in named if m is not chosen]
+    live = live_runs(where)
+    listed = "; ".join(m.describe() for m in live) if live else "none"
+    raise NoSuchRun(f"no watched run named {name_or_path!r} (nor a run folder at that path); live runs: {listed}")

@@ -1,0 +1,220 @@
+"""`apextui attach [NAME|PATH]`: the run pane on a watched run (live or finished), fed from its stream.
+
+A reader thread follows the run folder (`core/watch/reader.follow`), folds the events into snapshots
+(`core/watch/replay.Replay`) and hands them to a `RunBridge`, the same bridge and the same `LiveRun` and
+`MonitorPanel` panes a preset's run has; the extra metrics go to `MetricPlots`. The table below lists the
+finished watched runs of this machine against a baseline (the oldest by default; b makes the highlighted row
+the baseline), by the one noise rule. A run whose process died without an `end` line is shown failed, with when
+its last line was written. Keys: r (another run), b (baseline), p (SVG screenshot), q (quit)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
+
+from apextui.core.watch import reader, rows, store
+from apextui.core.watch.replay import RankTimes, Replay
+
+from . import contrast, scrollbars
+from .bridge import RunBridge
+from .messages import RunUpdated
+from .screen_actions import save_svg
+from .screens.run_picker import RunPicker
+from .widgets.comparison_table import ComparisonTable
+from .widgets.live_run import LiveRun
+from .widgets.metric_plots import MetricPlots
+from .widgets.monitor_panel import MonitorPanel
+
+POLL_S = 0.25  # how often the stream is read
+REFRESH_S = 0.5  # the run pane's redraws, at most (as the main app's)
+TABLE_S = 5.0  # the table's live rows: their figures so far, this often
+STALL_S = 10.0  # a live run whose stream got no line for this long: the run pane says so (a hung training)
+
+
+class AttachApp(App[int]):
+    CSS_PATH: ClassVar[Any] = ["app.tcss", "attach.tcss"]
+    TITLE = "apextui attach"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "runs", "Runs"), Binding("b", "baseline", "Baseline"), Binding("p", "screenshot", "SVG"),
+        Binding("q", "quit", "Quit"), Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+    ]
+
+    def __init__(self, meta: store.RunMeta | None = None, where: Path | None = None, poll_s: float = POLL_S,
+                 refresh_s: float = REFRESH_S, save_dir: str | Path = ".", stall_s: float = STALL_S,
+                 table_s: float = TABLE_S) -> None:
+        super().__init__()
+        scrollbars.install()
+        contrast.install(self)
+        self.meta = meta
+        self.where = where
+        self.poll_s = poll_s
+        self.refresh_s = refresh_s
+        self.save_dir = Path(save_dir)
+        self.stall_s = stall_s
+        self.table_s = table_s
+        self.bridge: RunBridge | None = None
+        self.replay: Replay | None = None
+        self.baseline: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._metrics: dict[str, tuple[float, ...]] = {}
+        self._notes_shown = 0
+        self._run_id = 0
+        self._runs: list[store.RunMeta] = []  # the table's runs, row by row
+        self._table = rows.Table(where)
+
+    def compose(self) -> ComposeResult:
+        from textual.widgets import Footer
+
+        with Horizontal(id="attach-top"):
+            yield LiveRun(id="live")
+            yield MonitorPanel(id="monitor")
+        yield MetricPlots(id="metrics")
+        with Horizontal(id="attach-bottom"):
+            yield ComparisonTable(id="table")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(ComparisonTable).border_title = "Watched runs"
+        self._show_rows()
+        self.set_interval(self.refresh_s, self._pull)
+        self.set_interval(1.0, self._show_stall)
+        self.set_interval(self.table_s, self._show_rows)
+        if self.meta is not None:
+            self.attach(self.meta)
+        else:
+            self.action_runs()
+
+    # ---- following a run (the reader thread) ------------------------------------------------------------------
+    def attach(self, meta: store.RunMeta) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2)
+        self.meta, self._notes_shown = meta, 0
+        self._stop = threading.Event()
+        self._run_id += 1
+        self.bridge = RunBridge(self._run_id, self.post_message, min_interval=self.refresh_s)
+        self.replay = Replay()
+        self.query_one(MonitorPanel).reset()
+        self.query_one(MetricPlots).reset()
+        self._metrics = {}
+        self.query_one(LiveRun).border_title = f"Run · {meta.name}"
+        self._thread = threading.Thread(target=self._follow, args=(meta, self.bridge, self.replay, self._stop),
+                                        name="apextui-attach", daemon=True)
+        self._thread.start()
+
+    def _follow(self, meta: store.RunMeta, bridge: RunBridge, replay: Replay, stop: threading.Event) -> None:
+        follower = reader.Follower(Path(meta.path))
+        others = [m for m in store.ranks(meta, where=self.where) if m.path != meta.path]
+        ranks = RankTimes([meta, *others]) if others else None
+
+        def handle(events: list[dict[str, Any]]) -> None:
+            replay.add(events)
+            self._metrics = replay.metric_history()
+            snap = replay.snapshot()
+            if ranks is not None:  # a torchrun run: every rank's latest ms/step on rank 0's pane
+                ranks.poll()
+                snap = ranks.with_ranks(snap)
+            bridge(snap)
+
+        ending = reader.follow(Path(meta.path), meta, handle, stop, self.poll_s, follower=follower)
+        replay.notes.extend(follower.notes)
+        if ending.outcome == "gone":
+            replay.gone(ending.words(meta))
+        if ending.outcome != "stopped":  # the final snapshot (the end line's, or "gone"), and any notes
+            bridge(replay.snapshot())
+
+    # ---- the UI thread ----------------------------------------------------------------------------------------
+    def on_run_updated(self, message: RunUpdated) -> None:
+        if message.bridge is not self.bridge:
+            message.bridge.take()
+            return
+        self._pull()
+
+    def _pull(self) -> None:
+        bridge = self.bridge
+        if bridge is None or not bridge.dirty:
+            return
+        view = bridge.take()
+        if view is None:
+            return
+        self.query_one(LiveRun).show_view(view)
+        self.query_one(MonitorPanel).update_reading(view.snapshot.monitor, view.monitor, view.gpu_util)
+        self.query_one(MetricPlots).show(self._metrics)
+        replay = self.replay
+        if replay is not None and len(replay.notes) > self._notes_shown:
+            for note in replay.notes[self._notes_shown:]:
+                self.notify(note, title=replay.name, timeout=10, markup=False)
+            self._notes_shown = len(replay.notes)
+        if view.finished:
+            bridge.close()
+            self._show_rows()
+
+    def _show_stall(self) -> None:
+        """A live run that writes nothing (its steps stopped: a hang, a long evaluation): the run pane's border
+        says for how long, once a second."""
+        live = self.query_one(LiveRun)
+        last = reader.last_write(Path(self.meta.path)) if self.meta is not None else None
+        done = self.replay is None or self.replay.status in ("ok", "stopped", "failed")
+        age = time.time() - last if last is not None and not done else 0.0
+        subtitle = f"no new line for {age:.0f} s" if age >= self.stall_s else ""
+        if live.border_subtitle != subtitle:
+            live.border_subtitle = subtitle
+
+    def _show_rows(self) -> None:
+        table = self.query_one(ComparisonTable)
+        found = self._table.rows(self.baseline)
+        new = [row for _, row in found]
+        if new == table.rows_data:
+            return
+        cursor = table.cursor_row if table.rows_data else -1
+        self._runs = [meta for meta, _ in found]
+        table.rows_data = new
+        table.add_results([])
+        if 0 <= cursor < len(new):  # a refresh of the live rows keeps the row the user is on
+            table.move_cursor(row=cursor)
+
+    # ---- keys -------------------------------------------------------------------------------------------------
+    def action_runs(self) -> None:
+        live = store.live_runs(self.where)
+        paths = {m.path for m in live}
+        finished = [m for m in store.all_runs(self.where) if m.path not in paths]
+
+        def chosen(meta: store.RunMeta | None) -> None:
+            if meta is not None:
+                self.attach(meta)
+            elif self.meta is None:
+                self.exit(0)
+
+        self.push_screen(RunPicker(live, finished), chosen)
+
+    def action_baseline(self) -> None:
+        table = self.query_one(ComparisonTable)
+        if not self._runs or not 0 <= table.cursor_row < len(self._runs):
+            self.notify("no finished watched run to take as the baseline", timeout=3)
+            return
+        row = table.rows_data[table.cursor_row]
+        if row.preset.endswith(rows.LIVE_MARK):
+            self.notify("a live run cannot be the baseline: its median still moves", timeout=4)
+            return
+        self.baseline = self._runs[table.cursor_row].path
+        self._show_rows()
+
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        save_svg(self, self.save_dir, filename, path)
+
+    def on_unmount(self) -> None:
+        self._stop.set()
+
+
+def run_attach(meta: store.RunMeta | None, where: Path | None = None) -> int:
+    """The TUI on `meta` (None: the picker first); its exit code (0)."""
+    app = AttachApp(meta, where)
+    app.run()
+    return app.return_code or 0

@@ -1,0 +1,73 @@
+"""The two trainer callbacks on tiny real models, CPU, a few steps: each run streams its steps, its loss and its
+learning rate, and ends ok."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from apextui.core.watch import reader
+
+
+def stream(mon):
+    return reader.Follower(mon.path).poll()
+
+
+@pytest.mark.slow  # importing transformers' Trainer alone takes seconds
+def test_the_transformers_callback_streams_a_trainer_run(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    from apextui.integrations.hf import WatchCallback
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=32, n_positions=16, n_embd=16, n_layer=1, n_head=2)
+    model = transformers.GPT2LMHeadModel(config)
+    data = [{"input_ids": ids, "labels": ids} for ids in torch.randint(0, 32, (16, 16))]
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=8, per_device_train_batch_size=2, logging_steps=2, report_to=[],
+        use_cpu=True, save_strategy="no", disable_tqdm=True, include_num_input_tokens_seen=True)
+    callback = WatchCallback(name="hf-tiny")
+    transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[callback]).train()
+    evs = stream(callback.mon)
+    assert evs[0]["event"] == "start" and evs[0]["steps"] == 8 and evs[-1]["status"] == "ok"
+    steps = [e for e in evs if e["event"] == "step"]
+    assert sum(e["steps"] for e in steps) == 7 and steps[-1]["step"] == 8
+    assert [e["loss"] is not None for e in steps].count(True) >= 3  # the loss logged every 2 steps
+    metrics = [e["values"] for e in evs if e["event"] == "metric"]
+    assert metrics and "learning_rate" in metrics[-1]
+    assert evs[-1]["summary"]["throughput_unit"] == "tokens/s"
+
+
+@pytest.mark.slow  # Lightning and its Trainer: about 2 s
+def test_the_lightning_callback_streams_a_trainer_run(tmp_path):
+    pytest.importorskip("pytorch_lightning")
+    from apextui.integrations.lightning import Callback, WatchCallback
+
+    pl = __import__(Callback.__module__.split(".")[0])
+    if pl.__name__ == "lightning":
+        pl = pl.pytorch
+
+    class Tiny(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(8, 1)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.layer(x), y)
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    torch.manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.randn(64, 8), torch.randn(64, 1))
+    callback = WatchCallback(name="lightning-tiny")
+    trainer = pl.Trainer(max_steps=12, accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, callbacks=[callback],
+                         default_root_dir=str(tmp_path))
+    trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
+    evs = stream(callback.mon)
+    assert evs[0]["steps"] == 12 and evs[-1]["status"] == "ok"
+    steps = [e for e in evs if e["event"] == "step"]
+    assert sum(e["steps"] for e in steps) == 11 and all(e["loss"] is not None for e in steps)
+    assert [e["values"] for e in evs if e["event"] == "metric"][-1] == {"lr": 0.1}
+    assert evs[-1]["summary"]["throughput_unit"] == "samples/s"

@@ -1,0 +1,152 @@
+"""`apextui attach` in the TUI (Pilot): attached to a live watched run of a real training loop, the run pane shows
+its steps and loss, the metrics pane its extras; once the run ends the table lists it; without a name the picker
+lists the runs; a run killed without an end line is shown failed, with when it last wrote."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from helpers import killed_watched_run
+from ui_fakes import static_text, wait_for
+
+import apextui
+from apextui.core.watch import store
+from apextui.ui.attach_app import AttachApp
+from apextui.ui.screens.run_picker import RunPicker
+from apextui.ui.widgets.comparison_table import ComparisonTable
+from apextui.ui.widgets.metric_plots import MetricPlots
+
+pytestmark = pytest.mark.asyncio
+
+
+def loop(mon, stop: threading.Event, started: threading.Event) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = torch.randn(32, 16), torch.randn(32, 1)
+    while not stop.is_set():
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        mon.step(loss=loss.detach(), samples=32, lr=0.05)
+        started.set()
+    mon.close()
+
+
+@pytest.mark.slow
+async def test_attach_follows_a_live_run_and_shows_its_steps_and_loss():
+    mon = apextui.watch(name="live-mlp")
+    stop, started = threading.Event(), threading.Event()
+    trainer = threading.Thread(target=loop, args=(mon, stop, started))
+    trainer.start()
+    try:
+        started.wait(30)
+        app = AttachApp(store.find("live-mlp")[0], poll_s=0.05, refresh_s=0.1, table_s=0.2)
+        async with app.run_test(size=(100, 32)) as pilot:
+            table = app.query_one(ComparisonTable)  # the live run in the table, its figures so far
+            await wait_for(pilot, lambda: [r.preset.split()[-1] for r in table.rows_data] == ["●"], what="live row")
+            await wait_for(pilot, lambda: "running" in static_text(app, "#run-title"), what="the run running")
+            await wait_for(pilot, lambda: "avg" in static_text(app, "#loss-value"), what="a loss")
+            steps = static_text(app, "#run-steps")
+            assert int(steps.split("·")[0]) > 0 and "live-mlp" in static_text(app, "#run-title")
+            await wait_for(pilot, lambda: "samples/s" in static_text(app, "#run-rate"), what="the throughput")
+            assert "med" in static_text(app, "#run-timing")
+            await wait_for(pilot, lambda: app.query_one(MetricPlots).names == ["lr"], what="the lr plot")
+            stop.set()
+            trainer.join(30)
+            await wait_for(pilot, lambda: "finished" in static_text(app, "#run-title"), what="the end")
+            await wait_for(pilot, lambda: "●" not in table.rows_data[0].preset, what="the finished row")
+            assert [r.preset.split()[0] for r in table.rows_data] == ["live-mlp"]
+            assert table.rows_data[0].status == "ok"
+    finally:
+        stop.set()
+        trainer.join(30)
+
+
+async def test_without_a_name_the_picker_lists_the_runs_and_attaches_the_chosen_one():
+    mon = apextui.watch(name="picked")
+    try:
+        app = AttachApp(None, poll_s=0.05, refresh_s=0.1)
+        async with app.run_test(size=(100, 32)) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, RunPicker), what="the picker")
+            assert [m.name for m in app.screen.runs] == ["picked"] and app.screen.live == 1
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.meta is not None and app.meta.name == "picked", what="attached")
+    finally:
+        mon.close()
+
+
+@pytest.mark.slow
+async def test_a_run_killed_without_an_end_line_is_shown_failed_with_its_last_write():
+    folder, pid = killed_watched_run()
+    app = AttachApp(store.read_meta(folder), poll_s=0.05, refresh_s=0.1)
+    async with app.run_test(size=(120, 32)) as pilot:
+        await wait_for(pilot, lambda: "ended without an end line" in static_text(app, "#run-title"), what="the end")
+        title = static_text(app, "#run-title")
+        assert "failed" in title and f"process {pid} is gone" in title
+        assert int(static_text(app, "#run-steps").split("·")[0]) > 0
+
+
+@pytest.mark.slow
+async def test_a_torchrun_run_shows_every_ranks_ms_per_step_on_rank_0s_pane():
+    mons = [apextui.watch(name="ddp-mlp", rank=r) for r in (0, 1)]
+    stop, started = threading.Event(), [threading.Event(), threading.Event()]
+    trainers = [threading.Thread(target=loop, args=(m, stop, s)) for m, s in zip(mons, started, strict=True)]
+    for t in trainers:
+        t.start()
+    try:
+        for s in started:
+            s.wait(30)
+        chosen, others = store.find("ddp-mlp")
+        assert chosen.rank == 0 and [m.rank for m in others] == [1]
+        app = AttachApp(chosen, poll_s=0.05, refresh_s=0.1)
+        async with app.run_test(size=(120, 32)) as pilot:
+            await wait_for(pilot, lambda: "2 ranks" in static_text(app, "#ranks-row"), what="the ranks row")
+            row = static_text(app, "#ranks-row")
+            assert "0: " in row and "1: " in row and "slowest rank" in row
+    finally:
+        stop.set()
+        for t in trainers:
+            t.join(30)
+
+
+async def test_b_makes_the_highlighted_finished_run_the_baseline():
+    for name in ("one", "two"):
+        with apextui.watch(name=name, warmup=2) as mon:
+            for i in range(40):
+                mon.step(loss=1.0 / (i + 1))
+    app = AttachApp(store.find("two")[0], poll_s=0.05, refresh_s=0.1)
+    async with app.run_test(size=(120, 32)) as pilot:
+        table = app.query_one(ComparisonTable)
+        await wait_for(pilot, lambda: len(table.rows_data) == 2, what="two rows")
+        assert [r.variant for r in table.rows_data] == ["", "two"]  # the oldest is the baseline
+        table.move_cursor(row=1)
+        await pilot.press("b")
+        assert [r.variant for r in table.rows_data] == ["one", ""]
+
+
+async def test_docs_name_every_key_of_attach():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "watch.md").read_text()
+    keys_line = doc.split("Keys:")[1][:200]  # "Keys: `r` another run, `b` ..."
+    for cls in (AttachApp, RunPicker):
+        for binding in cls.BINDINGS:
+            if binding.show is not False and binding.key not in ("ctrl+c", "escape"):
+                assert f"`{binding.key}`" in keys_line, binding.key
+
+
+async def test_a_live_run_that_stops_writing_is_called_out_on_the_run_pane():
+    mon = apextui.watch(name="stalled")
+    try:
+        for i in range(30):
+            mon.step(loss=1.0 / (i + 1))  # then nothing: a hung step
+        app = AttachApp(store.find("stalled")[0], poll_s=0.05, refresh_s=0.1, stall_s=0.5)
+        async with app.run_test(size=(100, 32)) as pilot:
+            live = app.query_one("#live")
+            await wait_for(pilot, lambda: str(live.border_subtitle).startswith("no new line for"), what="stall")
+    finally:
+        mon.close()
