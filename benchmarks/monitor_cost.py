@@ -264,11 +264,10 @@ def child(names: list[str], device: str, warmup: int, block_ms: float, rounds: i
     from apextui.ui.app import make_app
 
     with tempfile.TemporaryDirectory() as tmp:
-        def factory(preset: Any, dev: str, callback: Any, *, steps: int | None = None,
-                    sample_interval: float = 1.0) -> Any:
+        def factory(request: Any, callback: Any) -> Any:
             target = functools.partial(worker_target, names=names, warmup=warmup, block_ms=block_ms,
                                        rounds=rounds, out_path=out_path)
-            return ProcessRunner(preset, dev, callback, steps=steps, sample_interval=sample_interval, target=target)
+            return ProcessRunner(request, callback, target=target)
 
         app = make_app(preset=resolve(names[0]), device=device, steps=10**6, autostart=True,
                        runner_factory=factory, save_dir=tmp)

@@ -80,10 +80,11 @@ def worker(preset_name: str, steps: int, device: str) -> dict[str, Any]:
     that keeps only the last snapshot. Separates what the worker process costs from what the UI costs."""
     from apextui.core.run import events
     from apextui.core.presets import resolve
+    from apextui.core.run.request import RunRequest
     from apextui.core.run.worker import ProcessRunner, prestart
 
     prestart()
-    runner = ProcessRunner(resolve(preset_name), device, lambda snap: None, steps=steps).start()
+    runner = ProcessRunner(RunRequest(resolve(preset_name), device, steps), lambda snap: None).start()
     runner.join()
     assert runner.result is not None
     return events.summary(runner.result).to_dict() | {"status": runner.result.status}

@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from apextui.core.run.request import RunRequest
 from apextui.core.run.runner import Runner, Snapshot
 from apextui.bench.measure import TimedClock, geomean_ci  # noqa: F401 - geomean_ci: this script's summary
 from apextui.bench import bare as bare_loop
@@ -116,7 +117,7 @@ def monitored_block(workload: Any, preset: Any, steps: int, device: str,
                     callback: Callable[[Snapshot], None]) -> Block:
     """`steps` steps through apextui's Runner (trained on this thread, as both front ends do): ms/step,
     the other threads' CPU time, and the time of the clock's per-step calls on this thread."""
-    runner = SharedWorkloadRunner(workload, preset, device, callback, steps=steps, analyse=False)
+    runner = SharedWorkloadRunner(workload, RunRequest(preset, device, steps), callback, analyse=False)
     with CpuMeter() as meter:
         snap = runner.run()
     if snap is None or snap.status != "ok" or snap.stats is None or runner.timed is None:
@@ -213,10 +214,9 @@ def mode_tui(preset_name: str, device: str, block: int, rounds: int) -> dict[str
     with tempfile.TemporaryDirectory() as tmp:
         out_path = str(Path(tmp) / "rounds.json")
 
-        def factory(preset: Any, dev: str, callback: Any, *, steps: int | None = None,
-                    sample_interval: float = 1.0) -> ProcessRunner:
+        def factory(request: Any, callback: Any) -> ProcessRunner:
             target = functools.partial(blocks_worker, block=block, rounds=rounds, out_path=out_path)
-            return ProcessRunner(preset, dev, callback, steps=steps, sample_interval=sample_interval, target=target)
+            return ProcessRunner(request, callback, target=target)
 
         app = make_app(preset=resolve(preset_name), device=device, steps=block * rounds * 2, autostart=True,
                        runner_factory=factory, save_dir=tmp)

@@ -39,6 +39,7 @@ def check(name: str, steps: int | None) -> dict[str, Any]:
     from apextui.bench import bare as bare_loop
     from apextui.core.workloads.marker import NoMark
     from apextui.core.presets import resolve
+    from apextui.core.run.request import RunRequest
     from apextui.core.run.runner import Runner
 
     preset = resolve(name)
@@ -71,7 +72,7 @@ def check(name: str, steps: int | None) -> dict[str, Any]:
     builders.build = build_wrapped
     try:
         # analyse=False: no profiled steps after the run (they would add events)
-        runner = Runner(preset, "cuda", lambda s: None, steps=steps, analyse=False).start()
+        runner = Runner(RunRequest(preset, "cuda", steps), lambda s: None, analyse=False).start()
         runner.join()
     finally:
         builders.build = original_build

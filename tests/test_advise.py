@@ -62,8 +62,9 @@ class ScriptedRunner:
     """The Runner interface (start/stop/join/is_alive/result), no training: one final snapshot whose median
     is the next value scripted for its preset; "fail" gives a failed run; "hold" waits for stop()."""
 
-    def __init__(self, engine, preset, device, callback, steps):
-        self.engine, self.preset, self.device, self.callback, self.steps = engine, preset, device, callback, steps
+    def __init__(self, engine, request, callback):
+        self.engine, self.preset, self.device, self.callback = engine, request.preset, request.device, callback
+        self.steps = request.steps
         self.result = None
         self.stopped = False
 
@@ -116,8 +117,8 @@ class Scripted:
         self.order: list[str] = []
         self.held = None
 
-    def __call__(self, preset, device, callback, *, steps=None, sample_interval=1.0):
-        return ScriptedRunner(self, preset, device, callback, steps)
+    def __call__(self, request, callback):
+        return ScriptedRunner(self, request, callback)
 
 
 def cpu_availability(p):
@@ -345,7 +346,7 @@ def test_engine_uses_run_when_the_runner_has_it():
             return self.result
 
     engine = Scripted({"adamw": [2.0], "adamw_fused": [1.0]})
-    factory = lambda p, d, cb, *, steps=None, sample_interval=1.0: WithRun(engine, p, d, cb, steps)  # noqa: E731
+    factory = lambda request, cb: WithRun(engine, request, cb)  # noqa: E731
     a = Advisor("cpu", steps=10, repeats=1, workloads="optimizer", presets=optimizer_presets(),
                 availability_fn=lambda p: Availability(not p.needs_apex and "graph" not in p.name),
                 runner_factory=factory, env=ENV)
@@ -385,7 +386,7 @@ def test_stop_gives_a_partial_advice():
 
 
 def test_a_runner_that_cannot_start_is_a_failed_run():
-    def broken(preset, device, callback, *, steps=None, sample_interval=1.0):
+    def broken(request, callback):
         raise OSError("no worker")
 
     a = Advisor("cpu", steps=10, repeats=1, workloads="optimizer", presets=optimizer_presets(),
@@ -562,13 +563,13 @@ def test_cli_numbers_are_those_of_the_runs_it_made(capsys):
 
     made = []
 
-    def recording(preset, device, callback, *, steps=None, sample_interval=1.0):
+    def recording(request, callback):
         def record(snap):
             if snap.finished:
-                made.append((preset.name, events.summary(snap).to_dict()))
+                made.append((request.preset.name, events.summary(snap).to_dict()))
             callback(snap)
 
-        return Runner(preset, device, record, steps=steps, sample_interval=sample_interval)
+        return Runner(request, record)
 
     rc = advise_cli.main(["--workloads", "optimizer", "--steps", "12", "--repeats", "2", "--device", "cpu", "--json"],
                          runner_factory=recording)
@@ -615,8 +616,8 @@ def test_cli_device_cuda_unavailable_exits_3(capsys):
 
 
 def test_cli_every_run_failed_exits_1(capsys):
-    def failing(preset, device, callback, *, steps=None, sample_interval=1.0):
-        return Scripted({preset.name: ["fail"]})(preset, device, callback, steps=steps)
+    def failing(request, callback):
+        return Scripted({request.preset.name: ["fail"]})(request, callback)
 
     rc = advise_cli.main(["--workloads", "optimizer", "--repeats", "1", "--device", "cpu"], runner_factory=failing)
     out, err = capsys.readouterr()

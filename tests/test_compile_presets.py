@@ -17,6 +17,7 @@ from apextui.core.run import events
 from apextui.core.availability import availability
 from apextui.core.run.runner import Runner
 from apextui.core.workloads.marker import NoMark
+from apextui.core.run.request import RunRequest
 
 from helpers import json_lines, run_cli
 
@@ -219,7 +220,7 @@ class SlowCompile(Workload):
 def test_compile_time_is_reported_apart_and_never_in_a_step(monkeypatch):
     monkeypatch.setattr(builders, "build", lambda *a: SlowCompile())
     snaps = []
-    final = Runner(presets.resolve("adamw"), "cpu", snaps.append, steps=8).run()
+    final = Runner(RunRequest(presets.resolve("adamw"), "cpu", 8), snaps.append).run()
     statuses = [s.status for s in snaps]
     assert statuses[0] == "compiling" and snaps[0].info is None  # the UI can say "compiling" at once
     assert statuses.index("compiling") < statuses.index("running")

@@ -22,6 +22,7 @@ from apextui.cli.launch import strip_nproc
 from apextui.core.run.distributed import DistEnv, timeout_s
 from apextui.core.run.merge import Merger, RankEnd, overall
 from apextui.core.run.timing import StepRecord
+from apextui.core.run.request import RunRequest
 
 from helpers import ROOT, cli_env, json_lines
 
@@ -268,7 +269,7 @@ def test_the_tuis_data_parallel_runner_turns_the_merged_lines_into_snapshots_and
         if snap.new_steps and snap.steps_done >= 25:
             stepped.set()
 
-    r = LaunchedRunner(2, resolve("fp32"), "cpu", callback, steps=400).start()
+    r = LaunchedRunner(RunRequest(resolve("fp32"), "cpu", 400), callback, nproc=2).start()
     assert stepped.wait(240), r.log_path
     r.stop()
     assert r.join(120)

@@ -29,6 +29,7 @@ from apextui.core.run.runner import MAX_CONSECUTIVE_SKIPS, Runner, Snapshot
 from apextui.core.monitor.sampler import Sampler
 from apextui.core.run.stats import EXACT_STEPS, StepStats, percentile
 from apextui.core.run.timing import StepRecord
+from apextui.core.run.request import RunRequest
 
 CUDA = torch.cuda.is_available()
 
@@ -39,7 +40,7 @@ def preset(name: str, **changes) -> presets.Preset:
 
 def run(p: presets.Preset, steps: int, device: str = "cpu", **kw) -> tuple[Snapshot, list[Snapshot]]:
     snaps: list[Snapshot] = []
-    r = Runner(p, device, snaps.append, steps=steps, **kw).start()
+    r = Runner(RunRequest(p, device, steps), snaps.append, **kw).start()
     assert r.join(timeout=180), "the run did not finish"
     assert snaps[-1] is r.result
     return r.result, snaps
@@ -103,7 +104,7 @@ def test_cuda_oom_mid_run_fails_with_reason_keeps_earlier_steps_and_frees_the_wo
         if s.finished:  # by the time the run says "failed", its model and optimizer must be gone
             alive_at_end.append(built[0]() is not None)
 
-    r = Runner(preset("adamw"), "cpu", collect, steps=50).start()
+    r = Runner(RunRequest(preset("adamw"), "cpu", 50), collect).start()
     assert r.join(timeout=120)
     final = r.result
     assert final.status == "failed"
@@ -161,7 +162,7 @@ def test_the_runner_releases_memory_only_after_a_failure_and_before_reporting_it
             raise torch.OutOfMemoryError(CUDA_OOM)
 
     inject(monkeypatch, boom)
-    r = Runner(preset("adamw"), "cpu", lambda s: order.append(s.status) if s.finished else None, steps=10).start()
+    r = Runner(RunRequest(preset("adamw"), "cpu", 10), lambda s: order.append(s.status) if s.finished else None).start()
     assert r.join(60)
     assert order == ["release cpu", "failed"]
     monkeypatch.undo()
@@ -492,7 +493,7 @@ def test_a_slow_consumer_gets_coalesced_snapshots_and_the_inbox_stays_short():
         sizes.append(r._inbox.qsize())
         time.sleep(0.5)
 
-    r = Runner(preset("layernorm"), "cpu", slow, steps=10**6)
+    r = Runner(RunRequest(preset("layernorm"), "cpu", 10**6), slow)
     r.start()
     time.sleep(4)  # ~40 harvests while the consumer manages ~8 deliveries
     r.stop()
@@ -525,7 +526,7 @@ gpu = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
 
 def run_here(p: presets.Preset, steps: int, device: str = "cuda") -> tuple[Snapshot, list[Snapshot]]:
     snaps: list[Snapshot] = []
-    final = Runner(p, device, snaps.append, steps=steps).run()
+    final = Runner(RunRequest(p, device, steps), snaps.append).run()
     return final, snaps
 
 

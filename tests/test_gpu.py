@@ -11,6 +11,7 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 
 from apextui.core.availability import availability  # noqa: E402
 from apextui.core.presets import load_builtin  # noqa: E402
+from apextui.core.run.request import RunRequest  # noqa: E402
 
 from helpers import json_lines, run_cli  # noqa: E402
 
@@ -156,7 +157,7 @@ def test_the_tui_worker_samples_every_gpu():
     from apextui.core.run.worker import ProcessRunner
 
     snaps = []
-    r = ProcessRunner(resolve("adamw"), "cuda", snaps.append, steps=30).start()
+    r = ProcessRunner(RunRequest(resolve("adamw"), "cuda", 30), snaps.append).start()
     assert r.join(300) and r.result.status == "ok", r.result.error
     gpus = r.result.monitor.gpus
     assert [g.index for g in gpus] == [g.index for g in all_gpus()[0]]

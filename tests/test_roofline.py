@@ -17,6 +17,7 @@ from apextui.core.analysis import (
     get_ceilings, norm_work, optimizer_work, transformer_work,
 )
 from apextui.core.workloads.spec import work_per_step
+from apextui.core.run.request import RunRequest
 
 SMALL = {"vocab": 8, "d_model": 4, "layers": 1, "heads": 2, "seq": 3, "batch": 2, "branching": 2}
 # TinyDecoder at SMALL: tok 8x4 + pos 3x4 + block (ln1 8, ln2 8, qkv 4x12+12, proj 4x4+4, fc1 4x16+16,
@@ -350,7 +351,7 @@ def test_a_cpu_run_carries_its_roofline_and_bottleneck(monkeypatch, tmp_path):
     monkeypatch.setenv("APEXTUI_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(ceilings_mod, "measure_ceilings", lambda device: ceil(copy=10.0, fp32=0.1, bf16=0.2))
     snaps = []
-    final = Runner(presets.resolve("layernorm"), "cpu", snaps.append, steps=6).run()
+    final = Runner(RunRequest(presets.resolve("layernorm"), "cpu", 6), snaps.append).run()
     assert final.status == "ok" and final.info.work.bytes == 20 * 4 * 64 * 256
     assert final.info.bytes_per_step == final.info.work.bytes and final.info.compile_s is None
     assert "profiling" in [s.status for s in snaps]
@@ -365,5 +366,5 @@ def test_a_cpu_run_carries_its_roofline_and_bottleneck(monkeypatch, tmp_path):
     assert setup["bytes_per_step"] == 20 * 4 * 64 * 256 and setup["work_scope"] == "step" and setup["compile_s"] is None
     json.dumps(s)
     # a run told not to analyse (or a stopped one) has none
-    quiet = Runner(presets.resolve("layernorm"), "cpu", lambda s: None, steps=3, analyse=False).run()
+    quiet = Runner(RunRequest(presets.resolve("layernorm"), "cpu", 3), lambda s: None, analyse=False).run()
     assert quiet.analysis is None and events.summary(quiet).roofline is None

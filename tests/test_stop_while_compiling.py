@@ -16,6 +16,7 @@ import pytest
 from apextui.core import needs as variant_needs
 from apextui.core.presets import resolve
 from apextui.core.run.worker import ProcessRunner
+from apextui.core.run.request import RunRequest
 
 from helpers import ROOT, cli_env
 
@@ -69,7 +70,7 @@ def test_a_killed_worker_with_a_reason_is_a_stopped_run_that_keeps_its_steps():
         if snap.steps_done:
             first_step.set()
 
-    r = ProcessRunner(resolve("fp32"), "cpu", cb, steps=1_000_000).start()
+    r = ProcessRunner(RunRequest(resolve("fp32"), "cpu", 1_000_000), cb).start()
     assert first_step.wait(120)
     r.kill("ended by the test")
     assert r.join(60) and r._proc.exitcode == -signal.SIGKILL
@@ -78,7 +79,7 @@ def test_a_killed_worker_with_a_reason_is_a_stopped_run_that_keeps_its_steps():
     assert final.steps_done >= 1 and final.final_loss is not None  # what was measured is kept
     assert not os.path.exists(r.log_path)
     # without a reason a kill is still a failure, naming the signal
-    r2 = ProcessRunner(resolve("fp32"), "cpu", lambda s: None, steps=1_000_000).start()
+    r2 = ProcessRunner(RunRequest(resolve("fp32"), "cpu", 1_000_000), lambda s: None).start()
     time.sleep(1.0)
     r2.kill()
     assert r2.join(60) and r2.result.status == "failed" and "SIGKILL" in r2.result.error

@@ -7,10 +7,11 @@ from apextui.core import presets
 from apextui.core.run import events
 from apextui.core.run.runner import Runner
 from apextui.core.run.summary import Summary
+from apextui.core.run.request import RunRequest
 
 
 def test_a_runs_summary_round_trips_through_its_dict():
-    final = Runner(presets.resolve("layernorm"), "cpu", lambda s: None, steps=4, analyse=False).run()
+    final = Runner(RunRequest(presets.resolve("layernorm"), "cpu", 4), lambda s: None, analyse=False).run()
     s = events.summary(final)
     d = s.to_dict()
     assert d["steps"] == 4 and d["median_ms"] == s.median_ms and d["median_ms"] > 0

@@ -21,6 +21,7 @@ from ui_fakes import FakeEngine, FakeRunner, gpu_app
 
 from apextui.core.presets import resolve
 from apextui.ui.bridge import RunView
+from apextui.core.run.request import RunRequest
 
 TOOL = Path(__file__).resolve().parents[1] / "tools" / "tui_screenshot.py"
 spec = importlib.util.spec_from_file_location("tui_screenshot", TOOL)
@@ -29,7 +30,7 @@ spec.loader.exec_module(tool)  # type: ignore[union-attr]
 
 
 def view(run_id: int, preset: str, status: str, steps: int, gpu_points: int = 3) -> RunView:
-    runner = FakeRunner(resolve(preset), "cuda", lambda s: None, hold_at=0)
+    runner = FakeRunner(RunRequest(resolve(preset), "cuda"), lambda s: None, hold_at=0)
     snap = runner._snap(status, tuple(runner._record(i) for i in range(1, steps + 1)))
     if status in ("starting", "compiling"):
         snap = dataclasses.replace(snap, info=None)
@@ -114,10 +115,10 @@ class CompileThenHold(FakeRunner):
 class Engine(FakeEngine):
     """fp32 runs to its end (the baseline); torch_compile compiles, then holds; fused_amp holds at step 60."""
 
-    def __call__(self, preset, device, callback, *, steps=None, sample_interval=1.0):
-        cls = CompileThenHold if preset.name == "torch_compile" else FakeRunner
-        runner = cls(preset, device, callback, steps=steps, sample_interval=sample_interval,
-                     hold_at=None if preset.name == "fp32" else 60)
+    def __call__(self, request, callback):
+        name = request.preset.name
+        cls = CompileThenHold if name == "torch_compile" else FakeRunner
+        runner = cls(request, callback, hold_at=None if name == "fp32" else 60)
         self.runners.append(runner)
         return runner
 

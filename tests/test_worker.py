@@ -34,7 +34,7 @@ def collect() -> tuple[list[Snapshot], threading.Event, Callable[[Snapshot], Non
 @pytest.mark.slow
 def test_runs_to_the_end_in_another_process_and_cleans_up():
     snaps, _, cb = collect()
-    r = ProcessRunner(resolve("adamw"), "cpu", cb, steps=25).start()
+    r = ProcessRunner(RunRequest(resolve("adamw"), "cpu", 25), cb).start()
     assert r.join(120)
     assert r.pid != os.getpid() and r._proc.exitcode == 0 and not r.is_alive()
     final = r.result
@@ -53,7 +53,7 @@ def test_runs_to_the_end_in_another_process_and_cleans_up():
 @pytest.mark.slow
 def test_stop_ends_a_long_run_promptly():
     snaps, first_step, cb = collect()
-    r = ProcessRunner(resolve("fp32"), "cpu", cb, steps=1_000_000).start()
+    r = ProcessRunner(RunRequest(resolve("fp32"), "cpu", 1_000_000), cb).start()
     assert first_step.wait(120)
     t0 = time.monotonic()
     r.stop()
@@ -67,7 +67,7 @@ def test_worker_ignores_sighup_and_sigint():
     """A dropped SSH connection or Ctrl-C reaches the whole process group: the parent decides."""
     snaps, first_step, cb = collect()
     # 1000 steps: with one torch thread a step takes ~3 ms here, so the run is still going when the signals land
-    r = ProcessRunner(resolve("adamw"), "cpu", cb, steps=1000).start()
+    r = ProcessRunner(RunRequest(resolve("adamw"), "cpu", 1000), cb).start()
     assert first_step.wait(120) and r.result is None  # mid-run
     os.kill(r.pid, signal.SIGHUP)
     os.kill(r.pid, signal.SIGINT)
@@ -78,7 +78,7 @@ def test_worker_ignores_sighup_and_sigint():
 @pytest.mark.slow
 def test_segfault_is_a_failed_run_that_keeps_its_steps_and_log():
     snaps, _, cb = collect()
-    r = ProcessRunner(resolve("adamw"), "cpu", cb, steps=10_000, target=worker_fakes.segfault_after_three_steps)
+    r = ProcessRunner(RunRequest(resolve("adamw"), "cpu", 10_000), cb, target=worker_fakes.segfault_after_three_steps)
     r.start()
     assert r.join(120)
     final = r.result
@@ -92,7 +92,7 @@ def test_segfault_is_a_failed_run_that_keeps_its_steps_and_log():
 @pytest.mark.slow
 def test_exit_without_a_snapshot_is_reported():
     snaps, _, cb = collect()
-    r = ProcessRunner(resolve("adamw"), "cpu", cb, steps=10, target=worker_fakes.exit_before_reporting).start()
+    r = ProcessRunner(RunRequest(resolve("adamw"), "cpu", 10), cb, target=worker_fakes.exit_before_reporting).start()
     assert r.join(120)
     assert [s.status for s in snaps] == ["failed"]
     assert "exited with code 7" in snaps[0].error and snaps[0].steps_done == 0 and snaps[0].info is None
@@ -119,4 +119,4 @@ def test_worker_stops_when_its_parent_stops_listening():
 
 def test_bad_steps_rejected_before_a_process_starts():
     with pytest.raises(ValueError, match="steps must be >= 1"):
-        ProcessRunner(resolve("adamw"), "cpu", lambda s: None, steps=0)
+        ProcessRunner(RunRequest(resolve("adamw"), "cpu", 0), lambda s: None)

@@ -20,7 +20,7 @@ def segfault_after_three_steps(request, conn, stop, log_path) -> None:
             print("fake extension: about to crash", flush=True)
             os.kill(os.getpid(), signal.SIGSEGV)
 
-    Runner(request.preset, request.device, send, steps=request.steps, sample_interval=request.sample_interval).run()
+    Runner(request, send).run()
 
 
 def exit_before_reporting(request, conn, stop, log_path) -> None:

@@ -88,8 +88,7 @@ def run(request: RunRequest, avail: Availability | None = None) -> int:
     from ..core.availability import availability
     from ..core.env import describe
 
-    preset, device, steps, sample_interval, force = (request.preset, request.device, request.steps,
-                                                     request.sample_interval, request.force)
+    preset, device, steps, force = request.preset, request.device, request.steps, request.force
     printer = JsonLinePrinter()
     avail = avail if avail is not None else availability(preset, device)
     if not avail.ok:
@@ -150,7 +149,7 @@ def run(request: RunRequest, avail: Availability | None = None) -> int:
     # handlers first: from the `start` line on, every signal leads to an `end` line; none before it
     signals = StopOnSignals(first, again)
     with signals:
-        runner = Runner(preset, device, consume, steps=steps, sample_interval=sample_interval)
+        runner = Runner(request, consume)
         if stop_early.is_set():
             runner.stop()
         printer.emit(events.start_event(preset, device, runner.steps, runner.warmup, describe(device)))

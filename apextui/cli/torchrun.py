@@ -54,8 +54,8 @@ def run(request: RunRequest, env: DistEnv) -> int:
     from ..core.env import describe
     from ..core.run.distributed import backend_for, timeout_s
 
-    preset, device, steps, sample_interval, force, baseline_path = (
-        request.preset, request.device, request.steps, request.sample_interval, request.force, request.baseline_path)
+    preset, device, steps, force, baseline_path = (
+        request.preset, request.device, request.steps, request.force, request.baseline_path)
 
     rank0 = env.rank == 0
     printer = JsonLinePrinter() if rank0 else None
@@ -122,8 +122,7 @@ def run(request: RunRequest, env: DistEnv) -> int:
                 callback: Any = collector.on_local
             else:
                 callback = Reporter(channel, env.rank)
-            runner = Runner(preset, device, callback, steps=steps, sample_interval=sample_interval,
-                            analyse=False, coordinator=Coordinator(group))
+            runner = Runner(request, callback, analyse=False, coordinator=Coordinator(group))
             if isinstance(callback, Reporter):
                 callback.runner = runner
             if collector is not None:

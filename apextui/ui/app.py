@@ -39,6 +39,7 @@ from textual.message import Message
 from textual.widgets import OptionList
 
 from apextui.core.presets import Preset
+from apextui.core.run.request import RunRequest
 from apextui.core.run.runner import RunnerFactory, thread_runner_factory
 
 from .app_base import REFRESH_S, SPARK_REFRESH_S, ActiveRun, AppBase
@@ -92,13 +93,12 @@ def freeze_gc_once() -> None:
     gc.freeze()
 
 
-def default_runner_factory(preset: Preset, device: str, callback: Callable[[Any], None], *,
-                           steps: int | None = None, sample_interval: float = 1.0) -> Any:
+def default_runner_factory(request: RunRequest, callback: Callable[[Any], None]) -> Any:
     """Train in a worker process: a training thread beside the UI's cost a host-bound step 5-8 % on
     the H200 (GIL), and a crash or out-of-memory in the worker cannot take the UI down."""
     from apextui.core.run.worker import ProcessRunner
 
-    return ProcessRunner(preset, device, callback, steps=steps, sample_interval=sample_interval)
+    return ProcessRunner(request, callback)
 
 
 def env_runner_factory() -> RunnerFactory:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from ..core import results
+from ..core.run.request import RunRequest
 from .app_base import ActiveRun, AppBase
 from .bridge import RunBridge, RunView
 from .hangup_watchdog import HANGUP_SAVE_LOCK
@@ -63,8 +64,8 @@ class RunActions(AppBase):
         bridge = RunBridge(self._run_id, self.post_message, min_interval=self.refresh_interval)
         log: RunLog | None = None
         try:
-            runner = self.runner_factory(preset, self.probe.device, bridge, steps=self.steps,
-                                         sample_interval=self.sample_interval)
+            request = RunRequest(preset, self.probe.device, self.steps, self.sample_interval)
+            runner = self.runner_factory(request, bridge)
             log = RunLog.of_runner(f"{name} (run {self._run_id})", runner)  # open before the worker writes
             runner.start()
         except Exception as exc:  # noqa: BLE001

@@ -39,9 +39,9 @@ class HoldFirst(FakeEngine):
         self.name, self.at = name, at
         self.held: FakeRunner | None = None
 
-    def __call__(self, preset, device, callback, *, steps=None, sample_interval=1.0):
-        hold = self.at if preset.name == self.name and self.held is None else None
-        runner = FakeRunner(preset, device, callback, steps=steps, sample_interval=sample_interval, hold_at=hold)
+    def __call__(self, request, callback):
+        hold = self.at if request.preset.name == self.name and self.held is None else None
+        runner = FakeRunner(request, callback, hold_at=hold)
         if hold is not None:
             self.held = runner
         self.runners.append(runner)

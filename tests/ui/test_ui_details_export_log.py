@@ -107,9 +107,8 @@ class LoggingRunner(FakeRunner):
 
 
 async def test_o_shows_the_worker_output_while_running_and_after_the_log_is_deleted(tmp_path: Path):
-    def factory(preset, device, callback, *, steps=None, sample_interval=1.0):
-        return LoggingRunner(preset, device, callback, steps=steps, log_dir=tmp_path,
-                             hold_at=50 if preset.name == "fp32" else None)
+    def factory(request, callback):
+        return LoggingRunner(request, callback, log_dir=tmp_path, hold_at=50 if request.preset.name == "fp32" else None)
 
     app = gpu_app(factory)
     async with app.run_test(size=SIZE) as pilot:

@@ -177,9 +177,9 @@ def test_advice_measuring_80x24(snap_compare, monkeypatch):
     held: list[FakeRunner] = []
 
     class HoldSecond(FakeEngine):
-        def __call__(self, preset, device, callback, *, steps=None, sample_interval=1.0):
-            hold = 50 if preset.name == "adamw_fused" and not held else None
-            runner = FakeRunner(preset, device, callback, steps=steps, sample_interval=sample_interval, hold_at=hold)
+        def __call__(self, request, callback):
+            hold = 50 if request.preset.name == "adamw_fused" and not held else None
+            runner = FakeRunner(request, callback, hold_at=hold)
             if hold is not None:
                 held.append(runner)
             return runner

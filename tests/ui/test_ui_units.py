@@ -25,6 +25,7 @@ from apextui.core.run import events
 from apextui.ui import doctor_view, widget_format as fmt
 from apextui.ui.bridge import Downsampled, LossAverage, RunBridge
 from apextui.ui.messages import RunUpdated
+from apextui.core.run.request import RunRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,7 +45,7 @@ def test_downsampled_keeps_whole_series_bounded():
 
 def snapshots(name: str = "fp32", steps: int = 50, device: str = "cuda") -> list:
     out: list = []
-    runner = FakeRunner(resolve(name), device, out.append, steps=steps)
+    runner = FakeRunner(RunRequest(resolve(name), device, steps), out.append)
     runner.start()
     return out
 
@@ -133,7 +134,7 @@ def finished_row(name: str, device: str = "cuda", source: str = "session", steps
 def stopped_row(name: str, at: int, steps: int = 400) -> ResultRow:
     """A run stopped by the user after `at` steps."""
     out: list = []
-    runner = FakeRunner(resolve(name), "cuda", out.append, steps=steps, hold_at=at)
+    runner = FakeRunner(RunRequest(resolve(name), "cuda", steps), out.append, hold_at=at)
     runner.start()
     runner.stop()
     return row_from_snapshot(out[-1], resolve(name), "cuda")

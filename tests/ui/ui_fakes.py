@@ -25,6 +25,7 @@ from apextui.core.availability import Availability
 from apextui.core.monitor.sampler import MonitorReading
 from apextui.core.monitor.topology import Topology
 from apextui.core.presets import Preset
+from apextui.core.run.request import RunRequest
 from apextui.core.run.runner import RunInfo, Snapshot
 from apextui.core.run.stats import StepStats
 from apextui.core.run.timing import StepRecord
@@ -193,11 +194,12 @@ class FakeRunner:
     """Feeds deterministic snapshots synchronously: `start()` runs to `hold_at` steps (or the end);
     `stop()` (or `release()`) delivers the rest and the final snapshot."""
 
-    def __init__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
-                 steps: int | None = None, sample_interval: float = 1.0, hold_at: int | None = None,
+    def __init__(self, request: RunRequest, callback: Callable[[Snapshot], None], *, hold_at: int | None = None,
                  batch: int = 10, compile_hold: bool = False, fail_at: int | None = None,
                  monitor: Callable[[int, bool], MonitorReading] = reading) -> None:
-        self.preset, self.device, self.callback = preset, device, callback
+        preset, device, steps = request.preset, request.device, request.steps
+        self.request = request
+        self.preset, self.device, self.callback = preset, request.device, callback
         self.fail_at = fail_at  # fails after this many steps: "CUDA out of memory at step fail_at + 1"
         self.monitor = monitor  # the i-th monitor reading of a run on a GPU (True) or not
         self.compiling = compile_hold  # stays "compiling" (no RunInfo yet) until release()
@@ -324,14 +326,13 @@ class FakeEngine:
         self.monitor = monitor
         self.runners: list[FakeRunner] = []
 
-    def __call__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
-                 steps: int | None = None, sample_interval: float = 1.0) -> FakeRunner:
+    def __call__(self, request: RunRequest, callback: Callable[[Snapshot], None]) -> FakeRunner:
+        preset = request.preset
         fail_at = self.fail.get(preset.name)
         if self.fail_runs and len(self.runners) + 1 not in self.fail_runs:
             fail_at = None
-        runner = FakeRunner(preset, device, callback, steps=steps, sample_interval=sample_interval,
-                            hold_at=self.hold.get(preset.name), compile_hold=preset.name in self.compile_hold,
-                            fail_at=fail_at, monitor=self.monitor)
+        runner = FakeRunner(request, callback, hold_at=self.hold.get(preset.name),
+                            compile_hold=preset.name in self.compile_hold, fail_at=fail_at, monitor=self.monitor)
         self.runners.append(runner)
         return runner
 
@@ -364,10 +365,9 @@ class LoggingEngine(FakeEngine):
         super().__init__(hold)
         self.log_dir = log_dir
 
-    def __call__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
-                 steps: int | None = None, sample_interval: float = 1.0) -> FakeRunner:
-        runner = LoggingRunner(preset, device, callback, steps=steps, sample_interval=sample_interval,
-                               hold_at=self.hold.get(preset.name), log_dir=self.log_dir, monitor=self.monitor)
+    def __call__(self, request: RunRequest, callback: Callable[[Snapshot], None]) -> FakeRunner:
+        runner = LoggingRunner(request, callback, hold_at=self.hold.get(request.preset.name), log_dir=self.log_dir,
+                               monitor=self.monitor)
         self.runners.append(runner)
         return runner
 

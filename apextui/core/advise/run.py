@@ -11,6 +11,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 from ..number_format import ms as _ms
 from ..presets import Preset
 from ..run.handle import RunnerFactory
+from ..run.request import RunRequest
 from ..run.runner import thread_runner_factory
 from ..workloads.spec import WORKLOADS
 from .cache import environment, find_reusable
@@ -345,8 +346,7 @@ class Advisor:
         self._emit(Progress("run", index=index, total=total, workload=preset.workload, preset=preset.name,
                             repeat=repeat, repeats=self.repeats, status="starting", steps=self.steps))
         try:
-            runner = self.runner_factory(preset, self.device, callback, steps=self.steps,
-                                         sample_interval=self.sample_interval)
+            runner = self.runner_factory(RunRequest(preset, self.device, self.steps, self.sample_interval), callback)
         except Exception as exc:  # noqa: BLE001
             return RunResult(repeat, "failed", error=f"could not start: {type(exc).__name__}: {exc}")
         with self._lock:

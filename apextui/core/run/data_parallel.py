@@ -17,6 +17,7 @@ from typing import Any
 from ..presets import Preset
 from .distributed import Channel, Coordinator, Group
 from .merge import Merger, RankEnd, from_row, merged_snapshot, overall, to_row
+from .request import RunRequest
 from .runner import Runner, Snapshot, run_steps, warmup_steps
 
 POLL_S = 0.25  # how often rank 0 reads the other ranks' records (the runner's own hand-over interval)
@@ -179,31 +180,29 @@ class DataParallelRuns:
         self.count = 0
         self.on_remote_stop: Callable[[], None] | None = None
 
-    def __call__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
-                 steps: int | None = None, sample_interval: float = 1.0) -> "DataParallelRun":
+    def __call__(self, request: RunRequest, callback: Callable[[Snapshot], None]) -> "DataParallelRun":
         import torch.distributed as dist
 
         self.count += 1
         channel = Channel(dist.PrefixStore(f"run{self.count}/", self.group.store), self.group.world_size)
-        return DataParallelRun(self, channel, preset, device, callback, steps, sample_interval)
+        return DataParallelRun(self, channel, request, callback)
 
 
 class DataParallelRun:
     """One run of `DataParallelRuns`: `run()` trains on this thread and returns once rank 0 has the merged end."""
 
-    def __init__(self, owner: DataParallelRuns, channel: Channel, preset: Preset, device: str,
-                 callback: Callable[[Snapshot], None], steps: int | None, sample_interval: float) -> None:
+    def __init__(self, owner: DataParallelRuns, channel: Channel, request: RunRequest,
+                 callback: Callable[[Snapshot], None]) -> None:
         group = owner.group
         self.owner = owner
-        warmup = warmup_steps(preset, run_steps(preset, steps))
+        warmup = warmup_steps(request.preset, run_steps(request.preset, request.steps))
         self.collector: Collector | None = None
         if group.rank == 0:
             self.collector = Collector(channel, group.world_size, warmup, callback, group.backend, None, owner.grace)
             consume: Any = self.collector.on_local
         else:
             consume = Reporter(channel, group.rank)
-        self.runner = Runner(preset, device, consume, steps=steps, sample_interval=sample_interval, analyse=False,
-                             coordinator=Coordinator(group))
+        self.runner = Runner(request, consume, analyse=False, coordinator=Coordinator(group))
         if isinstance(consume, Reporter):
             consume.runner = self.runner
         else:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Protocol
 
-from ..presets import Preset
+from .request import RunRequest
 from .snapshot import Snapshot
 
 
@@ -89,8 +89,9 @@ class RunHandle(Protocol):
 
 
 class RunnerFactory(Protocol):
-    """Makes a run's handle: `thread_runner_factory` here, the TUI's worker-process factory, tests' fakes."""
+    """Makes a run's handle: `thread_runner_factory` here, the TUI's worker-process factory, tests' fakes. It takes
+    the one `RunRequest` (preset, device, steps, sample interval) the front ends build, as every runner does, and
+    the callback that gets the run's snapshots (positional: a factory names its parameters as it likes)."""
 
-    def __call__(self, preset: Preset, device: str, callback: Callable[[Snapshot], None], *,
-                 steps: int | None = None, sample_interval: float = 1.0) -> RunHandle:
+    def __call__(self, request: RunRequest, callback: Callable[[Snapshot], None], /) -> RunHandle:
         ...

@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..presets import Preset
 from .merge import MergedRecord
+from .request import RunRequest
 from .handle import ForwardsSnapshots
 from .runner import Callback, RunControl, RunInfo, Snapshot, run_steps
 from .stats import StepStats
@@ -51,12 +51,13 @@ def record_from(line: Mapping[str, Any]) -> MergedRecord:
 class LaunchedRunner(ForwardsSnapshots, RunControl):
     """`RunHandle` of a data-parallel run on `nproc` ranks, in a launcher process (see the module docstring)."""
 
-    def __init__(self, nproc: int, preset: Preset, device: str, callback: Callback, steps: int | None = None,
-                 sample_interval: float = 1.0) -> None:
+    def __init__(self, request: RunRequest, callback: Callback, *, nproc: int) -> None:
+        preset, device = request.preset, request.device
+        self.request = request
         self.nproc, self.preset, self.device, self.callback = nproc, preset, device, callback
-        self.steps = run_steps(preset, steps)
+        self.steps = run_steps(preset, request.steps)
         self.cmd = [sys.executable, "-m", "apextui", "--nproc", str(nproc), "--preset", preset.path, "--json",
-                    "--device", device, "--steps", str(self.steps), "--sample-interval", str(sample_interval)]
+                    "--device", device, "--steps", str(self.steps), "--sample-interval", str(request.sample_interval)]
         self._stop = threading.Event()
         self._finished = threading.Event()
         self._proc: subprocess.Popen[str] | None = None
@@ -172,11 +173,10 @@ class LaunchedRunner(ForwardsSnapshots, RunControl):
                         skipped_steps=0, monitor=None, elapsed_s=0.0, error=error)
 
 
-def launched_factory(nproc: int) -> Callable[..., LaunchedRunner]:
+def launched_factory(nproc: int) -> Callable[[RunRequest, Callback], LaunchedRunner]:
     """A `RunnerFactory` whose runs are data-parallel on `nproc` ranks (the TUI's `--nproc N`)."""
 
-    def factory(preset: Preset, device: str, callback: Callback, *, steps: int | None = None,
-                sample_interval: float = 1.0) -> LaunchedRunner:
-        return LaunchedRunner(nproc, preset, device, callback, steps=steps, sample_interval=sample_interval)
+    def factory(request: RunRequest, callback: Callback) -> LaunchedRunner:
+        return LaunchedRunner(request, callback, nproc=nproc)
 
     return factory

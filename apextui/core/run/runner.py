@@ -27,6 +27,7 @@ from .divergence import MAX_CONSECUTIVE_SKIPS, LossGuard
 from .failure import describe_failure
 from .frozen_heap import FrozenHeap
 from .handle import RunControl, RunHandle, RunnerFactory
+from .request import RunRequest
 from ..workloads import builders
 from .snapshot import TERMINAL, Callback, FinalStatus, RunInfo, Snapshot, Status
 from .timing import CpuClock, CudaClock
@@ -74,9 +75,11 @@ class Runner(RunControl):
     """Trains one preset, in the calling thread (`run`) or a background one (`start`). `stop()` is
     thread-safe and prompt."""
 
-    def __init__(self, preset: Preset, device: str, callback: Callback, steps: int | None = None,
-                 sample_interval: float = 1.0, sampler: Sampler | None = None, analyse: bool = True,
-                 profile_steps: int = PROFILE_STEPS, gpu_scope: GpuScope = "run", coordinator: Any = None) -> None:
+    def __init__(self, request: RunRequest, callback: Callback, *, sampler: Sampler | None = None,
+                 analyse: bool = True, profile_steps: int = PROFILE_STEPS, gpu_scope: GpuScope = "run",
+                 coordinator: Any = None) -> None:
+        preset, device = request.preset, request.device
+        self.request = request
         self.preset = preset
         # a data-parallel run's ranks agree on when to stop and on the blocks (distributed.Coordinator)
         self.coordinator = coordinator
@@ -84,10 +87,10 @@ class Runner(RunControl):
         self.profile_steps = profile_steps
         self.device = device
         self.callback = callback
-        self.steps = run_steps(preset, steps)
+        self.steps = run_steps(preset, request.steps)
         self.warmup = warmup_steps(preset, self.steps)
         self.sampler = sampler
-        self.sample_interval = sample_interval
+        self.sample_interval = request.sample_interval
         self.gpu_scope = gpu_scope  # the GPUs the sampler reads: the run's, or every one (the TUI's pane)
         self._stop = threading.Event()
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
@@ -264,8 +267,7 @@ class Runner(RunControl):
         return info, workload, clock
 
 
-def thread_runner_factory(preset: Preset, device: str, callback: Callable[[Any], None], *,
-                          steps: int | None = None, sample_interval: float = 1.0) -> Runner:
+def thread_runner_factory(request: RunRequest, callback: Callable[[Any], None]) -> Runner:
     """A `Runner` that trains in a thread of this process (headless advice, tests, `APEXTUI_WORKER=thread`);
     the TUI's default trains in a worker process instead (`ui.app.default_runner_factory`)."""
-    return Runner(preset, device, callback, steps=steps, sample_interval=sample_interval)
+    return Runner(request, callback)

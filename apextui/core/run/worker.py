@@ -29,7 +29,6 @@ from typing import Any, Callable, Iterator
 
 from .request import RunRequest
 from .. import exits
-from ..presets import Preset
 from .handle import ForwardsSnapshots, RunControl
 from .runner import Runner, run_steps
 from .snapshot import Callback, FinalStatus, Snapshot
@@ -152,8 +151,7 @@ def worker_main(request: RunRequest, conn: Connection, stop: Any, log_path: str)
             raise
 
     # the TUI's monitor pane lists every GPU of the machine, the run's marked
-    runner = Runner(request.preset, request.device, send, steps=request.steps,
-                    sample_interval=request.sample_interval, gpu_scope="all")
+    runner = Runner(request, send, gpu_scope="all")
 
     def stop_when_asked() -> None:
         stop.wait()
@@ -173,12 +171,13 @@ class ProcessRunner(ForwardsSnapshots, RunControl):
     the exit signal or code and the tail of its log, and the steps measured until then.
     """
 
-    def __init__(self, preset: Preset, device: str, callback: Callback, steps: int | None = None,
-                 sample_interval: float = 1.0, target: Callable[..., None] | None = None) -> None:
+    def __init__(self, request: RunRequest, callback: Callback, *, target: Callable[..., None] | None = None) -> None:
+        preset = request.preset
+        self.request = request
         self.preset = preset
-        self.device = device
+        self.device = request.device
         self.callback = callback
-        self.steps = run_steps(preset, steps)
+        self.steps = run_steps(preset, request.steps)
         ctx = context()
         with _real_stderr():  # creating the event may start multiprocessing's resource tracker
             self._stop = ctx.Event()
@@ -187,7 +186,7 @@ class ProcessRunner(ForwardsSnapshots, RunControl):
         os.close(fd)
         self._proc = ctx.Process(
             target=target or worker_main, name=f"apextui-worker-{preset.name}",
-            args=(RunRequest(preset, device, self.steps, sample_interval), self._send, self._stop, self.log_path),
+            args=(dataclasses.replace(request, steps=self.steps), self._send, self._stop, self.log_path),
         )
         self._reader = threading.Thread(target=self._read_loop, name="apextui-worker-reader")
         self._finished = threading.Event()
