@@ -297,7 +297,7 @@ class Search:
         """From the fastest eager point, each other axis's best single value (where its median beat the
         baseline's) added one at a time, the most helpful first, and kept where the point's median comes out
         lower. One at a time, because a value that is neutral alone can hurt in company (Apex's fused norms are
-        as fast as torch's at fp32 and 20 % slower under bf16 autocast on the GPT example on an H200): all of
+        as fast as torch's at fp32 and a third slower under bf16 autocast on the GPT example on an H200): all of
         them in one point would lose the others' gain with it."""
         additions = []
         for ax in AXES:
