@@ -50,7 +50,8 @@ def test_markdown_exact_text():
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
         "| 1 | fp32 | cuda | ok | 12.0 | 11.4–12.6 | base | 683 k tokens/s | 1.068/1.048 | — |\n"
         "| 1 | fused_amp | cuda | ok | 5.00 | 4.75–5.25 | 2.40× (1.18–4.90) | 1.64 M tokens/s | 1.068/1.048 | — |\n"
-        "| 1 | torch_amp | cuda | stopped | 6.00 | 5.70–6.30 | ≈2.00× (0.98–4.08) | 1.37 M tokens/s | 1.068/1.048 | — |\n"
+        "| 1 | torch_amp | cuda | stopped | 6.00 | 5.70–6.30 | ≈2.00× (0.98–4.08) | 1.37 M tokens/s | 1.068/1.048 "
+        "| — |\n"
         "\n"
         "- transformer on cuda: single runs, one after another: drift unknown\n"
     )

@@ -222,8 +222,9 @@ def _round(v: float | None) -> float | None:
 def fields(c: Comparison | None, prefix: str = "speedup", basis: bool = False) -> dict[str, Any]:
     """A comparison as JSON fields: PREFIX, PREFIX_low, PREFIX_high, PREFIX_verdict (all null without one), and
     with `basis` PREFIX_basis (what the interval holds: `Basis`; the results file's runs carry it)."""
-    out = {prefix: _round(c.speedup) if c else None, f"{prefix}_low": _round(c.low) if c else None,
-           f"{prefix}_high": _round(c.high) if c else None, f"{prefix}_verdict": c.verdict if c else None}
+    out: dict[str, Any] = {prefix: _round(c.speedup) if c else None, f"{prefix}_low": _round(c.low) if c else None,
+                           f"{prefix}_high": _round(c.high) if c else None,
+                           f"{prefix}_verdict": c.verdict if c else None}
     if basis:
         out[f"{prefix}_basis"] = c.basis if c else None
     return out

@@ -23,8 +23,8 @@ from . import widget_format as fmt
 CSV_COLUMNS = (
     "run", "preset", "workload", "variant", "baseline", "device", "size", "amp", "status", "steps", "measured_steps",
     "median_ms", "p10_ms", "p90_ms", "mean_ms", "opt_median_ms", "compile_s", "throughput", "throughput_unit",
-    "speedup", "speedup_low", "speedup_high", "speedup_verdict", "speedup_basis", "baseline_run", "final_loss", "loss_floor",
-    "max_abs_err", "check_passed", "bottleneck", "source", "error",
+    "speedup", "speedup_low", "speedup_high", "speedup_verdict", "speedup_basis", "baseline_run", "final_loss",
+    "loss_floor", "max_abs_err", "check_passed", "bottleneck", "source", "error",
 )
 MD_HEADER = ("run", "preset", "device", "status", "median ms", "p10–p90 ms", "speed-up", "throughput", "loss/floor",
              "max err")
@@ -82,8 +82,8 @@ def _md_row(entry: Mapping[str, Any], is_base: bool, number: int) -> tuple[str, 
     if s.get("final_loss") is not None:
         loss = f"{s['final_loss']:.3f}" + (f"/{s['loss_floor']:.3f}" if s.get("loss_floor") is not None else "")
     err = fmt.error(check.get("max_abs_err")) if check else fmt.DASH
-    return (str(number), str(entry["preset"]), str(entry["device"]), str(entry["status"]), fmt.ms(s.get("median_ms")), spread,
-            speedup, fmt.si(s.get("throughput"), unit), loss, err)
+    return (str(number), str(entry["preset"]), str(entry["device"]), str(entry["status"]), fmt.ms(s.get("median_ms")),
+            spread, speedup, fmt.si(s.get("throughput"), unit), loss, err)
 
 
 def to_markdown(rows: Sequence[ResultRow]) -> str:

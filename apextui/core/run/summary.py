@@ -48,11 +48,12 @@ class Summary:
     bottleneck: Mapping[str, Any] | None = None
     distributed: Mapping[str, Any] | None = None  # a data-parallel run's (docs/distributed.md); absent otherwise
     peak_memory_bytes: int | None = None  # a CUDA run's torch.cuda.max_memory_allocated(); None on CPU
+    contention: Mapping[str, Any] | None = None  # other work competing over the run (monitor/contention.py)
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a loaded summary this version does not know
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object (docs/json.md): every key but `distributed`, which is there only when set, in the order
-        the `end` line has always had (`peak_memory_bytes` last: null on CPU)."""
+        the `end` line has always had (`peak_memory_bytes`, then `contention`, last)."""
         out: dict[str, Any] = {}
         for f in fields(self):
             if f.name == "extra":
