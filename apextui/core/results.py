@@ -23,6 +23,7 @@ from apextui.core import files
 from apextui.core.run import events
 from apextui.core.compare import SINGLE_RUNS_NOTE, Comparison, Drift, Timing, baseline_problem, compare, fields, \
     timing_from_summary
+from apextui.core.monitor.contention import competing
 from apextui.core.presets import BASELINES, Preset
 from apextui.core.run.snapshot import Snapshot
 from apextui.core.run.summary import Summary
@@ -140,15 +141,15 @@ class RunIndex:
         self._baselines: dict[tuple[str, ...], ResultRow] = {}  # the latest usable baseline run of each group
         self._skipped: dict[tuple[str, ...], list[tuple[ResultRow, str]]] = {}
         self._notes: dict[tuple[str, ...], str | None] = {}
-        self._timings: dict[int, Timing | None] = {}
-        repeats: dict[tuple[str, ...], dict[str, list[Timing]]] = {}  # group -> preset -> its ok runs' timings
+        self._timings: dict[int, Timing | None] = {}  # made when asked (a page of the table asks for 200 of 10,000)
+        repeats: dict[tuple[str, ...], dict[str, list[Timing]]] = {}  # group -> preset -> its ok runs' medians
         for r in self.rows:
             key = r.comparable_key
             n = counts[(r.preset, key)] = counts.get((r.preset, key), 0) + 1
             self._numbers[id(r)] = n
-            timing = self._timings[id(r)] = timing_from_summary(r.summary)
-            if r.status == "ok" and timing is not None:
-                repeats.setdefault(key, {}).setdefault(r.preset, []).append(timing)
+            median = r.summary.median_ms
+            if r.status == "ok" and isinstance(median, float) and median > 0 and math.isfinite(median):
+                repeats.setdefault(key, {}).setdefault(r.preset, []).append(Timing(median))
             if r.is_baseline:
                 problem = baseline_problem(r.status, r.summary)
                 if problem is None:
@@ -185,9 +186,20 @@ class RunIndex:
         if row.status == "failed" or self.is_base(row):
             return None
         base = self.baseline(row)
-        mine = self._timings[id(row)]
-        theirs = self._timings[id(base)] if base is not None else None
+        mine = self._timing(row)
+        theirs = self._timing(base) if base is not None else None
         return compare(mine, theirs, drift=self.drift(row)) if mine is not None and theirs is not None else None
+
+    def competed(self, row: ResultRow) -> bool:
+        """Whether other work competed with `row` or with the baseline run it is compared with (its contention
+        record, `monitor.contention`): its speed-up says so."""
+        base = self.baseline(row)
+        return competing(row.summary.contention) or (base is not None and competing(base.summary.contention))
+
+    def _timing(self, row: ResultRow) -> Timing | None:
+        if id(row) not in self._timings:
+            self._timings[id(row)] = timing_from_summary(row.summary)
+        return self._timings[id(row)]
 
     def drift_notes(self) -> list[str]:
         """One line for each group whose speed-ups are between single runs: the drift seen and where, or
@@ -280,6 +292,7 @@ def results_document(rows: Iterable[ResultRow], env: Mapping[str, Any] | None = 
 def _run_entry(row: ResultRow, index: RunIndex) -> dict[str, Any]:
     base = index.baseline(row)
     return dict(row.to_dict(), source=row.source, run=index.label(row), **fields(index.comparison(row), basis=True),
+                speedup_competed=index.competed(row),
                 baseline_run=index.label(base) if base is not None else None, baseline_note=index.note(row))
 
 

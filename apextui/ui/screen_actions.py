@@ -75,10 +75,10 @@ class ScreenActions(AppBase):
         from .screens.run_details_screen import RunDetailsScreen
 
         rows = self.table.rows_data
-        if not rows:
+        row = self.table.row_at(index)  # the screen row's run (the table may be sorted, paged, rows hidden)
+        if row is None:
             self.notify("no finished runs yet: their details appear here once they end", timeout=3)
             return
-        row = rows[min(max(index, 0), len(rows) - 1)]
         self.push_screen(RunDetailsScreen(row, rows))
 
     def action_log(self) -> None:
