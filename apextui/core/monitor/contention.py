@@ -81,6 +81,22 @@ class Contention:
                 "gpu_processes": [p.to_dict() for p in self.gpu_processes], "throttle": list(self.throttle),
                 "reasons": list(self.reasons), "na": dict(self.na)}
 
+    @property
+    def short(self) -> str:
+        """A few words for the run pane: 'busy: other work 1.9/2 CPU cores', 'busy: 1 other GPU process',
+        'throttled: hardware thermal slowdown'; '' when quiet or unknown."""
+        if not self.competing:
+            return ""
+        if self.level == "throttled":
+            return "throttled: " + ", ".join(t for t in self.throttle if t != "power cap")
+        parts = []
+        if self.other_cpu_cores is not None and any("CPU" in r for r in self.reasons):
+            parts.append(f"other work {self.other_cpu_cores:.1f}/{self.cores} CPU cores")
+        if self.gpu_processes:
+            n = len(self.gpu_processes)
+            parts.append(f"{n} other GPU process{'es' if n > 1 else ''}")
+        return "busy: " + ", ".join(parts)
+
     def step_fields(self) -> dict[str, Any]:
         """The few keys each `step` line carries (the latest sample's)."""
         return {"contention": self.level, "other_cpu_cores": _round(self.other_cpu_cores),
