@@ -36,6 +36,10 @@ class RunActions(AppBase):
         if self.advice_job is not None and self.advice_job.running:
             self.notify("the advice is measuring: press a, then s to stop it first", severity="warning")
             return False
+        interleaved = getattr(self, "interleaved_job", None)
+        if interleaved is not None and interleaved.running:
+            self.notify("the interleaved comparison is measuring: s stops it", severity="warning")
+            return False
         if self.probe_error is not None:
             self.notify(f"{name} cannot start: {self.probe_error}", severity="error", timeout=10)
             return False
@@ -176,7 +180,9 @@ class RunActions(AppBase):
     def action_stop(self) -> None:
         active = self.active
         if active is None:
-            self.notify("nothing is running", timeout=2)
+            stop_interleaved = getattr(self, "stop_interleaved", None)
+            if not (callable(stop_interleaved) and stop_interleaved()):
+                self.notify("nothing is running", timeout=2)
             return
         compiling = self._compiling(active)
         if not active.stopping:

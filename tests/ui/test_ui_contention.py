@@ -43,3 +43,32 @@ async def test_a_busy_run_is_marked_on_the_run_pane_and_beside_its_speedup(tmp_p
         assert "measured while other work competed" in str(table.border_subtitle)
         assert table.rows_data[1].summary.contention["level"] == "busy"
         assert table.rows_data[0].summary.contention is None  # the fake's quiet readings carry none
+
+
+async def test_the_marked_presets_run_interleaved_and_show_pooled_intervals(tmp_path):
+    """m marks adamw_fused and fused_adam, c runs them with their baseline adamw A/B/B/A (as advise does)."""
+    from ui_fakes import highlight
+
+    from apextui.ui.screens.interleaved_screen import InterleavedScreen
+
+    engine = FakeEngine()
+    app = gpu_app(engine, save_dir=tmp_path, steps=40)
+    async with running(app, (120, 40)) as pilot:
+        for name in ("adamw_fused", "fused_adam"):
+            await highlight(pilot, app, name)
+            await pilot.press("m")
+        assert app.picker.marked == ["adamw_fused", "fused_adam"]
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, InterleavedScreen), 20, "the comparison's result")
+        order = [r.preset.name for r in engine.runners]
+        assert order == ["adamw_fused", "fused_adam", "adamw", "adamw", "fused_adam", "adamw_fused"]  # A B C C B A
+        body = static_text(app.screen, "#interleaved-body")
+        assert "interleaved A/B/B/A: 2 repeat(s) × 40 steps" in body
+        assert "adamw: " in body and "over 2 run(s) · base" in body
+        fused = next(line for line in body.splitlines() if line.strip().startswith("adamw_fused:"))
+        assert "×" in fused and "over 2 run(s)" in fused
+        table = app.query_one(ComparisonTable)
+        assert [r.preset for r in table.rows_data] == order  # every run joined the table, numbered
+        assert [str(table.get_row_at(i)[1]) for i in range(6)] == ["1", "1", "1", "2", "2", "2"]
+        await pilot.press("escape")
+        assert app.active is None and not app.interleaved_job.running
