@@ -69,7 +69,10 @@ class RunActions(AppBase):
         try:
             runner = self.runner_factory(preset, self.probe.device, bridge, steps=self.steps,
                                          sample_interval=self.sample_interval)
-            log = RunLog.of_runner(f"{name} (run {self._run_id})", runner)  # open before the worker writes
+            # named as the table, the details and the files name it: this preset's next run number here
+            number = 1 + sum(1 for r in self.table.rows_data
+                             if r.preset == name and r.source == results.SESSION and r.device == self.probe.device)
+            log = RunLog.of_runner(results.run_name(name, number), runner)  # open before the worker writes
             runner.start()
         except Exception as exc:  # noqa: BLE001
             if log is not None:
