@@ -11,15 +11,16 @@ comparison table as well. `lines` is what the result screen shows.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from apextui.core.advise import DEFAULT_REPEATS, Advisor, Progress
+from apextui.core.advise import DEFAULT_REPEATS
 from apextui.core.compare import format_speedup, from_fields
 from apextui.core.number_format import ms as fmt_ms
 from apextui.core.presets import BASELINES, Preset
 from apextui.core.results import ResultRow, row_from_snapshot
+
+from .screens.advise_screen import AdviceJob
 
 MIN_PRESETS = 2
 
@@ -39,28 +40,20 @@ def selection(marked: Sequence[str], presets: Sequence[Preset]) -> tuple[list[Pr
     return chosen, None
 
 
-class InterleavedJob:
-    """One interleaved comparison, measured in a daemon thread; the UI thread reads `state`, `done`, `doc`."""
+class InterleavedJob(AdviceJob):
+    """One interleaved comparison, measured in a daemon thread: the Advice screen's job (its thread, progress,
+    stop and shutdown) over the marked presets, never reusing stored advice nor storing its own; each run's final
+    snapshot also goes to `on_row` as a comparison-table row."""
 
     def __init__(self, *, device: str, presets: Sequence[Preset], availability: Mapping[str, Any],
                  runner_factory: Any, steps: int | None, repeats: int = DEFAULT_REPEATS,
                  sample_interval: float = 1.0, on_row: Callable[[ResultRow], None] | None = None,
                  env: Mapping[str, Any] | None = None) -> None:
-        self.device = device
-        self.presets = list(presets)
         self.on_row = on_row
-        self._lock = threading.Lock()
-        self.latest: Progress | None = None
-        self.finished_runs = 0
-        self.doc: dict[str, Any] | None = None
-        self.error: str | None = None
-        self._done = threading.Event()
-        workloads = list(dict.fromkeys(p.workload for p in self.presets))
-        self.advisor = Advisor(device, steps=steps, repeats=repeats, workloads=workloads, presets=self.presets,
-                               availability_fn=lambda p: availability.get(p.name),
-                               runner_factory=self._factory(runner_factory), on_progress=self._progress,
-                               sample_interval=sample_interval, env=env or {"device": device, "key": "interleaved"})
-        self._thread = threading.Thread(target=self._main, name="apextui-interleaved", daemon=True)
+        super().__init__(device=device, presets=presets, availability=availability,
+                         runner_factory=self._factory(runner_factory), steps=steps, repeats=repeats,
+                         workloads=list(dict.fromkeys(p.workload for p in presets)), sample_interval=sample_interval,
+                         reuse=False, env=env or {"device": device, "key": "interleaved"})
 
     def _factory(self, inner: Any) -> Any:
         """The app's runner factory, each run's final snapshot also made a comparison-table row."""
@@ -77,14 +70,8 @@ class InterleavedJob:
 
         return factory
 
-    def _progress(self, p: Progress) -> None:
-        with self._lock:
-            if p.event == "run":
-                self.latest = p
-            elif p.event == "run_end":
-                self.finished_runs += 1
-
     def _main(self) -> None:
+        """Measure; unlike the advice, the result is not the machine's advice and is never stored."""
         try:
             self.doc = self.advisor.run()
         except Exception as exc:  # noqa: BLE001 - shown to the user, never kills the app
@@ -92,34 +79,12 @@ class InterleavedJob:
         finally:
             self._done.set()
 
-    def start(self) -> InterleavedJob:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self.advisor.stop()
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive() and not self._done.is_set()
-
-    def shutdown(self, timeout: float | None) -> bool:
-        if self.done or self._thread.ident is None:
-            return True
-        self.stop()
-        return self._done.wait(timeout) if timeout else self.done
-
-    def state(self) -> str:
-        with self._lock:
-            p, n = self.latest, self.finished_runs
-        total = self.advisor.total_runs
-        if p is None:
+    def progress_line(self) -> str:
+        latest, done, total, _ = self.state()
+        if latest is None:
             return f"interleaved comparison: starting ({total} runs)"
-        return f"interleaved comparison: run {n + 1}/{total}: {p.preset} repeat {p.repeat}/{p.repeats} · {p.status}"
+        return (f"interleaved comparison: run {min(done + 1, total)}/{total}: {latest.preset} "
+                f"repeat {latest.repeat}/{latest.repeats} · {latest.status}")
 
 
 def lines(doc: Mapping[str, Any]) -> list[str]:

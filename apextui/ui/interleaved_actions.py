@@ -59,11 +59,9 @@ class InterleavedActions(AppBase):
         job = self.interleaved_job
         if job is None:
             return
-        if not job.done:
-            self.live.border_subtitle = job.state()
+        if not job.done:  # the run pane's subtitle says how far it is (`_show_advice_measuring`, once a second)
             self.set_timer(POLL_S, self._poll_interleaved)
             return
-        self.live.border_subtitle = ""
         from .screens.interleaved_screen import InterleavedScreen
 
         self.push_screen(InterleavedScreen(job))

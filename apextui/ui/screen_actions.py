@@ -26,6 +26,9 @@ class ScreenActions(AppBase):
         if job is not None and job.running:
             _latest, done, total, _lines = job.state()
             text = f"advice measuring · {done}/{total or '…'} runs · a: show"
+        interleaved = getattr(self, "interleaved_job", None)
+        if interleaved is not None and interleaved.running:
+            text = interleaved.progress_line()
         live = self.live
         if (live.border_subtitle or "") != text:
             live.border_subtitle = text
