@@ -121,4 +121,12 @@ def fake_nvml(count: int, *, failing: frozenset[int] | set[int] = frozenset(),
         m.nvmlDeviceGetNvLinkRemoteDeviceType = device(
             lambda h, link: m.NVML_NVLINK_DEVICE_TYPE_GPU if nvlink_peer(h, link) else m.NVML_NVLINK_DEVICE_TYPE_SWITCH)
     m.nvmlDeviceGetTopologyCommonAncestor = device(common_ancestor)
+    # the contention check's: `m.processes[i]` the (pid, bytes) compute processes on GPU i, `m.clock_events[i]`
+    # its clocks-event reasons bitmask (both empty / 0 unless a test sets them)
+    m.processes = {i: [] for i in range(count)}
+    m.clock_events = {i: 0 for i in range(count)}
+    m.nvmlDeviceGetComputeRunningProcesses = device(lambda h: [
+        types.SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in m.processes[h.index]])
+    m.nvmlDeviceGetCurrentClocksEventReasons = device(lambda h: m.clock_events[h.index])
+    m.nvmlDeviceGetMaxClockInfo = device(lambda h, clock: 1980)
     return m

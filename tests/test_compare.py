@@ -143,3 +143,71 @@ def test_imports_neither_torch_nor_textual():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=ROOT,
                          timeout=60)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+# ---- the drift between runs made one after another (issue 27 §1) ----------------------------------------------
+
+from apextui.core.compare import UNKNOWN_DRIFT, Drift  # noqa: E402
+from apextui.core.results import ResultRow, RunIndex  # noqa: E402
+
+
+def _run(preset: str, median: float, low: float, high: float) -> ResultRow:
+    return ResultRow(preset=preset, workload="optimizer", variant=preset, device="cpu", size="cpu", amp="none",
+                     status="ok", summary={"steps": 60, "measured_steps": 50, "timed_intervals": 50,
+                                           "median_ms": median, "median_low_ms": low, "median_high_ms": high})
+
+
+def test_the_same_preset_twice_on_drifting_timings_is_within_noise():
+    """The busy 2-core box: adamw, adamw_fused, adamw again. Each run's own interval is narrow; the host drifted
+    between them (65.3 ms, then 36.6 ms). The old rule called adamw 0.56× (0.37–0.80) slower than itself."""
+    first, again = Timing(65.3, 62.0, 68.0), Timing(36.6, 35.9, 37.4)
+    assert compare(first, again).verdict == "slower"  # without the drift: the wrong answer
+    c = compare(first, again, drift=Drift())
+    assert c.verdict == "within_noise" and c.basis == "drift_unknown" and c.low < 1 < c.high
+    rows = [_run("adamw", 65.3, 62.0, 68.0), _run("adamw_fused", 14.4, 14.0, 14.8), _run("adamw", 36.6, 35.9, 37.4)]
+    index = RunIndex(rows)
+    assert index.is_base(rows[2]) and index.comparison(rows[2]) is None  # the base: no speed-up against itself
+    same = index.comparison(rows[0])
+    assert same is not None and same.verdict == "within_noise" and same.basis == "drift_seen"
+    assert index.drift(rows[0]).ratio == pytest.approx(65.3 / 36.6 - 1)
+    # the drift seen (78 %) is in adamw_fused's interval too: still faster (2.54×), but with an interval that
+    # reaches the 4.55× the same run measured against the first adamw
+    fused = index.comparison(rows[1])
+    assert fused is not None and fused.verdict == "faster" and fused.low < 1.4 and fused.high > 4.55
+
+
+def test_a_real_3x_difference_is_still_found_with_drift_unknown_or_seen():
+    base, fast = Timing(30.0, 29.4, 30.6), Timing(10.0, 9.8, 10.2)
+    c = compare(fast, base, drift=Drift())
+    assert c.verdict == "faster" and c.basis == "drift_unknown"
+    assert c.low == pytest.approx(29.4 / 10.2 / (1 + UNKNOWN_DRIFT))
+    seen = compare(fast, base, drift=Drift(0.3, 1))
+    assert seen.verdict == "faster" and seen.basis == "drift_seen" and seen.low == pytest.approx(29.4 / 10.2 / 1.3)
+    rows = [_run("adamw", 30.0, 29.4, 30.6), _run("adamw_fused", 10.0, 9.8, 10.2), _run("adamw", 31.0, 30.4, 31.6)]
+    got = RunIndex(rows).comparison(rows[1])
+    assert got is not None and got.verdict == "faster" and got.basis == "drift_seen"
+
+
+def test_pooled_repeats_already_hold_their_spread():
+    """Interleaved repeats pooled by timing_from_runs (as advise does): no second widening."""
+    a = timing_from_runs([Timing(10.0, 9.9, 10.1), Timing(10.4, 10.3, 10.5)])
+    b = timing_from_runs([Timing(20.0, 19.8, 20.2), Timing(21.0, 20.8, 21.2)])
+    assert a is not None and b is not None and a.runs == 2
+    c = compare(a, b, drift=Drift(0.5, 1))
+    assert c.basis == "runs" and c == compare(a, b)
+
+
+def test_drift_is_the_largest_spread_of_a_configuration_run_more_than_once():
+    d = Drift.of([[Timing(10.0), Timing(11.0)], [Timing(5.0)], [Timing(4.0), Timing(4.2), Timing(4.1)]])
+    assert d.ratio == pytest.approx(0.1) and d.configurations == 2 and d.factor == pytest.approx(1.1)
+    assert not Drift.of([[Timing(1.0)], []]).known and Drift().factor == 1 + UNKNOWN_DRIFT
+
+
+def test_the_basis_round_trips_through_the_json_fields():
+    c = compare(Timing(8.0, 7.9, 8.1), BASE, drift=Drift())
+    d = fields(c, basis=True)
+    back = from_fields(d)
+    assert d["speedup_basis"] == "drift_unknown" and back is not None
+    assert (back.basis, back.verdict, back.low) == (c.basis, c.verdict, pytest.approx(c.low, abs=1e-4))
+    assert "speedup_basis" not in fields(c)
+    assert from_fields({**d, "speedup_basis": "nonsense"}).basis == "runs"

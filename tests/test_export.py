@@ -25,12 +25,14 @@ def test_csv_exact_text():
     text = to_csv(ROWS[:2])
     lines = text.splitlines()
     assert lines[0] == ",".join(CSV_COLUMNS)
-    assert lines[1] == ("fp32,transformer,fp32,fp32,cuda,default,none,ok,400,350,12.0,11.399999999999999,"
+    assert lines[1] == ("fp32 run 1,fp32,transformer,fp32,fp32,cuda,default,none,ok,400,350,12.0,11.399999999999999,"
                         "12.600000000000001,,,,"
-                        "682666.6666666666,tokens/s,1.0,0.9802,1.0202,within_noise,fp32 run 1,1.0681,1.0475,,,,"
-                        "session,")  # the baseline against itself, as in the saved JSON
-    assert lines[2] == ("fused_amp,transformer,fused_amp,fp32,cuda,default,none,ok,400,350,5.0,4.75,5.25,,,,"
-                        "1638400.0,tokens/s,2.4,2.3525,2.4485,faster,fp32 run 1,1.0681,1.0475,,,,session,")
+                        "682666.6666666666,tokens/s,,,,base,,fp32 run 1,1.0681,1.0475,,,,"
+                        "session,")  # the baseline: `base`, as on the screen, never a speed-up against itself
+    # single runs one after another, none repeated: the interval is widened by the assumed drift (a factor of 2)
+    assert lines[2] == ("fused_amp run 1,fused_amp,transformer,fused_amp,fp32,cuda,default,none,ok,400,350,5.0,4.75,"
+                        "5.25,,,,1638400.0,tokens/s,2.4,1.1762,4.897,faster,drift_unknown,fp32 run 1,1.0681,1.0475,,,,"
+                        "session,")
     assert len(lines) == 3 and text.endswith("\n")
 
 
@@ -44,19 +46,31 @@ def test_csv_quotes_commas_and_newlines_in_errors():
 
 def test_markdown_exact_text():
     assert to_markdown(ROWS) == (
-        "| preset | device | status | median ms | p10–p90 ms | speed-up | throughput | loss/floor | max err |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
-        "| fp32 | cuda | ok | 12.0 | 11.4–12.6 | base | 683 k tokens/s | 1.068/1.048 | — |\n"
-        "| fused_amp | cuda | ok | 5.00 | 4.75–5.25 | 2.40× (2.35–2.45) | 1.64 M tokens/s | 1.068/1.048 | — |\n"
-        "| torch_amp | cuda | stopped | 6.00 | 5.70–6.30 | 2.00× (1.96–2.04) | 1.37 M tokens/s | 1.068/1.048 | — |\n"
+        "| run | preset | device | status | median ms | p10–p90 ms | speed-up | throughput | loss/floor | max err |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        "| 1 | fp32 | cuda | ok | 12.0 | 11.4–12.6 | base | 683 k tokens/s | 1.068/1.048 | — |\n"
+        "| 1 | fused_amp | cuda | ok | 5.00 | 4.75–5.25 | 2.40× (1.18–4.90) | 1.64 M tokens/s | 1.068/1.048 | — |\n"
+        "| 1 | torch_amp | cuda | stopped | 6.00 | 5.70–6.30 | ≈2.00× (0.98–4.08) | 1.37 M tokens/s | 1.068/1.048 "
+        "| — |\n"
+        "\n"
+        "- transformer on cuda: single runs, one after another: drift unknown\n"
     )
+
+
+def test_markdown_numbers_repeated_runs_and_puts_their_drift_in_the_interval():
+    rows = [row("fp32", 12.0), row("fused_amp", 5.0), row("fp32", 13.2), row("fused_amp", 5.5)]
+    lines = to_markdown(rows).splitlines()
+    assert [line.split(" | ")[0:2] for line in lines[2:6]] == [["| 1", "fp32"], ["| 1", "fused_amp"],
+                                                               ["| 2", "fp32"], ["| 2", "fused_amp"]]
+    assert "base" in lines[4] and "base" not in lines[2]  # the latest baseline run is the one compared against
+    assert lines[-1].startswith("- transformer on cuda: drift between runs up to 10% (from 2 preset(s)")
 
 
 def test_markdown_escapes_pipes_and_shows_the_norm_check():
     r = ResultRow(preset="a|b", workload="norm", variant="fused_layernorm", device="cpu", size="cpu", amp="none",
                   status="ok", summary={"median_ms": 0.5, "check": {"max_abs_err": 2.4e-7, "passed": True}})
     line = to_markdown([r]).splitlines()[2]
-    assert line == "| a\\|b | cpu | ok | 0.500 | — | — | — | — | 2.4e-07 |"
+    assert line == "| 1 | a\\|b | cpu | ok | 0.500 | — | — | — | — | 2.4e-07 |"
 
 
 def test_save_exports_writes_both(tmp_path: Path):

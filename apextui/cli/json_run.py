@@ -76,6 +76,18 @@ class JsonLinePrinter:
         self.emit(*lines)
 
 
+def start_contention(device: str) -> Any:
+    """Was other work competing as the run starts (the `start` line's `contention`); None if it cannot be read."""
+    from ..core.env import pci_bus_id
+    from ..core.monitor.contention import check_now
+    from ..core.monitor.nvml import Nvml
+
+    try:
+        return check_now(Nvml(pci_bus_id=pci_bus_id()) if device == "cuda" else None)
+    except Exception:  # noqa: BLE001 - the run goes on without it
+        return None
+
+
 def log(message: str) -> None:
     print(f"apextui: {message}", file=sys.stderr, flush=True)
 
@@ -152,7 +164,10 @@ def run(request: RunRequest, avail: Availability | None = None) -> int:
         runner = Runner(request, consume)
         if stop_early.is_set():
             runner.stop()
-        printer.emit(events.start_event(preset, device, runner.steps, runner.warmup, describe(device)))
+        busy = start_contention(device)
+        printer.emit(events.start_event(preset, device, runner.steps, runner.warmup, describe(device), busy))
+        if busy is not None and busy.competing:
+            log(f"warning: the machine is {busy.level} ({'; '.join(busy.reasons)}): timings may not compare")
         if device == "cpu" and preset.model is not None:
             log(f"running {preset.name} on CPU at your function's small size (small=True, where it takes it)")
         elif device == "cpu":

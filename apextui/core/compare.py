@@ -12,19 +12,32 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Mapping, get_args
+from typing import Any, Iterable, Literal, Mapping, Sequence, get_args
 
 from .run.summary import Summary
 
 NOISE_FLOOR = 0.02  # two medians closer than 2 % are never called different, however narrow their intervals
 MIN_BASELINE_STEPS = 20  # a baseline's median needs this many measured steps: fewer are mostly noise
+# The drift assumed between two single runs made one after another when no configuration has been run twice
+# (nothing seen): a factor of 2 either way. The same preset run twice on a 2-core box at load 4-5 measured 65.3 and
+# 36.6 ms (1.78x); only a difference far larger than that is called a difference on such evidence.
+UNKNOWN_DRIFT = 1.0
 
 Verdict = Literal["faster", "slower", "within_noise"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
+# What the interval holds besides each run's own noise: "runs" the timings' own intervals (repeats pooled by
+# `timing_from_runs`, interleaved or not, or runs measured at one time); "drift_seen" the largest between-run drift
+# seen here (`Drift`); "drift_unknown" single runs, one after another, no drift seen: `UNKNOWN_DRIFT` assumed.
+Basis = Literal["runs", "drift_seen", "drift_unknown"]
+BASES: tuple[Basis, ...] = get_args(Basis)
+SINGLE_RUNS_NOTE = "single runs, one after another: drift unknown"
 
 NOISE_RULE = (f"a speed-up is within noise when its 95 % interval (baseline low / candidate high .. baseline "
               f"high / candidate low, from each median's interval) contains 1, or when the faster one is less "
-              f"than {NOISE_FLOOR:.0%} faster; with an interval unknown only the {NOISE_FLOOR:.0%} floor applies")
+              f"than {NOISE_FLOOR:.0%} faster; with an interval unknown only the {NOISE_FLOOR:.0%} floor applies; "
+              f"a single run against another made before or after it has its interval widened by the largest "
+              f"drift seen between two runs of one configuration here, or by a factor of {1 + UNKNOWN_DRIFT:g} "
+              f"when none was run twice")
 BASELINE_RULE = (f"a baseline is a run that finished ok with at least {MIN_BASELINE_STEPS} measured steps; "
                  "a stopped, failed or short run is never one")
 
@@ -90,26 +103,55 @@ def timing_from_runs(timings: Iterable[Timing]) -> Timing | None:
 
 
 @dataclass(frozen=True)
+class Drift:
+    """How far a configuration's median moved between its runs made one after another on this machine: the
+    largest `max / min - 1` of the medians of any configuration run more than once (`ratio`; None when none was:
+    drift unknown), over `configurations` such configurations. A single run's interval holds only the noise inside
+    that run; the host's drift between runs (other work, clocks, a warming GPU) is this."""
+
+    ratio: float | None = None
+    configurations: int = 0
+
+    @classmethod
+    def of(cls, repeats: Iterable[Sequence[Timing]]) -> "Drift":
+        """From each configuration's timings (one a run, in any order); configurations run once say nothing."""
+        ratios = [max(t.median_ms for t in ts) / min(t.median_ms for t in ts) - 1 for ts in map(list, repeats)
+                  if len(ts) >= 2]
+        return cls(max(ratios), len(ratios)) if ratios else cls()
+
+    @property
+    def known(self) -> bool:
+        return self.ratio is not None
+
+    @property
+    def factor(self) -> float:
+        """What a single run's interval is widened by, both ways: 1 + the drift seen, or 1 + UNKNOWN_DRIFT."""
+        return 1 + (self.ratio if self.ratio is not None else UNKNOWN_DRIFT)
+
+
+@dataclass(frozen=True)
 class Comparison:
     """A candidate against a baseline: `speedup` = baseline median / candidate median (> 1: the candidate
-    is faster), its interval `low`..`high` (None when either timing's interval is unknown), the verdict."""
+    is faster), its interval `low`..`high` (None when either timing's interval is unknown), the verdict, and what
+    the interval holds (`basis`)."""
 
     speedup: float
     low: float | None
     high: float | None
     verdict: Verdict
     floor: float = NOISE_FLOOR
+    basis: Basis = "runs"
 
     @classmethod
     def of(cls, speedup: float, low: float | None = None, high: float | None = None,
-           floor: float = NOISE_FLOOR) -> "Comparison":
+           floor: float = NOISE_FLOOR, basis: Basis = "runs") -> "Comparison":
         """The rule (NOISE_RULE) applied to a speed-up and its interval."""
         if low is None or high is None:
             low = high = None
         near = max(speedup, 1 / speedup) - 1 < floor  # symmetric: swapping the two never changes the verdict
         straddles = low is not None and low <= 1 <= high  # type: ignore[operator]
         verdict: Verdict = "within_noise" if near or straddles else ("faster" if speedup > 1 else "slower")
-        return cls(speedup, low, high, verdict, floor)
+        return cls(speedup, low, high, verdict, floor, basis)
 
     @property
     def difference(self) -> float:
@@ -130,14 +172,31 @@ class Comparison:
         return self.verdict == "within_noise"
 
 
-def compare(candidate: Timing, baseline: Timing, floor: float = NOISE_FLOOR) -> Comparison:
-    """The candidate against the baseline. The interval divides the ends of the two medians' intervals
-    (conservative: both at their 95 % ends at once is less likely than either)."""
+def compare(candidate: Timing, baseline: Timing, floor: float = NOISE_FLOOR, *,
+            drift: Drift | None = None) -> Comparison:
+    """The candidate against the baseline: THE noise rule (NOISE_RULE), which every screen calls. The interval
+    divides the ends of the two medians' intervals (conservative: both at their 95 % ends at once is less likely
+    than either).
+
+    `drift`: the timings come from runs made one after another on this machine, and this is the between-run drift
+    seen here (`Drift.of`). Where either side is a single run (`Timing.runs == 1`), its interval holds nothing of
+    that drift, so the speed-up's interval is widened by `drift.factor` both ways (`basis` "drift_seen", or
+    "drift_unknown" when nothing was run twice: UNKNOWN_DRIFT). Two pooled repeats (`timing_from_runs`: the
+    hull of every run) already hold their spread. None: the caller's timings already hold whatever drift there
+    is (repeats pooled, or measured at one time, as a data-parallel run's ranks)."""
     low = high = None
     if candidate.known and baseline.known:
         low = baseline.low_ms / candidate.high_ms  # type: ignore[operator]
         high = baseline.high_ms / candidate.low_ms  # type: ignore[operator]
-    return Comparison.of(baseline.median_ms / candidate.median_ms, low, high, floor)
+    speedup = baseline.median_ms / candidate.median_ms
+    basis: Basis = "runs"
+    if drift is not None and min(candidate.runs, baseline.runs) < 2:
+        basis = "drift_seen" if drift.known else "drift_unknown"
+        if low is not None and high is not None:
+            low, high = low / drift.factor, high * drift.factor
+        else:  # no interval known (an old file): the drift alone
+            low, high = speedup / drift.factor, speedup * drift.factor
+    return Comparison.of(speedup, low, high, floor, basis)
 
 
 def _short(v: float) -> str:
@@ -146,7 +205,8 @@ def _short(v: float) -> str:
 
 def format_speedup(c: Comparison | None, compact: bool = False) -> str:
     """'1.25× (1.20–1.31)' beyond noise, '≈1.01× (0.97–1.05)' within noise, '—' without a comparison;
-    `compact` (or an unknown interval) drops the interval."""
+    `compact` (or an unknown interval) drops the interval. The interval is the one the verdict read (widened by
+    the drift between runs where `compare` was told of it)."""
     if c is None:
         return "—"
     text = ("≈" if c.within_noise else "") + f"{c.speedup:.2f}×"
@@ -159,10 +219,15 @@ def _round(v: float | None) -> float | None:
     return None if v is None else round(v, 4)
 
 
-def fields(c: Comparison | None, prefix: str = "speedup") -> dict[str, Any]:
-    """A comparison as JSON fields: PREFIX, PREFIX_low, PREFIX_high, PREFIX_verdict (all null without one)."""
-    return {prefix: _round(c.speedup) if c else None, f"{prefix}_low": _round(c.low) if c else None,
-            f"{prefix}_high": _round(c.high) if c else None, f"{prefix}_verdict": c.verdict if c else None}
+def fields(c: Comparison | None, prefix: str = "speedup", basis: bool = False) -> dict[str, Any]:
+    """A comparison as JSON fields: PREFIX, PREFIX_low, PREFIX_high, PREFIX_verdict (all null without one), and
+    with `basis` PREFIX_basis (what the interval holds: `Basis`; the results file's runs carry it)."""
+    out: dict[str, Any] = {prefix: _round(c.speedup) if c else None, f"{prefix}_low": _round(c.low) if c else None,
+                           f"{prefix}_high": _round(c.high) if c else None,
+                           f"{prefix}_verdict": c.verdict if c else None}
+    if basis:
+        out[f"{prefix}_basis"] = c.basis if c else None
+    return out
 
 
 def from_fields(d: Mapping[str, Any], prefix: str = "speedup") -> Comparison | None:
@@ -172,9 +237,10 @@ def from_fields(d: Mapping[str, Any], prefix: str = "speedup") -> Comparison | N
     if s is None:
         return None
     low, high = _positive(d.get(f"{prefix}_low")), _positive(d.get(f"{prefix}_high"))
-    c = Comparison.of(s, low, high)
+    basis = d.get(f"{prefix}_basis")
+    c = Comparison.of(s, low, high, basis=basis if basis in BASES else "runs")
     stored = d.get(f"{prefix}_verdict")
-    return Comparison(c.speedup, c.low, c.high, stored) if stored in VERDICTS else c
+    return Comparison(c.speedup, c.low, c.high, stored, c.floor, c.basis) if stored in VERDICTS else c
 
 
 def baseline_problem(status: str, summary: Summary | Mapping[str, Any]) -> str | None:

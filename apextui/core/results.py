@@ -21,7 +21,9 @@ from typing import Any, Iterable, Mapping, Sequence
 from apextui.core.atomic import write_atomic, write_new_numbered
 from apextui.core import files
 from apextui.core.run import events
-from apextui.core.compare import Comparison, baseline_problem, compare, fields, timing_from_summary
+from apextui.core.compare import SINGLE_RUNS_NOTE, Comparison, Drift, Timing, baseline_problem, compare, fields, \
+    timing_from_summary
+from apextui.core.monitor.contention import competing
 from apextui.core.presets import BASELINES, Preset
 from apextui.core.run.snapshot import Snapshot
 from apextui.core.run.summary import Summary
@@ -127,45 +129,91 @@ MAX_NOTED = 5  # passed-over baseline runs a note names; more are counted ("and 
 
 
 class RunIndex:
-    """Run labels, baselines and passed-over baselines of `rows`, found in one pass: every question about one
-    row is then a dictionary look-up. Why: the table, the saved file and the export ask them of every row, and
-    answering each by scanning `rows` made a history of a few thousand runs take minutes (quadratic)."""
+    """Run numbers, baselines, passed-over baselines and the drift between runs of `rows`, found in one pass: every
+    question about one row is then a dictionary look-up. Why: the table, the saved file and the export ask them of
+    every row, and answering each by scanning `rows` made a history of a few thousand runs take minutes
+    (quadratic)."""
 
     def __init__(self, rows: Iterable[ResultRow]) -> None:
         self.rows = list(rows)
         counts: dict[tuple[str, tuple[str, ...]], int] = {}
-        self._labels: dict[int, str] = {}  # by id(): equal rows are still different runs
+        self._numbers: dict[int, int] = {}  # by id(): equal rows are still different runs
         self._baselines: dict[tuple[str, ...], ResultRow] = {}  # the latest usable baseline run of each group
         self._skipped: dict[tuple[str, ...], list[tuple[ResultRow, str]]] = {}
         self._notes: dict[tuple[str, ...], str | None] = {}
+        self._timings: dict[int, Timing | None] = {}  # made when asked (a page of the table asks for 200 of 10,000)
+        repeats: dict[tuple[str, ...], dict[str, list[Timing]]] = {}  # group -> preset -> its ok runs' medians
         for r in self.rows:
             key = r.comparable_key
             n = counts[(r.preset, key)] = counts.get((r.preset, key), 0) + 1
-            self._labels[id(r)] = f"{r.preset} run {n}"
+            self._numbers[id(r)] = n
+            median = r.summary.median_ms
+            if r.status == "ok" and isinstance(median, float) and median > 0 and math.isfinite(median):
+                repeats.setdefault(key, {}).setdefault(r.preset, []).append(Timing(median))
             if r.is_baseline:
                 problem = baseline_problem(r.status, r.summary)
                 if problem is None:
                     self._baselines[key] = r
                 else:
                     self._skipped.setdefault(key, []).append((r, problem))
+        self._drift = {key: Drift.of(by_preset.values()) for key, by_preset in repeats.items()}
+
+    def number(self, row: ResultRow) -> int:
+        """The row's rank among that preset's comparable runs, from 1: the run column, and N in 'fp32 run N'."""
+        return self._numbers[id(row)]
 
     def label(self, row: ResultRow) -> str:
-        """'fp32 run 2': the row's preset and its rank among that preset's comparable runs."""
-        return self._labels[id(row)]
+        """'fp32 run 2': the row's preset and its run number (`number`): how a run is named everywhere."""
+        return run_name(row.preset, self.number(row))
 
     def baseline(self, row: ResultRow) -> ResultRow | None:
         """The most recent baseline run comparable with `row` that may be a baseline (`baseline_problem`)."""
         return self._baselines.get(row.comparable_key)
 
+    def is_base(self, row: ResultRow) -> bool:
+        """Whether `row` is the run its group's speed-ups are against (shown as `base`, with no speed-up)."""
+        return self.baseline(row) is row
+
+    def drift(self, row: ResultRow) -> Drift:
+        """The drift between runs seen in `row`'s group (`compare.Drift`: unknown when no preset ran twice)."""
+        return self._drift.get(row.comparable_key, Drift())
+
     def comparison(self, row: ResultRow) -> Comparison | None:
-        """This run against its baseline (`core.compare`: speed-up, interval, verdict); None without one, and
-        None for a failed run: the steps it timed before it failed measure nothing one should act on."""
-        if row.status == "failed":
+        """This run against its baseline (`core.compare`: speed-up, interval, verdict, with the group's drift
+        between runs in the interval: every row is a single run, made before or after its baseline); None without
+        one, None for the baseline itself, and None for a failed run: the steps it timed before it failed measure
+        nothing one should act on."""
+        if row.status == "failed" or self.is_base(row):
             return None
         base = self.baseline(row)
-        mine = timing_from_summary(row.summary)
-        theirs = timing_from_summary(base.summary) if base is not None else None
-        return compare(mine, theirs) if mine is not None and theirs is not None else None
+        mine = self._timing(row)
+        theirs = self._timing(base) if base is not None else None
+        return compare(mine, theirs, drift=self.drift(row)) if mine is not None and theirs is not None else None
+
+    def competed(self, row: ResultRow) -> bool:
+        """Whether other work competed with `row` or with the baseline run it is compared with (its contention
+        record, `monitor.contention`): its speed-up says so."""
+        base = self.baseline(row)
+        return competing(row.summary.contention) or (base is not None and competing(base.summary.contention))
+
+    def _timing(self, row: ResultRow) -> Timing | None:
+        if id(row) not in self._timings:
+            self._timings[id(row)] = timing_from_summary(row.summary)
+        return self._timings[id(row)]
+
+    def drift_notes(self) -> list[str]:
+        """One line for each group whose speed-ups are between single runs: the drift seen and where, or
+        `SINGLE_RUNS_NOTE` (for the table's subtitle and the export)."""
+        out: dict[tuple[str, ...], str] = {}
+        for r in self.rows:
+            key = r.comparable_key
+            if key in out or self.baseline(r) is None or r.is_baseline:
+                continue
+            d = self.drift(r)
+            where = f"{r.workload} on {r.device}"
+            out[key] = (f"{where}: drift between runs up to {d.ratio:.0%} (from {d.configurations} preset(s) run "
+                        "more than once), in every interval" if d.ratio is not None else f"{where}: {SINGLE_RUNS_NOTE}")
+        return list(out.values())
 
     def note(self, row: ResultRow) -> str | None:
         """Which run `row`'s speed-up is against, when another baseline run was passed over, and why:
@@ -205,6 +253,11 @@ def comparison(row: ResultRow, rows: Sequence[ResultRow]) -> Comparison | None:
     return RunIndex(rows).comparison(row)
 
 
+def run_name(preset: str, number: int) -> str:
+    """How a run is named on every screen, in the output log and in files: 'fp32 run 2'."""
+    return f"{preset} run {number}"
+
+
 def run_label(row: ResultRow, rows: Sequence[ResultRow]) -> str:
     """`RunIndex.label` for one row (a scan of `rows`: for many rows, make one RunIndex)."""
     return RunIndex(rows).label(row)
@@ -238,7 +291,8 @@ def results_document(rows: Iterable[ResultRow], env: Mapping[str, Any] | None = 
 
 def _run_entry(row: ResultRow, index: RunIndex) -> dict[str, Any]:
     base = index.baseline(row)
-    return dict(row.to_dict(), source=row.source, **fields(index.comparison(row)),
+    return dict(row.to_dict(), source=row.source, run=index.label(row), **fields(index.comparison(row), basis=True),
+                speedup_competed=index.competed(row),
                 baseline_run=index.label(base) if base is not None else None, baseline_note=index.note(row))
 
 

@@ -44,6 +44,7 @@ from apextui.core.run.runner import RunnerFactory, thread_runner_factory
 
 from .app_base import REFRESH_S, SPARK_REFRESH_S, ActiveRun, AppBase
 from .doctor_view import ReportProvider, default_report_provider
+from .interleaved_actions import InterleavedActions
 from .messages import DoctorFailed, DoctorReady, ProbeDone, ProbeFailed
 from .probe import EXIT_UNAVAILABLE, ProbeFn, probe_environment
 from .quitting import EXIT_HANGUP, QUIT_JOIN_S, Quitting
@@ -106,7 +107,7 @@ def env_runner_factory() -> RunnerFactory:
     return thread_runner_factory if os.environ.get("APEXTUI_WORKER") == "thread" else default_runner_factory
 
 
-class ApexTuiApp(RunActions, Quitting, ScreenActions, AppBase):
+class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBase):
     """Use `make_app` to build one."""
 
     CSS_PATH = "app.tcss"
@@ -126,6 +127,7 @@ class ApexTuiApp(RunActions, Quitting, ScreenActions, AppBase):
         Binding("i", "details", "Details", show=False),
         Binding("o", "log", "Log", show=False),
         Binding("e", "export", "Export", show=False),
+        Binding("c", "compare", "Compare", show=False),  # the presets marked with m, interleaved
         # Textual binds ctrl+c to a "press ctrl+q to quit" hint; here it quits, as q does (priority: even
         # from the load screen's input)
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),

@@ -20,6 +20,7 @@ ACTIONS: tuple[tuple[str, str, str], ...] = (
     ("Export CSV", "the comparison table as apextui-results-*.csv", "export_csv"),
     ("Export Markdown", "the comparison table as apextui-results-*.md", "export_markdown"),
     ("Load results", "l: a recent results file, or a path", "load"),
+    ("Compare interleaved", "c: the presets marked with m (and their baseline), A/B/B/A with repeats", "compare"),
     ("Worker output log", "o: compile messages, warnings and errors of every run", "log"),
     ("Run details", "i: the full record of the highlighted comparison row", "details"),
     ("SVG screenshot", "p: save the screen as apextui-*.svg", "screenshot"),

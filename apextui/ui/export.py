@@ -21,12 +21,12 @@ from ..core.results import ResultRow, RunIndex, results_document
 from . import widget_format as fmt
 
 CSV_COLUMNS = (
-    "preset", "workload", "variant", "baseline", "device", "size", "amp", "status", "steps", "measured_steps",
+    "run", "preset", "workload", "variant", "baseline", "device", "size", "amp", "status", "steps", "measured_steps",
     "median_ms", "p10_ms", "p90_ms", "mean_ms", "opt_median_ms", "compile_s", "throughput", "throughput_unit",
-    "speedup", "speedup_low", "speedup_high", "speedup_verdict", "baseline_run", "final_loss", "loss_floor",
-    "max_abs_err", "check_passed", "bottleneck", "source", "error",
+    "speedup", "speedup_low", "speedup_high", "speedup_verdict", "speedup_basis", "baseline_run", "final_loss",
+    "loss_floor", "max_abs_err", "check_passed", "bottleneck", "source", "error",
 )
-MD_HEADER = ("preset", "device", "status", "median ms", "p10–p90 ms", "speed-up", "throughput", "loss/floor",
+MD_HEADER = ("run", "preset", "device", "status", "median ms", "p10–p90 ms", "speed-up", "throughput", "loss/floor",
              "max err")
 
 
@@ -47,6 +47,8 @@ def _flat(entry: Mapping[str, Any]) -> dict[str, Any]:
     flat["max_abs_err"] = check.get("max_abs_err") if check else None
     flat["check_passed"] = check.get("passed") if check else None
     flat["bottleneck"] = bottleneck.get("label") if bottleneck else None
+    if entry.get("baseline_run") is not None and entry.get("baseline_run") == entry.get("run"):
+        flat["speedup_verdict"] = "base"  # the run the others are against: no speed-up against itself
     return flat
 
 
@@ -65,7 +67,7 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _md_row(entry: Mapping[str, Any], is_base: bool) -> tuple[str, ...]:
+def _md_row(entry: Mapping[str, Any], is_base: bool, number: int) -> tuple[str, ...]:
     s = entry.get("summary") or {}
     check = s.get("check") if isinstance(s.get("check"), Mapping) else None
     p10, p90 = s.get("p10_ms"), s.get("p90_ms")
@@ -80,17 +82,21 @@ def _md_row(entry: Mapping[str, Any], is_base: bool) -> tuple[str, ...]:
     if s.get("final_loss") is not None:
         loss = f"{s['final_loss']:.3f}" + (f"/{s['loss_floor']:.3f}" if s.get("loss_floor") is not None else "")
     err = fmt.error(check.get("max_abs_err")) if check else fmt.DASH
-    return (str(entry["preset"]), str(entry["device"]), str(entry["status"]), fmt.ms(s.get("median_ms")), spread,
-            speedup, fmt.si(s.get("throughput"), unit), loss, err)
+    return (str(number), str(entry["preset"]), str(entry["device"]), str(entry["status"]), fmt.ms(s.get("median_ms")),
+            spread, speedup, fmt.si(s.get("throughput"), unit), loss, err)
 
 
 def to_markdown(rows: Sequence[ResultRow]) -> str:
-    """A GitHub Markdown table of the runs, formatted as the comparison table shows them."""
+    """A GitHub Markdown table of the runs, formatted as the comparison table shows them (the run column: the
+    run's name, 'fp32 run 2', as every screen names it), then the drift notes the table's subtitle has."""
     lines = ["| " + " | ".join(MD_HEADER) + " |", "| " + " | ".join("---" for _ in MD_HEADER) + " |"]
     index = RunIndex(rows)
     for row, entry in zip(rows, _entries(rows), strict=True):
-        cells = _md_row(entry, index.baseline(row) is row)
+        cells = _md_row(entry, index.is_base(row), index.number(row))
         lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+    notes = index.drift_notes()
+    if notes:
+        lines += ["", *(f"- {_md_cell(n)}" for n in notes)]
     return "\n".join(lines) + "\n"
 
 

@@ -106,6 +106,9 @@ class Quitting(ResultsActions):
             active.runner.kill("the terminal hung up")
         if self.advice_job is not None:
             self.advice_job.shutdown(0)
+        interleaved = getattr(self, "interleaved_job", None)
+        if interleaved is not None:
+            interleaved.shutdown(0)
         from ..core.apex.doctor import end_children
 
         end_children()  # a doctor probe still hanging (a broken Apex import)
@@ -113,6 +116,9 @@ class Quitting(ResultsActions):
     def shutdown_runs(self, timeout: float = QUIT_JOIN_S) -> bool:
         """Stop any active run (and advice) and wait up to `timeout` s; True when nothing is left running."""
         advice_over = self.advice_job.shutdown(timeout) if self.advice_job is not None else True
+        interleaved = getattr(self, "interleaved_job", None)
+        if interleaved is not None:
+            advice_over = interleaved.shutdown(timeout) and advice_over
         active = self.active
         if active is None:
             return advice_over

@@ -37,6 +37,10 @@ class RunActions(AppBase):
         if self.advice_job is not None and self.advice_job.running:
             self.notify("the advice is measuring: press a, then s to stop it first", severity="warning")
             return False
+        interleaved = getattr(self, "interleaved_job", None)
+        if interleaved is not None and interleaved.running:
+            self.notify("the interleaved comparison is measuring: s stops it", severity="warning")
+            return False
         if self.probe_error is not None:
             self.notify(f"{name} cannot start: {self.probe_error}", severity="error", timeout=10)
             return False
@@ -66,7 +70,10 @@ class RunActions(AppBase):
         try:
             request = RunRequest(preset, self.probe.device, self.steps, self.sample_interval)
             runner = self.runner_factory(request, bridge)
-            log = RunLog.of_runner(f"{name} (run {self._run_id})", runner)  # open before the worker writes
+            # named as the table, the details and the files name it: this preset's next run number here
+            number = 1 + sum(1 for r in self.table.rows_data
+                             if r.preset == name and r.source == results.SESSION and r.device == self.probe.device)
+            log = RunLog.of_runner(results.run_name(name, number), runner)  # open before the worker writes
             runner.start()
         except Exception as exc:  # noqa: BLE001
             if log is not None:
@@ -177,7 +184,9 @@ class RunActions(AppBase):
     def action_stop(self) -> None:
         active = self.active
         if active is None:
-            self.notify("nothing is running", timeout=2)
+            stop_interleaved = getattr(self, "stop_interleaved", None)
+            if not (callable(stop_interleaved) and stop_interleaved()):
+                self.notify("nothing is running", timeout=2)
             return
         compiling = self._compiling(active)
         if not active.stopping:

@@ -27,6 +27,9 @@ class ScreenActions(AppBase):
         if job is not None and job.running:
             _latest, done, total, _lines = job.state()
             text = f"advice measuring · {done}/{total or '…'} runs · a: show"
+        interleaved = getattr(self, "interleaved_job", None)
+        if interleaved is not None and interleaved.running:
+            text = interleaved.progress_line()
         live = self.live
         if (live.border_subtitle or "") != text:
             live.border_subtitle = text
@@ -70,10 +73,10 @@ class ScreenActions(AppBase):
         from .screens.run_details_screen import RunDetailsScreen
 
         rows = self.table.rows_data
-        if not rows:
+        row = self.table.row_at(index)  # the screen row's run (the table may be sorted, paged, rows hidden)
+        if row is None:
             self.notify("no finished runs yet: their details appear here once they end", timeout=3)
             return
-        row = rows[min(max(index, 0), len(rows) - 1)]
         self.push_screen(RunDetailsScreen(row, rows))
 
     def action_log(self) -> None:

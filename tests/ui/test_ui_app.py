@@ -73,12 +73,13 @@ async def test_enter_runs_highlighted_preset_and_table_row():
         fp32, amp = table.rows_data
         assert (fp32.preset, fp32.status, amp.preset, amp.status) == ("fp32", "ok", "fused_amp", "ok")
         cells = [str(c) for c in table.get_row_at(1)]
+        sp = table.get_column_index("speedup")
         assert cells[0] == "fused_amp"
         # speed-up against fp32, with its 95 % interval (core.compare), green: beyond noise
         c = comparison(amp, table.rows_data)
-        assert cells[4] == format_speedup(c) and cells[4].startswith(f"{fp32.median_ms / amp.median_ms:.2f}× (")
-        assert c.verdict == "faster" and table.get_row_at(1)[4].style == "bold green"
-        assert str(table.get_row_at(0)[4]) == "base"
+        assert cells[sp] == format_speedup(c) and cells[sp].startswith(f"{fp32.median_ms / amp.median_ms:.2f}× (")
+        assert c.verdict == "faster" and table.get_row_at(1)[sp].style == "bold green"
+        assert str(table.get_row_at(0)[sp]) == "base"
         assert [r.steps for r in engine.runners] == [400, 400]
         last = app.last_result()  # the headless `end` summary of the last run, for scripts
         assert last["status"] == "ok" and last["preset"] == "fused_amp" and last["median_ms"] == amp.median_ms
@@ -118,15 +119,17 @@ async def test_a_stopped_baseline_is_not_used_and_the_table_says_why():
         await wait_for(pilot, lambda: app.active is None, 5, "stopped")
         app.start_preset("torch_amp")
         await wait_for(pilot, lambda: len(table.rows_data) == 2, 5, "torch_amp row")
-        assert str(table.get_row_at(1)[4]) == "—"  # no speed-up against a stopped run
+        assert str(table.get_row_at(1)[table.get_column_index("speedup")]) == "—"  # none against a stopped run
         assert table.border_subtitle == "no speed-up: fp32 run 1 stopped after 43 steps: not a baseline"
         engine.hold.clear()
         app.start_preset("fp32")
         await wait_for(pilot, lambda: len(table.rows_data) == 3, 5, "the second fp32 row")
-        assert table.border_subtitle == "vs fp32 run 2; fp32 run 1 stopped after 43 steps: not a baseline"
-        assert str(table.get_row_at(2)[4]) == "base"
+        assert table.border_subtitle == ("vs fp32 run 2; fp32 run 1 stopped after 43 steps: not a baseline · "
+                                         "transformer on cuda: single runs, one after another: drift unknown")
+        assert str(table.get_row_at(2)[table.get_column_index("speedup")]) == "base"
         amp = table.rows_data[1]
-        assert str(table.get_row_at(1)[4]) == format_speedup(comparison(amp, table.rows_data)) != "—"
+        sp = table.get_column_index("speedup")
+        assert str(table.get_row_at(1)[sp]) == format_speedup(comparison(amp, table.rows_data)) != "—"
 
 
 async def test_a_second_start_is_refused_while_running():

@@ -124,8 +124,8 @@ async def test_o_shows_the_worker_output_while_running_and_after_the_log_is_dele
         append(tmp_path / "apextui-worker-fp32.log", "FutureWarning: torch.cuda.amp.GradScaler is deprecated\n")
         await wait_for(pilot, lambda: "GradScaler" in log_text(app.run_logs).plain, 5, "the new line on screen")
         text = log_text(app.run_logs).plain
-        assert "── layernorm (run 1) · ended ──\ncompiling layernorm...\nUserWarning" in text
-        assert "── fp32 (run 2) · running ──\ncompiling fp32...\nFutureWarning" in text
+        assert "── layernorm run 1 · ended ──\ncompiling layernorm...\nUserWarning" in text
+        assert "── fp32 run 1 · running ──\ncompiling fp32...\nFutureWarning" in text
         assert not (tmp_path / "apextui-worker-layernorm.log").exists()
         app.screen.refresh_log()
         redraws = app.screen.redraws
@@ -133,7 +133,7 @@ async def test_o_shows_the_worker_output_while_running_and_after_the_log_is_dele
         assert app.screen.redraws == redraws  # nothing new: no redraw
         app.action_stop()
         await wait_for(pilot, lambda: app.active is None, 5, "fp32 stopped")
-        await wait_for(pilot, lambda: "fp32 (run 2) · ended" in log_text(app.run_logs).plain, 5, "ended")
+        await wait_for(pilot, lambda: "fp32 run 1 · ended" in log_text(app.run_logs).plain, 5, "ended")
 
 
 async def test_l_offers_recent_results_from_the_history(tmp_path: Path):

@@ -13,6 +13,7 @@ from apextui.ui.app import ApexTuiApp
 from apextui.ui.screens import help_screen
 from apextui.ui.screens.advise_screen import AdviseScreen
 from apextui.ui.screens.help_screen import HelpScreen
+from apextui.ui.screens.interleaved_screen import InterleavedScreen
 from apextui.ui.screens.load_screen import LoadScreen
 from apextui.ui.screens.log_screen import LogScreen
 from apextui.ui.screens.report_screen import ReportScreen
@@ -21,9 +22,11 @@ from apextui.ui.widgets.comparison_table import ComparisonTable
 from apextui.ui.widgets.preset_picker import PresetPicker
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "tui.md"
-SHOWN = {"escape": "esc", "question_mark": "?", "up": "↑", "down": "↓"}  # key names as the docs write them
+SHOWN = {"escape": "esc", "question_mark": "?", "up": "↑", "down": "↓", "left_square_bracket": "[",
+         "right_square_bracket": "]"}  # key names as the docs write them
 SCREENS = {"doctor report": ReportScreen, "advice": AdviseScreen, "help": HelpScreen,
-           "run details": RunDetailsScreen, "worker output": LogScreen, "load": LoadScreen}
+           "run details": RunDetailsScreen, "worker output": LogScreen, "load": LoadScreen,
+           "interleaved comparison": InterleavedScreen}
 
 
 def shown(key: str) -> str:

@@ -80,6 +80,12 @@ class RunResult:
     gpu_busy: float | None = None
     check: Mapping[str, Any] | None = None  # fused norms: accuracy check against torch
     peak_memory_bytes: int | None = None  # torch.cuda.max_memory_allocated (CUDA), None on CPU
+    contention: str | None = None  # the run's contention level (monitor/contention.py): busy/throttled: marked
+
+    @property
+    def competed(self) -> bool:
+        """Other work competed with this run, or its GPU was throttled (`monitor.contention`)."""
+        return self.contention in ("busy", "throttled")
 
     @property
     def ok(self) -> bool:
@@ -108,6 +114,7 @@ class RunResult:
             roofline=s.get("roofline") if isinstance(s.get("roofline"), Mapping) else None,
             gpu_busy=_float(s.get("gpu_busy")), check=s.get("check") if isinstance(s.get("check"), Mapping) else None,
             peak_memory_bytes=s.get("peak_memory_bytes") if isinstance(s.get("peak_memory_bytes"), int) else None,
+            contention=_level(s.get("contention")),
         )
 
     @classmethod
@@ -124,7 +131,14 @@ class RunResult:
             "measured_steps": self.measured_steps, "final_loss": self.final_loss, "compile_s": self.compile_s,
             "elapsed_s": self.elapsed_s, "gpu_busy": self.gpu_busy,
             "bottleneck": (self.bottleneck or {}).get("label"), "peak_memory_bytes": self.peak_memory_bytes,
+            "contention": {"level": self.contention} if self.contention else None,
         }
+
+
+def _level(record: Any) -> str | None:
+    """A summary's contention record (or a stored run's) -> its level."""
+    level = record.get("level") if isinstance(record, Mapping) else None
+    return level if isinstance(level, str) else None
 
 
 PARITY_KEYS = ("kind", "against", "steps", "max_abs_err", "tolerance", "relative_tolerance", "dropout", "passed",
@@ -319,6 +333,10 @@ class WorkloadVerdict:
                 **fields(vs_base, "speedup_vs_baseline"),
                 "final_loss": _round(m.final_loss, 6), "compile_s": _round(m.compile_s, 3),
                 "flagged": m.preset in flagged,
+                # other work competed with one of its runs (or the baseline's): said beside the speed-up
+                "competed": any(r.competed for r in m.ok_runs),
+                "speedup_competed": vs_base is not None and base is not None
+                and any(r.competed for r in (*m.ok_runs, *base.ok_runs)),
                 "parity": parity_fields(m),
                 "bottleneck": dict(rep.bottleneck) if rep is not None and rep.bottleneck else None,
                 "roofline": dict(rep.roofline) if rep is not None and rep.roofline else None,

@@ -248,6 +248,36 @@ class Nvml:
         return self._call(lambda n, h: float(n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM)))
 
 
+    def compute_processes(self) -> Metric:
+        """The compute processes on this GPU: ((pid, used MiB or None), ...); NVML's answer, whatever process
+        it is (the contention check leaves apextui's own out)."""
+
+        def read(n: Any, h: Any) -> tuple[tuple[int, float | None], ...]:
+            procs = n.nvmlDeviceGetComputeRunningProcesses(h)
+            out = []
+            for p in procs:
+                used = getattr(p, "usedGpuMemory", None)
+                out.append((int(p.pid), used / 2**20 if isinstance(used, int) and 0 <= used < 2**60 else None))
+            return tuple(out)
+
+        return self._call(read)
+
+    def throttle_reasons(self) -> Metric:
+        """The bitmask of why the clocks are held down now (NVML's clocks-event reasons; the older name for
+        drivers before 535)."""
+
+        def read(n: Any, h: Any) -> int:
+            fn = (getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                  or n.nvmlDeviceGetCurrentClocksThrottleReasons)
+            return int(fn(h))
+
+        return self._call(read)
+
+    def max_sm_clock(self) -> Metric:
+        """The SM clock's maximum in MHz (what `sm_clock` is held below when throttled)."""
+        return self._call(lambda n, h: float(n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM)))
+
+
 def _answer(fn: Callable[[], Any], default: Any = None) -> Any:
     """`fn()`, or `default` when NVML cannot answer it (a lost GPU still raises, to end the question)."""
     try:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Literal
 
+from .contention import Contention, ContentionProbe, ContentionTally
 from .nvml import Metric, Nvml, all_gpus, normalise_bus_id
 
 # reading field -> unit, for front ends that label values
@@ -78,6 +79,8 @@ class MonitorReading:
     ram_used_pct: float | None = None
     na: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     gpus: tuple[GpuReading, ...] = ()  # every GPU sampled: the run's in its order; scope "all": NVML's order
+    contention: Contention | None = None  # was other work competing at this sample (contention.py)
+    run_contention: Mapping[str, Any] | None = None  # every sample so far added up (`ContentionTally.to_dict`)
 
     def metrics(self) -> dict[str, float | None]:
         """The metric fields as a flat dict (no time, no reasons, no per-GPU list)."""
@@ -134,6 +137,8 @@ class Sampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._proc: Any = None  # a psutil.Process once read (psutil ships no type hints)
+        self.contention = ContentionProbe(self._nvml)
+        self.tally = ContentionTally()  # the run's samples added up: its `end` line's summary.contention
         self.latest: MonitorReading | None = None
 
     def _sampled_gpus(self) -> list[tuple[Nvml, bool]]:
@@ -172,7 +177,17 @@ class Sampler:
             values[name] = metric.value if isinstance(metric.value, (int, float)) else None
             if values[name] is None:
                 na[name] = metric.reason or "n/a"
-        return MonitorReading(time=time.time(), na=MappingProxyType(na), gpus=gpus, **values)
+        contention = self._contention()
+        return MonitorReading(time=time.time(), na=MappingProxyType(na), gpus=gpus, contention=contention,
+                              run_contention=MappingProxyType(self.tally.to_dict()), **values)
+
+    def _contention(self) -> Contention | None:
+        try:
+            c = self.contention.read()
+        except Exception:  # noqa: BLE001 - the contention check never costs the other metrics
+            return None
+        self.tally.add(c)
+        return c
 
     def _host(self) -> dict[str, Metric]:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..monitor.contention import Contention
 from ..monitor.sampler import GpuReading, MonitorReading
 from ..presets import Preset
 from .snapshot import RunInfo, Snapshot
@@ -23,7 +24,9 @@ def _num(value: float | None, digits: int = 4) -> float | None:
     return round(float(value), digits)
 
 
-def start_event(preset: Preset, device: str, steps: int, warmup: int, env: dict[str, Any]) -> dict[str, Any]:
+def start_event(preset: Preset, device: str, steps: int, warmup: int, env: dict[str, Any],
+                contention: Contention | None = None) -> dict[str, Any]:
+    """`contention`: was other work competing as the run started (`monitor.contention`; null when not read)."""
     size_name = "cpu" if device == "cpu" else "default"
     return {
         "event": "start",
@@ -44,6 +47,7 @@ def start_event(preset: Preset, device: str, steps: int, warmup: int, env: dict[
         "config_label": preset.config.label if preset.config is not None else None,
         "note": None if device != "cpu" else CPU_NOTE if preset.model is None else CPU_NOTE_MODEL,
         "env": env,
+        "contention": contention.to_dict() if contention is not None else None,
     }
 
 
@@ -103,13 +107,17 @@ def gpu_fields(gpu: GpuReading) -> dict[str, Any]:
     return {"index": gpu.index, **{k: _num(v, 2) for k, v in gpu.metrics().items()}, "error": gpu.error}
 
 
+NO_CONTENTION = {"contention": None, "other_cpu_cores": None, "other_gpu_processes": None}
+
+
 def monitor_fields(reading: MonitorReading | None) -> dict[str, Any]:
-    """A step line's monitor keys: the flat fields (the run's first GPU, and the host) and `gpus`, every GPU
-    of the run."""
+    """A step line's monitor keys: the flat fields (the run's first GPU, and the host), `gpus`, every GPU
+    of the run, and the latest contention sample's level, other processes' CPU cores and GPU processes."""
     if reading is None:
-        return {**{k: None for k in MonitorReading(time=0).metrics()}, "gpus": []}
+        return {**{k: None for k in MonitorReading(time=0).metrics()}, "gpus": [], **NO_CONTENTION}
+    c = reading.contention
     return {**{k: _num(v, 2) for k, v in reading.metrics().items()},
-            "gpus": [gpu_fields(g) for g in reading.run_gpus]}
+            "gpus": [gpu_fields(g) for g in reading.run_gpus], **(c.step_fields() if c else NO_CONTENTION)}
 
 
 def step_event(rec: StepRecord, monitor: dict[str, Any]) -> dict[str, Any]:
@@ -165,6 +173,7 @@ def summary(snap: Snapshot) -> Summary:
         **analysis_fields(snap),
         distributed=_clean(dict(snap.distributed)) if snap.distributed else None,
         peak_memory_bytes=snap.peak_memory_bytes,
+        contention=_clean(dict(snap.monitor.run_contention)) if snap.monitor and snap.monitor.run_contention else None,
     )
 
 

@@ -5,6 +5,7 @@ ones: a missing or ill-typed value is None, a key it does not know is kept and w
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -48,11 +49,12 @@ class Summary:
     bottleneck: Mapping[str, Any] | None = None
     distributed: Mapping[str, Any] | None = None  # a data-parallel run's (docs/distributed.md); absent otherwise
     peak_memory_bytes: int | None = None  # a CUDA run's torch.cuda.max_memory_allocated(); None on CPU
+    contention: Mapping[str, Any] | None = None  # other work competing over the run (monitor/contention.py)
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a loaded summary this version does not know
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object (docs/json.md): every key but `distributed`, which is there only when set, in the order
-        the `end` line has always had (`peak_memory_bytes` last: null on CPU)."""
+        the `end` line has always had (`peak_memory_bytes`, then `contention`, last)."""
         out: dict[str, Any] = {}
         for f in fields(self):
             if f.name == "extra":
@@ -66,14 +68,16 @@ class Summary:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Summary":
         """A summary as a results file or a `--json` output holds it; never raises on odd values."""
-        known = {f.name: f for f in fields(cls) if f.name != "extra"}
-        values: dict[str, Any] = {}
-        for name, f in known.items():
-            if name not in d:
-                continue
-            values[name] = _typed(str(f.type), d[name])
+        known = _known_fields()
+        values = {name: _typed(kind, d[name]) for name, kind in known.items() if name in d}
         extra = {k: v for k, v in d.items() if k not in known}
         return cls(**values, extra=extra)
+
+
+@functools.cache
+def _known_fields() -> dict[str, str]:
+    """Summary's field names and their annotations, found once (a 10,000-run history reads 10,000 summaries)."""
+    return {f.name: str(f.type) for f in fields(Summary) if f.name != "extra"}
 
 
 def _typed(kind: str, value: Any) -> Any:

@@ -49,7 +49,7 @@ def _gpu_metrics(g: Mapping[str, Any]) -> dict[str, Any]:
 def _reading(e: Mapping[str, Any], when: float) -> MonitorReading:
     gpus = tuple(GpuReading(index=_int(g.get("index")), in_use=True, **_gpu_metrics(g))
                  for g in e.get("gpus") or () if isinstance(g, dict))
-    values = {k: _float(e.get(k)) for k in METRIC_UNITS}
+    values: dict[str, Any] = {k: _float(e.get(k)) for k in METRIC_UNITS}  # the metric fields alone
     why = "not in the stream" if gpus else NO_GPU
     na = {k: why if k.startswith("gpu_") else "not in the stream" for k, v in values.items() if v is None}
     return MonitorReading(time=when, gpus=gpus, na=MappingProxyType(na), **values)

@@ -17,6 +17,10 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("enter", "presets: start the highlighted preset · comparison: the run's full record"),
     ("i", "the full record of the highlighted comparison row (as enter there)"),
     ("s", "stop the run after its current step (s again while it compiles: end its worker)"),
+    ("m c", "presets: m marks the highlighted one · c runs the marked ones (and their baseline) interleaved, "
+            "A/B/B/A with repeats, and shows their pooled intervals"),
+    ("t x u [ ]", "comparison: t sorts (run order, median, speed-up, preset) · x hides the row · u shows the "
+                  "hidden ones · [ ] older / newer page of a long history"),
     ("d", "the full Apex doctor report"),
     ("a", "the Advice screen: which presets to use here"),
     ("o", "the worker's output: compile messages, warnings, errors of every run"),

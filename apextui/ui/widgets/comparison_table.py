@@ -5,14 +5,22 @@ Speed-ups are `core.compare`'s: ≈ when within noise, coloured only beyond nois
 (a 60-column terminal) keeps preset, median, speed-up, loss and max error under short headers; from `NORMAL`
 the device and p10–p90 join and the loss shows its floor; from `WIDE` the speed-up shows its 95 % interval;
 from `EXTRA` (big terminals) steps, throughput and compile time join. The subtitle names the
-baseline run when another one was passed over (stopped, failed, too short)."""
+baseline run when another one was passed over (stopped, failed, too short), and the drift between runs every
+interval holds (`RunIndex.drift_notes`: "single runs, one after another: drift unknown" until a preset has run
+twice). A speed-up whose run or baseline was measured while other work competed (`monitor.contention`) is marked
+⚠.
+
+Rows: `t` sorts (run order, median, speed-up, preset), `x` hides the cursor row and `u` shows the hidden ones
+again (hidden rows stay in the results: saved, exported, compared). A long history is paged: `PAGE_ROWS` rows at
+a time (the newest first shown), `[` / `]` the older / newer page, "showing 9,801–10,000 of 10,000" in the
+subtitle. Why: Textual measures every cell it is given; 10,000 rows took 2-3 s to open, one page a few ms."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal, get_args
 
 from rich.text import Text
 from textual.binding import Binding, BindingType
@@ -38,7 +46,8 @@ class Column:
 
 
 COLUMNS = (
-    Column("preset", "preset", "preset", NARROW), Column("device", "dev", "dev", NORMAL),
+    Column("preset", "preset", "preset", NARROW), Column("run", "run", "#", NARROW),
+    Column("device", "dev", "dev", NORMAL),
     Column("median", "median ms", "ms", NARROW), Column("spread", "p10–p90", "p10–p90", NORMAL),
     Column("speedup", "speed-up", "speed-up", NARROW), Column("loss", "loss/floor", "loss", NARROW),
     Column("err", "max err", "err", NARROW), Column("steps", "steps", "steps", EXTRA),
@@ -46,6 +55,11 @@ COLUMNS = (
 )
 STATUS_MARK = {"ok": "", "stopped": " ■", "failed": " ✗"}
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red"}  # within noise: no colour
+COMPETED = " ⚠"  # after a speed-up: other work competed with the run or its baseline
+PAGE_ROWS = 100  # rows on one page of the table (Textual measures each: 100 cost a few ms)
+
+SortKey = Literal["run order", "median", "speed-up", "preset"]
+SORTS: tuple[SortKey, ...] = get_args(SortKey)
 
 
 def tier(width: int) -> int:
@@ -69,11 +83,13 @@ def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = 
     spread = f"{fmt.ms(row.p10_ms)}–{fmt.ms(row.p90_ms)}" if row.p10_ms is not None else fmt.DASH
     if row.status == "failed":  # no speed-up (`results.comparison`), and never a baseline
         up_text = Text("failed", style="red")
-    elif index.baseline(row) is row:
+    elif index.is_base(row):
         up_text = Text("base", style="dim")
     else:
         c = index.comparison(row)
         up_text = Text(format_speedup(c, level < WIDE), style=VERDICT_STYLE.get(c.verdict, "") if c else "dim")
+    if row.status != "failed" and index.competed(row):
+        up_text.append(COMPETED, style="bold yellow")
     if row.final_loss is not None:
         loss = Text(f"{row.final_loss:.3f}")
         if row.loss_floor is not None and level > NARROW:
@@ -90,7 +106,8 @@ def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = 
     unit = str(summary.throughput_unit or "/s").replace("tokens", "tok")
     compile_s = summary.compile_s
     by_key: dict[str, object] = {
-        "preset": name, "device": row.device, "median": Text(fmt.ms(row.median_ms), style="bold"),
+        "preset": name, "run": str(index.number(row)), "device": row.device,
+        "median": Text(fmt.ms(row.median_ms), style="bold"),
         "spread": spread, "speedup": up_text, "loss": loss, "err": err,
         "steps": str(steps) if isinstance(steps, int) else fmt.DASH,
         "throughput": fmt.si(summary.throughput, unit),
@@ -99,8 +116,25 @@ def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = 
     return tuple(by_key[c.key] for c in columns(level))
 
 
+def _sort_value(key: SortKey, index: RunIndex) -> Callable[[tuple[int, ResultRow]], tuple[object, ...]]:
+    """How `key` orders (position, row) pairs: a row without the value goes last; ties keep run order."""
+    def value(item: tuple[int, ResultRow]) -> tuple[object, ...]:
+        i, row = item
+        if key == "median":
+            return (row.median_ms is None, row.median_ms or 0.0, i)
+        if key == "speed-up":  # fastest first; the base and rows without one after
+            c = index.comparison(row)
+            return (c is None, -(c.speedup if c else 0.0), i)
+        if key == "preset":
+            return (row.preset, i)
+        return (i,)
+
+    return value
+
+
 class ComparisonTable(DataTable):
-    """Rows are rebuilt when a run finishes or results are loaded (rare), never per step.
+    """Rows are rebuilt when a run finishes or results are loaded (rare), never per step; only one page of them
+    (`PAGE_ROWS`) is given to Textual.
 
     A list of rows: Home/End go to the first/last row (DataTable's scrolled sideways and cut the first
     letter of every row), and the cursor row stays in view above the horizontal scrollbar."""
@@ -108,12 +142,24 @@ class ComparisonTable(DataTable):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("home", "first_row", "First row", show=False),
         Binding("end", "last_row", "Last row", show=False),
+        Binding("t", "sort", "Sort", show=False),
+        Binding("x", "hide_row", "Hide row", show=False),
+        Binding("u", "unhide", "Show hidden", show=False),
+        Binding("left_square_bracket", "page(-1)", "Older page", show=False, key_display="["),
+        Binding("right_square_bracket", "page(1)", "Newer page", show=False, key_display="]"),
     ]
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, page_rows: int = PAGE_ROWS) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self.border_title = "Comparison"
         self.rows_data: list[ResultRow] = []
+        self.page_rows = page_rows
+        self.sort_key: SortKey = "run order"
+        self.hidden: set[int] = set()  # id() of the rows hidden (`x`); they stay in rows_data
+        self.page = -1  # the page shown, from 0; -1: the last one (the newest rows in run order)
+        self.rows_built = 0  # rows given to Textual since the table was made (the paging test counts them)
+        self.shown: list[int] = []  # rows_data positions of the rows on screen, top to bottom
+        self._order: list[int] = []  # every shown-or-paged position, in the table's order (hidden ones out)
         self._tier: int | None = None  # the tier of the columns shown
 
     def on_mount(self) -> None:
@@ -128,11 +174,55 @@ class ComparisonTable(DataTable):
 
     def add_result(self, row: ResultRow) -> None:
         self.rows_data.append(row)
-        self._rebuild()
+        self.page = -1 if self.sort_key == "run order" else self.page  # the new run in view
+        self._rebuild(cursor=len(self.rows_data) - 1)
 
     def add_results(self, rows: Sequence[ResultRow]) -> None:
         self.rows_data.extend(rows)
+        self.page = -1 if self.sort_key == "run order" else self.page
+        self._rebuild(cursor=len(self.rows_data) - 1)
+
+    def row_at(self, display_row: int) -> ResultRow | None:
+        """The run on screen row `display_row` (the cursor's), or None when there is none."""
+        if not self.shown:
+            return None
+        return self.rows_data[self.shown[min(max(display_row, 0), len(self.shown) - 1)]]
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-len(self._order) // self.page_rows))
+
+    def _page_index(self) -> int:
+        return self.pages - 1 if self.page < 0 else min(self.page, self.pages - 1)
+
+    def action_sort(self) -> None:
+        """`t`: the next order (run order, median, speed-up, preset)."""
+        self.sort_key = SORTS[(SORTS.index(self.sort_key) + 1) % len(SORTS)]
+        self.page = -1 if self.sort_key == "run order" else 0
         self._rebuild()
+
+    def action_hide_row(self) -> None:
+        """`x`: hide the cursor row (it stays in the results; `u` shows it again)."""
+        row = self.row_at(self.cursor_row)
+        if row is None:
+            return
+        at = self.cursor_row
+        self.hidden.add(id(row))
+        self._rebuild(keep_row=at)
+
+    def action_unhide(self) -> None:
+        """`u`: show every hidden row again."""
+        if self.hidden:
+            self.hidden.clear()
+            self._rebuild()
+
+    def action_page(self, step: int) -> None:
+        """`[` / `]`: the older / newer page (earlier / later in the table's order)."""
+        now = self._page_index()
+        target = min(max(now + step, 0), self.pages - 1)
+        if target != now:
+            self.page = target
+            self._rebuild(keep_row=0 if step > 0 else self.page_rows - 1)
 
     def action_first_row(self) -> None:
         if self.row_count:
@@ -165,31 +255,62 @@ class ComparisonTable(DataTable):
         if self._tier != tier(self.size.width):
             self._rebuild()
 
-    def _rebuild(self) -> None:
+    def _rebuild(self, cursor: int | None = None, keep_row: int | None = None) -> None:
+        """Redraw the page shown. `cursor`: a rows_data position to put the cursor on (its page is shown when it is
+        on none other); `keep_row`: a screen row to keep the cursor at; else the last row."""
         level = tier(self.size.width)
         if level != self._tier:
             self._set_columns(level)
         else:
             self.clear()
-        files: dict[str, int] = {}
         index = RunIndex(self.rows_data)
-        for i, row in enumerate(self.rows_data):
-            label = ""
-            if row.source != SESSION:
-                files.setdefault(row.source, len(files) + 1)
-                label = f"f{files[row.source]}"
+        items = [(i, r) for i, r in enumerate(self.rows_data) if id(r) not in self.hidden]
+        if self.sort_key != "run order":
+            items.sort(key=_sort_value(self.sort_key, index))
+        self._order = [i for i, _ in items]
+        if cursor is not None and cursor in self._order:
+            self.page = self._order.index(cursor) // self.page_rows
+        first = self._page_index() * self.page_rows
+        self.shown = self._order[first:first + self.page_rows]
+        files: dict[str, int] = {}
+        for r in self.rows_data:  # numbered over every row, so f1 stays f1 on every page
+            if r.source != SESSION:
+                files.setdefault(r.source, len(files) + 1)
+        for i in self.shown:
+            row = self.rows_data[i]
+            label = f"f{files[row.source]}" if row.source != SESSION else ""
             self.add_row(*cells(row, index, label, level), key=str(i))
-        if self.rows_data:
-            self.move_cursor(row=len(self.rows_data) - 1)
-        self._update_subtitle(index)
+            self.rows_built += 1
+        if self.shown:
+            if cursor is not None and cursor in self.shown:
+                self.move_cursor(row=self.shown.index(cursor))
+            elif keep_row is not None:
+                self.move_cursor(row=min(max(keep_row, 0), len(self.shown) - 1))
+            else:
+                self.move_cursor(row=len(self.shown) - 1)
+        self._update_subtitle(index, files)
 
-    def _update_subtitle(self, index: RunIndex | None = None) -> None:
-        files = sorted({r.source for r in self.rows_data if r.source != SESSION})
-        notes = (index or RunIndex(self.rows_data)).notes()
+    def _update_subtitle(self, index: RunIndex | None = None, files: dict[str, int] | None = None) -> None:
         if not self.rows_data:
             self.border_subtitle = "finished runs appear here"
-        elif files or notes:
-            self.border_subtitle = " · ".join([*notes, *(f"f{i} {Path(f).name}" for i, f in enumerate(files, 1))])
+            return
+        index = index or RunIndex(self.rows_data)
+        parts: list[str] = []
+        if len(self._order) > len(self.shown):
+            first = self._page_index() * self.page_rows
+            parts.append(f"showing {first + 1:,}–{first + len(self.shown):,} of {len(self._order):,} · [ ] page")
+        if self.hidden:
+            parts.append(f"{len(self.hidden):,} hidden · u shows")
+        if self.sort_key != "run order":
+            parts.append(f"by {self.sort_key} · t sorts")
+        notes = index.notes()
+        drift = index.drift_notes()
+        if any(index.competed(self.rows_data[i]) for i in self.shown):
+            parts.append("⚠ measured while other work competed")
+        named = sorted((files or {}).items(), key=lambda kv: kv[1])
+        if notes or named or drift:
+            parts.extend([*notes, *drift, *(f"f{n} {Path(f).name}" for f, n in named)])
         else:
             interval = " (95 % interval)" if (self._tier or NARROW) >= WIDE else ""
-            self.border_subtitle = f"speed-up = baseline median / median{interval}, ≈ within noise"
+            parts.append(f"speed-up = baseline median / median{interval}, ≈ within noise")
+        self.border_subtitle = " · ".join(parts)

@@ -15,6 +15,7 @@ from textual.timer import Timer
 from textual.widgets import ProgressBar, Static
 
 from apextui.core.availability import Availability
+from apextui.core.monitor.contention import competing, describe
 from apextui.core.presets import Preset
 from apextui.core.run.runner import RunInfo
 
@@ -35,6 +36,23 @@ def _ms_label(value: float) -> str:
 
 def _loss_label(value: float) -> str:
     return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+
+
+def competed_text(snap: object) -> str:
+    """The run pane's warning: while running, the latest sample's (`monitor.contention`); once finished, the whole
+    run's record ('busy in 3 of 5 samples: …'); '' when nothing competed."""
+    reading = getattr(snap, "monitor", None)
+    if reading is None:
+        return ""
+    if getattr(snap, "finished", False):
+        record = reading.run_contention
+        if not competing(record):
+            return ""
+        level = str(record.get("level"))
+        n = record.get(f"{level}_samples") if level in ("busy", "throttled") else None
+        return f"{level} in {n} of {record.get('samples')} samples" if n else describe(record)
+    c = reading.contention
+    return c.short if c is not None else ""
 
 
 STOPPING_COMPILE = "■ stopping once compilation ends (s again: end it now)…"
@@ -178,6 +196,9 @@ class LiveRun(Vertical):
         title = Text.assemble((label, style), "  ")
         if snap.error:  # first, where the one-line title cannot cut it off
             title.append(f"{snap.error}  ", style="red")
+        busy = competed_text(snap)
+        if busy:  # next: other work competing makes every number of this run suspect
+            title.append(f"⚠ {busy}  ", style="bold yellow")
         if info is not None:
             size = "small size" if info.size_name == "cpu" else "full size"
             title.append(f"{info.preset}", style="bold")

@@ -25,10 +25,14 @@ class PresetPicker(OptionList):
     highlighted so that the run pane shows the full reason and the fix.
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "select", "Start", show=True)]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select", "Start", show=True),
+        Binding("m", "mark", "Mark", show=False),  # for `c`, the interleaved comparison of the marked presets
+    ]
 
     def __init__(self, presets: Sequence[Preset], *, id: str | None = None) -> None:
         self.presets = list(presets)
+        self.marked: list[str] = []  # `m`: presets marked for the interleaved comparison (`c`), in marking order
         self._by_name = {p.name: p for p in self.presets}
         self._avail: Mapping[str, Availability] | None = None
         super().__init__(*self._build_options(), id=id)
@@ -60,6 +64,8 @@ class PresetPicker(OptionList):
         tag = f" {p.amp}" if p.amp != "none" else ""
         if self._avail is None:
             return Option(Text.assemble(("  ", ""), (p.name, ""), (tag, "dim")), id=p.name)
+        if p.name in self.marked:
+            return Option(Text.assemble(("● ", "bold cyan"), (p.name, "bold cyan"), (tag, "dim")), id=p.name)
         if self.is_available(p.name):
             return Option(Text.assemble(("✓ ", "green"), (p.name, "bold"), (tag, "dim")), id=p.name)
         # still highlightable, so the run pane can show the whole reason and the fix; enter refuses it
@@ -67,6 +73,19 @@ class PresetPicker(OptionList):
         text = Text.assemble(("✗ ", "red"), (p.name, "dim strike"), (tag, "dim"), (f" {reason}", "dim italic"),
                              no_wrap=True, overflow="ellipsis")
         return Option(text, id=p.name)
+
+    def action_mark(self) -> None:
+        """`m`: mark (or unmark) the highlighted preset for the interleaved comparison (`c`)."""
+        p = self.highlighted_preset
+        if p is None:
+            return
+        if p.name in self.marked:
+            self.marked.remove(p.name)
+        else:
+            self.marked.append(p.name)
+        self.replace_option_prompt(p.name, self._preset_option(p).prompt)
+        self.border_subtitle = (f"{len(self.marked)} marked · c compares interleaved" if self.marked else
+                                self.border_subtitle if "marked" not in str(self.border_subtitle) else "")
 
     def is_available(self, name: str) -> bool:
         """Known to be runnable on the probed device (False while probing)."""

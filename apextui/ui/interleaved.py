@@ -1,0 +1,115 @@
+"""`c`: an interleaved comparison of the presets marked in the picker (`m`), A/B/B/A with repeats.
+
+Why: the comparison table's rows are single runs made one after another, and the host drifts between them (the
+same preset measured 65.3 and 36.6 ms/step minutes apart on a busy box); `core.compare` widens their intervals by
+that drift. Interleaving the runs (repeat 1 in order, repeat 2 reversed, ...) spreads the drift over every preset
+alike, and the hull of each preset's repeats holds it. The runs are `core.advise.Advisor`'s (its interleaving, its
+pooled intervals, the one noise rule): this module only runs it in a background thread with the marked presets and
+their workload's baseline, never stores the result as the machine's advice, and puts every run it made in the
+comparison table as well. `lines` is what the result screen shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from apextui.core.advise import DEFAULT_REPEATS
+from apextui.core.compare import format_speedup, from_fields
+from apextui.core.number_format import ms as fmt_ms
+from apextui.core.presets import BASELINES, Preset
+from apextui.core.results import ResultRow, row_from_snapshot
+
+from .screens.advise_screen import AdviceJob
+
+MIN_PRESETS = 2
+
+
+def selection(marked: Sequence[str], presets: Sequence[Preset]) -> tuple[list[Preset], str | None]:
+    """The presets to interleave: the marked ones and, where missing, their workload's baseline; or why not."""
+    by_name = {p.name: p for p in presets}
+    chosen = [by_name[n] for n in marked if n in by_name]
+    if len(chosen) < MIN_PRESETS:
+        return [], f"mark {MIN_PRESETS} or more presets with m in the preset list, then press c"
+    for workload in dict.fromkeys(p.workload for p in chosen):
+        base = BASELINES.get(workload)
+        if base and not any(p.variant == base for p in chosen if p.workload == workload):
+            found = next((p for p in presets if p.workload == workload and p.variant == base), None)
+            if found is not None:
+                chosen.append(found)
+    return chosen, None
+
+
+class InterleavedJob(AdviceJob):
+    """One interleaved comparison, measured in a daemon thread: the Advice screen's job (its thread, progress,
+    stop and shutdown) over the marked presets, never reusing stored advice nor storing its own; each run's final
+    snapshot also goes to `on_row` as a comparison-table row."""
+
+    def __init__(self, *, device: str, presets: Sequence[Preset], availability: Mapping[str, Any],
+                 runner_factory: Any, steps: int | None, repeats: int = DEFAULT_REPEATS,
+                 sample_interval: float = 1.0, on_row: Callable[[ResultRow], None] | None = None,
+                 env: Mapping[str, Any] | None = None) -> None:
+        self.on_row = on_row
+        super().__init__(device=device, presets=presets, availability=availability,
+                         runner_factory=self._factory(runner_factory), steps=steps, repeats=repeats,
+                         workloads=list(dict.fromkeys(p.workload for p in presets)), sample_interval=sample_interval,
+                         reuse=False, env=env or {"device": device, "key": "interleaved"})
+
+    def _factory(self, inner: Any) -> Any:
+        """The app's runner factory, each run's final snapshot also made a comparison-table row."""
+        def factory(preset: Preset, device: str, callback: Callable[[Any], None], **kw: Any) -> Any:
+            def tee(snap: Any) -> None:
+                callback(snap)
+                if snap.finished and self.on_row is not None:
+                    try:
+                        self.on_row(row_from_snapshot(snap, preset, device))
+                    except Exception:  # noqa: BLE001 - the comparison goes on without that row
+                        pass
+
+            return inner(preset, device, tee, **kw)
+
+        return factory
+
+    def _main(self) -> None:
+        """Measure; unlike the advice, the result is not the machine's advice and is never stored."""
+        try:
+            self.doc = self.advisor.run()
+        except Exception as exc:  # noqa: BLE001 - shown to the user, never kills the app
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self._done.set()
+
+    def progress_line(self) -> str:
+        latest, done, total, _ = self.state()
+        if latest is None:
+            return f"interleaved comparison: starting ({total} runs)"
+        return (f"interleaved comparison: run {min(done + 1, total)}/{total}: {latest.preset} "
+                f"repeat {latest.repeat}/{latest.repeats} · {latest.status}")
+
+
+def lines(doc: Mapping[str, Any]) -> list[str]:
+    """The result: per workload, each preset's median (of its repeats) and interval, and its speed-up against the
+    baseline with the interval that holds the run-to-run spread (`compare.timing_from_runs` via the advice)."""
+    s = doc.get("settings") or {}
+    out = [f"interleaved A/B/B/A: {s.get('repeats')} repeat(s) × {s.get('steps')} steps on {doc.get('device')}"
+           + (" (PARTIAL: stopped)" if doc.get("status") == "partial" else "")]
+    for w in doc.get("workloads") or []:
+        out.append("")
+        out.append(f"{w.get('workload')} (against {w.get('baseline')})")
+        for p in w.get("presets") or []:
+            if p.get("median_ms") is None:
+                why = p.get("reason") or p.get("status") or "not measured"
+                out.append(f"  {p.get('preset')}: {why}")
+                continue
+            low, high = p.get("median_low_ms"), p.get("median_high_ms")
+            interval = f" ({fmt_ms(low)}–{fmt_ms(high)})" if low is not None and high is not None else ""
+            if p.get("preset") == w.get("baseline"):
+                up = "base"
+            else:
+                c = from_fields(p, "speedup_vs_baseline")
+                up = format_speedup(c) if c is not None else "—"
+            out.append(f"  {p.get('preset')}: {fmt_ms(p.get('median_ms'))} ms{interval} over {p.get('repeats')} "
+                       f"run(s) · {up}")
+    out.append("")
+    out.append("≈ within noise; each interval holds every repeat's own noise and the spread between the repeats")
+    return out

@@ -1,0 +1,74 @@
+"""Other work competing with a run (issue 27 §1): the run pane says so while it runs and once it ends, and the
+comparison table marks the speed-ups of such a run (and of runs compared with it) with ⚠."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import MappingProxyType
+
+import pytest
+from ui_fakes import FakeEngine, gpu_app, reading, running, static_text, wait_for
+
+from apextui.core.monitor.contention import Contention, ContentionTally
+from apextui.ui.widgets.comparison_table import COMPETED, ComparisonTable
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+
+
+def busy_reading(i: int, gpu: bool):
+    c = Contention("busy", 1.9, 1.0, 2, reasons=("other processes used 1.9 of 2 CPU cores",))
+    tally = ContentionTally()
+    for _ in range(i + 1):
+        tally.add(c)
+    return dataclasses.replace(reading(i, gpu), contention=c, run_contention=MappingProxyType(tally.to_dict()))
+
+
+async def test_a_busy_run_is_marked_on_the_run_pane_and_beside_its_speedup(tmp_path):
+    engine = FakeEngine(hold={"fused_amp": 30})
+    app = gpu_app(engine, save_dir=tmp_path)
+    async with running(app, (120, 40)) as pilot:
+        app.start_preset("fp32")  # quiet
+        await wait_for(pilot, lambda: app.active is None, 5, "fp32")
+        engine.monitor = busy_reading
+        app.start_preset("fused_amp")
+        await wait_for(pilot, lambda: "⚠ busy: other work 1.9/2 CPU cores" in static_text(app, "#run-title"), 5,
+                       "the busy warning while running")
+        engine.runners[-1].release()
+        await wait_for(pilot, lambda: app.active is None, 5, "fused_amp")
+        await pilot.pause(0.6)
+        assert "⚠ busy in" in static_text(app, "#run-title")
+        table = app.query_one(ComparisonTable)
+        fp32_cell, amp_cell = (str(table.get_row_at(i)[5]) for i in range(2))
+        assert fp32_cell == "base" and amp_cell.endswith(COMPETED)
+        assert "measured while other work competed" in str(table.border_subtitle)
+        assert table.rows_data[1].summary.contention["level"] == "busy"
+        assert table.rows_data[0].summary.contention is None  # the fake's quiet readings carry none
+
+
+async def test_the_marked_presets_run_interleaved_and_show_pooled_intervals(tmp_path):
+    """m marks adamw_fused and fused_adam, c runs them with their baseline adamw A/B/B/A (as advise does)."""
+    from ui_fakes import highlight
+
+    from apextui.ui.screens.interleaved_screen import InterleavedScreen
+
+    engine = FakeEngine()
+    app = gpu_app(engine, save_dir=tmp_path, steps=40)
+    async with running(app, (120, 40)) as pilot:
+        for name in ("adamw_fused", "fused_adam"):
+            await highlight(pilot, app, name)
+            await pilot.press("m")
+        assert app.picker.marked == ["adamw_fused", "fused_adam"]
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, InterleavedScreen), 20, "the comparison's result")
+        order = [r.preset.name for r in engine.runners]
+        assert order == ["adamw_fused", "fused_adam", "adamw", "adamw", "fused_adam", "adamw_fused"]  # A B C C B A
+        body = static_text(app.screen, "#interleaved-body")
+        assert "interleaved A/B/B/A: 2 repeat(s) × 40 steps" in body
+        assert "adamw: " in body and "over 2 run(s) · base" in body
+        fused = next(line for line in body.splitlines() if line.strip().startswith("adamw_fused:"))
+        assert "×" in fused and "over 2 run(s)" in fused
+        table = app.query_one(ComparisonTable)
+        assert [r.preset for r in table.rows_data] == order  # every run joined the table, numbered
+        assert [str(table.get_row_at(i)[1]) for i in range(6)] == ["1", "1", "1", "2", "2", "2"]
+        await pilot.press("escape")
+        assert app.active is None and not app.interleaved_job.running
