@@ -313,3 +313,13 @@ def test_the_reader_gets_a_segments_last_lines_written_just_before_the_next_segm
 
     monkeypatch.setattr(reader, "segments", racing)
     assert [e.get("step") for e in follower.poll()] == [2, 3]
+
+
+def test_without_a_warm_up_the_blocks_are_still_sized():
+    """warmup=0 (allowed): the first timed step sizes the blocks; before, no step was in the calibration window,
+    so every step stayed its own interval and every step harvested the clock."""
+    with apextui.watch(name="no-warmup", warmup=0) as mon:
+        for _ in range(2000):  # steps of microseconds: blocks of many steps
+            mon.step(loss=1.0)
+    steps = [e for e in stream_events(mon) if e["event"] == "step"]
+    assert max(e["steps"] for e in steps) > 1 and sum(e["steps"] for e in steps) == 1999

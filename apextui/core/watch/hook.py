@@ -221,9 +221,15 @@ class Watch:
             clock.end_step(n, loss)
         now = time.perf_counter()
         # until the blocks are sized, every step after the warm-up looks for its intervals (sized sooner)
-        if now >= self._next_harvest or (not self._calibrated and n >= self._cal_from + self.warmup):
+        if now >= self._next_harvest or (not self._calibrated and n >= self._cal_until()):
             self._next_harvest = now + HARVEST_INTERVAL_S
             self._harvest()
+
+    def _cal_until(self) -> int:
+        """The last step of the calibration window: the warm-up's end, and at least the second timed step (the
+        first holds the monitor's own start): with warmup 0 no step was in the window, the blocks were never
+        sized, and every step was its own interval and harvested the clock."""
+        return self._cal_from + max(2, self.warmup)
 
     def _costing(self, n: int) -> bool:
         return not self._calibrated and self._cal_from + self.warmup // 2 < n <= self._cal_from + self.warmup
@@ -364,7 +370,7 @@ class Watch:
 
     def _calibrate(self, records: list[StepRecord]) -> None:
         """Once the warm-up's intervals are in: its second half's median sets the block size."""
-        lo, hi = self._cal_from + self.warmup // 2, self._cal_from + self.warmup
+        lo, hi = self._cal_from + max(2, self.warmup) // 2, self._cal_until()
         self._cal_ms += [r.ms for r in records if lo < r.step <= hi]
         if records[-1].step < hi or not self._cal_ms:
             return
