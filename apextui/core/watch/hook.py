@@ -453,7 +453,15 @@ class Watch:
                 pass
 
     def _at_exit(self) -> None:
-        self.close()
+        """Never closed: the program ends. After an uncaught exception (Python keeps it in `sys.last_value` before
+        the exit handlers run) the run ended `failed` (Ctrl-C: `stopped`), not `ok`."""
+        exc = getattr(sys, "last_value", None)
+        if isinstance(exc, KeyboardInterrupt):
+            self.close("stopped", "interrupted")
+        elif isinstance(exc, BaseException):
+            self.close("failed", f"{type(exc).__name__}: {exc}")
+        else:
+            self.close()
 
     def __enter__(self) -> "Watch":
         return self
