@@ -327,8 +327,8 @@ def test_without_a_warm_up_the_blocks_are_still_sized():
 
 def test_a_program_that_dies_of_an_exception_without_close_ends_its_run_failed(tmp_path):
     """The README's plain loop (no `with`, no close) raising: closed at exit, `failed` with the error, not `ok`."""
-    code = ("import apextui\nmon = apextui.watch(name='crash', where=r'%s')\n"
-            "for i in range(30): mon.step(loss=1 / (i + 1))\nraise RuntimeError('CUDA out of memory')\n" % tmp_path)
+    code = (f"import apextui\nmon = apextui.watch(name='crash', where=r'{tmp_path}')\n"
+            "for i in range(30): mon.step(loss=1 / (i + 1))\nraise RuntimeError('CUDA out of memory')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=ROOT,
                           timeout=60)
     assert proc.returncode == 1 and "CUDA out of memory" in proc.stderr
