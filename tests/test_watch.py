@@ -335,3 +335,21 @@ def test_a_program_that_dies_of_an_exception_without_close_ends_its_run_failed(t
     (folder,) = (tmp_path / "runs").iterdir()
     end = reader.last_end(folder)
     assert end is not None and end["status"] == "failed" and end["error"] == "RuntimeError: CUDA out of memory"
+
+
+def test_a_damaged_stream_of_other_shapes_is_read_without_a_traceback(tmp_path, capfd):
+    """Lines that are JSON but not of the stream's shapes (a list where an object goes) are skipped, as lines that
+    are not JSON are: attach --json, the replay and the comparison rows give no traceback."""
+    from apextui.core.watch.rows import Table
+
+    meta = store.new_run("damaged", where=tmp_path)
+    lines = [{"event": "start", "preset": "damaged", "warmup": 0}, {"event": "setup", "device": "cpu"},
+             {"event": "step", "step": 2, "ms": 1.0, "gpus": 3}, {"event": "metric", "step": 2, "values": [1, 2]},
+             {"event": "end", "status": "ok", "summary": [1]}]
+    stream.segment_path(Path(meta.path), 1).write_text("".join(json.dumps(e) + "\n" for e in lines))
+    assert main(["attach", meta.path, "--json"]) == 0
+    assert "Traceback" not in capfd.readouterr().err
+    replay = Replay()
+    replay.add(lines)
+    assert replay.snapshot().steps_done == 1 and replay.metrics == {}
+    assert [r.status for _, r in Table(tmp_path).rows()] == ["ok"]

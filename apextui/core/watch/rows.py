@@ -87,7 +87,8 @@ class Table:
             found.append((m, end, device))
         chosen: dict[str, str] = {}
         for m, e, device in found:
-            if device not in chosen and baseline_problem(str(e.get("status")), e.get("summary") or {}) is None:
+            summary = e.get("summary") if isinstance(e.get("summary"), dict) else {}
+            if device not in chosen and baseline_problem(str(e.get("status")), summary) is None:
                 chosen[device] = m.path
         picked = next((d for m, _, d in found if m.path == baseline), None)
         if picked is not None and baseline is not None:
