@@ -353,3 +353,19 @@ def test_a_damaged_stream_of_other_shapes_is_read_without_a_traceback(tmp_path, 
     replay.add(lines)
     assert replay.snapshot().steps_done == 1 and replay.metrics == {}
     assert [r.status for _, r in Table(tmp_path).rows()] == ["ok"]
+
+
+def test_at_exit_an_error_from_before_the_run_is_not_the_runs(monkeypatch):
+    """An interactive session keeps its last error in sys.last_value: one from before the run does not make the
+    never-closed run `failed`; one that came during it does."""
+    monkeypatch.setattr(sys, "last_value", ValueError("an earlier cell's error"), raising=False)
+    runs = []
+    for name in ("earlier", "during"):
+        mon = apextui.watch(name=name)
+        for i in range(20):
+            mon.step(loss=1.0 / (i + 1))
+        if name == "during":
+            monkeypatch.setattr(sys, "last_value", RuntimeError("diverged"))
+        mon._at_exit()
+        runs.append(stream_events(mon)[-1])
+    assert [(e["status"], e["error"]) for e in runs] == [("ok", None), ("failed", "RuntimeError: diverged")]

@@ -140,6 +140,7 @@ class Watch:
         self._on_host = False  # the clock is the host's (CpuClock)
         self._nonfinite = False
         self.where = Path(where) if where is not None else None
+        self._earlier_exc = getattr(sys, "last_value", None)  # an interactive session's earlier error, not this run's
         try:
             if rank is None and int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
                 rank = int(os.environ.get("RANK", "0") or 0)
@@ -456,6 +457,8 @@ class Watch:
         """Never closed: the program ends. After an uncaught exception (Python keeps it in `sys.last_value` before
         the exit handlers run) the run ended `failed` (Ctrl-C: `stopped`), not `ok`."""
         exc = getattr(sys, "last_value", None)
+        if exc is self._earlier_exc:
+            exc = None
         if isinstance(exc, KeyboardInterrupt):
             self.close("stopped", "interrupted")
         elif isinstance(exc, BaseException):
