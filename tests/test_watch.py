@@ -369,3 +369,15 @@ def test_at_exit_an_error_from_before_the_run_is_not_the_runs(monkeypatch):
         mon._at_exit()
         runs.append(stream_events(mon)[-1])
     assert [(e["status"], e["error"]) for e in runs] == [("ok", None), ("failed", "RuntimeError: diverged")]
+
+
+def test_a_watched_start_line_has_every_key_of_a_preset_runs_start_line(tmp_path):
+    """lines.start_event writes the `--json` start shape out again (plus `watch`): a key added to one and not the
+    other would make a watched stream read differently from a preset's."""
+    from apextui.core.presets import load_builtin
+    from apextui.core.watch import lines
+
+    preset = next(iter(load_builtin()))
+    meta = store.new_run("shape", where=tmp_path)
+    watched = lines.start_event(meta, "cpu", None, 10, {})
+    assert set(watched) - {"watch"} == set(events.start_event(preset, "cpu", 100, 10, {}))
