@@ -381,3 +381,22 @@ def test_a_watched_start_line_has_every_key_of_a_preset_runs_start_line(tmp_path
     meta = store.new_run("shape", where=tmp_path)
     watched = lines.start_event(meta, "cpu", None, 10, {})
     assert set(watched) - {"watch"} == set(events.start_event(preset, "cpu", 100, 10, {}))
+
+
+def test_the_monitors_own_set_up_is_not_in_the_first_timed_interval(monkeypatch):
+    """The first call sets the monitor up (sampler, environment, writer thread); the clock starts after that, so
+    step 2 (a measured step when warmup=0) is the loop's own time. The environment probe is made slow here."""
+    from apextui.core import env
+
+    real = env.describe
+
+    def slow(device):
+        time.sleep(0.3)
+        return real(device)
+
+    monkeypatch.setattr(env, "describe", slow)
+    with apextui.watch(name="set-up", warmup=0) as mon:
+        for _ in range(50):
+            mon.step(loss=1.0)
+    steps = [e for e in stream_events(mon) if e["event"] == "step"]
+    assert steps[0]["step"] == 2 and steps[0]["ms"] < 150  # the probe alone took 300

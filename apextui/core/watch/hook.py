@@ -295,14 +295,14 @@ class Watch:
         self._thread = threading.Thread(target=self._delivery.loop, name="apextui-watch", daemon=True)
         self._thread.start()
         self._inbox.put(("info", self._info))
+        self._clock.start()  # last: the sampler, the environment and the thread are not in step 2's time
         self._next_harvest = time.perf_counter() + HARVEST_INTERVAL_S
 
     def _new_clock(self, device: str) -> Any:
         clock: Any = CudaClock(self._torch) if device == "cuda" else CpuClock()
         clock.schedule.last = sys.maxsize  # open-ended: no last step closes a block early
         self._cal_from, self._calibrated, self._costs, self._cal_ms = self._n, False, [], []
-        clock.start()
-        return clock
+        return clock  # started by the caller once the monitor's own set-up is done (not in the first interval)
 
     def _new_sampler(self, device: str) -> Any:
         from ..env import pci_bus_id
@@ -329,6 +329,7 @@ class Watch:
         self._inbox.put(("info", self._info))
         self._extras.put(lines.note_event(self._n, f"CUDA is in use from step {self._n}: timed with CUDA events from "
                                                    "here (the steps before were timed on the host)"))
+        self._clock.start()
 
     def _harvest(self) -> None:
         self._hand_over(self._clock.harvest())
