@@ -313,3 +313,90 @@ def test_the_reader_gets_a_segments_last_lines_written_just_before_the_next_segm
 
     monkeypatch.setattr(reader, "segments", racing)
     assert [e.get("step") for e in follower.poll()] == [2, 3]
+
+
+def test_without_a_warm_up_the_blocks_are_still_sized():
+    """warmup=0 (allowed): the first timed step sizes the blocks; before, no step was in the calibration window,
+    so every step stayed its own interval and every step harvested the clock."""
+    with apextui.watch(name="no-warmup", warmup=0) as mon:
+        for _ in range(2000):  # steps of microseconds: blocks of many steps
+            mon.step(loss=1.0)
+    steps = [e for e in stream_events(mon) if e["event"] == "step"]
+    assert max(e["steps"] for e in steps) > 1 and sum(e["steps"] for e in steps) == 1999
+
+
+def test_a_program_that_dies_of_an_exception_without_close_ends_its_run_failed(tmp_path):
+    """The README's plain loop (no `with`, no close) raising: closed at exit, `failed` with the error, not `ok`."""
+    code = (f"import apextui\nmon = apextui.watch(name='crash', where=r'{tmp_path}')\n"
+            "for i in range(30): mon.step(loss=1 / (i + 1))\nraise RuntimeError('CUDA out of memory')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=ROOT,
+                          timeout=60)
+    assert proc.returncode == 1 and "CUDA out of memory" in proc.stderr
+    (folder,) = (tmp_path / "runs").iterdir()
+    end = reader.last_end(folder)
+    assert end is not None and end["status"] == "failed" and end["error"] == "RuntimeError: CUDA out of memory"
+
+
+def test_a_damaged_stream_of_other_shapes_is_read_without_a_traceback(tmp_path, capfd):
+    """Lines that are JSON but not of the stream's shapes (a list where an object goes) are skipped, as lines that
+    are not JSON are: attach --json, the replay and the comparison rows give no traceback."""
+    from apextui.core.watch.rows import Table
+
+    meta = store.new_run("damaged", where=tmp_path)
+    lines = [{"event": "start", "preset": "damaged", "warmup": 0}, {"event": "setup", "device": "cpu"},
+             {"event": "step", "step": 2, "ms": 1.0, "gpus": 3}, {"event": "metric", "step": 2, "values": [1, 2]},
+             {"event": "end", "status": "ok", "summary": [1]}]
+    stream.segment_path(Path(meta.path), 1).write_text("".join(json.dumps(e) + "\n" for e in lines))
+    assert main(["attach", meta.path, "--json"]) == 0
+    assert "Traceback" not in capfd.readouterr().err
+    replay = Replay()
+    replay.add(lines)
+    assert replay.snapshot().steps_done == 1 and replay.metrics == {}
+    assert [r.status for _, r in Table(tmp_path).rows()] == ["ok"]
+
+
+def test_at_exit_an_error_from_before_the_run_is_not_the_runs(monkeypatch):
+    """An interactive session keeps its last error in sys.last_value: one from before the run does not make the
+    never-closed run `failed`; one that came during it does."""
+    monkeypatch.setattr(sys, "last_value", ValueError("an earlier cell's error"), raising=False)
+    runs = []
+    for name in ("earlier", "during"):
+        mon = apextui.watch(name=name)
+        for i in range(20):
+            mon.step(loss=1.0 / (i + 1))
+        if name == "during":
+            monkeypatch.setattr(sys, "last_value", RuntimeError("diverged"))
+        mon._at_exit()
+        runs.append(stream_events(mon)[-1])
+    assert [(e["status"], e["error"]) for e in runs] == [("ok", None), ("failed", "RuntimeError: diverged")]
+
+
+def test_a_watched_start_line_has_every_key_of_a_preset_runs_start_line(tmp_path):
+    """lines.start_event writes the `--json` start shape out again (plus `watch`): a key added to one and not the
+    other would make a watched stream read differently from a preset's."""
+    from apextui.core.presets import load_builtin
+    from apextui.core.watch import lines
+
+    preset = next(iter(load_builtin()))
+    meta = store.new_run("shape", where=tmp_path)
+    watched = lines.start_event(meta, "cpu", None, 10, {})
+    assert set(watched) - {"watch"} == set(events.start_event(preset, "cpu", 100, 10, {}))
+
+
+def test_the_monitors_own_set_up_is_not_in_the_first_timed_interval(monkeypatch):
+    """The first call sets the monitor up (sampler, environment, writer thread); the clock starts after that, so
+    step 2 (a measured step when warmup=0) is the loop's own time. The environment probe is made slow here."""
+    from apextui.core import env
+
+    real = env.describe
+
+    def slow(device):
+        time.sleep(0.3)
+        return real(device)
+
+    monkeypatch.setattr(env, "describe", slow)
+    with apextui.watch(name="set-up", warmup=0) as mon:
+        for _ in range(50):
+            mon.step(loss=1.0)
+    steps = [e for e in stream_events(mon) if e["event"] == "step"]
+    assert steps[0]["step"] == 2 and steps[0]["ms"] < 150  # the probe alone took 300

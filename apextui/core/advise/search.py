@@ -288,8 +288,9 @@ class Search:
 
     def _helped(self, c: Config) -> bool:
         """Its median is below the baseline's, by any amount: a fused optimizer's 1 % on an fp32 step is within
-        noise there and worth 4 % once bf16 has made the step four times shorter, so the combination (one run,
-        judged by the noise rule against the best point) is where such a value is tested."""
+        noise there and worth 4 % once bf16 has made the step four times shorter, so adding it to the fastest eager
+        point (`_combine`: one run, kept where that point's median comes out lower) is where such a value is
+        tested."""
         t, base = self.result.timing(c), self.result.timing(BASELINE)
         return t is not None and base is not None and t.median_ms < base.median_ms
 

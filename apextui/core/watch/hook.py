@@ -140,6 +140,7 @@ class Watch:
         self._on_host = False  # the clock is the host's (CpuClock)
         self._nonfinite = False
         self.where = Path(where) if where is not None else None
+        self._earlier_exc = getattr(sys, "last_value", None)  # an interactive session's earlier error, not this run's
         try:
             if rank is None and int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
                 rank = int(os.environ.get("RANK", "0") or 0)
@@ -221,9 +222,15 @@ class Watch:
             clock.end_step(n, loss)
         now = time.perf_counter()
         # until the blocks are sized, every step after the warm-up looks for its intervals (sized sooner)
-        if now >= self._next_harvest or (not self._calibrated and n >= self._cal_from + self.warmup):
+        if now >= self._next_harvest or (not self._calibrated and n >= self._cal_until()):
             self._next_harvest = now + HARVEST_INTERVAL_S
             self._harvest()
+
+    def _cal_until(self) -> int:
+        """The last step of the calibration window: the warm-up's end, and at least the second timed step (the
+        first holds the monitor's own start): with warmup 0 no step was in the window, the blocks were never
+        sized, and every step was its own interval and harvested the clock."""
+        return self._cal_from + max(2, self.warmup)
 
     def _costing(self, n: int) -> bool:
         return not self._calibrated and self._cal_from + self.warmup // 2 < n <= self._cal_from + self.warmup
@@ -288,14 +295,14 @@ class Watch:
         self._thread = threading.Thread(target=self._delivery.loop, name="apextui-watch", daemon=True)
         self._thread.start()
         self._inbox.put(("info", self._info))
+        self._clock.start()  # last: the sampler, the environment and the thread are not in step 2's time
         self._next_harvest = time.perf_counter() + HARVEST_INTERVAL_S
 
     def _new_clock(self, device: str) -> Any:
         clock: Any = CudaClock(self._torch) if device == "cuda" else CpuClock()
         clock.schedule.last = sys.maxsize  # open-ended: no last step closes a block early
         self._cal_from, self._calibrated, self._costs, self._cal_ms = self._n, False, [], []
-        clock.start()
-        return clock
+        return clock  # started by the caller once the monitor's own set-up is done (not in the first interval)
 
     def _new_sampler(self, device: str) -> Any:
         from ..env import pci_bus_id
@@ -322,6 +329,7 @@ class Watch:
         self._inbox.put(("info", self._info))
         self._extras.put(lines.note_event(self._n, f"CUDA is in use from step {self._n}: timed with CUDA events from "
                                                    "here (the steps before were timed on the host)"))
+        self._clock.start()
 
     def _harvest(self) -> None:
         self._hand_over(self._clock.harvest())
@@ -364,7 +372,7 @@ class Watch:
 
     def _calibrate(self, records: list[StepRecord]) -> None:
         """Once the warm-up's intervals are in: its second half's median sets the block size."""
-        lo, hi = self._cal_from + self.warmup // 2, self._cal_from + self.warmup
+        lo, hi = self._cal_from + max(2, self.warmup) // 2, self._cal_until()
         self._cal_ms += [r.ms for r in records if lo < r.step <= hi]
         if records[-1].step < hi or not self._cal_ms:
             return
@@ -447,7 +455,17 @@ class Watch:
                 pass
 
     def _at_exit(self) -> None:
-        self.close()
+        """Never closed: the program ends. After an uncaught exception (Python keeps it in `sys.last_value` before
+        the exit handlers run) the run ended `failed` (Ctrl-C: `stopped`), not `ok`."""
+        exc = getattr(sys, "last_value", None)
+        if exc is self._earlier_exc:
+            exc = None
+        if isinstance(exc, KeyboardInterrupt):
+            self.close("stopped", "interrupted")
+        elif isinstance(exc, BaseException):
+            self.close("failed", f"{type(exc).__name__}: {exc}")
+        else:
+            self.close()
 
     def __enter__(self) -> "Watch":
         return self

@@ -47,8 +47,9 @@ def _gpu_metrics(g: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _reading(e: Mapping[str, Any], when: float) -> MonitorReading:
+    listed = e.get("gpus")
     gpus = tuple(GpuReading(index=_int(g.get("index")), in_use=True, **_gpu_metrics(g))
-                 for g in e.get("gpus") or () if isinstance(g, dict))
+                 for g in (listed if isinstance(listed, list) else ()) if isinstance(g, dict))
     values: dict[str, Any] = {k: _float(e.get(k)) for k in METRIC_UNITS}  # the metric fields alone
     why = "not in the stream" if gpus else NO_GPU
     na = {k: why if k.startswith("gpu_") else "not in the stream" for k, v in values.items() if v is None}
@@ -107,7 +108,8 @@ class Replay:
                     self._monitor_key = key
                     self._monitor = _reading(e, time.time())
             elif kind == "metric":
-                for name, value in (e.get("values") or {}).items():
+                values = e.get("values")  # a line of another shape (a damaged stream) is skipped, as a bad line is
+                for name, value in (values.items() if isinstance(values, dict) else ()):
                     v = _float(value)
                     if v is not None:
                         self.metrics.setdefault(str(name), deque(maxlen=METRIC_POINTS)).append(v)
@@ -138,8 +140,9 @@ class Replay:
         summary = self.stats.summary()
         info = self.info
         elapsed = 0.0
-        if self.end is not None and _float((self.end.get("summary") or {}).get("elapsed_s")) is not None:
-            elapsed = float(self.end["summary"]["elapsed_s"])
+        summary_line = self.end.get("summary") if self.end is not None else None
+        if isinstance(summary_line, dict) and _float(summary_line.get("elapsed_s")) is not None:
+            elapsed = float(summary_line["elapsed_s"])
         elif self.started is not None:
             elapsed = max(0.0, time.time() - self.started)
         new, self._new = tuple(self._new), []

@@ -87,7 +87,9 @@ class Table:
             found.append((m, end, device))
         chosen: dict[str, str] = {}
         for m, e, device in found:
-            if device not in chosen and baseline_problem(str(e.get("status")), e.get("summary") or {}) is None:
+            raw = e.get("summary")
+            summary: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            if device not in chosen and baseline_problem(str(e.get("status")), summary) is None:
                 chosen[device] = m.path
         picked = next((d for m, _, d in found if m.path == baseline), None)
         if picked is not None and baseline is not None:
