@@ -50,7 +50,7 @@ def test_the_monitor_threads_are_read_apart_from_the_caller():
     worker.start()
     try:
         before = HostUse.now()
-        time.sleep(0.15)
+        time.sleep(0.5)  # long enough for the busy thread to get 0.05 s of CPU on a loaded 2-core machine
         theirs = HostUse.now() - before
     finally:
         stop.set()
