@@ -262,3 +262,11 @@ def test_a_package_module_spec_loads_like_a_file(tmp_path, monkeypatch):
         user_model.load_function("mymodels.absent:build")
     with pytest.raises(user_model.ModelSpecError, match="has no function 'make'"):
         user_model.load_function("mymodels.tiny:make")
+
+
+def test_a_compile_is_static_only_where_every_batch_has_one_shape():
+    from apextui.core.workloads.model_workload import one_shape
+
+    same = [(torch.zeros(2, 4), {"y": torch.zeros(2)}) for _ in range(3)]
+    assert one_shape(same)
+    assert not one_shape([*same, (torch.zeros(3, 4), {"y": torch.zeros(3)})])  # a shorter last batch, say

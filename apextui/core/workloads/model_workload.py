@@ -67,6 +67,11 @@ def make_optimizer(kind: str, params: list[nn.Parameter], lr: float) -> torch.op
     return shared(kind, params, lr)
 
 
+def one_shape(batches: list[Any]) -> bool:
+    """Every batch's tensors have the same shapes as the first batch's (a compile can then be static)."""
+    return len({tuple(tuple(t.shape) for t in _tensors(b)) for b in batches}) == 1
+
+
 def _tensors(batch: Any) -> list[torch.Tensor]:
     """Every tensor in a batch (tensors, and tuples, lists and dicts of them, nested)."""
     if isinstance(batch, torch.Tensor):
@@ -167,11 +172,13 @@ class ModelWorkload(Workload):
             raise ValueError(f"{variant} needs CUDA (CUDA graphs); this run is on {device}")
         self._swap = swap
         if self.config.compile_mode is not None:
-            # dynamic=False: the check's graph (dropout off) and the measured one (the user's dropout) are two static
-            # graphs, each the one a plain torch.compile(model) compiles first; without it the second compile marks
-            # the dropout probabilities dynamic ("automatic dynamic") and the measured graph is another one
+            # dynamic=False where every batch has one shape: the check's graph (dropout off) and the measured one
+            # (the user's dropout) are two static graphs, each the one a plain torch.compile(model) compiles first;
+            # without it the second compile marks the dropout probabilities dynamic ("automatic dynamic") and the
+            # measured graph is another one. Batches of several shapes keep torch's default (each new shape
+            # would be a full compile, and past the cache limit the step would run eager)
             self.compiled = torch.compile(self.loss_module, mode=self.config.compile_mode,  # type: ignore[assignment]
-                                          dynamic=False)
+                                          dynamic=False if one_shape(self.batches) else None)
             self.compiles = True
         elif reference is not None:
             self.check = self._parity(reference, self._variant_losses(PARITY_STEPS), swap)
