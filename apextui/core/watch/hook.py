@@ -94,7 +94,8 @@ class _MetricRing:
 
 
 class Watch:
-    """A watched run; make one with `apextui.watch`. Use it from the training thread; `close()` from anywhere."""
+    """A watched run; make one with `apextui.watch`. Use it, and `close()` it, from the training thread (a run never
+    closed is closed at interpreter exit)."""
 
     def __init__(self, name: str | None = None, *, steps: int | None = None, warmup: int = WARMUP,
                  sample_interval: float = 1.0, max_bytes: int = DEFAULT_MAX_BYTES, where: str | Path | None = None,
