@@ -158,6 +158,65 @@ def test_sigint_as_main_starts_importing_exits_130(tmp_path, sigint, where):
     assert (proc.returncode, out, err) == (130, "", "apextui: interrupted\n")
 
 
+# SIGINT as `apextui.cli.command` starts to import, and SIGTERM held back until apextui writes its one line: the
+# second signal lands in the middle of the first one's clean-up (a write to stderr)
+TERM_MID_LINE = r"""
+import os, signal, sys
+
+
+class TermMidLine:
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text):
+        if text.startswith("apextui:"):
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+            for _ in range(1000):
+                pass
+        return self.stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+class IntAt:
+    def find_spec(self, name, path=None, target=None):
+        if name == "apextui.cli.command":
+            sys.meta_path.remove(self)
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            os.kill(os.getpid(), signal.SIGTERM)  # pending until the line is written
+            sys.stderr = TermMidLine(sys.stderr)
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):
+                pass
+        return None
+
+
+sys.meta_path.insert(0, IntAt())
+"""
+
+
+def test_a_second_early_signal_during_the_first_ones_line_is_no_traceback(tmp_path):
+    """A second signal landing in the first early one's clean-up raised there: a traceback (EarlySignal: 15)
+    and exit 1 (1 of 12 INT+TERM start-ups, issue 28)."""
+    (tmp_path / "sitecustomize.py").write_text(TERM_MID_LINE)
+    env = cli_env()
+    env["PYTHONPATH"] = str(tmp_path) + os.pathsep + env["PYTHONPATH"]
+    proc = _popen(["--preset", "adamw", "--json", "--steps", "100000", "--device", "cpu"], env)
+    out, err = _communicate(proc, 20)
+    assert (proc.returncode, out, err) == (130, "", "apextui: interrupted\n")
+
+
+def test_two_early_signals_are_named_together():
+    from apextui.cli.signals import EarlySignal, early_signals
+
+    early = early_signals()
+    with pytest.raises(EarlySignal) as caught:
+        early._handle(signal.SIGINT, None)
+    early._handle(signal.SIGTERM, None)  # recorded, not raised
+    assert early.finish(caught.value) == 143
+
+
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 @pytest.mark.slow
 def test_second_signal_just_after_start_still_prints_an_end_line(sig, code):

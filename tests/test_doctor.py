@@ -986,10 +986,11 @@ def test_human_output_colour_only_when_wanted(reports, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_ends_the_hung_probe_child_too(trees, sig):
-    """`apextui doctor` with an Apex whose import hangs, interrupted: it exits (130/143) and its probe child
-    (and the child's process group) is gone, not left running with ppid 1."""
+    """`apextui doctor` with an Apex whose import hangs, interrupted or its terminal gone: it exits (130/143/129)
+    and its probe child (and the child's process group) is gone, not left running with ppid 1. (A hang-up ended
+    the command by SIGHUP's default action, past every `finally`: the child, a session of its own, ran on.)"""
     import psutil
 
     environ = {**os.environ, "PYTHONPATH": os.pathsep.join([str(trees["apex_hang"]), str(REPO)])}

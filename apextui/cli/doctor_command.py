@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import signal
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from apextui.core.apex.doctor import DoctorReport, run_doctor
 from apextui.core.apex.doctor_lines import Segment, render_lines  # noqa: F401 - Segment: re-exported for callers
@@ -36,13 +37,30 @@ def print_human(report: DoctorReport, stream: TextIO, color: bool) -> None:
         console.print(Text.assemble(*[(t, s or "") for t, s in line]))
 
 
+EXIT_HANGUP = 128 + signal.SIGHUP  # as the TUI's after a hang-up
+
+
+def _hung_up(signum: int, frame: Any) -> None:
+    """SIGHUP (the terminal went away) while the probe runs: unwind, so that the probe's `finally` ends its child
+    (SIGHUP's default action ended this process at once, and the child, a session of its own, ran on)."""
+    raise SystemExit(EXIT_HANGUP)
+
+
 def run(as_json: bool, color: bool | None = None) -> int:
-    """Run the probe and print it; 0 when the probe ran (whatever it found), 2 if it could not run."""
+    """Run the probe and print it; 0 when the probe ran (whatever it found), 2 if it could not run; 129 after a
+    hang-up."""
+    try:
+        previous = signal.signal(signal.SIGHUP, _hung_up)
+    except ValueError:  # not the main thread: its caller handles hang-ups
+        previous = None
     try:
         report = run_doctor()
     except Exception as exc:  # noqa: BLE001 - the probe itself failed
         print(f"apextui doctor: the probe could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGHUP, previous)
     from . import output
 
     if as_json:

@@ -12,7 +12,7 @@ import signal
 
 TYPE_CHECKING = False  # not `typing`: cli.main imports this module before its handlers are in
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any, Callable, Sequence
 
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
@@ -46,8 +46,7 @@ class StopOnSignals:
 
     def twice(self) -> str:
         """'interrupted twice', or 'interrupted, then terminated (SIGTERM)': the signals received, by name."""
-        words = [SIGNAL_WORD.get(s, "interrupted") for s in self.received[:2]] or ["interrupted"]
-        return f"{words[0]} twice" if len(words) < 2 or words[0] == words[1] else f"{words[0]}, then {words[1]}"
+        return two_signals(self.received)
 
     def _deliver(self, signum: int) -> None:
         with self._lock:
@@ -110,6 +109,12 @@ class StopOnSignals:
             self._wake_w = -1
 
 
+def two_signals(received: Sequence[int]) -> str:
+    """'interrupted twice', or 'interrupted, then terminated (SIGTERM)': the first two of `received`, by name."""
+    words = [SIGNAL_WORD.get(s, "interrupted") for s in received[:2]] or ["interrupted"]
+    return f"{words[0]} twice" if len(words) < 2 or words[0] == words[1] else f"{words[0]}, then {words[1]}"
+
+
 def stop_notice(signum: int, doing: str) -> str:
     """The one line a front end logs on the first signal: what the signal was, what happens now, and how to quit
     at once (the same wording for every front end)."""
@@ -146,15 +151,22 @@ class early_signals:
 
     def __init__(self, restore: bool = True) -> None:
         self.restore = restore
+        self.received: list[int] = []
 
     def _handle(self, signum: int, frame: Any) -> None:
-        raise EarlySignal(signum)
+        self.received.append(signum)
+        if len(self.received) == 1:
+            raise EarlySignal(signum)
+        # a second signal while the first unwinds (INT then TERM 10 ms apart; both pending at once run their
+        # handlers one after the other): named by finish(), never raised inside the first's clean-up
 
     def _unraisable(self, unraisable: Any) -> None:
         """Raised inside a weakref callback or `__del__` (importlib runs one after every import), EarlySignal
         would only be printed, and the run would go on: the signal is sent again from another thread, so that
         it lands once the callback has returned."""
         if isinstance(unraisable.exc_value, EarlySignal):
+            if self.received[:1] == [unraisable.exc_value.signum]:
+                self.received.pop(0)  # swallowed: the signal sent again raises again
             _thread.start_new_thread(os.kill, (os.getpid(), unraisable.exc_value.signum))
         else:
             self._hook(unraisable)
@@ -171,11 +183,15 @@ class early_signals:
             sys.unraisablehook = self._hook
 
     def finish(self, exc: EarlySignal) -> int:
+        """The one line and the exit code: the signal's, or with two the second one's, both named (a signal during
+        the line itself is recorded, not raised, and changes neither)."""
+        received = list(self.received) or [exc.signum]
+        words = SIGNAL_WORD.get(received[0], "interrupted") if len(received) < 2 else two_signals(received)
         try:
-            print(f"apextui: {SIGNAL_WORD.get(exc.signum, 'interrupted')}", file=sys.stderr, flush=True)
+            print(f"apextui: {words}", file=sys.stderr, flush=True)
         except (OSError, ValueError, AttributeError):
             pass
-        return exc.exit_code
+        return SIGNAL_EXIT.get(received[-1], EXIT_INTERRUPTED) if len(received) > 1 else exc.exit_code
 
 
 def exit_on_late_signals() -> None:

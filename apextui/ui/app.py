@@ -44,6 +44,7 @@ from apextui.core.run.runner import RunnerFactory, thread_runner_factory
 
 from .app_base import REFRESH_S, SPARK_REFRESH_S, ActiveRun, AppBase
 from .doctor_view import ReportProvider, default_report_provider
+from .hangup_watchdog import resume_only_after_suspend
 from .interleaved_actions import InterleavedActions
 from .messages import DoctorFailed, DoctorReady, ProbeDone, ProbeFailed
 from .probe import EXIT_UNAVAILABLE, ProbeFn, probe_environment
@@ -113,6 +114,7 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
     CSS_PATH = "app.tcss"
     TITLE = "apextui"
     ENABLE_COMMAND_PALETTE = True  # ctrl+p: every action (commands.py), start <preset> for each preset
+    _restore_sigcont: Callable[[], None] = staticmethod(lambda: None)  # Textual's SIGTSTP/SIGCONT, put back
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "stop", "Stop"),
         Binding("d", "doctor", "Doctor"),
@@ -180,6 +182,7 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
         self.start_hangup_watchdog()  # a hang-up ends the process even if Textual's shutdown blocks
         try:  # the SSH connection drops: stop the run, save the results, exit
             asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, self.on_hangup)
+            self._restore_sigcont = resume_only_after_suspend()  # a hang-up's SIGCONT must not restart the driver
         except (NotImplementedError, RuntimeError, ValueError):  # not on the main thread, or not POSIX
             pass
 
@@ -188,6 +191,7 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
             self.hangup_watchdog.stop()
         try:
             asyncio.get_running_loop().remove_signal_handler(signal.SIGHUP)
+            self._restore_sigcont()
         except (NotImplementedError, RuntimeError, ValueError):
             pass
 

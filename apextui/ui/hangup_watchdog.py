@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 EXIT_HANGUP = 128 + signal.SIGHUP
 EXIT_GRACE_S = 3.0  # after the save: how long the normal shutdown may take before the process is ended
@@ -103,6 +103,38 @@ class HangupWatchdog:
                 except OSError:
                     pass
             os._exit(EXIT_HANGUP)
+
+
+def resume_only_after_suspend() -> Callable[[], None]:
+    """Let Textual's SIGCONT handler (which restarts application mode: a new writer thread, new key thread) run
+    only after its own SIGTSTP suspended the app (ctrl+z). Why: when a terminal goes away the kernel sends the
+    foreground process group SIGHUP *and* SIGCONT; the restart's new writer thread died on its first write to
+    the gone terminal, its bounded queue filled, and the main thread blocked for good in `Queue.put`
+    (`App._shutdown -> disable_input`, the old writer idle in `Queue.get`): the hang of issue 28, every time a
+    pty's master closed. Call on the main thread once the driver is up; returns the function that puts
+    Textual's handlers back."""
+    tstp, cont = signal.getsignal(signal.SIGTSTP), signal.getsignal(signal.SIGCONT)
+    if not callable(tstp) or not callable(cont):  # no driver handlers (headless, tests): nothing to guard
+        return lambda: None
+    suspended = threading.Event()
+
+    def on_tstp(signum: int, frame: Any) -> None:
+        suspended.set()
+        tstp(signum, frame)
+
+    def on_cont(signum: int, frame: Any) -> None:
+        if suspended.is_set():  # back from our own ctrl+z: Textual restores the screen
+            suspended.clear()
+            cont(signum, frame)
+
+    signal.signal(signal.SIGTSTP, on_tstp)
+    signal.signal(signal.SIGCONT, on_cont)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTSTP, tstp)
+        signal.signal(signal.SIGCONT, cont)
+
+    return restore
 
 
 def terminal_fd() -> int | None:

@@ -56,6 +56,21 @@ def _read_until_drawn(fd: int, seconds: float) -> bool:
     return got > 0
 
 
+def _read_until(fd: int, text: bytes, seconds: float) -> bool:
+    """Drain the TUI's output until `text` is on screen or `seconds` pass."""
+    tail, end = b"", time.monotonic() + seconds
+    while time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                tail = (tail + os.read(fd, 65536))[-8192:]
+            except OSError:
+                return False
+            if text in tail:
+                return True
+    return False
+
+
 @pytest.mark.slow
 def test_closing_the_terminal_under_load_leaves_no_process(tmp_path):
     """Three TUIs on real ptys (each its controlling terminal), two CPU burners; the pty's master closes (the
@@ -95,3 +110,56 @@ def test_closing_the_terminal_under_load_leaves_no_process(tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_a_sigcont_restarts_the_driver_only_after_its_own_suspend():
+    """The kernel sends SIGCONT with a hang-up's SIGHUP: Textual's SIGCONT handler (restart application mode)
+    runs only after its own SIGTSTP (ctrl+z)."""
+    import signal
+
+    from apextui.ui.hangup_watchdog import resume_only_after_suspend
+
+    calls: list[str] = []
+    saved = signal.getsignal(signal.SIGTSTP), signal.getsignal(signal.SIGCONT)
+    signal.signal(signal.SIGTSTP, lambda *_: calls.append("tstp"))  # as Textual's driver: its own handlers
+    signal.signal(signal.SIGCONT, lambda *_: calls.append("cont"))
+    try:
+        restore = resume_only_after_suspend()
+        signal.raise_signal(signal.SIGCONT)  # a hang-up's: no restart
+        assert calls == []
+        signal.raise_signal(signal.SIGTSTP)  # ctrl+z, then fg
+        signal.raise_signal(signal.SIGCONT)
+        signal.raise_signal(signal.SIGCONT)  # a stray one after the resume: nothing
+        assert calls == ["tstp", "cont"]
+        restore()
+        signal.raise_signal(signal.SIGCONT)
+        assert calls == ["tstp", "cont", "cont"]
+    finally:
+        signal.signal(signal.SIGTSTP, saved[0])
+        signal.signal(signal.SIGCONT, saved[1])
+
+
+@pytest.mark.slow
+def test_closing_the_terminal_ends_the_tui_without_the_watchdog(tmp_path):
+    """Textual's own shutdown finishes after a hang-up: with the watchdog's forced exit 40 s away, the TUI still
+    exits 129 within seconds. Before, the hang-up's SIGCONT restarted Textual's driver, whose new writer thread
+    died on the gone terminal, and the shutdown blocked in Queue.put until the watchdog ended the process."""
+    wrapper = ("import sys; import apextui.ui.hangup_watchdog as w; w.EXIT_GRACE_S = 40.0; "
+               "from apextui.cli import main; sys.argv[0] = 'apextui'; sys.exit(main())")
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, b"\x18\x00\x50\x00\x00\x00\x00\x00")  # 24x80
+    # a run going: its redraws keep the writer queue busy (an idle screen wrote too little to fill it)
+    proc = subprocess.Popen([sys.executable, "-c", wrapper, "--device", "cpu", "--preset", "fp32", "--steps",
+                             "10000000"], stdin=slave, stdout=slave, stderr=slave, cwd=tmp_path, env=ENV,
+                            start_new_session=True, preexec_fn=_controlling_tty)
+    os.close(slave)
+    try:
+        assert _read_until(master, b"/10000000", 90), "the run never showed its steps"
+        os.close(master)
+        t0 = time.monotonic()
+        proc.wait(35)
+        assert proc.returncode == 129 and time.monotonic() - t0 < 20
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
