@@ -12,7 +12,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable
 
 from .app_base import AppBase
-from .results_actions import short_path
+from .results_actions import saved_message
 from .widgets.comparison_table import ComparisonTable
 
 
@@ -48,7 +48,7 @@ class ScreenActions(AppBase):
         except OSError as exc:
             self.notify(f"could not save the screenshot: {exc}", severity="error", timeout=10)
             return
-        self.notify(f"screenshot saved to\n{short_path(Path(path))}", title="SVG saved", timeout=8, markup=False)
+        self.notify(saved_message("saved the screenshot", [Path(path)]), title="SVG saved", timeout=8, markup=False)
 
     def action_help(self) -> None:
         from .screens.help_screen import HelpScreen
@@ -57,10 +57,12 @@ class ScreenActions(AppBase):
             self.push_screen(HelpScreen())
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """Textual's commands (theme, keys, quit…), then every action of apextui and start <preset>."""
-        from .commands import app_commands
+        """Textual's commands that apextui has no own of (theme, maximize), then every action of apextui and
+        start <preset>: Textual's Quit, Keys and Screenshot beside "Quit apextui", "Help" and "SVG screenshot"
+        read as two ways of doing one thing (and Textual's Quit skips the save of unsaved runs)."""
+        from .commands import REPLACED_SYSTEM_COMMANDS, app_commands
 
-        yield from super().get_system_commands(screen)
+        yield from (c for c in super().get_system_commands(screen) if c.title not in REPLACED_SYSTEM_COMMANDS)
         yield from app_commands(self)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

@@ -17,6 +17,8 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("enter", "presets: start the highlighted preset · comparison: the run's full record"),
     ("i", "the full record of the highlighted comparison row (as enter there)"),
     ("s", "stop the run after its current step (s again while it compiles: end its worker)"),
+    ("r", "run the highlighted comparison row's preset again (after a run: the one that just ended)"),
+    ("n", "the steps of the next runs (as --steps; empty: each preset's own)"),
     ("d", "the full Apex doctor report"),
     ("a", "the Advice screen: which presets to use here"),
     ("o", "the worker's output: compile messages, warnings, errors of every run"),

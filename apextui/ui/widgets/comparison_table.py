@@ -73,7 +73,8 @@ def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = 
         up_text = Text("base", style="dim")
     else:
         c = index.comparison(row)
-        up_text = Text(format_speedup(c, level < WIDE), style=VERDICT_STYLE.get(c.verdict, "") if c else "dim")
+        up_text = Text(fmt.verdict_mark(c.verdict if c else None) + format_speedup(c, level < WIDE),
+                       style=VERDICT_STYLE.get(c.verdict, "") if c else "dim")
     if row.final_loss is not None:
         loss = Text(f"{row.final_loss:.3f}")
         if row.loss_floor is not None and level > NARROW:
@@ -188,8 +189,9 @@ class ComparisonTable(DataTable):
         notes = (index or RunIndex(self.rows_data)).notes()
         if not self.rows_data:
             self.border_subtitle = "finished runs appear here"
-        elif files or notes:
-            self.border_subtitle = " · ".join([*notes, *(f"f{i} {Path(f).name}" for i, f in enumerate(files, 1))])
+        elif files or notes:  # the legend stays, first and short (loading a file used to replace it)
+            self.border_subtitle = " · ".join([fmt.LEGEND, *notes,
+                                               *(f"f{i} {Path(f).name}" for i, f in enumerate(files, 1))])
         else:
             interval = " (95 % interval)" if (self._tier or NARROW) >= WIDE else ""
-            self.border_subtitle = f"speed-up = baseline median / median{interval}, ≈ within noise"
+            self.border_subtitle = f"speed-up = baseline median / median{interval} · {fmt.LEGEND}"
