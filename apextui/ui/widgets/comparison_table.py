@@ -189,8 +189,8 @@ class ComparisonTable(DataTable):
         notes = (index or RunIndex(self.rows_data)).notes()
         if not self.rows_data:
             self.border_subtitle = "finished runs appear here"
-        elif files or notes:  # the legend stays, first and short (loading a file used to replace it)
-            self.border_subtitle = " · ".join([fmt.LEGEND, *notes,
+        elif files or notes:  # the legend stays, short, after the notes (loading a file used to replace it)
+            self.border_subtitle = " · ".join([*notes, fmt.LEGEND,
                                                *(f"f{i} {Path(f).name}" for i, f in enumerate(files, 1))])
         else:
             interval = " (95 % interval)" if (self._tier or NARROW) >= WIDE else ""
