@@ -33,7 +33,7 @@ async def test_a_failed_run_says_failed_where_its_speedup_would_be(tmp_path):
         await run_all(pilot, app, ("fp32", "fused_amp", "fused_fp32"))
         rows = app.table.rows_data
         assert [r.status for r in rows] == ["ok", "failed", "ok"]
-        assert speedup_cells(app) == {"fp32": "base", "fused_amp ✗": "failed", "fused_fp32": "1.15×"}
+        assert speedup_cells(app) == {"fp32": "base", "fused_amp ✗": "failed", "fused_fp32": "▲1.15×"}
         assert comparison(rows[1], rows) is None and comparison(rows[2], rows) is not None
         await pilot.press("w")  # the saved JSON agrees: no speed-up for the failed run
         await wait_for(pilot, lambda: any(tmp_path.glob("apextui-results-*.json")), 5, "the saved file")
@@ -54,5 +54,5 @@ async def test_a_failed_baseline_is_never_the_baseline():
                  for i in range(app.table.row_count)]
         assert cells[0] == "failed" and cells[2] == "base"
         for up in (cells[1], cells[3]):  # both fused_amp runs against fp32 run 2, the good one
-            assert up.startswith("2.") and "×" in up
+            assert up.startswith("▲2.") and "×" in up
         assert "vs fp32 run 2; fp32 run 1 failed after 30 steps" in str(app.table.border_subtitle)
