@@ -16,6 +16,14 @@ from apextui.ui import history
 pytestmark = pytest.mark.asyncio
 
 
+async def fp32_saved(pilot, app) -> None:
+    """fp32 run, then saved with w."""
+    await until_ready(pilot, app)
+    app.start_preset("fp32")
+    await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32")
+    await pilot.press("w")
+
+
 async def test_the_palette_has_no_textual_twins_of_apextuis_commands():
     """Textual's Quit (which skips the save of unsaved runs), Keys and Screenshot beside apextui's own."""
     app = gpu_app()
@@ -30,10 +38,7 @@ async def test_the_palette_has_no_textual_twins_of_apextuis_commands():
 async def test_w_then_more_runs_then_quit_lists_each_run_once_in_the_history(tmp_path):
     app = gpu_app(save_dir=tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
-        await until_ready(pilot, app)
-        app.start_preset("fp32")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32")
-        await pilot.press("w")
+        await fp32_saved(pilot, app)
         app.start_preset("fused_amp")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 2, 5, "fused_amp")
         await pilot.press("w")  # a second save: its copy replaces the first one's
@@ -172,10 +177,7 @@ async def test_the_load_picker_shows_each_files_folder_whole_at_120_columns(tmp_
 async def test_loading_a_file_keeps_the_tables_legend(tmp_path):
     app = gpu_app(save_dir=tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
-        await until_ready(pilot, app)
-        app.start_preset("fp32")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32")
-        await pilot.press("w")
+        await fp32_saved(pilot, app)
         (saved,) = tmp_path.glob("apextui-results-*.json")
         assert app.load_results(saved) == 1
         await pilot.pause()
@@ -226,4 +228,4 @@ async def test_the_doctor_report_at_80_columns_wraps_at_words_and_says_it_scroll
     whole = " ".join(t.plain for t in doctor_view.full_report_lines(report))
     assert text.split() == whole.split()  # the same words in the same order: none cut in two
     assert any(fix in line for line in lines)  # the command on one line, to copy
-    assert "← → scroll sideways" in subtitle
+    assert "← → scroll sideways" in subtitle and len(subtitle) <= 76  # whole in the border at 80 columns

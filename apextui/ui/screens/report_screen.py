@@ -11,7 +11,7 @@ from textual.widgets import Static
 from .. import doctor_view
 from .text_screen import SCROLL_HINT, TextScreen
 
-SIDEWAYS_HINT = "fix commands stay whole: ← → scroll sideways"
+SIDEWAYS_HINT = "← → scroll sideways (long fix lines)"
 
 
 class ReportScreen(TextScreen):
