@@ -270,7 +270,9 @@ def test_torch_compile_preset_runs_headless_on_cpu():
     # compile time is not in the steps: every measured step is far shorter than the compile
     assert s["max_ms"] < 1000 * setup["compile_s"]
     assert s["roofline"]["primary"] == "flops" and s["roofline"]["precision"] == "bf16"
-    assert s["bottleneck"]["label"] in ("memory-bound", "compute-bound")
+    b = s["bottleneck"]  # on CPU a step far under both ceilings gets no memory/compute label (bottleneck.py)
+    assert b["label"] in ("memory-bound", "compute-bound") or (b["label"] == "unknown"
+                                                               and "cannot be trusted" in b["reason"]), b
 
 
 # ---- on a GPU (skipped here; run them on the H200) ---------------------------------------------------------
@@ -296,7 +298,8 @@ def test_compiled_transformer_on_cuda(name):
     else:
         assert s["gpu_busy_source"] == "profiler" and 0 < s["gpu_busy"] <= 1, s
     assert s["roofline"]["tflops"] > 0 and s["roofline"]["ceilings"]["device"] == "cuda"
-    assert s["bottleneck"]["label"] in ("host-bound", "memory-bound", "compute-bound")
+    b = s["bottleneck"]
+    assert b["label"] in ("host-bound", "memory-bound", "compute-bound") or "cannot be trusted" in b["reason"], b
 
 
 @needs_cuda
@@ -365,7 +368,8 @@ def test_capturable_graph_preset_on_cuda():
     # eager forward/backward of 60 small layers: host-bound wherever NVML sampled the measured steps
     if s["gpu_busy"] is not None:
         assert s["gpu_busy_source"] == "nvml" and (s["gpu_busy"] >= 0.6 or s["bottleneck"]["label"] == "host-bound")
-    assert s["bottleneck"]["label"] in ("host-bound", "memory-bound", "compute-bound")
+    b = s["bottleneck"]
+    assert b["label"] in ("host-bound", "memory-bound", "compute-bound") or "cannot be trusted" in b["reason"], b
 
 
 @needs_cuda

@@ -368,3 +368,27 @@ def test_a_cpu_run_carries_its_roofline_and_bottleneck(monkeypatch, tmp_path):
     # a run told not to analyse (or a stopped one) has none
     quiet = Runner(RunRequest(presets.resolve("layernorm"), "cpu", 3), lambda s: None, analyse=False).run()
     assert quiet.analysis is None and events.summary(quiet).roofline is None
+
+
+# ---- labels that cannot be trusted (issue 27, rough edge 2) ------------------------------------------
+def test_far_under_both_ceilings_is_not_labelled_memory_or_compute_bound():
+    """`memory-bound` at 2.6 % of the copy bandwidth (a CPU run) said more than the figures do."""
+    b = classify(None, ach(0.0005, 0.026, intensity=0.5, ridge=4.9))
+    assert b.label == "unknown" and "cannot be trusted" in b.reason and "2.6 % of the copy bandwidth" in b.reason
+    assert b.figures["untrusted"] and b.figures["bandwidth_fraction"] == 0.026
+    assert classify(0.9, ach(None, 0.19)).label == "unknown"  # one fraction known, under the floor
+    assert classify(0.9, ach(0.01, 0.2)).label == "memory-bound"  # at the floor the fractions decide again
+    assert classify(0.3, ach(0.01, 0.01)).label == "host-bound"  # the busy fraction still decides first
+
+
+def cpu_ceil(load):
+    return Ceilings(key="cpu", device="cpu", name="CPU", copy_gb_s=30.0, matmul_tflops={"fp32": 0.15},
+                    details={"load_per_core": load})
+
+
+def test_cpu_ceilings_measured_on_a_busy_host_are_not_trusted():
+    busy = classify(None, ach(0.1, 0.6), cpu_ceil(2.3))
+    assert busy.label == "unknown" and "load 2.30 a core" in busy.reason
+    assert classify(None, ach(0.1, 0.6), cpu_ceil(0.2)).label == "memory-bound"
+    assert classify(None, ach(0.1, 0.6), cpu_ceil(None)).label == "memory-bound"  # older cache: no load known
+

@@ -107,10 +107,12 @@ class ProgressPrinter:
 
 def run(args: argparse.Namespace, runner_factory: Any = None) -> int:
     """`apextui advise` with parsed arguments; the exit code. `runner_factory`: tests."""
+    from ..core.analysis.torch_messages import diverted
     from .output import OutputFailed
 
     try:
-        return _run(args, runner_factory)
+        with diverted():  # torch's notes on apextui's own profiler and imports: to the log, not the user
+            return _run(args, runner_factory)
     except OutputFailed as exc:  # stdout full, closed, or its reader gone
         return exc.report()
     except KeyboardInterrupt:  # before the signal handlers are in place (e.g. while torch imports)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from dataclasses import replace
@@ -118,6 +119,26 @@ def cmd_list(as_json: bool, requested_device: str) -> int:
     return 0
 
 
+def tui_refusal(device: str, term: str | None = None) -> tuple[str, int] | None:
+    """Why the TUI cannot open, checked before it draws anything: (the line for stderr, the exit code), or
+    None. A dumb terminal (TERM=dumb: no cursor movement, no colour) gets usage (2); `--device cuda` on a
+    machine without a usable GPU gets 3, as `apextui list --device cuda` and `--json` do (the TUI used to
+    open, then exit 3 once its device probe failed)."""
+    term = os.environ.get("TERM", "") if term is None else term
+    if term == "dumb":
+        return ("TERM=dumb: this terminal cannot draw the full-screen UI; run in a terminal that can "
+                "(e.g. TERM=xterm-256color), or headless: apextui --preset NAME --json, apextui advise, "
+                "apextui doctor", EXIT_USAGE)
+    if device == "cuda":
+        from ..core.env import DeviceUnavailable, resolve_device
+
+        try:
+            resolve_device(device)
+        except DeviceUnavailable as exc:
+            return str(exc), EXIT_UNAVAILABLE
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command, its handlers for signals before the run's own already in (`apextui.cli.main` installs them
     before this module imports). A stdout that cannot be written ends with its documented code, never a
@@ -185,7 +206,9 @@ def mode(args: argparse.Namespace, under_torchrun: bool) -> Mode:
 def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if getattr(args, "json", False) and getattr(args, "nproc", None) is None:  # --nproc: each rank does this
-        with output.json_stdout():
+        from ..core.analysis.torch_messages import diverted
+
+        with output.json_stdout(), diverted():  # torch's notes on apextui's own use of it: to their log
             return _dispatch(args, argv)
     return _dispatch(args, argv)
 
@@ -268,6 +291,9 @@ def _run(what: Mode, args: argparse.Namespace, dist_env: Any) -> int:
 
         return launch(args.nproc, args.argv)
     if what == "tui":
+        refused = tui_refusal(args.device)
+        if refused is not None:
+            return _error(*refused)
         if args.nproc is not None and args.device != "cpu":
             from ..core.env import gpu_count
 

@@ -160,7 +160,9 @@ def run(request: RunRequest, avail: Availability | None = None) -> int:
 
     # handlers first: from the `start` line on, every signal leads to an `end` line; none before it
     signals = StopOnSignals(first, again)
-    with signals:
+    from ..core.analysis.torch_messages import diverted
+
+    with signals, diverted():  # torch's notes on apextui's own profiler and imports: to the log, not the user
         runner = Runner(request, consume)
         if stop_early.is_set():
             runner.stop()

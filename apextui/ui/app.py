@@ -130,6 +130,8 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
         Binding("o", "log", "Log", show=False),
         Binding("e", "export", "Export", show=False),
         Binding("c", "compare", "Compare", show=False),  # the presets marked with m, interleaved
+        Binding("r", "rerun", "Again", show=False),  # the highlighted comparison row's preset, run again
+        Binding("n", "steps", "Steps", show=False),  # the steps of the next runs (as --steps)
         # Textual binds ctrl+c to a "press ctrl+q to quit" hint; here it quits, as q does (priority: even
         # from the load screen's input)
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
@@ -160,6 +162,7 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
         try:
             self.query_one(KeyFooter).set_narrow(width < NARROW_COLS)
             self.live.set_short(height < SHORT_ROWS)
+            self.live.set_narrow(width < NARROW_COLS)
         except NoMatches:  # a resize before the main screen is composed: on_mount applies it
             pass
 
@@ -275,6 +278,34 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
         self.report_error = message.error
         self.query_one(StatusPane).set_error(message.error)
         self._start_pending()
+
+    # ---- r (run again), n (steps) -----------------------------------------------------------
+    def action_rerun(self) -> None:
+        """r: start the preset of the highlighted comparison row again (after a run: the one that just ended)."""
+        rows = self.table.rows_data
+        if not rows:
+            self.notify("no finished run to run again yet: enter starts the highlighted preset", timeout=3)
+            return
+        row = rows[min(max(self.table.cursor_row, 0), len(rows) - 1)]
+        if self.picker.preset(row.preset) is None:
+            self.notify(f"{row.preset} is not a preset here (its row was loaded from a file)", severity="warning",
+                        timeout=4, markup=False)
+            return
+        self.start_preset(row.preset)
+
+    def action_steps(self) -> None:
+        """n: how many steps every next run takes (None: each preset's own), as --steps sets it."""
+        from .screens.steps_screen import StepsChoice, StepsScreen
+
+        def chosen(choice: StepsChoice) -> None:
+            if choice is None:
+                return
+            self.steps = choice[1]
+            self.notify(f"next runs: {self.steps} steps" if self.steps else "next runs: each preset's own steps",
+                        timeout=3)
+            self._show_highlighted()
+
+        self.push_screen(StepsScreen(self.steps), chosen)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         if self.active is None:

@@ -96,6 +96,7 @@ class AppBase(App[None]):
         self.run_logs: list[RunLog] = []  # every run's worker output, for the log screen (o)
         self._saved_session_rows = 0  # session rows already in a results file (w, or the save on quit)
         self.quit_saved: Path | None = None  # where quitting saved the unsaved runs
+        self._history_copy: Path | None = None  # this session's latest file in the run history (w's copy, quit's)
         self._toasts_until: dict[tuple[str, str], float] = {}  # (message, title) -> its toast's expiry
 
     @property
@@ -122,7 +123,9 @@ class AppBase(App[None]):
         waiting = None
         if preset is not None and self._pending_start == preset.name:  # not "enter: start": it will start
             waiting = "device probe" if self.probe is None else "Apex doctor"
-        self.live.show_preset(preset, avail, self.probe.device if self.probe else None, waiting=waiting)
+        steps = self.steps or (preset.steps if preset is not None else None)
+        self.live.show_preset(preset, avail, self.probe.device if self.probe else None, waiting=waiting,
+                              steps=steps if self.steps else None)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # s and w stay enabled with nothing to stop or save: pressed, they say so (a disabled key said nothing)

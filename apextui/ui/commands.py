@@ -1,6 +1,7 @@
 """The command palette's entries (ctrl+p): every action of the main screen, and start <preset> for each preset.
 
-`ApexTuiApp.get_system_commands` yields these after Textual's own (theme, keys, screenshot, quit…).
+`ApexTuiApp.get_system_commands` yields these after Textual's own, less those apextui has its own of
+(`REPLACED_SYSTEM_COMMANDS`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,14 @@ from typing import Any
 
 from textual.app import SystemCommand
 
+# Textual's commands that an entry below replaces: its Quit (which skips saving the unsaved runs), Keys (Help)
+# and Screenshot (SVG screenshot, saved where apextui saves its files)
+REPLACED_SYSTEM_COMMANDS = frozenset({"Quit", "Keys", "Screenshot"})
+
 ACTIONS: tuple[tuple[str, str, str], ...] = (
     ("Stop the run", "s: stop after the current step (again while compiling: end its worker)", "stop"),
+    ("Run again", "r: the highlighted comparison row's preset, run again", "rerun"),
+    ("Steps of the next runs", "n: as --steps; empty: each preset's own", "steps"),
     ("Doctor report", "d: the full Apex doctor report with fixes", "doctor"),
     ("Advise", "a: which presets to use on this machine", "advise"),
     ("Save results (JSON)", "w: all rows to apextui-results-*.json; a copy goes to the run history", "save"),

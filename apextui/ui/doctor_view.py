@@ -51,18 +51,22 @@ def apex_line(report: Mapping[str, Any]) -> Text:
 
 
 def feature_lines(report: Mapping[str, Any]) -> list[Text]:
-    """One line per feature: ✓ name, or ✗ name and the reason."""
+    """✓ name for each working feature; the others grouped by their reason, the reason said once:
+    "✗ FusedAdam, FusedLAMB, …: NVIDIA Apex is not installed". The pane wraps these at word boundaries: at 80
+    columns the old one-line-per-feature "✗ FusedAdam  NVIDIA Apex is n…" cut every reason off."""
     lines = []
+    failed: dict[tuple[str, bool], list[str]] = {}  # (reason, removed) -> names, in the report's order
     for f in report.get("features") or ():
         name = str(f.get("name", "?"))
         if f.get("ok"):
             lines.append(Text.assemble(("✓ ", "bold green"), (name, "")))
         else:
-            mark_style = "yellow" if f.get("removed") else "bold red"
-            line = Text.assemble(("✗ ", mark_style), (name, ""))
-            if f.get("reason"):
-                line.append(f"  {f['reason']}", style="dim")
-            lines.append(line)
+            failed.setdefault((str(f.get("reason") or ""), bool(f.get("removed"))), []).append(name)
+    for (reason, removed), names in failed.items():
+        line = Text.assemble(("✗ ", "yellow" if removed else "bold red"), (", ".join(names), ""))
+        if reason:
+            line.append(f": {reason}", style="dim")
+        lines.append(line)
     return lines
 
 
@@ -85,3 +89,46 @@ def full_report_lines(report: DoctorLike) -> list[Text]:
     import json  # a dict-shaped or foreign report
 
     return [Text(line) for line in json.dumps(as_dict(report), indent=2, default=str).splitlines()]
+
+
+def keeps_whole(line: Text) -> bool:
+    """A fix line: a shell command, copied as it is, is never broken across lines (the report box scrolls
+    sideways for it)."""
+    return line.plain.lstrip().startswith("fix:")
+
+
+def wrap_line(line: Text, width: int) -> list[Text]:
+    """`line` broken at spaces into lines of at most `width` columns, the continuations indented under the
+    line's own indent plus 4 (a hanging indent): never mid-word, as the report box's edge cut it ("git clone
+    h"). A fix line (`keeps_whole`), or a word longer than the room, stays whole and the box scrolls sideways."""
+    plain = line.plain
+    if width <= 0 or len(plain) <= width or keeps_whole(line):
+        return [line]
+    indent = len(plain) - len(plain.lstrip(" "))
+    hang = min(indent + 4, width // 2)
+    out: list[Text] = []
+    start = 0
+    while True:
+        room = width if not out else width - hang
+        if len(plain) - start <= room:
+            break
+        cut = plain.rfind(" ", start + 1, start + room + 1)
+        if cut <= start:  # a word longer than the room: whole, up to the next space
+            cut = plain.find(" ", start + room)
+            if cut == -1:
+                break
+        piece = line[start:cut]
+        out.append(piece if not out else Text(" " * hang) + piece)
+        start = cut
+        while start < len(plain) and plain[start] == " ":
+            start += 1
+    rest = line[start:]
+    out.append(rest if not out else Text(" " * hang) + rest)
+    return out
+
+
+def wrap_report(lines: list[Text], width: int) -> tuple[Text, bool]:
+    """The report's lines wrapped to `width` (`wrap_line`) as one text, and whether a line is still wider
+    (a fix command): then the box scrolls sideways, and its border says so."""
+    wrapped = [piece for line in lines for piece in wrap_line(line, width)]
+    return Text("\n").join(wrapped), any(len(piece.plain) > width for piece in wrapped)

@@ -4,6 +4,7 @@ unsaved runs on quitting (a mixin of `ApexTuiApp`)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from apextui.core.atomic import write_atomic as write_text_atomic
@@ -33,7 +34,7 @@ class ResultsActions(AppBase):
         why = f"{saved.fallback_reason}; " if saved.fallback_reason else ""
         self._saved_session_rows = sum(r.source == results.SESSION for r in rows)
         self._copy_to_history(saved.path)
-        self.notify(f"{why}saved {len(rows)} run{'s' if len(rows) != 1 else ''} to\n{short_path(saved.path)}",
+        self.notify(saved_message(f"{why}saved {len(rows)} run{'s' if len(rows) != 1 else ''}", [saved.path]),
                     title="results saved", severity="warning" if why else "information", timeout=8, markup=False)
 
     def action_load(self) -> None:
@@ -84,7 +85,9 @@ class ResultsActions(AppBase):
             else:
                 self.notify(f"could not export {kind}: {error}", severity="error", timeout=10, markup=False)
         if written:
-            self.notify("\n".join(str(p.resolve()) for p in written), title="exported", timeout=8, markup=False)
+            what = " and ".join({"csv": "CSV", "md": "Markdown"}[p.suffix[1:]] for p in written)
+            self.notify(saved_message(f"exported {len(rows)} run{'s' if len(rows) != 1 else ''} as {what}", written),
+                        title="exported", timeout=8, markup=False)
 
     def action_export_csv(self) -> None:
         self.action_export("csv")
@@ -93,14 +96,28 @@ class ResultsActions(AppBase):
         self.action_export("md")
 
     def _copy_to_history(self, path: Path) -> None:
-        """Saved results accumulate in the run history folder too (best effort: it is a copy)."""
+        """Saved results accumulate in the run history folder too (best effort: it is a copy). Each save holds
+        every run of the session, so the copy replaces the one an earlier `w` of this session left there: the
+        history lists each run once."""
         try:
             target = history.history_dir() / path.name
             if path.resolve().parent != target.parent.resolve():
                 target.parent.mkdir(parents=True, exist_ok=True)
-                write_new_numbered(target, path.read_text(encoding="utf-8"))  # never over another's file
+                copy = write_new_numbered(target, path.read_text(encoding="utf-8"))  # never over another's file
+                self._supersede_history_copy(copy)
         except OSError:
             pass
+
+    def _supersede_history_copy(self, newest: Path | None) -> None:
+        """`newest` (a file in the history holding every run of the session) replaces this session's previous
+        one: the copy `w` made. Never a file whose path was shown (w's own file, even where it fell back to
+        the history folder)."""
+        previous, self._history_copy = self._history_copy, newest
+        if previous is not None and previous != newest:
+            try:
+                previous.unlink()
+            except OSError:
+                pass
 
     @property
     def unsaved_rows(self) -> list[results.ResultRow]:
@@ -126,18 +143,13 @@ class ResultsActions(AppBase):
             return None
         self.quit_saved = saved.path
         self._saved_session_rows = len(rows)
+        self._supersede_history_copy(saved.path)  # the copy of an earlier w: its runs are in this file too
         why = f"{saved.fallback_reason}; " if saved.fallback_reason else ""
         self.hangup_message = f"{why}saved {len(rows)} run(s) of this session to {saved.path.resolve()}"
         return saved.path
 
 
-def short_path(path: Path) -> str:
-    """The path relative to the working directory (or ~) when inside it: a toast then shows the file's name
-    on one line rather than breaking it."""
-    resolved = path.resolve()
-    for base, prefix in ((Path.cwd(), ""), (Path.home(), "~/")):
-        try:
-            return prefix + str(resolved.relative_to(base))
-        except ValueError:
-            continue
-    return str(resolved)
+def saved_message(what: str, paths: Sequence[Path]) -> str:
+    """One wording for every file the app writes (w, e, p): what, then each file's full path on a line of its
+    own ("saved 2 runs to\n/home/me/apextui-results-….json")."""
+    return f"{what} to\n" + "\n".join(str(p.resolve()) for p in paths)

@@ -19,6 +19,7 @@ from .widgets.monitor_panel import MonitorPanel
 
 MAX_RUN_LOGS = 50  # the log screen (o) keeps the output of the last 50 runs (each at most 256 KiB)
 STOPPED_WHILE_COMPILING = "stopped while compiling (s pressed twice)"
+IDLE_READINGS = "no run now · readings start with the next"
 
 
 class RunActions(AppBase):
@@ -177,6 +178,7 @@ class RunActions(AppBase):
         with HANGUP_SAVE_LOCK:  # a hang-up's save finds the run as active or in the table
             self.table.add_result(row)
             self.active = None
+        self.query_one(MonitorPanel).reset(IDLE_READINGS)  # nothing runs now: no stale CPU/RSS on screen
         if snap.status == "failed":
             self.notify(f"{active.preset.name} failed: {snap.error}", severity="error", timeout=10, markup=False)
         self.refresh_bindings()

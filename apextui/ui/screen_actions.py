@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable
 
 from .app_base import AppBase
-from .results_actions import short_path
+from .results_actions import saved_message
 from .widgets.comparison_table import ComparisonTable
 
 
@@ -55,10 +55,12 @@ class ScreenActions(AppBase):
             self.push_screen(HelpScreen())
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """Textual's commands (theme, keys, quit…), then every action of apextui and start <preset>."""
-        from .commands import app_commands
+        """Textual's commands that apextui has no own of (theme, maximize), then every action of apextui and
+        start <preset>: Textual's Quit, Keys and Screenshot beside "Quit apextui", "Help" and "SVG screenshot"
+        read as two ways of doing one thing (and Textual's Quit skips the save of unsaved runs)."""
+        from .commands import REPLACED_SYSTEM_COMMANDS, app_commands
 
-        yield from super().get_system_commands(screen)
+        yield from (c for c in super().get_system_commands(screen) if c.title not in REPLACED_SYSTEM_COMMANDS)
         yield from app_commands(self)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
@@ -94,4 +96,4 @@ def save_svg(app: Any, save_dir: Path, filename: str | None = None, path: str | 
     except OSError as exc:
         app.notify(f"could not save the screenshot: {exc}", severity="error", timeout=10)
         return
-    app.notify(f"screenshot saved to\n{short_path(Path(str(path)))}", title="SVG saved", timeout=8, markup=False)
+    app.notify(saved_message("saved the screenshot", [Path(str(path))]), title="SVG saved", timeout=8, markup=False)

@@ -5,7 +5,17 @@ from __future__ import annotations
 from apextui.core.number_format import DASH, ms
 from apextui.core.number_format import finite as _finite
 
-__all__ = ["DASH", "ms", "si"]
+__all__ = ["DASH", "VERDICT_MARK", "LEGEND", "ms", "si", "verdict_mark"]
+
+# A speed-up's verdict as a symbol beside its colour (green faster, red slower): under NO_COLOR, or for a reader
+# who cannot tell the two colours apart, the symbol alone tells them apart (within noise has its ≈ already)
+VERDICT_MARK = {"faster": "▲", "slower": "▼"}
+LEGEND = "▲ faster ▼ slower ≈ within noise"
+
+
+def verdict_mark(verdict: str | None) -> str:
+    """'▲' for faster, '▼' for slower, '' otherwise (a within-noise speed-up starts with ≈)."""
+    return VERDICT_MARK.get(verdict or "", "")
 
 
 def si(value: float | None, unit: str = "") -> str:

@@ -22,6 +22,7 @@ from ui_fakes import (
 )
 
 from apextui.core.compare import format_speedup
+from apextui.ui.widget_format import verdict_mark
 from apextui.core.env import DeviceUnavailable
 from apextui.core.presets import load_builtin, resolve
 from apextui.core.results import comparison
@@ -77,7 +78,8 @@ async def test_enter_runs_highlighted_preset_and_table_row():
         assert cells[0] == "fused_amp"
         # speed-up against fp32, with its 95 % interval (core.compare), green: beyond noise
         c = comparison(amp, table.rows_data)
-        assert cells[sp] == format_speedup(c) and cells[sp].startswith(f"{fp32.median_ms / amp.median_ms:.2f}× (")
+        assert cells[sp] == "▲" + format_speedup(c)
+        assert cells[sp].startswith(f"▲{fp32.median_ms / amp.median_ms:.2f}× (")
         assert c.verdict == "faster" and table.get_row_at(1)[sp].style == "bold green"
         assert str(table.get_row_at(0)[sp]) == "base"
         assert [r.steps for r in engine.runners] == [400, 400]
@@ -120,16 +122,18 @@ async def test_a_stopped_baseline_is_not_used_and_the_table_says_why():
         app.start_preset("torch_amp")
         await wait_for(pilot, lambda: len(table.rows_data) == 2, 5, "torch_amp row")
         assert str(table.get_row_at(1)[table.get_column_index("speedup")]) == "—"  # none against a stopped run
-        assert table.border_subtitle == "no speed-up: fp32 run 1 stopped after 43 steps: not a baseline"
+        assert table.border_subtitle.startswith("no speed-up: fp32 run 1 stopped after 43 steps: not a baseline")
         engine.hold.clear()
         app.start_preset("fp32")
         await wait_for(pilot, lambda: len(table.rows_data) == 3, 5, "the second fp32 row")
         assert table.border_subtitle == ("vs fp32 run 2; fp32 run 1 stopped after 43 steps: not a baseline · "
-                                         "transformer on cuda: single runs, one after another: drift unknown")
-        assert str(table.get_row_at(2)[table.get_column_index("speedup")]) == "base"
-        amp = table.rows_data[1]
+                                         "transformer on cuda: single runs, one after another: drift unknown · "
+                                         "▲ faster ▼ slower ≈ within noise")
         sp = table.get_column_index("speedup")
-        assert str(table.get_row_at(1)[sp]) == format_speedup(comparison(amp, table.rows_data)) != "—"
+        assert str(table.get_row_at(2)[sp]) == "base"
+        amp = table.rows_data[1]
+        c = comparison(amp, table.rows_data)
+        assert str(table.get_row_at(1)[sp]) == verdict_mark(c.verdict) + format_speedup(c) != "—"
 
 
 async def test_a_second_start_is_refused_while_running():
@@ -161,7 +165,7 @@ async def test_unavailable_preset_is_refused_with_reason_and_fix():
 
 
 async def test_starts_with_neither_gpu_nor_apex_and_says_so():
-    engine = FakeEngine()
+    engine = FakeEngine(hold={"layernorm": 50})
     app = cpu_app(engine)
     async with app.run_test(size=(80, 24)) as pilot:
         await until_ready(pilot, app)
@@ -171,9 +175,12 @@ async def test_starts_with_neither_gpu_nor_apex_and_says_so():
         runnable = [p.name for p in picker.presets if picker.is_available(p.name)]
         assert runnable == [p.name for p in load_builtin() if not p.needs_apex]
         app.start_preset("layernorm")
-        await wait_for(pilot, lambda: app.query_one(ComparisonTable).rows_data, 5, "layernorm row")
+        await wait_for(pilot, lambda: app._drawn_view is not None, 5, "layernorm drawn")
+        await pilot.pause()
         assert engine.runners[0].device == "cpu"
-        assert "GPU n/a: running on CPU" in static_text(app, "#gpu-na")
+        assert "GPU n/a: running on CPU" in static_text(app, "#gpu-na")  # while the run lasts
+        engine.runners[0].release()
+        await wait_for(pilot, lambda: app.query_one(ComparisonTable).rows_data, 5, "layernorm row")
 
 
 async def test_cli_preset_is_preselected_and_started_after_the_probe():

@@ -18,18 +18,26 @@ async def test_doctor_pane_is_not_truncated_at_200_columns():
         await until_ready(pilot, app)
         await pilot.pause()
         pane = app.query_one(StatusPane)
+        body = app.query_one("#status-body")
         lines = static_text(app, "#status-body").splitlines()
-        assert pane.size.width >= 55
-        assert max(len(line) for line in lines) <= pane.content_size.width, "a doctor line is cut"
+        assert pane.size.width >= 55 and body.size.width <= pane.content_size.width
+        # a line wider than the pane wraps at words (issue 27): every wrapped line has its row, none is cut
+        from rich.text import Text
+
+        rows = sum(len(Text(line).wrap(app.console, body.size.width)) for line in lines)
+        assert body.size.height == rows, "a doctor line is cut"
 
 
-async def test_full_report_lines_are_not_wrapped():
+async def test_full_report_lines_are_wrapped_once_by_the_screen_only():
+    """doctor_view.wrap_report wraps at words (issue 27); the body then lays out one screen line per wrapped line
+    (nowrap: a fix command is never split again) and is as wide as its widest line (the box scrolls to it)."""
     app = cpu_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await until_ready(pilot, app)
         await pilot.press("d")
-        await pilot.pause()
+        await pilot.pause(0.3)
         body = app.screen.query_one("#report-body")
-        lines = doctor_view.full_report_lines(app.report)
-        assert body.size.height == len(lines)  # one screen line per report line: nothing wrapped
-        assert body.size.width >= max(line.cell_len for line in lines)
+        lines = str(body.content).splitlines()
+        assert len(lines) > len(doctor_view.full_report_lines(app.report))  # some wrapped at 80 columns
+        assert body.size.height == len(lines)
+        assert body.size.width >= max(len(line) for line in lines)

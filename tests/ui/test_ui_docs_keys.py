@@ -18,6 +18,7 @@ from apextui.ui.screens.load_screen import LoadScreen
 from apextui.ui.screens.log_screen import LogScreen
 from apextui.ui.screens.report_screen import ReportScreen
 from apextui.ui.screens.run_details_screen import RunDetailsScreen
+from apextui.ui.screens.steps_screen import StepsScreen
 from apextui.ui.widgets.comparison_table import ComparisonTable
 from apextui.ui.widgets.preset_picker import PresetPicker
 
@@ -26,7 +27,7 @@ SHOWN = {"escape": "esc", "question_mark": "?", "up": "↑", "down": "↓", "lef
          "right_square_bracket": "]"}  # key names as the docs write them
 SCREENS = {"doctor report": ReportScreen, "advice": AdviseScreen, "help": HelpScreen,
            "run details": RunDetailsScreen, "worker output": LogScreen, "load": LoadScreen,
-           "interleaved comparison": InterleavedScreen}
+           "interleaved comparison": InterleavedScreen, "steps": StepsScreen}
 
 
 def shown(key: str) -> str:

@@ -54,5 +54,5 @@ async def test_a_failed_baseline_is_never_the_baseline():
                  for i in range(app.table.row_count)]
         assert cells[0] == "failed" and cells[2] == "base"
         for up in (cells[1], cells[3]):  # both fused_amp runs against fp32 run 2, the good one
-            assert up.startswith("2.") and "×" in up
+            assert up.startswith("▲2.") and "×" in up
         assert "vs fp32 run 2; fp32 run 1 failed after 30 steps" in str(app.table.border_subtitle)

@@ -13,6 +13,7 @@ from ui_fakes import highlight, no_gpu_report, provider, static_text, wait_for
 
 from apextui.core.compare import format_speedup
 from apextui.ui.widgets.comparison_table import COMPETED
+from apextui.ui.widget_format import verdict_mark
 from apextui.core.results import comparison
 from apextui.ui.app import make_app
 from apextui.ui.widgets.comparison_table import ComparisonTable
@@ -89,8 +90,9 @@ async def test_real_optimizer_runs_and_speedup(apps):
         # the speed-up with its interval and verdict (core.compare): on a busy 2-core box it may be ≈ noise, and
         # marked ⚠ when the contention check saw other work competing
         shown = str(table.get_row_at(1)[sp]).removesuffix(COMPETED)
-        assert shown == format_speedup(comparison(fused, table.rows_data))
-        assert shown.lstrip("≈").startswith(f"{base.median_ms / fused.median_ms:.2f}× (")
+        c = comparison(fused, table.rows_data)
+        assert shown == verdict_mark(c.verdict) + format_speedup(c)  # ▲/▼ beside the colour, beyond noise
+        assert shown.lstrip("≈▲▼").startswith(f"{base.median_ms / fused.median_ms:.2f}× (")
 
 
 @pytest.mark.asyncio

@@ -217,3 +217,52 @@ def test_failed_run_80x24(snap_compare):
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_stopping_while_compiling_80x24(snap_compare):
+    """s while torch_compile compiles: the whole line, "s again: end it now" included (it was cut at "end …")."""
+    from textual.clock import MockClock
+
+    class CompileGoesOn(FakeEngine):  # as a worker does: the first s waits for the compile to end
+        def __call__(self, *args, **kw):
+            runner = super().__call__(*args, **kw)
+            runner.stop = lambda: setattr(runner, "stopped", True)
+            return runner
+
+    app = gpu_app(CompileGoesOn(compile_hold=["torch_compile"]))
+
+    async def run_before(pilot) -> None:
+        await until_ready(pilot, app)
+        app.start_preset("torch_compile")
+        await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.snapshot.status == "compiling",
+                       10, "compiling drawn")
+        app.live._ticker.pause()
+        await pilot.press("s")
+        await pilot.pause(0.6)
+        app.query_one("#run-progress #bar")._clock = MockClock(1.0)
+        app.live._started = 0.0
+        app.live._set("run-steps", " … · 12 s")
+        app.clear_notifications()
+        await pilot.pause()
+
+    try:
+        assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+    finally:
+        for runner in app.runner_factory.runners:
+            runner.release()
+
+
+def test_no_gpu_after_the_run_80x24(snap_compare):
+    """A laptop after adamw and adamw_fused: the doctor's reason said once and wrapped, no process readings of a
+    run that has ended, no `s Stop` in the footer, ▲ beside the green speed-up."""
+    app = cpu_app(FakeEngine())
+
+    async def run_before(pilot) -> None:
+        await until_ready(pilot, app)
+        for n, name in enumerate(("adamw", "adamw_fused"), 1):
+            app.start_preset(name)
+            await wait_for(pilot, lambda n=n: len(app.table.rows_data) == n, 10, name)
+        app.clear_notifications()
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)

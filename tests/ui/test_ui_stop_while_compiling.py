@@ -36,7 +36,7 @@ async def test_s_twice_while_compiling_ends_the_worker_and_keeps_a_stopped_run(t
             await wait_for(pilot, compiling, 120, "the compile to start")
             pid = app.active.runner.pid
             await pilot.press("s")
-            assert "stopping once compilation ends (s again: end it now)" in static_text(app, "#run-title")
+            assert "stops once compiled · s again: end it now" in static_text(app, "#run-title")
             assert app.active is not None and psutil.pid_exists(pid)  # the first s only asks
             await pilot.press("s")
             await wait_for(pilot, lambda: app.active is None, 60, "the run to end")

@@ -11,6 +11,13 @@ from .ceilings import Ceilings
 from .work import Primary, Scope, Work
 
 HOST_BOUND_BELOW = 0.6  # GPU busy fraction under which a step is host-bound
+# The roofline labels a step by the ceiling it comes nearest; under this fraction of either ceiling neither
+# bounds it (on CPU: Python and operator dispatch; on a GPU: launches and small kernels), and a label read off
+# the fractions ("memory-bound" at 2.6 % of the copy bandwidth) would be a guess
+TRUSTED_FROM = 0.2
+# A CPU's ceilings measured with the host's load average over this per core are lowered by the other work
+# (two of the ceilings' cores taken): fractions against them overstate what the run reaches
+BUSY_HOST_LOAD = 0.5
 
 BottleneckLabel = Literal["host-bound", "memory-bound", "compute-bound", "unknown"]
 
@@ -74,10 +81,12 @@ def classify(busy_fraction: float | None, achieved: Achieved | None, ceilings: C
     """Label a run.
 
     1. GPU busy fraction known and < `host_threshold`: "host-bound" (the device waits for the host).
-    2. Both roofline fractions known: the higher one decides ("memory-bound" if bandwidth's, else
+    2. The fractions cannot be trusted (`untrusted_because`: under TRUSTED_FROM of both ceilings, or a CPU's
+       ceilings measured on a busy host): "unknown", and the reason says why.
+    3. Both roofline fractions known: the higher one decides ("memory-bound" if bandwidth's, else
        "compute-bound"); on a tie, intensity against the ridge point.
-    3. Otherwise intensity against the ridge point: below it "memory-bound", at or above "compute-bound".
-    4. Nothing to decide with: "unknown".
+    4. Otherwise intensity against the ridge point: below it "memory-bound", at or above "compute-bound".
+    5. Nothing to decide with: "unknown".
     `ceilings` supplies the ridge point when `achieved` lacks it.
     """
     figures: dict[str, float | str | None] = {}
@@ -98,6 +107,10 @@ def classify(busy_fraction: float | None, achieved: Achieved | None, ceilings: C
     figures.update({"compute_fraction": comp, "bandwidth_fraction": band, "intensity": intensity, "ridge": ridge})
     busy = f"GPU busy {_pct(busy_fraction)}; " if busy_fraction is not None else ""
     prec = achieved.precision or "matmul"
+    untrusted = untrusted_because(achieved, ceilings)
+    if untrusted is not None:
+        figures["untrusted"] = untrusted
+        return Bottleneck("unknown", f"{busy}cannot be trusted: {untrusted}", figures)
     if comp is not None and band is not None and comp != band:
         figures["decided_by"] = "fractions"
         if band > comp:
@@ -113,3 +126,22 @@ def classify(busy_fraction: float | None, achieved: Achieved | None, ceilings: C
         return Bottleneck("compute-bound", f"{busy}{intensity:.3g} FLOP/byte, at or over the ridge point "
                           f"{ridge:.3g} FLOP/byte", figures)
     return Bottleneck("unknown", f"{busy}no ceilings (or work model) to compare with", figures)
+
+
+def untrusted_because(achieved: Achieved, ceilings: Ceilings | None = None) -> str | None:
+    """Why a memory/compute label read off `achieved`'s fractions cannot be trusted, or None: the run reaches
+    under TRUSTED_FROM of both ceilings (neither bounds it), or the ceilings are a CPU's measured while the
+    host was busy (`load_per_core` over BUSY_HOST_LOAD)."""
+    comp, band = achieved.compute_fraction, achieved.bandwidth_fraction
+    known = [f for f in (comp, band) if f is not None]
+    if known and max(known) < TRUSTED_FROM:
+        prec = achieved.precision or "matmul"
+        parts = ([f"{_pct(band)} of the copy bandwidth"] if band is not None else []) + \
+                ([f"{_pct(comp)} of the {prec} matmul ceiling"] if comp is not None else [])
+        return (f"at {' and '.join(parts)} neither ceiling bounds the step (under {_pct(TRUSTED_FROM)} of each: "
+                "overheads such as Python, operator dispatch or kernel launches take its time)")
+    load = (ceilings.details.get("load_per_core") if ceilings is not None and ceilings.device == "cpu" else None)
+    if isinstance(load, (int, float)) and load > BUSY_HOST_LOAD:
+        return (f"the CPU's ceilings were measured while other work kept it busy (load {load:.2f} a core): "
+                "they are too low, so the fractions against them are too high")
+    return None

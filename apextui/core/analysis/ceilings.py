@@ -179,6 +179,15 @@ def _median_ms_cpu(fn: Callable[[], Any], warmup: int, reps: int) -> float:
     return statistics.median(times)
 
 
+def load_per_core() -> float | None:
+    """The host's 1-minute load average over its cores (None where the OS has none): how busy the CPU was
+    while its ceilings were measured."""
+    try:
+        return round(os.getloadavg()[0] / (os.cpu_count() or 1), 3)
+    except (OSError, AttributeError):
+        return None
+
+
 def measure_ceilings(device: str) -> Ceilings:
     """Measure now. CUDA: a device-to-device copy of up to 1 GiB each way, 8192^3 matmuls in bf16, fp16 and
     fp32 (fp32 as torch is set up: TF32 off by default). CPU: a 128 MiB memcpy, 1024^3 fp32 and bf16 matmuls."""
@@ -220,7 +229,8 @@ def measure_ceilings(device: str) -> Ceilings:
             c = torch.empty(n, n, dtype=dtype)
             ms = _median_ms_cpu(functools.partial(torch.mm, a, b, out=c), warmup=1, reps=5)
             tflops[prec] = 2 * n**3 / ms / 1e9
-        details.update({"copy_bytes": copy_bytes, "matmul_n": n, "threads": torch.get_num_threads()})
+        details.update({"copy_bytes": copy_bytes, "matmul_n": n, "threads": torch.get_num_threads(),
+                        "load_per_core": load_per_core()})  # other work lowers a CPU's ceilings (bottleneck.py)
     else:
         raise CeilingsUnavailable(f"no ceilings for device {device!r}")
     return Ceilings(key=key, device=device, name=name, copy_gb_s=2 * copy_bytes / copy_ms / 1e6,

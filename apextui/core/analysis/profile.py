@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 from ..workloads.marker import NoMark
+from . import torch_messages
 from .ceilings import Ceilings, CeilingsUnavailable, get_ceilings
 
 PROFILE_GRAPHS_ENV = "APEXTUI_PROFILE_GRAPHS"  # "1": profile CUDA-graph workloads too (see profile_skip_reason)
@@ -90,7 +91,8 @@ def profile_kernel_ms(step: Callable[[], Any], steps: int = PROFILE_STEPS, warmu
     for _ in range(warmup):
         step()
     torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+    with torch_messages.profile_window(), \
+            torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(steps):
             step()
         torch.cuda.synchronize()

@@ -254,9 +254,13 @@ def render_lines(lines: Sequence[str]) -> Text:
     return t
 
 
-def render_doc(v: AdviceView) -> Text:
+ROW_WIDTH = 84  # columns a preset's row takes with every column; narrower, p10–p90 is left out (70)
+
+
+def render_doc(v: AdviceView, narrow: bool = False) -> Text:
     """The verdict per workload with its evidence, and the Apex line: the TUI's layout of the one view of the
-    advice (`core.advise.advice_view.view`, which the CLI's text lays out too)."""
+    advice (`core.advise.advice_view.view`, which the CLI's text lays out too). `narrow` (a box under
+    ROW_WIDTH columns, as at 80 columns): the rows leave out p10–p90, so that none wraps mid-row."""
     t = Text()
     style = {"worth_it": "bold green", "mixed": "bold yellow", "not_worth_it": "bold", "not_measurable": "yellow"}
     t.append("Apex here: ", style="bold")
@@ -286,7 +290,8 @@ def render_doc(v: AdviceView) -> Text:
         if w.apex is not None:
             t.append("  Apex: ", style="bold")
             t.append(w.apex + "\n")
-        t.append(f"  {'preset':<22}{'median':>8} {'p10–p90':>13} {'n':>2} {'spread':>7} {'vs base (95 %)':>18} "
+        spread_head = "" if narrow else f" {'p10–p90':>13}"
+        t.append(f"  {'preset':<22}{'median':>8}{spread_head} {'n':>2} {'spread':>7} {'vs base (95 %)':>18} "
                  f"{'loss':>7}\n", style="dim")
         for r in w.rows:
             if r.kind != "measured":
@@ -294,7 +299,8 @@ def render_doc(v: AdviceView) -> Text:
                 continue
             name = r.preset[:20] + (" *" if r.is_baseline else "") + (" ⚑" if r.flagged else "")
             t.append(f"  {name:<22}", style="bold" if r.recommended else "")
-            t.append(f"{r.median:>8} {r.p10_p90:>13} {r.repeats:>2} {r.spread:>7} {r.vs_base:>18} {r.loss:>7}\n")
+            p10_p90 = "" if narrow else f" {r.p10_p90:>13}"
+            t.append(f"{r.median:>8}{p10_p90} {r.repeats:>2} {r.spread:>7} {r.vs_base:>18} {r.loss:>7}\n")
             extra = [x for x in (r.roofline if r.roofline != fmt.DASH else None, r.compile) if x]
             if extra:
                 t.append(f"      {' · '.join(extra)}\n", style="dim")
@@ -429,7 +435,12 @@ class AdviseScreen(ModalScreen[None]):
             return
         v = view(job.doc or {})
         status.update(head + render_head(job, v))
-        body.update(render_doc(v))
+        scroll = self.query_one("#advise-scroll")
+        body.update(render_doc(v, narrow=scroll.size.width - scroll.styles.gutter.width - 1 < ROW_WIDTH))
+
+    def on_resize(self) -> None:
+        self._shown = None  # laid out again for the new width (render_doc's narrow rows)
+        self._tick()
 
     def action_stop_advice(self) -> None:
         job = self.job

@@ -21,6 +21,8 @@ KEYS: tuple[tuple[str, str], ...] = (
             "A/B/B/A with repeats, and shows their pooled intervals"),
     ("t x u [ ]", "comparison: t sorts (run order, median, speed-up, preset) · x hides the row · u shows the "
                   "hidden ones · [ ] older / newer page of a long history"),
+    ("r", "run the highlighted comparison row's preset again (after a run: the one that just ended)"),
+    ("n", "the steps of the next runs (as --steps; empty: each preset's own)"),
     ("d", "the full Apex doctor report"),
     ("a", "the Advice screen: which presets to use here"),
     ("o", "the worker's output: compile messages, warnings, errors of every run"),

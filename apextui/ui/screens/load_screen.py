@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -20,15 +21,22 @@ from textual.widgets.option_list import Option
 
 from ..history import RecentFile
 
+LOAD_BOX_MAX = 110  # columns: app.tcss's #load-box max-width
 
-def describe(f: RecentFile, home: Path | None = None) -> str:
-    """'2026-12-01 03:40  apextui-results-20261201-034012.json  3 KiB  ~/.local/share/apextui'."""
+
+def describe(f: RecentFile, home: Path | None = None, width: int = 0) -> Text:
+    """Two lines: '2026-12-01 03:40  apextui-results-20261201-034012.json  3 KiB', then the folder
+    ('~/.local/share/apextui'), shortened from its start ('…/share/apextui') to `width` columns when given.
+    On one line the folder came last and was cut off, even at 120 columns."""
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(f.mtime))
     folder = str(f.path.parent)
-    if home is not None and folder.startswith(str(home)):
+    if home is not None and (folder == str(home) or folder.startswith(str(home) + "/")):
         folder = "~" + folder[len(str(home)):]
+    folder = f"  in {folder}"
+    if width and len(folder) > width:
+        folder = "  in …" + folder[len(folder) - width + 6:]
     size = f"{max(1, round(f.size / 1024))} KiB"
-    return f"{when}  {f.path.name}  {size}  {folder}"
+    return Text.assemble(f"{when}  {f.path.name}  {size}\n", (folder, "dim"))
 
 
 class LoadScreen(ModalScreen[str | None]):
@@ -47,7 +55,8 @@ class LoadScreen(ModalScreen[str | None]):
                     home: Path | None = Path.home()
                 except RuntimeError:
                     home = None
-                yield OptionList(*(Option(describe(f, home), id=str(i)) for i, f in enumerate(self.recent)),
+                room = min(LOAD_BOX_MAX, self.app.size.width) - 8  # the box's border and padding, the list's
+                yield OptionList(*(Option(describe(f, home, room), id=str(i)) for i, f in enumerate(self.recent)),
                                  id="load-recent")
             else:
                 yield Static("no saved results yet in the run history or the start folder", classes="hint",

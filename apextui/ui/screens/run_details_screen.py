@@ -8,6 +8,7 @@ shown under "Other", so nothing in the JSON is hidden.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -42,11 +43,25 @@ def show_value(value: Any) -> str:
     return str(value)
 
 
+def show_time(value: float) -> str:
+    """A Unix time for reading: '2026-11-30 14:32:11 (1796151131)', local time, the raw number kept to search
+    the JSON by."""
+    return f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(value))} ({value:.0f})"
+
+
+def is_time(key: str, value: Any) -> bool:
+    """A field that holds a Unix time: named *_at (`measured_at`, `saved_at`) with a number of seconds."""
+    return (key.rsplit(".", 1)[-1].endswith("_at") and isinstance(value, (int, float))
+            and not isinstance(value, bool) and math.isfinite(value) and value > 0)
+
+
 def flatten(key: str, value: Any) -> Iterator[tuple[str, str]]:
-    """('roofline.ai', '12.5'), ...: nested objects as dotted keys."""
+    """('roofline.ai', '12.5'), ...: nested objects as dotted keys; a Unix time as a date (`show_time`)."""
     if isinstance(value, Mapping) and value:
         for k, v in value.items():
             yield from flatten(f"{key}.{k}", v)
+    elif is_time(key, value):
+        yield key, show_time(value)
     else:
         yield key, show_value(value)
 

@@ -87,7 +87,8 @@ def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = 
         up_text = Text("base", style="dim")
     else:
         c = index.comparison(row)
-        up_text = Text(format_speedup(c, level < WIDE), style=VERDICT_STYLE.get(c.verdict, "") if c else "dim")
+        up_text = Text(fmt.verdict_mark(c.verdict if c else None) + format_speedup(c, level < WIDE),
+                       style=VERDICT_STYLE.get(c.verdict, "") if c else "dim")
     if row.status != "failed" and index.competed(row):
         up_text.append(COMPETED, style="bold yellow")
     if row.final_loss is not None:
@@ -308,9 +309,9 @@ class ComparisonTable(DataTable):
         if any(index.competed(self.rows_data[i]) for i in self.shown):
             parts.append("⚠ measured while other work competed")
         named = sorted((files or {}).items(), key=lambda kv: kv[1])
-        if notes or named or drift:
-            parts.extend([*notes, *drift, *(f"f{n} {Path(f).name}" for f, n in named)])
+        if notes or named or drift:  # the legend stays, short, after the notes (loading a file used to replace it)
+            parts.extend([*notes, *drift, fmt.LEGEND, *(f"f{n} {Path(f).name}" for f, n in named)])
         else:
             interval = " (95 % interval)" if (self._tier or NARROW) >= WIDE else ""
-            parts.append(f"speed-up = baseline median / median{interval}, ≈ within noise")
+            parts.append(f"speed-up = baseline median / median{interval} · {fmt.LEGEND}")
         self.border_subtitle = " · ".join(parts)

@@ -3,6 +3,8 @@
 At 60 columns Textual's footer cut the hints off after `p SVG  l`, and `? Help` was lost. Narrow, the footer
 leaves out the keys of `NARROW_HIDDEN` (they are in ? help and the ctrl+p palette, and still work) and
 shortens the descriptions in `NARROW_DESCRIPTION`, so start, stop, doctor, save, load, quit and help fit.
+`s Stop` is shown only while a run is active (`WHILE_RUNNING`; the app refreshes the bindings when a run starts
+and ends): with nothing running it promised something the key cannot do.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from textual.app import ComposeResult
 from textual.widgets import Footer
 
 NARROW_HIDDEN = frozenset({"advise", "screenshot"})
+WHILE_RUNNING = frozenset({"stop"})  # hints shown only while a run is active (the keys still answer when idle)
 NARROW_DESCRIPTION = {"save": "Save"}
 
 
@@ -28,8 +31,11 @@ class KeyFooter(Footer):
 
     def compose(self) -> ComposeResult:
         shown = 0
+        running = getattr(self.app, "active", None) is not None
         for widget in super().compose():
             action = getattr(widget, "action", None)  # a FooterKey's
+            if action in WHILE_RUNNING and not running:
+                continue
             if self.narrow and action is not None:
                 if action in NARROW_HIDDEN:
                     continue

@@ -55,7 +55,8 @@ def competed_text(snap: object) -> str:
     return c.short if c is not None else ""
 
 
-STOPPING_COMPILE = "■ stopping once compilation ends (s again: end it now)…"
+# 42 columns: whole in the run pane of an 80-column terminal (48 wide); the longer wording was cut at "end …"
+STOPPING_COMPILE = "■ stops once compiled · s again: end it now"
 
 
 class LiveRun(Vertical):
@@ -69,6 +70,7 @@ class LiveRun(Vertical):
         self._ticker: Timer | None = None
         self._amp = False  # the run uses a GradScaler: the AMP line has something to say
         self._short = False  # a short terminal: no AMP line, so the loss curve keeps its line
+        self._narrow = False  # a narrow terminal: the rate's field (16 columns) has no room for "step ms"
 
     def compose(self) -> ComposeResult:
         yield Static("select a preset and press enter", id="run-title")
@@ -120,9 +122,10 @@ class LiveRun(Vertical):
 
     # ---- idle ----------------------------------------------------------------------------
     def show_preset(self, preset: Preset | None, avail: Availability | None, device: str | None,
-                    waiting: str | None = None) -> None:
+                    waiting: str | None = None, steps: int | None = None) -> None:
         """Nothing running: describe the highlighted preset (and why it cannot run, with the fix); `waiting`:
-        it starts by itself once that (the device probe, the Apex doctor) finishes."""
+        it starts by itself once that (the device probe, the Apex doctor) finishes; `steps`: the steps set with
+        n (or --steps) in place of the preset's own."""
         self.set_class(False, "-running")
         self.set_class(True, "-idle")
         if preset is None:
@@ -140,6 +143,8 @@ class LiveRun(Vertical):
             t.append("\nCPU run: the preset's small size · enter: start", style="yellow")
         elif avail is not None:
             t.append("\nenter: start", style="dim")
+        if steps is not None and avail is not None and avail.ok:
+            t.append(f"\n{steps} steps (n: change)", style="dim")
         self._set("run-title", t, layout=True)
 
     # ---- running -------------------------------------------------------------------------
@@ -230,7 +235,8 @@ class LiveRun(Vertical):
         self._set("run-timing", self._timing(view.last_ms, snap.stats))
 
         unit = f"{info.units}/s" if info else "/s"
-        self._set("run-rate", Text.assemble((fmt.si(snap.throughput, unit), "bold"), ("  step ms ", "dim")))
+        self._set("run-rate", Text.assemble((fmt.si(snap.throughput, unit), "bold"),
+                                            ("  " if self._narrow else "  step ms ", "dim")))
         if sparklines:
             self._spark("ms-spark", view.step_ms)
 
@@ -266,6 +272,11 @@ class LiveRun(Vertical):
                 (" · skipped ", "dim"), (str(snap.skipped_steps), "bold yellow" if snap.skipped_steps else ""),
                 (" step" if snap.skipped_steps == 1 else " steps", "dim"),
             ))
+
+    def set_narrow(self, narrow: bool) -> None:
+        """Under 80 columns the rate's field is 16 wide: "245 samples/s  step ms" was cut to "245 samples/s  s",
+        which ran into the chart's range ("s3.26–740"); narrow, the rate stands alone before the chart."""
+        self._narrow = narrow
 
     def set_short(self, short: bool) -> None:
         """Under 24 rows the AMP line gives its line to the loss curve (the scale stays in the run's details)."""

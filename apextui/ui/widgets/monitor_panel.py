@@ -47,6 +47,14 @@ def _value(name: str, reading: MonitorReading) -> str:
     return f"{v:g}"
 
 
+def _missing(reason: str) -> tuple[str, str]:
+    """A metric without a value: what its 14-column cell shows, and the reason for the pane's border ("" when
+    the cell says it all). "n/a (measuring (needs two samples))" was cut to "CPU n/a (meas…"."""
+    if reason.startswith("measuring"):
+        return "measuring…", ""
+    return "n/a", reason
+
+
 class MonitorPanel(Vertical):
     """Updated from the run's snapshots; before a run it says readings start with one."""
 
@@ -99,11 +107,15 @@ class MonitorPanel(Vertical):
             reason = next((reading.na[n] for n in GPU_FIELDS if n in reading.na), "no reading")
             self.query_one("#gpu-na", Static).update(f"GPU n/a: {reason}", layout=False)
         names = (GPU_FIELDS if gpu else ()) + HOST_FIELDS
+        missing = []
         for name in names:
             value = _value(name, reading)
             if value == "n/a" and name in reading.na:
-                value = f"n/a ({reading.na[name]})"
+                value, why = _missing(reading.na[name])
+                if why:
+                    missing.append(f"{LABELS[name]} n/a: {why}")
             self.query_one(f"#m-{name}", MetricCell).set(value, history.get(name, ()))
+        self.border_subtitle = " · ".join(missing)
 
     def _show_many(self, reading: MonitorReading, gpu_history: Mapping[int, tuple[float, ...]]) -> None:
         """A row per GPU; the process's metrics in the bottom border."""
@@ -121,8 +133,11 @@ class MonitorPanel(Vertical):
         host = " · ".join(f"{LABELS[n]} {_value(n, reading)}" for n in HOST_FIELDS)
         self.border_subtitle = f"{IN_USE} this run · {host}" if reading.run_gpus else host
 
-    def reset(self) -> None:
+    def reset(self, text: str = "readings start with a run") -> None:
+        """No readings: before a run, and once one has ended (its last CPU and RSS, left on screen, read as
+        the idle app's own)."""
         self._reading = None
         self._show_mode("none")
+        self.border_title, self.border_subtitle = TITLE, ""
         self.query_one("#host-grid").display = False
-        self.query_one("#gpu-na", Static).update("readings start with a run")
+        self.query_one("#gpu-na", Static).update(text)

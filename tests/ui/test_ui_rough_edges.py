@@ -1,0 +1,231 @@
+"""Issue 27's rough edges of the TUI: the palette, the history after w and quit, the save messages, the footer and
+the process pane with nothing running, toasts clear of the table, r and n, the run details' times, the Load
+picker's folders, the legend after a load, the doctor report at 80 columns, the marks that tell faster from
+slower without colour."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from ui_fakes import FakeEngine, cpu_app, gpu_app, static_text, until_ready, wait_for
+
+from apextui.ui import history
+
+pytestmark = pytest.mark.asyncio
+
+
+async def fp32_saved(pilot, app) -> None:
+    """fp32 run, then saved with w."""
+    await until_ready(pilot, app)
+    app.start_preset("fp32")
+    await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32")
+    await pilot.press("w")
+
+
+async def test_the_palette_has_no_textual_twins_of_apextuis_commands():
+    """Textual's Quit (which skips the save of unsaved runs), Keys and Screenshot beside apextui's own."""
+    app = gpu_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_ready(pilot, app)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+    assert not {"Quit", "Keys", "Screenshot"} & set(titles)
+    assert {"Quit apextui", "Help", "SVG screenshot", "Theme", "Run again"} <= set(titles)
+
+
+@pytest.mark.slow
+async def test_w_then_more_runs_then_quit_lists_each_run_once_in_the_history(tmp_path):
+    app = gpu_app(save_dir=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await fp32_saved(pilot, app)
+        app.start_preset("fused_amp")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 2, 5, "fused_amp")
+        await pilot.press("w")  # a second save: its copy replaces the first one's
+        assert len(history.recent_results()) == 1
+        app.start_preset("fused_fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 3, 5, "fused_fp32")
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.quit_saved is not None
+    files = history.recent_results()
+    runs = [r["preset"] for f in files for r in json.loads(f.path.read_text())["runs"]]
+    assert sorted(runs) == ["fp32", "fused_amp", "fused_fp32"]  # each once: no copy of an earlier w left
+    assert len(list(tmp_path.glob("apextui-results-*.json"))) == 2  # w's own files are never touched
+
+
+@pytest.mark.slow
+async def test_w_e_and_p_name_their_files_by_full_path(tmp_path):
+    app = gpu_app(save_dir=tmp_path)
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await until_ready(pilot, app)
+        app.start_preset("fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32")
+        for key in "wep":
+            await pilot.press(key)
+        await pilot.pause()
+        messages = [n.message for n in app._notifications]
+    for start in ("saved 1 run to\n", "exported 1 run as CSV and Markdown to\n", "saved the screenshot to\n"):
+        (message,) = [m for m in messages if m.startswith(start)]
+        paths = message.split("\n")[1:]
+        assert paths and all(p.startswith(str(tmp_path.resolve())) for p in paths), message
+
+
+async def test_idle_footer_has_no_stop_and_the_process_pane_no_stale_readings():
+    app = cpu_app(FakeEngine(hold={"fp32": 50}))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_ready(pilot, app)
+        footer = lambda: [getattr(k, "action", None) for k in app.query("FooterKey")]  # noqa: E731
+        await pilot.pause()
+        assert "stop" not in footer()
+        app.start_preset("fp32")
+        await wait_for(pilot, lambda: app._drawn_view is not None, 5, "fp32 drawn")
+        await pilot.pause()
+        assert "stop" in footer()
+        assert "CPU" in static_text(app, "#m-cpu_pct .metric-value")
+        app.active.runner.release()
+        await wait_for(pilot, lambda: app.active is None, 5, "fp32 ended")
+        await pilot.pause()
+        assert "stop" not in footer()
+        assert not app.query_one("#host-grid").display  # no CPU/RSS of a run that has ended
+        assert "no run now" in static_text(app, "#gpu-na")
+        await pilot.press("s")  # the key still answers
+        await pilot.pause()
+
+
+async def test_toasts_stay_clear_of_the_comparison_table():
+    for size in ((80, 24), (120, 40), (60, 20)):
+        app = gpu_app()
+        async with app.run_test(size=size, notifications=True) as pilot:
+            await until_ready(pilot, app)
+            app.notify("saved 1 run to\n/home/someone/work/apextui-results-20261202-011500.json", title="saved")
+            app.notify("a second one")
+            await pilot.pause(0.3)
+            toasts = list(app.query("Toast"))
+            assert len(toasts) == 2
+            table = app.table.region
+            assert all(t.region.bottom <= table.y for t in toasts), (size, [t.region for t in toasts], table)
+
+
+async def test_r_runs_the_highlighted_rows_preset_again_and_n_sets_the_steps():
+    engine = FakeEngine()
+    app = gpu_app(engine)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_ready(pilot, app)
+        app.start_preset("fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32")
+        app.start_preset("fused_amp")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 2, 5, "fused_amp")
+        await pilot.press("r")  # the cursor is on the run that just ended
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 3, 5, "fused_amp again")
+        assert [r.preset for r in app.table.rows_data] == ["fp32", "fused_amp", "fused_amp"]
+        app.table.move_cursor(row=0)
+        await pilot.press("n")
+        await pilot.pause()
+        for key in ("ctrl+u", "x", "enter"):  # not a number: refused with what is allowed
+            await pilot.press(key)
+        await pilot.pause()
+        assert type(app.screen).__name__ == "StepsScreen" and "whole number" in static_text(app.screen,
+                                                                                             "#steps-error")
+        for key in ("ctrl+u", "1", "2", "0", "enter"):
+            await pilot.press(key)
+        await pilot.pause()
+        assert app.steps == 120 and type(app.screen).__name__ != "StepsScreen"
+        await pilot.press("r")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 4, 5, "fp32 again")
+    assert engine.runners[-1].preset.name == "fp32" and engine.runners[-1].steps == 120
+    assert engine.runners[1].steps != 120
+
+
+async def test_run_details_show_times_as_dates():
+    from apextui.ui.screens.run_details_screen import flatten
+
+    when = 1796151131
+    ((key, value),) = flatten("roofline", {"ceilings": {"measured_at": when}})
+    assert key == "roofline.ceilings.measured_at"
+    assert value == f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(when))} ({when})"
+    assert list(flatten("steps", 400)) == [("steps", "400")]
+
+
+async def test_the_load_picker_shows_each_files_folder_whole_at_120_columns(tmp_path, monkeypatch):
+    """On one line the folder came last and was cut, even at 120 columns; narrow, it loses its start, not its
+    end (the folder's own name)."""
+    from apextui.ui.screens.load_screen import LoadScreen
+
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "apextui-results-20261201-034012.json").write_text("{}")
+    monkeypatch.chdir(folder)
+    for size in ((120, 40), (60, 20)):
+        app = gpu_app(save_dir=folder)
+        async with app.run_test(size=size) as pilot:
+            await until_ready(pilot, app)
+            await pilot.press("l")
+            await pilot.pause()
+            assert isinstance(app.screen, LoadScreen)
+            recent = app.screen.query_one("#load-recent")
+            lines = recent.get_option_at_index(0).prompt.plain.splitlines()
+            room = recent.scrollable_content_region.width
+        assert lines[0].endswith("apextui-results-20261201-034012.json  1 KiB") and len(lines[0]) <= 120 - 8
+        if size[0] == 120:
+            assert lines[1] == f"  in {folder}" and len(lines[1]) <= room
+        else:
+            assert lines[1].startswith("  in …") and lines[1].endswith("/results") and len(lines[1]) <= room
+
+
+@pytest.mark.slow
+async def test_loading_a_file_keeps_the_tables_legend(tmp_path):
+    app = gpu_app(save_dir=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await fp32_saved(pilot, app)
+        (saved,) = tmp_path.glob("apextui-results-*.json")
+        assert app.load_results(saved) == 1
+        await pilot.pause()
+        subtitle = str(app.table.border_subtitle)
+    assert "▲ faster ▼ slower ≈ within noise" in subtitle and f"f1 {saved.name}" in subtitle
+
+
+async def test_faster_and_slower_speed_ups_differ_by_a_symbol_as_well_as_colour():
+    from apextui.ui import widget_format as fmt
+
+    app = gpu_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until_ready(pilot, app)
+        for name in ("fp32", "fused_amp"):
+            app.start_preset(name)
+            await wait_for(pilot, lambda n=name: app.table.rows_data and app.table.rows_data[-1].preset == n, 5, name)
+        await pilot.pause()
+        cell = str(app.table.get_cell_at((1, [c.key for c in app.table.columns.values()].index("speedup"))))
+    assert cell.startswith(fmt.VERDICT_MARK["faster"]) and fmt.verdict_mark("slower") == "▼"
+    assert fmt.verdict_mark("within_noise") == ""  # its ≈ says it
+
+
+async def test_the_doctor_report_at_80_columns_wraps_at_words_and_says_it_scrolls_sideways():
+    """The box's edge cut lines mid-word ("git clone h") and nothing said the box scrolls sideways."""
+    import dataclasses
+
+    from ui_fakes import no_gpu_report, provider
+
+    from apextui.ui import doctor_view
+
+    fix = ("install NVIDIA Apex from source with its extensions: git clone https://github.com/NVIDIA/apex && cd apex "
+           "&& APEX_CPP_EXT=1 APEX_CUDA_EXT=1 pip install -v --no-build-isolation .")
+    base = no_gpu_report()
+    report = dataclasses.replace(base, problems=(dataclasses.replace(base.problems[1], fix=fix),))
+    app = cpu_app(report_provider=provider(report))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until_ready(pilot, app)
+        await pilot.press("d")
+        await pilot.pause(0.3)
+        box = app.screen.scroll_box
+        text = str(app.screen.query_one("#report-body").content)
+        width = box.size.width - box.styles.gutter.width - 1
+        subtitle = str(box.border_subtitle)
+    lines = text.splitlines()
+    # wider than the box: a fix line, or one word longer than the room (a module path)
+    assert width < 80 and all(len(line) <= width or line.lstrip().startswith("fix:") or len(line.split()) == 1
+                              for line in lines)
+    whole = " ".join(t.plain for t in doctor_view.full_report_lines(report))
+    assert text.split() == whole.split()  # the same words in the same order: none cut in two
+    assert any(fix in line for line in lines)  # the command on one line, to copy
+    assert "← → scroll sideways" in subtitle and len(subtitle) <= 76  # whole in the border at 80 columns
