@@ -133,8 +133,10 @@ def monitored_block(workload: Any, preset: Any, warmup: int, steps: int, device:
                     callback: Callable[[Any], None], sampler: Any = None) -> dict[str, float]:
     """A real run of warmup + steps on the shared workload: what it reports, and its loop's own rate."""
     run_preset = dataclasses.replace(preset, warmup=warmup)
-    runner = SharedRunner.make(workload, run_preset, device, callback, steps=warmup + steps, analyse=False,
-                               sampler=sampler)
+    from apextui.core.run.request import RunRequest
+
+    runner = SharedRunner.make(workload, RunRequest(run_preset, device, steps=warmup + steps), callback,
+                               analyse=False, sampler=sampler)
     snap = runner.run()
     if snap is None or snap.status != "ok" or snap.stats is None:
         raise RuntimeError(f"monitored block did not finish: {snap.error if snap else 'no result'}")

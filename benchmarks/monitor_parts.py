@@ -153,6 +153,7 @@ def runner_block(workload: Any, preset: Any, warmup: int, steps: int, device: st
                  callback: Callable[[Any], None], sampler: Any) -> tuple[float, float, HostUse]:
     """A real Runner run of warmup + steps on the already built workload: its measured steps' mean ms, the
     time its clock's calls took, and the host use from the clock's start to the final harvest."""
+    from apextui.core.run.request import RunRequest
     from apextui.core.run.runner import Runner
 
     class OnBuilt(Runner):
@@ -166,8 +167,8 @@ def runner_block(workload: Any, preset: Any, warmup: int, steps: int, device: st
             self.timed = TimedClock(clock)
             return info, work, self.timed
 
-    run = OnBuilt(dataclasses.replace(preset, warmup=warmup), device, callback, steps=warmup + steps,
-                  analyse=False, sampler=sampler)
+    request = RunRequest(dataclasses.replace(preset, warmup=warmup), device, steps=warmup + steps)
+    run = OnBuilt(request, callback, analyse=False, sampler=sampler)
     snap = run.run()
     if snap is None or snap.status != "ok" or snap.stats is None or run.timed.use is None:
         raise RuntimeError(f"block did not finish: {snap.error if snap else 'no result'}")

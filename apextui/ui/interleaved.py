@@ -19,6 +19,7 @@ from apextui.core.compare import format_speedup, from_fields
 from apextui.core.number_format import ms as fmt_ms
 from apextui.core.presets import BASELINES, Preset
 from apextui.core.results import ResultRow, row_from_snapshot
+from apextui.core.run.request import RunRequest
 
 from .screens.advise_screen import AdviceJob
 
@@ -57,16 +58,16 @@ class InterleavedJob(AdviceJob):
 
     def _factory(self, inner: Any) -> Any:
         """The app's runner factory, each run's final snapshot also made a comparison-table row."""
-        def factory(preset: Preset, device: str, callback: Callable[[Any], None], **kw: Any) -> Any:
+        def factory(request: RunRequest, callback: Callable[[Any], None], /) -> Any:
             def tee(snap: Any) -> None:
                 callback(snap)
                 if snap.finished and self.on_row is not None:
                     try:
-                        self.on_row(row_from_snapshot(snap, preset, device))
+                        self.on_row(row_from_snapshot(snap, request.preset, request.device))
                     except Exception:  # noqa: BLE001 - the comparison goes on without that row
                         pass
 
-            return inner(preset, device, tee, **kw)
+            return inner(request, tee)
 
         return factory
 
