@@ -29,7 +29,8 @@ def gpu_readings(monkeypatch, count: int,
         m.setitem(sys.modules, "pynvml", fake_nvml(count, failing=failing, links="switch"))
         sampler = Sampler(interval=1, pci_bus_id="00000000:18:00.0", scope="all")
         taken = [sampler.sample() for _ in range(READINGS)]
-    readings = [dataclasses.replace(r, time=1000.0 + i, cpu_pct=99.5, rss_mb=2310.0 + i, ram_used_pct=8.0)
+    readings = [dataclasses.replace(r, time=1000.0 + i, cpu_pct=99.5, rss_mb=2310.0 + i, ram_used_pct=8.0,
+                                    contention=None, run_contention=None)  # this machine's load: not in an SVG
                 for i, r in enumerate(taken)]
     return lambda i, gpu: readings[min(i, READINGS - 1)]
 
