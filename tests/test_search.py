@@ -237,3 +237,13 @@ def test_a_value_that_is_the_default_on_this_device_is_not_measured_twice():
     Search(anywhere.measure, budget_s=10_000, clock=anywhere.clock, device="cpu").run()
     assert not any(c.optimizer == "foreach" for c in on_cuda.calls)  # torch AdamW is foreach on CUDA already
     assert parse("optimizer=foreach") in anywhere.calls
+
+
+def test_a_new_point_is_measured_only_where_a_round_of_repeats_still_fits_after_it():
+    """The GPT example's search on an H200 in shape: its last compile took the time of the round of repeats, so
+    the answer stood on single runs. A point is now run only when a round with it among the candidates fits."""
+    fake = NeutralAloneHurtsInCompany(compile_cost=45.0)
+    r = Search(fake.measure, budget_s=300, clock=fake.clock).run()
+    assert any(t.phase == "repeat" for t in r.trials)
+    assert r.spent_s <= 300 + 10 + 45  # a run in progress when the budget ends finishes, never more
+    assert all(r.timing(c).runs >= 2 for c in r.candidates)  # type: ignore[union-attr]

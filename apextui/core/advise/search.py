@@ -222,6 +222,12 @@ class Search:
     def _round_cost(self, configs: tuple[Config, ...]) -> float:
         return sum(self._cost.get(c, 0.0) for c in configs)
 
+    def _room_for(self, estimate: float, current: Config) -> float:
+        """What a new point needs besides itself left in the budget: its own run (`estimate`), then a round of
+        repeats of the top candidates with it among them, so that the answer is never left on single runs made
+        one after another (on the H200 a last compile took the round's time: no repeats, no pooled intervals)."""
+        return 2 * estimate + self._round_cost(self._top(current))
+
     def _out_of_time(self, reserve: float = 0.0) -> bool:
         return self._stopped or self.spent + reserve >= self.budget_s
 
@@ -310,7 +316,7 @@ class Search:
         for _, name, value in sorted(additions):
             cand = current.with_(name, value)
             if not self._tried(cand):
-                if self._out_of_time(reserve=self._round_cost(self._top(current))):
+                if self._out_of_time(reserve=self._room_for(self._cost.get(current, 0.0), current)):
                     return current, self._why_stopped()
                 self._run("ascent", cand, f"from {current.label}: {name}={value} (its single change beat fp32)")
             if self._ok(cand) and self._lower(cand, current):
@@ -333,7 +339,7 @@ class Search:
             if self._tried(cand):
                 continue
             estimate = (first_cost or 0.0) * v.setup_cost / axis("compile").value("default").setup_cost
-            if self._out_of_time(reserve=estimate + self._round_cost(self._top(current))):
+            if self._out_of_time(reserve=self._room_for(estimate, current)):
                 if self._stopped:
                     return current, "stopped"
                 self._say(f"search: {cand.label} left out: its set-up (about {estimate:.0f} s) does not fit the budget")
@@ -366,7 +372,7 @@ class Search:
             cands.sort(key=lambda c: min(rank(a, getattr(c, a)) for a in AXIS_NAMES
                                          if getattr(c, a) != getattr(current, a)))
             for cand in cands:
-                if self._out_of_time(reserve=self._round_cost(self._top(current))):
+                if self._out_of_time(reserve=self._room_for(self._cost.get(current, 0.0), current)):
                     return current, self._why_stopped()
                 changed = next(a for a in AXIS_NAMES if getattr(cand, a) != getattr(current, a))
                 self._run("ascent", cand, f"from {current.label}: {changed}={getattr(cand, changed)}")
