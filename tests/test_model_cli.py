@@ -212,7 +212,9 @@ def test_advise_model_searches_and_hands_back_the_snippet_and_a_preset_that_repr
     assert s["stopped_by"] in ("budget", "converged") and s["budget_s"] == 3
     assert any(t["status"] == "unavailable" and t["label"] == "tf32" for t in s["trials"])
     assert all(p["peak_memory_bytes"] is None for p in s["points"].values())  # CPU
-    assert a["label"] == s["winner_label"] and a["speedup_vs_fp32"] is not None
+    assert a["label"] == s["winner_label"]
+    # a speed-up against fp32 unless the answer is fp32 itself (within noise of it on a busy CPU: the one decision)
+    assert (a["speedup_vs_fp32"] is not None) == (a["label"] != "fp32"), a
     assert "import torch" in a["snippet"] and "optimizer.step()" in a["snippet"]
     p = presets.parse(tomllib.loads(a["toml"]), name="answer")
     assert p.config == parse(a["config"]) and p.model.endswith("m.py:build")

@@ -26,6 +26,8 @@ def start_event(meta: RunMeta, device: str, steps: int | None, warmup: int, env:
         "workload": WORKLOAD, "variant": meta.name, "baseline": None, "device": device, "size": "default",
         "size_params": {}, "steps": steps, "warmup": warmup, "amp": "none", "config": None, "config_label": None,
         "note": None, "env": dict(env),
+        # no 0.2 s contention check at the start of the user's training; the step lines carry the sampler's
+        "contention": None,
         "watch": {"name": meta.name, "pid": meta.pid, "host": meta.host, "start": meta.start, "rank": meta.rank,
                   "argv": list(sys.argv)},
     }
