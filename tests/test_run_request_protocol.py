@@ -62,14 +62,24 @@ def test_every_runner_and_factory_takes_the_request_first(name, fn, method):
 
 FACTORIES = {"thread_runner_factory", "default_runner_factory", "runner_factory", "factory"}
 # first, before the request: the workload benchmarks/overhead_blocks.py built; tests/test_advise.py's scripted engine
-EXTRA_POSITIONAL = {"SharedWorkloadRunner": 1, "ScriptedRunner": 1}
+EXTRA_POSITIONAL = {"SharedWorkloadRunner": 1, "ScriptedRunner": 1, "WithRun": 1}  # WithRun: a ScriptedRunner
 
 
-def _made_loose(node: ast.Call) -> bool:
-    """A runner (a class named ...Runner) or a factory called with what a RunRequest carries beside it."""
-    func = node.func
-    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-    if not (name.endswith("Runner") or name in FACTORIES):
+def _name(node: ast.expr) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _subclasses(tree: ast.AST) -> set[str]:
+    """Classes of the source that subclass a runner whatever their own name (a benchmark's `OnBuilt(Runner)`)."""
+    return {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
+            and any(_name(b).endswith("Runner") for b in n.bases)}
+
+
+def _made_loose(node: ast.Call, runners: set[str] = frozenset()) -> bool:  # type: ignore[assignment]
+    """A runner (a class named ...Runner, or a subclass of one) or a factory called with what a RunRequest
+    carries beside it."""
+    name = _name(node.func)
+    if not (name.endswith("Runner") or name in runners or name in FACTORIES):
         return False
     return bool({k.arg for k in node.keywords} & LOOSE) or len(node.args) > 2 + EXTRA_POSITIONAL.get(name, 0)
 
@@ -84,8 +94,10 @@ def _loose_factory(node: ast.FunctionDef | ast.Lambda) -> bool:
 def loose_paths(source: str) -> list[tuple[int, str]]:
     """(line, code) of every loose-argument run in `source`: a call or a factory of the old shape."""
     found = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call) and _made_loose(node) or \
+    tree = ast.parse(source)
+    runners = _subclasses(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _made_loose(node, runners) or \
                 isinstance(node, (ast.FunctionDef, ast.Lambda)) and _loose_factory(node):
             found.append((node.lineno, ast.unparse(node).splitlines()[0][:80]))
     return sorted(found)
@@ -106,6 +118,8 @@ f = self.runner_factory(p, d, cb, sample_interval=1.0)
 w = ProcessRunner(p, d, cb)
 def factory(preset, device, callback, *, steps=None, sample_interval=1.0): ...
 g = lambda p, d, cb, *, steps=None: None
+class OnBuilt(Runner): ...
+run = OnBuilt(preset, device, cb, steps=3)
 """
     new = """
 r = Runner(RunRequest(preset, "cpu", 5), cb, analyse=False)
@@ -114,5 +128,5 @@ s = SharedWorkloadRunner(workload, RunRequest(p, d), cb)
 l = LaunchedRunner(request, cb, nproc=2)
 def factory(request, callback): ...
 """
-    assert [line for line, _ in loose_paths(old)] == [2, 3, 4, 5, 6]
+    assert [line for line, _ in loose_paths(old)] == [2, 3, 4, 5, 6, 8]
     assert loose_paths(new) == []
