@@ -297,8 +297,7 @@ class Search:
         noise there and worth 4 % once bf16 has made the step four times shorter, so adding it to the fastest eager
         point (`_combine`: one run, kept where that point's median comes out lower) is where such a value is
         tested."""
-        t, base = self.result.timing(c), self.result.timing(BASELINE)
-        return t is not None and base is not None and t.median_ms < base.median_ms
+        return self._lower(c, BASELINE)
 
     def _combine(self, current: Config, eager: list[Config]) -> tuple[Config, str]:
         """From the fastest eager point, each other axis's best single value (where its median beat the

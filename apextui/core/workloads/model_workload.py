@@ -323,13 +323,18 @@ class ModelWorkload(Workload):
                                f"than the model's ({report.summary()})")
         return swap
 
+    @property
+    def _checks_without_dropout(self) -> bool:
+        """The check compares with dropout off (a compiled variant draws its own masks: `_reference_losses`)."""
+        return self._reference is not None and next(iter(self._reference)) == "disabled_for_check"
+
     def _variant_losses(self, n: int, dropout_off: bool | None = None) -> list[float]:
         """n steps of this variant from the initial weights on the check's random stream (its compile warm-up, for a
         compiled one; its first PARITY_STEPS with dropout off where the check needs it, the rest with the user's
         dropout, so the graph the measured steps run is compiled here); then weights, optimizer, scaler and data are
         put back as they were before."""
         if dropout_off is None:
-            dropout_off = self._reference is not None and next(iter(self._reference)) == "disabled_for_check"
+            dropout_off = self._checks_without_dropout
         losses = []
         marker = NoMark()
         with dropout.same_stream(self._check_seed, self.device):
@@ -401,10 +406,9 @@ class ModelWorkload(Workload):
         import time
 
         t0 = time.perf_counter()
-        checks_without_dropout = self._reference is not None and next(iter(self._reference)) == "disabled_for_check"
         # with dropout off for the check, its steps compile a graph of their own: the measured graph (the user's
         # dropout) is compiled, and its CUDA graphs recorded, by WARMUP_STEPS more steps after them
-        n = PARITY_STEPS + WARMUP_STEPS if checks_without_dropout else max(PARITY_STEPS, WARMUP_STEPS)
+        n = PARITY_STEPS + WARMUP_STEPS if self._checks_without_dropout else max(PARITY_STEPS, WARMUP_STEPS)
         losses = self._variant_losses(n)
         if self._reference is not None:
             self.check = self._parity(self._reference, losses[:PARITY_STEPS], self._swap)
