@@ -272,7 +272,11 @@ class ContentionTally:
         self.samples = 0
         self.busy = 0
         self.throttled = 0
-        self.cpu: list[float] = []
+        # other processes' CPU cores: count, sum and max of the samples that had it (kept running: `to_dict` is
+        # called every sample, and a list of every sample grew, and was summed, for the run's whole length)
+        self.cpu_samples = 0
+        self.cpu_sum = 0.0
+        self.cpu_max: float | None = None
         self.cores: int | None = None
         self.gpu: dict[int, GpuProcess] = {}
         self.throttle: set[str] = set()
@@ -284,7 +288,9 @@ class ContentionTally:
         self.busy += c.level == "busy"
         self.throttled += c.level == "throttled"
         if c.other_cpu_cores is not None:
-            self.cpu.append(c.other_cpu_cores)
+            self.cpu_samples += 1
+            self.cpu_sum += c.other_cpu_cores
+            self.cpu_max = c.other_cpu_cores if self.cpu_max is None else max(self.cpu_max, c.other_cpu_cores)
         self.cores = c.cores if c.cores is not None else self.cores
         for p in c.gpu_processes:
             seen = self.gpu.get(p.pid)
@@ -303,16 +309,16 @@ class ContentionTally:
             return "busy"
         if self.throttled and self.throttled >= RUN_BUSY_SHARE * self.samples:
             return "throttled"
-        if not self.cpu and "gpu_processes" in self.na and "throttle" in self.na:
+        if not self.cpu_samples and "gpu_processes" in self.na and "throttle" in self.na:
             return "unknown"
         return "quiet"
 
     def to_dict(self) -> dict[str, Any]:
-        cpu = list(self.cpu)
+        n, total, most = self.cpu_samples, self.cpu_sum, self.cpu_max
         return {"level": self.level, "samples": self.samples, "busy_samples": self.busy,
                 "throttled_samples": self.throttled,
-                "other_cpu_cores_mean": _round(sum(cpu) / len(cpu)) if cpu else None,
-                "other_cpu_cores_max": _round(max(cpu)) if cpu else None, "cores": self.cores,
+                "other_cpu_cores_mean": _round(total / n) if n else None,
+                "other_cpu_cores_max": _round(most) if n else None, "cores": self.cores,
                 "gpu_processes": [p.to_dict() for p in self.gpu.values()], "throttle": sorted(self.throttle),
                 "reasons": list(self.reasons)[:8]}
 
