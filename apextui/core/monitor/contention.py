@@ -190,6 +190,8 @@ class ContentionProbe:
         return Contention(level, other, own, cores, procs, throttle_names(bits), why, MappingProxyType(na))
 
     def _others(self, listed: Any) -> tuple[GpuProcess, ...]:
+        if all(pid == self.pid for pid, _ in listed):  # the common case: the run alone on its GPU; no tree walk
+            return ()
         ours = self._our_pids()
         out = []
         for pid, mem in listed:
