@@ -142,6 +142,7 @@ class ContentionProbe:
         self._psutil = psutil_module
         self._last: tuple[float, float, float] | None = None  # (wall, busy CPU s on my cores, own CPU s)
         self._ours: frozenset[int] | None = None
+        self._me: Any = None  # psutil's Process of `pid`, made once (the pid is fixed)
 
     def _ps(self) -> Any:
         if self._psutil is None:
@@ -149,6 +150,11 @@ class ContentionProbe:
 
             self._psutil = psutil
         return self._psutil
+
+    def _process(self) -> Any:
+        if self._me is None:
+            self._me = self._ps().Process(self.pid)
+        return self._me
 
     def read(self) -> Contention:
         na: dict[str, str] = {}
@@ -160,7 +166,7 @@ class ContentionProbe:
             cores = len(cpus)
             per_cpu = ps.cpu_times(percpu=True)
             busy = sum(_busy(per_cpu[i]) for i in cpus if i < len(per_cpu))
-            mine = _own_cpu_s(ps.Process(self.pid))
+            mine = _own_cpu_s(self._process())
             now = time.monotonic()
             if self._last is not None and now > self._last[0]:
                 wall = now - self._last[0]
@@ -206,8 +212,7 @@ class ContentionProbe:
         other children are the user's other work). Found again each call (a rank may start after the first)."""
         pids = {self.pid}
         try:
-            ps = self._ps()
-            me = ps.Process(self.pid)
+            me = self._process()
             family = [me]
             for parent in me.parents():
                 if not _ours(parent):
