@@ -180,3 +180,16 @@ def test_a_real_busy_loop_process_is_seen_as_other_cpu_time():
     assert c.own_cpu_cores is not None and c.own_cpu_cores < 0.3  # this test mostly slept
     if len(cpus) <= 4:  # one spinning core of 4 or fewer is a quarter or more: busy
         assert c.level == "busy"
+
+
+def test_the_run_alone_on_its_gpu_walks_no_process_tree(cores, monkeypatch):
+    fake = fake_nvml(1)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    fake.processes[0] = [(os.getpid(), 900 * MIB)]  # only this process: nothing to tell apart, every sample
+    probe = ContentionProbe(Nvml(0), psutil_module=FakePsutil(2), pid=os.getpid())
+    walks = []
+    monkeypatch.setattr(probe, "_our_pids", lambda: walks.append(1) or frozenset({os.getpid()}))
+    c = probe.read()
+    assert c.gpu_processes == () and walks == []
+    fake.processes[0] = [(os.getpid(), 900 * MIB), (4242, MIB)]  # another one: the walk tells whose it is
+    assert [p.pid for p in probe.read().gpu_processes] == [4242] and walks == [1]

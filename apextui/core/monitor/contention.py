@@ -142,6 +142,7 @@ class ContentionProbe:
         self._psutil = psutil_module
         self._last: tuple[float, float, float] | None = None  # (wall, busy CPU s on my cores, own CPU s)
         self._ours: frozenset[int] | None = None
+        self._me: Any = None  # psutil's Process of `pid`, made once (the pid is fixed)
 
     def _ps(self) -> Any:
         if self._psutil is None:
@@ -149,6 +150,11 @@ class ContentionProbe:
 
             self._psutil = psutil
         return self._psutil
+
+    def _process(self) -> Any:
+        if self._me is None:
+            self._me = self._ps().Process(self.pid)
+        return self._me
 
     def read(self) -> Contention:
         na: dict[str, str] = {}
@@ -160,7 +166,7 @@ class ContentionProbe:
             cores = len(cpus)
             per_cpu = ps.cpu_times(percpu=True)
             busy = sum(_busy(per_cpu[i]) for i in cpus if i < len(per_cpu))
-            mine = _own_cpu_s(ps.Process(self.pid))
+            mine = _own_cpu_s(self._process())
             now = time.monotonic()
             if self._last is not None and now > self._last[0]:
                 wall = now - self._last[0]
@@ -190,6 +196,8 @@ class ContentionProbe:
         return Contention(level, other, own, cores, procs, throttle_names(bits), why, MappingProxyType(na))
 
     def _others(self, listed: Any) -> tuple[GpuProcess, ...]:
+        if all(pid == self.pid for pid, _ in listed):  # the common case: the run alone on its GPU; no tree walk
+            return ()
         ours = self._our_pids()
         out = []
         for pid, mem in listed:
@@ -204,8 +212,7 @@ class ContentionProbe:
         other children are the user's other work). Found again each call (a rank may start after the first)."""
         pids = {self.pid}
         try:
-            ps = self._ps()
-            me = ps.Process(self.pid)
+            me = self._process()
             family = [me]
             for parent in me.parents():
                 if not _ours(parent):
@@ -272,7 +279,11 @@ class ContentionTally:
         self.samples = 0
         self.busy = 0
         self.throttled = 0
-        self.cpu: list[float] = []
+        # other processes' CPU cores: count, sum and max of the samples that had it (kept running: `to_dict` is
+        # called every sample, and a list of every sample grew, and was summed, for the run's whole length)
+        self.cpu_samples = 0
+        self.cpu_sum = 0.0
+        self.cpu_max: float | None = None
         self.cores: int | None = None
         self.gpu: dict[int, GpuProcess] = {}
         self.throttle: set[str] = set()
@@ -284,7 +295,9 @@ class ContentionTally:
         self.busy += c.level == "busy"
         self.throttled += c.level == "throttled"
         if c.other_cpu_cores is not None:
-            self.cpu.append(c.other_cpu_cores)
+            self.cpu_samples += 1
+            self.cpu_sum += c.other_cpu_cores
+            self.cpu_max = c.other_cpu_cores if self.cpu_max is None else max(self.cpu_max, c.other_cpu_cores)
         self.cores = c.cores if c.cores is not None else self.cores
         for p in c.gpu_processes:
             seen = self.gpu.get(p.pid)
@@ -303,16 +316,16 @@ class ContentionTally:
             return "busy"
         if self.throttled and self.throttled >= RUN_BUSY_SHARE * self.samples:
             return "throttled"
-        if not self.cpu and "gpu_processes" in self.na and "throttle" in self.na:
+        if not self.cpu_samples and "gpu_processes" in self.na and "throttle" in self.na:
             return "unknown"
         return "quiet"
 
     def to_dict(self) -> dict[str, Any]:
-        cpu = list(self.cpu)
+        n, total, most = self.cpu_samples, self.cpu_sum, self.cpu_max
         return {"level": self.level, "samples": self.samples, "busy_samples": self.busy,
                 "throttled_samples": self.throttled,
-                "other_cpu_cores_mean": _round(sum(cpu) / len(cpu)) if cpu else None,
-                "other_cpu_cores_max": _round(max(cpu)) if cpu else None, "cores": self.cores,
+                "other_cpu_cores_mean": _round(total / n) if n else None,
+                "other_cpu_cores_max": _round(most) if n else None, "cores": self.cores,
                 "gpu_processes": [p.to_dict() for p in self.gpu.values()], "throttle": sorted(self.throttle),
                 "reasons": list(self.reasons)[:8]}
 
