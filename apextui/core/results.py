@@ -21,8 +21,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from apextui.core.atomic import write_atomic, write_new_numbered
 from apextui.core import files
 from apextui.core.run import events
-from apextui.core.compare import SINGLE_RUNS_NOTE, Comparison, Drift, Timing, baseline_problem, compare, fields, \
-    timing_from_summary
+from apextui.core.compare import SINGLE_RUNS_NOTE, Comparison, Drift, Timing, _positive, baseline_problem, compare, \
+    fields, timing_from_summary
 from apextui.core.monitor.contention import competing
 from apextui.core.presets import BASELINES, Preset
 from apextui.core.run.snapshot import Snapshot
@@ -147,8 +147,8 @@ class RunIndex:
             key = r.comparable_key
             n = counts[(r.preset, key)] = counts.get((r.preset, key), 0) + 1
             self._numbers[id(r)] = n
-            median = r.summary.median_ms
-            if r.status == "ok" and isinstance(median, float) and median > 0 and math.isfinite(median):
+            median = _positive(r.summary.median_ms)  # a usable median by the rule `timing_from_summary` reads
+            if r.status == "ok" and median is not None:
                 repeats.setdefault(key, {}).setdefault(r.preset, []).append(Timing(median))
             if r.is_baseline:
                 problem = baseline_problem(r.status, r.summary)
