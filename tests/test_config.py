@@ -153,3 +153,21 @@ def test_the_whole_step_graph_is_the_transformers_only():
     assert graph not in single_changes(BASELINE) and graph.label == "bf16+fused+compile_graph"
     a = availability(config_preset("m.py:build", graph), "cuda")
     assert not a.ok and "transformer workload only" in a.reason
+
+
+def test_a_point_off_the_named_ones_plans_and_checks_for_data_parallel_without_a_registry_entry():
+    """`advise --model --config precision=bf16,optimizer=fused,norms=apex` (no named variant has that point) crashed
+    with KeyError in the plan; the data-parallel check read the registry the same way."""
+    from apextui.core.advise.planning import plan
+    from apextui.core.availability import Availability
+    from apextui.core.model_presets import config_preset, presets_for
+    from apextui.core.run.data_parallel import data_parallel_problem
+
+    point = parse("precision=bf16,optimizer=fused,norms=apex")
+    assert point not in NAMED.values()
+    presets = [*presets_for("m.py:build", variants=("fp32",)), config_preset("m.py:build", point)]
+    (p,) = plan(presets, "cuda", ["model"], lambda _: Availability(True))
+    assert [x.variant for x in p.runnable] == ["fp32", point.label] and not p.skipped
+    assert data_parallel_problem(presets[1]) is None
+    graph = config_preset("m.py:build", parse("precision=bf16,compile=graph"))
+    assert "CUDA graphs" in (data_parallel_problem(graph) or "")

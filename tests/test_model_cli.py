@@ -225,3 +225,18 @@ def test_advise_model_searches_and_hands_back_the_snippet_and_a_preset_that_repr
 def test_advise_budget_and_config_need_model():
     proc = run_cli("advise", "--budget", "5", "--device", "cpu", "--json")
     assert proc.returncode == 2 and "--budget goes with --model" in proc.stderr
+
+
+def test_advise_trains_every_run_in_a_process_of_its_own(tmp_path):
+    """A run leaves state behind in its process (on CUDA, the profiler's hooks slowed every later launch): the CLI's
+    advice trains each run in a fresh worker process, as the TUI does. The model says which process built it; its
+    prints reach stderr (the JSON on stdout stays one document)."""
+    source = GOOD.replace("def build(small=False):\n", "def build(small=False):\n    import os\n"
+                                                         "    print(f'built in pid {os.getpid()}', flush=True)\n")
+    proc = run_cli("advise", "--model", f"{model_file(tmp_path, source)}:build", "--config", "precision=bf16",
+                   "--device", "cpu", "--steps", "4", "--repeats", "2", "--json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["kind"] == "apextui-advice"
+    pids = [int(line.split()[-1]) for line in proc.stderr.splitlines() if line.startswith("built in pid ")]
+    # fp32, bf16, bf16, fp32: four runs, four processes (and the CLI's own, where it built the model to describe it)
+    assert len(set(pids)) >= 4 and len(pids) == len(set(pids)), proc.stderr

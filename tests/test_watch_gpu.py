@@ -4,6 +4,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -46,13 +51,29 @@ def test_the_hook_never_synchronises_and_reads_cuda_values_after_their_block():
     assert any(g["index"] >= 0 for g in steps[-1]["gpus"])  # NVML: the GPU this process uses
 
 
-def test_a_step_before_any_cuda_work_moves_the_clock_to_cuda_once_it_is_in_use():
-    mon = apextui.watch(name="gpu-early")
-    mon.step()  # before the model is on the GPU
-    loop(mon, 300)
-    mon.close()
-    evs = reader.Follower(mon.path).poll()
-    setups = [e for e in evs if e["event"] == "setup"]
-    notes = [e["message"] for e in evs if e["event"] == "note"]
-    assert any(s["device"] == "cuda" for s in setups) and any("timed with CUDA events" in n for n in notes)
-    assert evs[-1]["status"] == "ok"
+EARLY = """
+import sys, torch, apextui
+sys.path.insert(0, {tests!r})
+from test_watch_gpu import loop
+from apextui.core.watch import reader
+assert not torch.cuda.is_initialized()
+mon = apextui.watch(name="gpu-early")
+mon.step()  # before any CUDA work: timed on the host
+loop(mon, 300)
+mon.close()
+evs = reader.Follower(mon.path).poll()
+setups = [e["device"] for e in evs if e["event"] == "setup"]
+notes = [e["message"] for e in evs if e["event"] == "note"]
+print(setups, notes, evs[-1]["status"])
+assert setups[-1] == "cuda", setups
+assert any("timed with CUDA events" in n for n in notes), notes
+assert evs[-1]["status"] == "ok"
+"""
+
+
+def test_a_step_before_any_cuda_work_moves_the_clock_to_cuda_once_it_is_in_use(tmp_path):
+    # a fresh interpreter: in this one the test above has initialised CUDA already, so a first step would see it
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", EARLY.format(tests=str(Path(__file__).parent))], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]

@@ -190,6 +190,8 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
             search_budget = budget if budget is not None else DEFAULT_BUDGET_S[device]
         presets = [*presets, *model_presets]
         workloads = (*(args.workloads or ()), "model")
+    if runner_factory is None:
+        runner_factory = _runs_in_processes()
     try:
         advisor = Advisor(device, steps=args.steps, repeats=args.repeats or DEFAULT_REPEATS,
                           workloads=workloads, presets=presets, runner_factory=runner_factory,
@@ -238,6 +240,17 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
         log("every run failed" if doc["runs"]["total"] else "no preset could run here")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _runs_in_processes() -> Any:
+    """Each run in a worker process of its own, as the TUI's (`worker.headless_runner_factory` says why);
+    $APEXTUI_WORKER=thread keeps them in this process."""
+    from ..core.run.worker import env_runner_factory, prestart, thread_runner_factory
+
+    factory = env_runner_factory(headless=True)
+    if factory is not thread_runner_factory:
+        prestart()  # the server imports torch once; every run's process is forked from it
+    return factory
 
 
 def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:

@@ -22,13 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from textual import events
 from textual.app import ComposeResult
@@ -39,8 +38,8 @@ from textual.message import Message
 from textual.widgets import OptionList
 
 from apextui.core.presets import Preset
-from apextui.core.run.request import RunRequest
-from apextui.core.run.runner import RunnerFactory, thread_runner_factory
+from apextui.core.run.runner import RunnerFactory
+from apextui.core.run.worker import env_runner_factory, process_runner_factory as default_runner_factory
 
 from .app_base import REFRESH_S, SPARK_REFRESH_S, ActiveRun, AppBase
 from .doctor_view import ReportProvider, default_report_provider
@@ -93,19 +92,6 @@ def freeze_gc_once() -> None:
     _gc_frozen = True
     gc.collect()
     gc.freeze()
-
-
-def default_runner_factory(request: RunRequest, callback: Callable[[Any], None]) -> Any:
-    """Train in a worker process: a training thread beside the UI's cost a host-bound step 5-8 % on
-    the H200 (GIL), and a crash or out-of-memory in the worker cannot take the UI down."""
-    from apextui.core.run.worker import ProcessRunner
-
-    return ProcessRunner(request, callback)
-
-
-def env_runner_factory() -> RunnerFactory:
-    """The worker process, or a thread of this process when APEXTUI_WORKER=thread."""
-    return thread_runner_factory if os.environ.get("APEXTUI_WORKER") == "thread" else default_runner_factory
 
 
 class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBase):

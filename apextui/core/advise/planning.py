@@ -65,7 +65,8 @@ def plan(presets: Sequence[Preset], device: str, workloads: Sequence[str],
                                            reason=f"not comparable: its [{size_key}] differs from the baseline "
                                                   f"{base.name}'s"))
                 continue
-            if not data_parallel and WORKLOADS[w].variant(p.variant).parallel is not None:
+            named = WORKLOADS[w].find(p.variant)  # None: a point of the model's axes, never data-parallel
+            if not data_parallel and named is not None and named.parallel is not None:
                 skipped.append(Measurement(**kw, available=False, reason=SINGLE_DEVICE_ONLY, fix=DATA_PARALLEL_FIX))
                 continue
             a = availability_fn(p)

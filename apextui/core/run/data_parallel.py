@@ -36,7 +36,9 @@ def data_parallel_problem(preset: Preset) -> str | None:
     if preset.workload == "norm":
         return "the norm workload times one kernel and has no model to train data-parallel; pick a transformer " \
                "or optimizer preset"
-    if WORKLOADS[preset.workload].variant(preset.variant).cuda_graphs:
+    graphs = preset.config.cuda_graphs if preset.config is not None else \
+        WORKLOADS[preset.workload].variant(preset.variant).cuda_graphs
+    if graphs:
         return f"{preset.variant} captures CUDA graphs, which apextui does not run data-parallel"
     return None
 

@@ -269,5 +269,5 @@ class Runner(RunControl):
 
 def thread_runner_factory(request: RunRequest, callback: Callable[[Any], None]) -> Runner:
     """A `Runner` that trains in a thread of this process (headless advice, tests, `APEXTUI_WORKER=thread`);
-    the TUI's default trains in a worker process instead (`ui.app.default_runner_factory`)."""
+    the TUI's default trains in a worker process instead (`worker.process_runner_factory`)."""
     return Runner(request, callback)

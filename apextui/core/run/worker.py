@@ -29,13 +29,14 @@ from typing import Any, Callable, Iterator
 
 from .request import RunRequest
 from .. import exits
-from .handle import ForwardsSnapshots, RunControl
-from .runner import Runner, run_steps
+from .handle import ForwardsSnapshots, RunControl, RunnerFactory
+from .runner import Runner, run_steps, thread_runner_factory
 from .snapshot import Callback, FinalStatus, Snapshot
 
 # torch._dynamo: the first optimizer step imports it (~1.5 s); imported once here, not in every worker
 PRELOAD = ["torch", "torch._dynamo", "torch.optim", "apextui.core.run.runner", "apextui.core.workloads"]
 START_METHOD_ENV = "APEXTUI_WORKER_START"
+WHERE_ENV = "APEXTUI_WORKER"  # "thread": runs train in a thread of this process (tests, debugging)
 LOG_TAIL_LINES = 12
 EXIT_GRACE_S = 10.0  # how long a finished worker gets to exit before it is killed
 
@@ -128,12 +129,21 @@ def redirect_output(log_path: str) -> None:
     sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
 
 
-def worker_main(request: RunRequest, conn: Connection, stop: Any, log_path: str) -> None:
+def worker_main(request: RunRequest, conn: Connection, stop: Any, log_path: str, to_stderr: bool = False) -> None:
     """The worker process: train `request` on this main thread, send every snapshot to the parent. A `target`
-    of `ProcessRunner` takes these same arguments."""
+    of `ProcessRunner` takes these same arguments (`to_stderr` only where it is asked for).
+
+    `to_stderr` (the headless front ends): the user's prints and their C code's output go to the terminal's stderr,
+    as they do in the front end's own process (its stdout carries JSON only), and torch's notes on apextui's own use
+    of it to the torch-messages log (`torch_messages.diverted`); otherwise (the TUI, which draws on the terminal)
+    everything goes to `log_path`."""
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
-    redirect_output(log_path)
+    if to_stderr:
+        os.dup2(2, 1)
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+    else:
+        redirect_output(log_path)
     runner: Runner | None = None
 
     def send(snap: Snapshot) -> None:
@@ -158,7 +168,13 @@ def worker_main(request: RunRequest, conn: Connection, stop: Any, log_path: str)
         runner.stop()
 
     threading.Thread(target=stop_when_asked, name="apextui-stop-watch", daemon=True).start()
-    runner.run()
+    if to_stderr:
+        from ..analysis.torch_messages import diverted
+
+        with diverted():
+            runner.run()
+    else:
+        runner.run()
     conn.close()
 
 
@@ -171,7 +187,8 @@ class ProcessRunner(ForwardsSnapshots, RunControl):
     the exit signal or code and the tail of its log, and the steps measured until then.
     """
 
-    def __init__(self, request: RunRequest, callback: Callback, *, target: Callable[..., None] | None = None) -> None:
+    def __init__(self, request: RunRequest, callback: Callback, *, target: Callable[..., None] | None = None,
+                 to_stderr: bool = False) -> None:
         preset = request.preset
         self.request = request
         self.preset = preset
@@ -187,6 +204,7 @@ class ProcessRunner(ForwardsSnapshots, RunControl):
         self._proc = ctx.Process(
             target=target or worker_main, name=f"apextui-worker-{preset.name}",
             args=(dataclasses.replace(request, steps=self.steps), self._send, self._stop, self.log_path),
+            kwargs={"to_stderr": True} if to_stderr else {},
         )
         self._reader = threading.Thread(target=self._read_loop, name="apextui-worker-reader")
         self._finished = threading.Event()
@@ -278,3 +296,28 @@ class ProcessRunner(ForwardsSnapshots, RunControl):
             os.unlink(self.log_path)
         except OSError:
             pass
+
+
+def process_runner_factory(request: RunRequest, callback: Callback) -> ProcessRunner:
+    """A run in a worker process of its own, its output to a log: the TUI's runs (the terminal is the TUI's)."""
+    return ProcessRunner(request, callback)
+
+
+def headless_runner_factory(request: RunRequest, callback: Callback) -> ProcessRunner:
+    """A run in a worker process of its own, the user's prints to the terminal's stderr: `apextui advise`'s runs.
+
+    Why a process per run (besides the GIL, above): a run leaves state behind in its process that slows the runs
+    after it. torch.profiler's window (the GPU-busy probe after each run) leaves CUDA's profiling interface hooked
+    into every later kernel launch: on the H200 a host-bound loop ran 1.28x slower after one window, and
+    `advise --model examples/gpt.py:build`, every point in one process, measured bf16 + fused AdamW + torch.compile
+    at 26.8 ms a step where the same point alone ran 20.8 and the hand-written loop 21.2 (docs/results-h200.md). A
+    process per run measures each configuration as the user's own training would run it."""
+    return ProcessRunner(request, callback, to_stderr=True)
+
+
+def env_runner_factory(headless: bool = False) -> RunnerFactory:
+    """A worker process per run (`headless`: its output to stderr), or a thread of this process where
+    $APEXTUI_WORKER is "thread"."""
+    if os.environ.get(WHERE_ENV) == "thread":
+        return thread_runner_factory
+    return headless_runner_factory if headless else process_runner_factory

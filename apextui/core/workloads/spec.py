@@ -119,6 +119,10 @@ class WorkloadSpec:
     def variant(self, name: str) -> VariantSpec:
         return self.variant_map[name]
 
+    def find(self, name: str) -> VariantSpec | None:
+        """The named variant, or None: a model preset's point off the named ones (`--config`, the search) has none."""
+        return self.variant_map.get(name)
+
 
 # ---- optimizer ---------------------------------------------------------------------------------------
 def _optimizer_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
