@@ -247,3 +247,18 @@ def test_a_new_point_is_measured_only_where_a_round_of_repeats_still_fits_after_
     assert any(t.phase == "repeat" for t in r.trials)
     assert r.spent_s <= 300 + 10 + 45  # a run in progress when the budget ends finishes, never more
     assert all(r.timing(c).runs >= 2 for c in r.candidates)  # type: ignore[union-attr]
+
+
+def test_where_a_whole_round_of_repeats_does_not_fit_its_most_important_candidates_still_run_twice():
+    """The GPT example's search on an H200 in shape (2026-12-02): after the first compile (estimated at nothing
+    before it ran: no compile had been measured) 92 s were left and a round of the four candidates needed 94, so no
+    point was run twice. Here the compile ends at 155 s of 230 and a whole round needs 85 (55 + 3 x 10): the winner,
+    the runner-up and the best single change are repeated, fp32 is not."""
+    fake = SmallWinAtFp32(compile_cost=45.0)
+    r = Search(fake.measure, budget_s=230, clock=fake.clock).run()
+    winner = parse("precision=bf16,optimizer=fused,compile=default")
+    assert r.winner == winner
+    repeats = [t.config for t in r.trials if t.phase == "repeat"]
+    assert sorted(c.label for c in repeats) == ["bf16", "bf16+fused", "bf16+fused+compile"]
+    assert r.timing(winner).runs == 2 and r.timing(BASELINE).runs == 1  # type: ignore[union-attr]
+    assert r.spent_s <= r.budget_s

@@ -21,7 +21,8 @@ H200, autotuning several), so the search spends compiles only where they can win
 
 A point that fails to run or fails the correctness check is excluded and reported with its reason. The
 budget (seconds, on `clock`) is checked before each run: ascent stops early enough to leave room for one
-round of repeats; the repeats run while a whole round fits.
+round of repeats; the repeats run while a round fits (where a whole one does not, its most important candidates that
+do: the winner first).
 
 No torch here: `measure` (a function from a `Config` to an `Outcome`) is the only contact with the model,
 so the logic is tested on a fake timing table.
@@ -222,6 +223,20 @@ class Search:
     def _round_cost(self, configs: tuple[Config, ...]) -> float:
         return sum(self._cost.get(c, 0.0) for c in configs)
 
+    def _fitting(self, top: tuple[Config, ...]) -> tuple[Config, ...]:
+        """The candidates a round of repeats holds: all of them where the budget has room, else the most important
+        ones that fit (`top`'s order: the winner, the runner-up, the best single change, fp32), so that the winner
+        is run twice and the drift between runs is seen (on the H200 a whole round missed the budget by a few seconds
+        and the answer stood on single runs); none once the winner's own repeat does not fit."""
+        if self._stopped:
+            return ()
+        fits: list[Config] = []
+        for c in top:
+            if self.spent + self._round_cost((*fits, c)) > self.budget_s:
+                break
+            fits.append(c)
+        return tuple(fits)
+
     def _room_for(self, estimate: float, current: Config) -> float:
         """What a new point needs besides itself left in the budget: its own run (`estimate`), then a round of
         repeats of the top candidates with it among them, so that the answer is never left on single runs made
@@ -262,9 +277,10 @@ class Search:
         top = self._top(current)
         r.candidates = top
         for k in range(self.final_rounds):
-            if self._out_of_time(reserve=self._round_cost(top)):
+            fits = self._fitting(top)
+            if not fits:
                 break
-            order = top if k % 2 else tuple(reversed(top))  # the ascent ended on the winner: start with the others
+            order = fits if k % 2 else tuple(reversed(fits))  # the ascent ended on the winner: start with the others
             for c in order:
                 self._run("repeat", c, f"interleaved repeat {k + 1}/{self.final_rounds} of the top candidates")
         # the winner by the advice's one decision (choice.choose), over every point that ran ok, as the verdict
