@@ -760,3 +760,25 @@ def test_one_verdict_per_workload_and_every_line_derived_from_it():
     shown = render_doc(v).plain  # the TUI's headline: never the recommended preset named as its own runner-up
     assert "➜ use adamw  (nothing is measurably faster)  (adamw_fused within noise of it)" in shown
     assert "runner-up adamw within noise" not in shown
+
+
+def test_the_text_advice_fits_80_columns_without_cutting_a_row_and_keeps_every_column_in_a_pipe():
+    """Issue 27 §3.5: the advice table wrapped mid-row at 80 columns. At a terminal's width each row is one line
+    (columns dropped from the least needed, and said so), the prose wraps between words; in a pipe nothing is cut."""
+    transformer = [p for p in load_builtin() if p.workload == "transformer"]
+    script = {"adamw": [36.6, 36.6], "adamw_fused": [30.2, 30.3], "adamw_capturable_graph": [40.0, 40.0],
+              "fp32": [10.0, 10.0], "torch_amp": [6.0, 6.0],
+              "torch_compile": [4.0, 4.0], "torch_compile_cg": [4.05, 4.05], "torch_compile_graph": [5.0, 5.0]}
+    a, _ = advisor(script, workloads=("optimizer", "transformer"),
+                   presets=[*optimizer_presets(), *transformer], availability_fn=cpu_availability)
+    doc = a.run()
+    narrow, wide = advise.format_text(doc, 80).splitlines(), advise.format_text(doc).splitlines()
+    code = [line for line in narrow if line.startswith("    ")]  # the snippet and the preset: never wrapped
+    assert all(len(line) <= 80 for line in narrow if line not in code), [x for x in narrow if len(x) > 80]
+    for name in ("adamw_fused", "torch_compile_cg", "torch_amp"):
+        [row] = [line for line in narrow if line.startswith(f"  {name} ")]
+        assert "×" in row and "ms" not in row  # its median and speed-up on its own line
+    assert any("left out at 80 columns: " in line for line in narrow)
+    assert any("bottleneck · roofline" in line for line in wide) and not any("left out at" in x for x in wide)
+    verdict = next(line for line in wide if line.strip().startswith("verdict:"))
+    assert len(verdict) > 80  # one line in a pipe

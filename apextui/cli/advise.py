@@ -86,7 +86,21 @@ def _output(doc: dict[str, Any], as_json: bool) -> bool:
     head = (f"model {model['name']} ({model['spec']}): {model['params']:,} parameters at its "
             f"{'CPU size' if model['size'] == 'small' else 'full size'}"
             f"{f'; norms: {norms}' if norms else ''}\n") if model else ""
-    return _print(head + format_text(doc))
+    return _print(head + format_text(doc, terminal_width()))
+
+
+def terminal_width() -> int | None:
+    """The terminal's columns where stdout is one ($COLUMNS where set), else None: a file or a pipe gets every column
+    and unwrapped lines."""
+    import os
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns if sys.stdout.isatty() else None
+    except (OSError, ValueError):
+        return None
 
 
 class ProgressPrinter:

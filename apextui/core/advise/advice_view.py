@@ -141,41 +141,105 @@ def view(doc: Mapping[str, Any]) -> AdviceView:
     )
 
 
-def text_lines(v: AdviceView) -> list[str]:
-    """The CLI's layout of the view: a short table per workload, a verdict line each, and the Apex line."""
-    lines = [f"apextui advise on {v.device} ({v.machine}, torch {v.torch}, Apex {v.apex_installed}): "
-             f"{v.repeats} repeat(s) × {v.steps} steps a preset"]
-    lines.append(v.reuse_note if v.reused else f"measured {v.measured_at} in {v.elapsed_s:.0f} s")
-    if v.trust_note:
-        lines.append(f"WARNING: {v.trust_note}")
-    if v.status == "partial":
-        lines.append("PARTIAL: interrupted; the verdicts below use only what was measured")
-    for w in v.workloads:
-        lines += ["", f"{w.workload} (baseline {w.baseline})" + (f" [{w.status_label}]" if w.status_label else ""),
-                  f"  {'preset':<24} {'median ms':>10} {'p10–p90 ms':>16} {'n':>2} {'spread':>7} "
-                  f"{'vs base (95 %)':>19} {'loss':>8}  bottleneck · roofline"]
-        for r in w.rows:
-            name = r.preset + (" *" if r.is_baseline else "") + (" !" if r.flagged else "")
-            if r.kind != "measured":
-                lines.append(f"  {name:<24} {r.why}")
-                continue
-            extra = r.roofline + (f" · {r.compile}" if r.compile else "")
-            lines.append(f"  {name:<24} {r.median:>10} {r.p10_p90:>16} {r.repeats:>2} {r.spread:>7} "
-                         f"{r.vs_base:>19} {r.loss:>8}  {extra}")
-        lines.append(f"  verdict: {w.verdict}")
-        if w.configuration:
-            lines.append(f"  {w.configuration}")
-        lines += [f"  flag: {f}" for f in w.flags]
-        if w.apex is not None:
-            lines.append(f"  apex: {w.apex}")
-        lines += [f"  note: {n}" for n in w.notes]
-    lines += ["", f"Apex on this machine: {v.apex}", f"(* baseline, ! flagged; n = repeats counted; ≈ within noise: "
-                                                     f"{NOISE_RULE})"]
-    if v.answer:
-        lines += ["", *v.answer]
+# the table's columns after the preset's name, most needed first: a narrow terminal drops them from the end
+COLUMNS: tuple[tuple[str, str], ...] = (("median", "median ms"), ("vs_base", "vs base (95 %)"), ("repeats", "n"),
+                                       ("loss", "loss"), ("spread", "spread"), ("p10_p90", "p10–p90 ms"),
+                                       ("extra", "bottleneck · roofline"))
+
+
+def _cells(r: PresetRow) -> dict[str, str]:
+    return {"median": r.median, "vs_base": r.vs_base, "repeats": str(r.repeats), "loss": r.loss, "spread": r.spread,
+            "p10_p90": r.p10_p90, "extra": r.roofline + (f" · {r.compile}" if r.compile else "")}
+
+
+def _short_names(w: WorkloadView) -> dict[str, str]:
+    """Row names without the prefix every one of them shares (a model's `name:build/`, said in the header)."""
+    names = [r.preset for r in w.rows]
+    prefix = names[0].rpartition("/")[0] + "/" if names and "/" in names[0] else ""
+    if not prefix or not all(n.startswith(prefix) for n in names):
+        prefix = ""
+    return {n: n[len(prefix):] for n in names}
+
+
+def _table(w: WorkloadView, width: int | None) -> list[str]:
+    """The workload's rows, each on one line within `width` (None: every column): columns are dropped from the end of
+    `COLUMNS` until a row fits; the reason an unmeasured preset has no figures wraps under its name."""
+    import textwrap
+
+    short = _short_names(w)
+    names = {r.preset: short[r.preset] + (" *" if r.is_baseline else "") + (" !" if r.flagged else "") for r in w.rows}
+    name_w = max([len("preset"), *(len(n) for n in names.values())])
+    cells = {r.preset: _cells(r) for r in w.rows if r.kind == "measured"}
+    widths = {k: max([len(head), *(len(c[k]) for c in cells.values())]) for k, head in COLUMNS}
+    shown = [k for k, _ in COLUMNS]
+    while width is not None and len(shown) > 2 and 2 + name_w + sum(widths[k] + 2 for k in shown) > width:
+        shown.pop()
+
+    def row(name: str, values: dict[str, str]) -> str:
+        parts = [f"  {name:<{name_w}}"]
+        for k in shown:
+            parts.append(f"{values[k]:<{widths[k]}}" if k == "extra" else f"{values[k]:>{widths[k]}}")
+        return "  ".join(parts).rstrip()
+
+    heads = dict(COLUMNS)
+    lines = [row("preset", {k: heads[k] for k in shown})]
+    for r in w.rows:
+        if r.kind == "measured":
+            lines.append(row(names[r.preset], cells[r.preset]))
+        elif width is None:
+            lines.append(f"  {names[r.preset]:<{name_w}}  {r.why}")
+        else:
+            lines += textwrap.wrap(f"{names[r.preset]}: {r.why}", width=max(40, width), initial_indent="  ",
+                                   subsequent_indent="      ")
+    if len(shown) < len(COLUMNS):
+        left = ", ".join(heads[k] for k, _ in COLUMNS if k not in shown)
+        lines += textwrap.wrap(f"(left out at {width} columns: {left}; --json has every figure)",
+                               width=max(40, width or 0), initial_indent="  ", subsequent_indent="   ")
     return lines
 
 
-def format_text(doc: Mapping[str, Any]) -> str:
-    """The advice for a terminal (`apextui advise`)."""
-    return "\n".join(text_lines(view(doc)))
+def text_lines(v: AdviceView, width: int | None = None) -> list[str]:
+    """The CLI's layout of the view: a short table per workload, a verdict line each, and the Apex line. `width` (a
+    terminal's columns): table rows fit in it and the prose wraps at it; None: nothing is cut or wrapped (a file,
+    a pipe)."""
+    import textwrap
+
+    def say(text: str, indent: str = "") -> list[str]:
+        if width is None:
+            return [indent + text]
+        return textwrap.wrap(text, width=max(40, width), initial_indent=indent, subsequent_indent=indent + "  ",
+                             break_on_hyphens=False) or [indent]
+
+    lines = say(f"apextui advise on {v.device} ({v.machine}, torch {v.torch}, Apex {v.apex_installed}): "
+                f"{v.repeats} repeat(s) × {v.steps} steps a preset")
+    lines += say(v.reuse_note if v.reused else f"measured {v.measured_at} in {v.elapsed_s:.0f} s")
+    if v.trust_note:
+        lines += say(f"WARNING: {v.trust_note}")
+    if v.status == "partial":
+        lines += say("PARTIAL: interrupted; the verdicts below use only what was measured")
+    for w in v.workloads:
+        label = f" [{w.status_label}]" if w.status_label else ""
+        lines += ["", *say(f"{w.workload} (baseline {w.baseline}){label}")]
+        lines += _table(w, width)
+        lines += say(f"verdict: {w.verdict}", "  ")
+        if w.configuration:
+            lines += say(w.configuration, "  ")
+        for f in w.flags:
+            lines += say(f"flag: {f}", "  ")
+        if w.apex is not None:
+            lines += say(f"apex: {w.apex}", "  ")
+        for n in w.notes:
+            lines += say(f"note: {n}", "  ")
+    lines += ["", *say(f"Apex on this machine: {v.apex}"),
+              *say(f"(* baseline, ! flagged; n = repeats counted; ≈ within noise: {NOISE_RULE})")]
+    if v.answer:
+        lines.append("")
+    for line in v.answer:  # code (the snippet, the TOML: indented 4) is never wrapped
+        indent = line[:len(line) - len(line.lstrip())]
+        lines += [line] if not line.strip() or indent.startswith("    ") else say(line.lstrip(), indent)
+    return lines
+
+
+def format_text(doc: Mapping[str, Any], width: int | None = None) -> str:
+    """The advice for a terminal (`apextui advise`), fitted to `width` columns where given."""
+    return "\n".join(text_lines(view(doc), width))
