@@ -76,12 +76,20 @@ def test_points_that_fail_are_excluded_and_reported():
     assert any(t["label"] == bad.label and "differs" in t["reason"] for t in r.to_dict()["excluded"])
 
 
-def test_the_budget_ends_the_search_early_and_the_best_so_far_wins():
+def test_the_budget_ends_the_search_early_and_single_runs_with_the_drift_unknown_claim_no_win():
+    """Issue 27: runs made one after another, none twice, cannot show a speed-up beyond the host's drift; the
+    reported comparison says so (drift unknown) and fp32 is the answer, the fastest named within noise of it."""
     fake = Fake()
     r = Search(fake.measure, budget_s=55, clock=fake.clock, available=unavailable_fp8).run()
     assert r.spent_s <= 55 + fake.cost  # a run in flight when the budget ends finishes
-    assert r.winner is not None and r.winner != BASELINE
     assert r.stopped_by in ("budget", "converged")
+    assert not any(t.phase == "repeat" for t in r.trials)
+    fastest = min((t.config for t in r.trials if t.outcome.ok), key=lambda c: r.timing(c).median_ms)  # type: ignore[union-attr]
+    assert fastest == parse("precision=bf16")
+    shown = r.versus(fastest, BASELINE)
+    assert shown is not None and shown.basis == "drift_unknown" and shown.within_noise
+    assert r.versus(fastest, BASELINE, with_drift=False).verdict == "faster"  # type: ignore[union-attr]
+    assert r.winner == BASELINE
 
 
 def test_a_failed_baseline_ends_the_search_with_no_winner():
@@ -262,3 +270,13 @@ def test_where_a_whole_round_of_repeats_does_not_fit_its_most_important_candidat
     assert sorted(c.label for c in repeats) == ["bf16", "bf16+fused", "bf16+fused+compile"]
     assert r.timing(winner).runs == 2 and r.timing(BASELINE).runs == 1  # type: ignore[union-attr]
     assert r.spent_s <= r.budget_s
+
+
+def test_an_unavailable_point_is_recorded_with_its_reason_even_after_the_budget_ended():
+    """A point that cannot run here costs nothing: the record lists it (fp8 needs torchao) however short the budget
+    (each run in its own worker process made a 3 s budget end after the baseline, before fp8 was looked at)."""
+    fake = Fake()
+    r = Search(fake.measure, budget_s=5, clock=fake.clock, available=unavailable_fp8).run()
+    assert [t.config.label for t in r.trials if t.outcome.ok] == ["fp32"]
+    assert [(t.config.label, t.outcome.reason) for t in r.excluded()] == [("fp8", "fp8 needs torchao")]
+    assert r.stopped_by == "budget"

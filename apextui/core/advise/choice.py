@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Generic, Sequence, TypeVar
 
-from ..compare import Comparison, Timing, compare
+from ..compare import Comparison, Drift, Timing, compare
 
 T = TypeVar("T")
 
@@ -40,9 +40,10 @@ class Choice(Generic[T]):
 
 
 def choose(candidates: Sequence[T], timing: Callable[[T], Timing | None], is_apex: Callable[[T], bool],
-           baseline: T | None) -> Choice[T]:
+           baseline: T | None, drift: Drift | None = None) -> Choice[T]:
     """The chain of the module docstring over `candidates` (the eligible options; those without a timing are
-    ignored). `baseline` is compared with whether or not it is among them (it is torch-only)."""
+    ignored). `baseline` is compared with whether or not it is among them (it is torch-only). `drift`: the
+    between-run drift of the runs compared (`compare.compare`)."""
     timed = [(t, c) for c in candidates if (t := timing(c)) is not None]
     base_t = timing(baseline) if baseline is not None else None
 
@@ -53,13 +54,13 @@ def choose(candidates: Sequence[T], timing: Callable[[T], Timing | None], is_ape
     def unless_noise(best: tuple[Timing, T] | None) -> T | None:
         if best is None:
             return None
-        if base_t is not None and (best[1] == baseline or compare(best[0], base_t).within_noise):
+        if base_t is not None and (best[1] == baseline or compare(best[0], base_t, drift=drift).within_noise):
             return baseline
         return best[1]
 
     torch_best, apex_best = fastest(False), fastest(True)
     torch_choice = unless_noise(torch_best)
-    vs = compare(apex_best[0], torch_best[0]) if apex_best is not None and torch_best is not None else None
+    vs = compare(apex_best[0], torch_best[0], drift=drift) if apex_best is not None and torch_best is not None else None
     if apex_best is not None and torch_best is None:
         recommended = unless_noise(apex_best)
     elif vs is not None and vs.verdict == "faster":

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping
 
 from ..workloads.spec import WORKLOADS
-from ..compare import Comparison, Timing, compare, fields, timing_from_runs, timing_from_summary
+from ..compare import Comparison, Drift, Timing, compare, fields, timing_from_runs, timing_from_summary
 
 KIND = "apextui-advice"
 SCHEMA = 1
@@ -169,6 +169,9 @@ class Measurement:
     available: bool = True
     reason: str = ""  # why it is not run (unavailable, not comparable)
     fix: str = ""
+    # the drift between runs of one configuration seen in this advice (`compare.Drift`): a comparison that involves a
+    # single run is widened by it (`versus`); None: the caller's comparisons ignore it (tests of other rules)
+    drift: Drift | None = None
 
     @property
     def ok_runs(self) -> list[RunResult]:
@@ -258,7 +261,12 @@ def versus(a: Measurement, b: Measurement) -> Comparison:
     ta, tb = a.timing, b.timing
     if ta is None or tb is None:
         raise ValueError("versus needs two measured presets")
-    return compare(ta, tb)
+    return compare(ta, tb, drift=a.drift or b.drift)
+
+
+def advice_drift(runs: Iterable[Iterable[RunResult]]) -> Drift:
+    """The drift between runs seen in one advice: from every preset's ok runs (`compare.Drift.of`)."""
+    return Drift.of([r.timing for r in rs if r.ok and r.timing is not None] for rs in runs)
 
 
 @dataclass(frozen=True)

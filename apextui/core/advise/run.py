@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
 
+from ..compare import Drift
 from ..number_format import ms as _ms
 from ..presets import Preset
 from ..run.handle import RunnerFactory
@@ -17,6 +18,7 @@ from ..workloads.spec import WORKLOADS
 from .cache import environment, find_reusable
 from .decide import verdict
 from .document import document
+from .records import advice_drift
 from .records import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, RUN_JOIN_S, AdviceError, Measurement, RunResult, \
     WorkloadVerdict
 from .planning import AvailabilityFn, WorkloadPlan, parse_workloads, plan
@@ -166,6 +168,13 @@ class Advisor:
         return p.workload == "model" and self.search_budget_s is not None
 
     # ---- results --------------------------------------------------------------------------------
+    @property
+    def drift(self) -> Drift:
+        """The largest drift between two runs of one configuration in this advice, every workload's (the host's,
+        not a preset's): a comparison that involves a single run is widened by it, or by `compare.UNKNOWN_DRIFT`
+        where nothing ran twice."""
+        return advice_drift(self._runs.values())
+
     def verdicts(self) -> list[WorkloadVerdict]:
         out = []
         for p in self.plans():
@@ -173,7 +182,8 @@ class Advisor:
                 out.append(self._search_verdict(p))
                 continue
             ms = [Measurement(preset=x.name, variant=x.variant, workload=x.workload, needs_apex=tuple(x.needs_apex),
-                              amp=x.amp, runs=tuple(self._runs.get((p.workload, x.name), ())), planned=self.repeats)
+                              amp=x.amp, runs=tuple(self._runs.get((p.workload, x.name), ())), planned=self.repeats,
+                              drift=self.drift)
                   for x in p.runnable]
             out.append(verdict(p.workload, [*ms, *p.skipped], baseline=p.baseline))
         return out
@@ -208,7 +218,7 @@ class Advisor:
             kw: dict[str, Any] = dict(preset=x.name, variant=x.variant, workload=x.workload,
                                       needs_apex=tuple(x.needs_apex), amp=x.amp)
             if runs:
-                ms.append(Measurement(**kw, runs=runs, planned=len(runs)))
+                ms.append(Measurement(**kw, runs=runs, planned=len(runs), drift=self.drift))
             else:
                 a = self.availability_fn(x)
                 ms.append(Measurement(**kw, available=False, reason=getattr(a, "reason", ""),

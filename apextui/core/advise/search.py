@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping
 
-from ..compare import Comparison, Timing, compare, fields, timing_from_runs
+from ..compare import Comparison, Drift, Timing, compare, fields, timing_from_runs
 from ..config.axes import AXES, AXIS_NAMES, axis
 from ..config.point import BASELINE, Config, single_changes
 from .choice import choose
@@ -121,9 +121,23 @@ class SearchResult:
                 out.append(t)
         return out
 
-    def versus(self, a: Config | None, b: Config | None) -> Comparison | None:
+    @property
+    def drift(self) -> Drift:
+        """The largest drift between two runs of one point in this search (`compare.Drift`)."""
+        runs: dict[Config, list[Timing]] = {}
+        for t in self.trials:
+            if t.outcome.ok:
+                runs.setdefault(t.config, []).append(t.outcome.timing)  # type: ignore[arg-type]
+        return Drift.of(runs.values())
+
+    def versus(self, a: Config | None, b: Config | None, *, with_drift: bool = True) -> Comparison | None:
+        """`a` against `b` by the noise rule; `with_drift` (what is reported): a single run's interval widened by the
+        drift between runs seen here (`drift`). The search's own moves compare without it: a move is provisional,
+        and the round of repeats at the end measures the candidates side by side."""
         ta, tb = (self.timing(a) if a else None), (self.timing(b) if b else None)
-        return compare(ta, tb) if ta is not None and tb is not None else None
+        if ta is None or tb is None:
+            return None
+        return compare(ta, tb, drift=self.drift if with_drift else None)
 
     def to_dict(self) -> dict[str, Any]:
         w = self.winner
@@ -217,7 +231,7 @@ class Search:
         return min(kept, key=lambda x: x[0])[1] if kept else None
 
     def _faster(self, a: Config, b: Config) -> bool:
-        c = self.result.versus(a, b)
+        c = self.result.versus(a, b, with_drift=False)
         return c is not None and c.verdict == "faster"
 
     def _round_cost(self, configs: tuple[Config, ...]) -> float:
@@ -286,7 +300,7 @@ class Search:
         # the winner by the advice's one decision (choice.choose), over every point that ran ok, as the verdict
         # on the same runs decides: never a point within noise of fp32, nor Apex where torch is as fast
         ok = list(dict.fromkeys(t.config for t in r.trials if self._ok(t.config)))
-        r.winner = choose(ok, r.timing, lambda c: bool(c.needs_apex), BASELINE).recommended or current
+        r.winner = choose(ok, r.timing, lambda c: bool(c.needs_apex), BASELINE, drift=r.drift).recommended or current
         ranked = sorted((c for c in top if self._ok(c)), key=lambda c: self.result.timing(c).median_ms)  # type: ignore[union-attr]
         r.runner_up = next((c for c in ranked if c not in (BASELINE, r.winner)), None)
         r.spent_s = self.spent
@@ -302,11 +316,15 @@ class Search:
 
     def _singles(self, eager: list[Config]) -> str:
         """Every single change that needs no compile (each a short run)."""
+        stopped = None
         for c in eager:
-            if self._out_of_time():
-                return self._why_stopped()
+            avail = self.available(c) if self.available is not None else None
+            if stopped is None and self._out_of_time():
+                stopped = self._why_stopped()
+            if stopped is not None and (avail is None or avail.ok):
+                continue  # out of time; an unavailable point costs nothing and is still recorded, with its reason
             self._run("single", c, f"single change: {', '.join(f'{a}={getattr(c, a)}' for a in c.changes())}")
-        return "converged"
+        return stopped or "converged"
 
     def _helped(self, c: Config) -> bool:
         """Its median is below the baseline's, by any amount: a fused optimizer's 1 % on an fp32 step is within

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
-from ..compare import NOISE_FLOOR, Comparison, format_speedup
+from ..compare import NOISE_FLOOR, SINGLE_RUNS_NOTE, Comparison, format_speedup
 from ..number_format import ms as _ms
 from ..number_format import pct as _pct
 from .records import DEFAULT_STEPS, LOSS_TOLERANCE, ApexVerdict, MachineApexStatus, Measurement, WorkloadStatus, \
@@ -114,8 +114,16 @@ def notes(ms: Sequence[Measurement], status: WorkloadStatus, measured: Sequence[
             out.append(f"{m.preset}: {m.planned - len(m.ok_runs)} of {m.planned} runs did not finish ok; "
                        f"its figures use {len(m.ok_runs)}")
     if measured and all(len(m.ok_runs) < 2 for m in measured):
-        out.append("one repeat: the run-to-run spread is unknown, so the noise rule sees only each run's own "
-                   f"interval (without one, only the {NOISE_FLOOR:.0%} floor); use --repeats 2 or more")
+        drift = next((m.drift for m in measured if m.drift is not None), None)
+        if drift is not None and drift.known:
+            out.append(f"one repeat: single runs, one after another; their intervals are widened by the largest drift "
+                       f"seen between two runs of one configuration here ({drift.ratio:.1%}); use --repeats 2 or more")
+        elif drift is not None:
+            out.append(f"one repeat: {SINGLE_RUNS_NOTE}, so every interval is widened by a factor of "
+                       f"{drift.factor:g} (nothing here ran twice); use --repeats 2 or more")
+        else:
+            out.append("one repeat: the run-to-run spread is unknown, so the noise rule sees only each run's own "
+                       f"interval (without one, only the {NOISE_FLOOR:.0%} floor); use --repeats 2 or more")
     if status == "partial":
         out.append("partial: interrupted before every run was made; the verdict uses what was measured")
     return tuple(out)
