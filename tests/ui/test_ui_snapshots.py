@@ -26,6 +26,16 @@ def gpu_session(log_dir=None):
         app.start_preset("fused_amp")
         await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.snapshot.steps_done == 150,
                        10, "fused_amp at step 150")
+        if log_dir is not None:  # the pane reads the logs twice a second: read them now, or a loaded box races it
+            from apextui.ui.widgets.log_pane import LogPane
+
+            pane = app.query_one("#log-pane", LogPane)
+
+            def shown() -> bool:
+                pane.refresh_log()
+                return any(log.title.startswith("fused_amp") and "GradScaler" in log.text for log in app.run_logs)
+
+            await wait_for(pilot, shown, 10, "fused_amp's worker output in the log pane")
         app.clear_notifications()
         await pilot.pause()
 
