@@ -280,3 +280,22 @@ def test_an_unavailable_point_is_recorded_with_its_reason_even_after_the_budget_
     assert [t.config.label for t in r.trials if t.outcome.ok] == ["fp32"]
     assert [(t.config.label, t.outcome.reason) for t in r.excluded()] == [("fp8", "fp8 needs torchao")]
     assert r.stopped_by == "budget"
+
+
+class ApexByAHair(SmallWinAtFp32):
+    """The ViT example on an H200, in shape: Apex's FusedAdam 0.2 % faster than torch's fused AdamW at fp32."""
+
+    def measure(self, config: Config, why: str) -> Outcome:
+        out = super().measure(config, why)
+        if config.optimizer == "apex":
+            ms = out.timing.median_ms - 1.7 * 1.002  # type: ignore[union-attr]
+            return Outcome("ok", Timing(ms, ms * 0.999, ms * 1.001, n=40))
+        return out
+
+
+def test_a_combination_takes_torchs_value_where_apexs_is_not_faster_by_the_noise_rule():
+    fake = ApexByAHair(compile_cost=45.0)
+    r = Search(fake.measure, budget_s=300, clock=fake.clock).run()
+    assert parse("precision=bf16,optimizer=fused") in fake.calls
+    assert parse("precision=bf16,optimizer=apex") not in fake.calls
+    assert r.winner == parse("precision=bf16,optimizer=fused,compile=default")
