@@ -141,6 +141,8 @@ class AttachApp(App[int]):
         bridge = self.bridge
         if bridge is None or not bridge.dirty:
             return
+        if not self.query("#run-steps"):  # the run pane not composed yet, or already taken down as the app exits: the
+            return  # view stays in the bridge for the next pull (a timer's tick at exit raised NoMatches here)
         view = bridge.take()
         if view is None:
             return
