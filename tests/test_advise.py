@@ -715,18 +715,24 @@ def test_cli_reused_advice_says_how_it_was_measured_and_flags_too_few_steps(monk
     assert rc == 0 and doc["reused"] is True and doc["trust_note"].startswith("too few steps to trust")
 
 
+def optimizer_and_transformer(fused_ms: list[float]):
+    """An advice of the optimizer and Transformer workloads on scripted timings (two repeats each); adamw_fused's
+    medians are the caller's."""
+    transformer = [p for p in load_builtin() if p.workload == "transformer"]
+    script = {"adamw": [36.6, 36.6], "adamw_fused": fused_ms, "adamw_capturable_graph": [40.0, 40.0],
+              "fp32": [10.0, 10.0], "torch_amp": [6.0, 6.0],
+              "torch_compile": [4.0, 4.0], "torch_compile_cg": [4.05, 4.05], "torch_compile_graph": [5.0, 5.0]}
+    return advisor(script, workloads=("optimizer", "transformer"), presets=[*optimizer_presets(), *transformer],
+                   availability_fn=cpu_availability)
+
+
 def test_one_verdict_per_workload_and_every_line_derived_from_it():
     """Issue 27's advice on a busy box: the headline said `use adamw (runner-up adamw within noise)`, the verdict
     `Use: adamw`, the machine line `best torch-only options: optimizer: adamw_fused, ..., transformer:
     ddp_adamw_fused` (a data-parallel preset as a one-device option, and a `best` the verdict says is not
     better). Now: adamw_fused within noise of adamw, so every line says adamw; the data-parallel presets are
     not run on one device; the transformer's answer is its recommended preset's point."""
-    transformer = [p for p in load_builtin() if p.workload == "transformer"]
-    script = {"adamw": [36.6, 36.6], "adamw_fused": [36.2, 36.3], "adamw_capturable_graph": [40.0, 40.0],
-              "fp32": [10.0, 10.0], "torch_amp": [6.0, 6.0],
-              "torch_compile": [4.0, 4.0], "torch_compile_cg": [4.05, 4.05], "torch_compile_graph": [5.0, 5.0]}
-    a, engine = advisor(script, workloads=("optimizer", "transformer"),
-                        presets=[*optimizer_presets(), *transformer], availability_fn=cpu_availability)
+    a, engine = optimizer_and_transformer(fused_ms=[36.2, 36.3])
     doc = a.run()
     opt, tr = doc["workloads"]
     assert opt["fastest"] == "adamw_fused" and opt["recommended"] == "adamw"
@@ -766,12 +772,7 @@ def test_one_verdict_per_workload_and_every_line_derived_from_it():
 def test_the_text_advice_fits_80_columns_without_cutting_a_row_and_keeps_every_column_in_a_pipe():
     """Issue 27 §3.5: the advice table wrapped mid-row at 80 columns. At a terminal's width each row is one line
     (columns dropped from the least needed, and said so), the prose wraps between words; in a pipe nothing is cut."""
-    transformer = [p for p in load_builtin() if p.workload == "transformer"]
-    script = {"adamw": [36.6, 36.6], "adamw_fused": [30.2, 30.3], "adamw_capturable_graph": [40.0, 40.0],
-              "fp32": [10.0, 10.0], "torch_amp": [6.0, 6.0],
-              "torch_compile": [4.0, 4.0], "torch_compile_cg": [4.05, 4.05], "torch_compile_graph": [5.0, 5.0]}
-    a, _ = advisor(script, workloads=("optimizer", "transformer"),
-                   presets=[*optimizer_presets(), *transformer], availability_fn=cpu_availability)
+    a, _ = optimizer_and_transformer(fused_ms=[30.2, 30.3])
     doc = a.run()
     narrow, wide = advise.format_text(doc, 80).splitlines(), advise.format_text(doc).splitlines()
     code = [line for line in narrow if line.startswith("    ")]  # the snippet and the preset: never wrapped

@@ -5,6 +5,7 @@ one place."""
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
@@ -164,8 +165,6 @@ def _short_names(w: WorkloadView) -> dict[str, str]:
 def _table(w: WorkloadView, width: int | None) -> list[str]:
     """The workload's rows, each on one line within `width` (None: every column): columns are dropped from the end of
     `COLUMNS` until a row fits; the reason an unmeasured preset has no figures wraps under its name."""
-    import textwrap
-
     short = _short_names(w)
     names = {r.preset: short[r.preset] + (" *" if r.is_baseline else "") + (" !" if r.flagged else "") for r in w.rows}
     name_w = max([len("preset"), *(len(n) for n in names.values())])
@@ -202,8 +201,6 @@ def text_lines(v: AdviceView, width: int | None = None) -> list[str]:
     """The CLI's layout of the view: a short table per workload, a verdict line each, and the Apex line. `width` (a
     terminal's columns): table rows fit in it and the prose wraps at it; None: nothing is cut or wrapped (a file,
     a pipe)."""
-    import textwrap
-
     def say(text: str, indent: str = "") -> list[str]:
         if width is None:
             return [indent + text]

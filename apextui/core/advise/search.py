@@ -203,9 +203,10 @@ class Search:
     def _tried(self, config: Config) -> bool:
         return any(t.config == config for t in self.result.trials)
 
-    def _run(self, phase: Phase, config: Config, why: str) -> Outcome:
+    def _run(self, phase: Phase, config: Config, why: str, avail: Any = None) -> Outcome:
+        """Run `config` (`avail`: its availability, where the caller has looked it up already)."""
         index = len(self.result.trials) + 1
-        a = self.available(config) if self.available is not None else None
+        a = avail if avail is not None else self.available(config) if self.available is not None else None
         if a is not None and not a.ok:
             outcome = Outcome("unavailable", reason=a.reason, fix=a.fix)
             self.result.trials.append(Trial(index, phase, config, why, outcome, self.spent))
@@ -323,7 +324,7 @@ class Search:
                 stopped = self._why_stopped()
             if stopped is not None and (avail is None or avail.ok):
                 continue  # out of time; an unavailable point costs nothing and is still recorded, with its reason
-            self._run("single", c, f"single change: {', '.join(f'{a}={getattr(c, a)}' for a in c.changes())}")
+            self._run("single", c, f"single change: {', '.join(f'{a}={getattr(c, a)}' for a in c.changes())}", avail)
         return stopped or "converged"
 
     def _helped(self, c: Config) -> bool:
