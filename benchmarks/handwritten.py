@@ -6,11 +6,12 @@ reference an `advise --model` verdict is checked against, side by side in one pr
 
 A configuration is `+`-joined parts: a precision (`fp32`, `tf32`, `bf16`, `fp16`), optionally `fused` (torch
 `AdamW(fused=True)`; else AdamW's default), `compile` (`torch.compile(model)`, mode default) or `autotune`
-(mode `max-autotune-no-cudagraphs`), `apexnorm` (every nn.LayerNorm / nn.RMSNorm swapped for Apex's fused one,
-by class: the hand-written way). Each configuration builds the model afresh (same seed), warms up (compiling
-there), then the configurations are timed in `--rounds` interleaved rounds (ABBA order), `--steps` steps each,
-with CUDA events around the whole block and one synchronisation at its end. The table reports the median ms/step
-over rounds and the speed-up against the first configuration.
+(mode `max-autotune-no-cudagraphs`), `apexnorm` (every nn.LayerNorm / nn.RMSNorm, and every module of a class
+named `…RMSNorm` with a `weight` and an `eps` or `variance_epsilon`, as a Llama-style codebase's own, swapped for
+Apex's fused one, by class: the hand-written way). Each configuration builds the model afresh (same seed), warms
+up (compiling there), then the configurations are timed in `--rounds` interleaved rounds (ABBA order), `--steps`
+steps each, with CUDA events around the whole block and one synchronisation at its end. The table reports the
+median ms/step over rounds and the speed-up against the first configuration.
 
 Only the model file's `build` function is used (a `ModelSetup`: model, make_batch, loss_fn, lr), loaded with
 importlib, not through apextui's runner.
@@ -65,6 +66,9 @@ def swap_apex_norms(model: nn.Module) -> int:
                 new: nn.Module = FusedLayerNorm(child.normalized_shape, eps=child.eps)
             elif type(child) is nn.RMSNorm:
                 new = FusedRMSNorm(child.normalized_shape, eps=child.eps or 1e-6)
+            elif type(child).__name__.endswith("RMSNorm") and isinstance(getattr(child, "weight", None), nn.Parameter):
+                eps = getattr(child, "eps", getattr(child, "variance_epsilon", 1e-6))  # the model's own class
+                new = FusedRMSNorm(child.weight.shape, eps=eps)
             else:
                 continue
             new.load_state_dict(child.state_dict())

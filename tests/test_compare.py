@@ -12,6 +12,7 @@ from apextui.core.compare import (
     Timing,
     baseline_problem,
     compare,
+    compare_paired,
     fields,
     format_speedup,
     from_fields,
@@ -211,3 +212,48 @@ def test_the_basis_round_trips_through_the_json_fields():
     assert (back.basis, back.verdict, back.low) == (c.basis, c.verdict, pytest.approx(c.low, abs=1e-4))
     assert "speedup_basis" not in fields(c)
     assert from_fields({**d, "speedup_basis": "nonsense"}).basis == "runs"
+
+
+def _t(ms: float, width: float = 0.01) -> Timing:
+    return Timing(ms, ms * (1 - width), ms * (1 + width), n=40)
+
+
+def test_faster_in_every_round_of_a_drifting_host_is_faster_paired_and_noise_pooled():
+    """The ViT example on the H200, bf16 against bf16 + compile: the host's speed moved by 1.8x between rounds
+    (bf16 31.5, 23.9, 43.0 ms), the compiled point was faster in each (22.5, 22.3, 23.8). Pooled over the drift, the
+    hulls overlap: within noise. Round by round, every ratio is above 1."""
+    bf16 = [_t(31.5), _t(23.9), _t(43.0)]
+    compiled = [_t(22.5), _t(22.3), _t(23.8)]
+    pooled = compare(timing_from_runs(compiled), timing_from_runs(bf16))  # type: ignore[arg-type]
+    assert pooled.verdict == "within_noise"
+    paired = compare_paired(timing_from_runs(compiled), timing_from_runs(bf16),  # type: ignore[arg-type]
+                            list(zip(compiled, bf16, strict=True)))
+    assert paired is not None and paired.basis == "paired" and paired.verdict == "faster"
+    assert paired.speedup == pytest.approx(31.5 / 22.5)  # the medians' ratio, as the unpaired rule's
+    assert paired.low == pytest.approx(23.9 * 0.99 / (22.3 * 1.01))
+    assert paired.high == pytest.approx(43.0 * 1.01 / (23.8 * 0.99))
+
+
+def test_the_same_configuration_paired_under_a_steady_drift_is_within_noise():
+    """A/A in ABBA order while the host slows down steadily: A1 B1 | B2 A2 at 10, 11, 12, 13 ms. The rounds' ratios
+    fall on both sides of 1, so their hull holds it."""
+    a, b = [_t(10.0), _t(13.0)], [_t(11.0), _t(12.0)]
+    c = compare_paired(timing_from_runs(a), timing_from_runs(b), list(zip(a, b, strict=True)))  # type: ignore[arg-type]
+    assert c is not None and c.verdict == "within_noise" and c.low < 1 < c.high
+
+
+def test_paired_needs_two_rounds_with_known_intervals():
+    five, ten = _t(5.0), _t(10.0)
+    assert compare_paired(five, ten, [(five, ten)]) is None  # one round shows nothing of the drift
+    assert compare_paired(five, ten, [(Timing(5.0), ten), (five, ten)]) is None  # an unknown interval
+    assert compare_paired(Timing(5.0), ten, [(five, ten), (_t(5.1), ten)]) is None
+    c = compare_paired(five, ten, [(five, ten), (_t(5.1), ten)])
+    assert c is not None and c.speedup == 2.0 and c.basis == "paired"
+    assert c.low == pytest.approx(9.9 / 5.151) and c.high == pytest.approx(2.0 * 1.01 / 0.99)
+
+
+def test_a_pooled_ratio_outside_the_rounds_stays_inside_its_interval():
+    """A search's point has runs outside the rounds (its first run): the medians' ratio can fall outside the rounds'
+    ratios, and the interval still holds it."""
+    c = compare_paired(_t(4.0), _t(10.0), [(_t(5.0), _t(10.0)), (_t(5.0), _t(10.5))])
+    assert c is not None and c.speedup == 2.5 and c.low < 2.0 and c.high == 2.5

@@ -27,8 +27,10 @@ Verdict = Literal["faster", "slower", "within_noise"]
 VERDICTS: tuple[Verdict, ...] = get_args(Verdict)
 # What the interval holds besides each run's own noise: "runs" the timings' own intervals (repeats pooled by
 # `timing_from_runs`, interleaved or not, or runs measured at one time); "drift_seen" the largest between-run drift
-# seen here (`Drift`); "drift_unknown" single runs, one after another, no drift seen: `UNKNOWN_DRIFT` assumed.
-Basis = Literal["runs", "drift_seen", "drift_unknown"]
+# seen here (`Drift`); "drift_unknown" single runs, one after another, no drift seen: `UNKNOWN_DRIFT` assumed;
+# "paired" runs made side by side in interleaved rounds, compared round by round (`compare_paired`).
+Basis = Literal["runs", "drift_seen", "drift_unknown", "paired"]
+MIN_PAIRED_ROUNDS = 2  # one round's pair shows nothing of how the ratio moves with the host: no paired comparison
 BASES: tuple[Basis, ...] = get_args(Basis)
 SINGLE_RUNS_NOTE = "single runs, one after another: drift unknown"
 
@@ -37,7 +39,8 @@ NOISE_RULE = (f"a speed-up is within noise when its 95 % interval (baseline low 
               f"than {NOISE_FLOOR:.0%} faster; with an interval unknown only the {NOISE_FLOOR:.0%} floor applies; "
               f"a single run against another made before or after it has its interval widened by the largest "
               f"drift seen between two runs of one configuration here, or by a factor of {1 + UNKNOWN_DRIFT:g} "
-              f"when none was run twice")
+              f"when none was run twice; two configurations run side by side in {MIN_PAIRED_ROUNDS} or more "
+              f"interleaved rounds have as interval the hull of the rounds' own speed-ups and intervals instead")
 BASELINE_RULE = (f"a baseline is a run that finished ok with at least {MIN_BASELINE_STEPS} measured steps; "
                  "a stopped, failed or short run is never one")
 
@@ -197,6 +200,30 @@ def compare(candidate: Timing, baseline: Timing, floor: float = NOISE_FLOOR, *,
         else:  # no interval known (an old file): the drift alone
             low, high = speedup / drift.factor, speedup * drift.factor
     return Comparison.of(speedup, low, high, floor, basis)
+
+
+def compare_paired(candidate: Timing, baseline: Timing, rounds: Sequence[tuple[Timing, Timing]],
+                   floor: float = NOISE_FLOOR) -> Comparison | None:
+    """The candidate against the baseline (their pooled timings: the speed-up is their medians' ratio, as `compare`'s)
+    with its interval from runs made side by side: `rounds`, one (candidate, baseline) pair of timings a round of
+    interleaved repeats (ABBA), `MIN_PAIRED_ROUNDS` at least, else None (the caller's unpaired rule applies). Each
+    round's speed-up has its interval from the two medians' (as `compare`); the interval is the hull of every round's
+    interval and speed-up, and of the speed-up itself (basis "paired"). None where an interval is unknown.
+
+    Why: on a host whose speed drifts (a host-bound ViT step moved by 1.8x between runs minutes apart on the H200,
+    every process quiet), the unpaired rule pools each configuration's runs over the whole drift and calls a point
+    that was faster in every round "within noise". The host's drift moves both runs of a round, and their ratio keeps
+    what the configurations change; an A/A pair under a steady drift gives ratios on both sides of 1 in ABBA order, so
+    the hull still holds 1. (The medians' ratio lies inside the rounds' hull where the pooled runs are the rounds'.)"""
+    if len(rounds) < MIN_PAIRED_ROUNDS or not (candidate.known and baseline.known
+                                                and all(c.known and b.known for c, b in rounds)):
+        return None  # an unknown interval is never taken as zero width: the unpaired rule (and its drift) decides
+    speedup = baseline.median_ms / candidate.median_ms
+    each = [compare(c, b, floor) for c, b in rounds]
+    ends = [speedup] + [c.speedup for c in each]
+    low = min(ends + [c.low for c in each if c.low is not None])
+    high = max(ends + [c.high for c in each if c.high is not None])
+    return Comparison.of(speedup, low, high, floor, basis="paired")
 
 
 def _short(v: float) -> str:

@@ -40,12 +40,20 @@ class Choice(Generic[T]):
 
 
 def choose(candidates: Sequence[T], timing: Callable[[T], Timing | None], is_apex: Callable[[T], bool],
-           baseline: T | None, drift: Drift | None = None) -> Choice[T]:
+           baseline: T | None, drift: Drift | None = None,
+           versus: Callable[[T, T], Comparison | None] | None = None) -> Choice[T]:
     """The chain of the module docstring over `candidates` (the eligible options; those without a timing are
     ignored). `baseline` is compared with whether or not it is among them (it is torch-only). `drift`: the
-    between-run drift of the runs compared (`compare.compare`)."""
+    between-run drift of the runs compared (`compare.compare`). `versus(a, b)`: the caller's comparison of two
+    options by the same rule, where it knows more than their timings (runs side by side in interleaved rounds:
+    `compare.compare_paired`); None where it has none, then `compare` of the timings with `drift`."""
     timed = [(t, c) for c in candidates if (t := timing(c)) is not None]
     base_t = timing(baseline) if baseline is not None else None
+    base = (base_t, baseline) if base_t is not None and baseline is not None else None
+
+    def against(a: tuple[Timing, T], b: tuple[Timing, T]) -> Comparison:
+        c = versus(a[1], b[1]) if versus is not None else None
+        return c if c is not None else compare(a[0], b[0], drift=drift)
 
     def fastest(apex: bool) -> tuple[Timing, T] | None:
         mine = [x for x in timed if is_apex(x[1]) == apex]
@@ -54,13 +62,13 @@ def choose(candidates: Sequence[T], timing: Callable[[T], Timing | None], is_ape
     def unless_noise(best: tuple[Timing, T] | None) -> T | None:
         if best is None:
             return None
-        if base_t is not None and (best[1] == baseline or compare(best[0], base_t, drift=drift).within_noise):
+        if base is not None and (best[1] == baseline or against(best, base).within_noise):
             return baseline
         return best[1]
 
     torch_best, apex_best = fastest(False), fastest(True)
     torch_choice = unless_noise(torch_best)
-    vs = compare(apex_best[0], torch_best[0], drift=drift) if apex_best is not None and torch_best is not None else None
+    vs = against(apex_best, torch_best) if apex_best is not None and torch_best is not None else None
     if apex_best is not None and torch_best is None:
         recommended = unless_noise(apex_best)
     elif vs is not None and vs.verdict == "faster":

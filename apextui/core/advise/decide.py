@@ -52,7 +52,8 @@ def apex_verdict(measurements: Sequence[Measurement], flagged: Iterable[str] = (
     apex = [m for m in measurements if m.needs_apex]
     torch_ok = [m for m in measurements if not m.needs_apex and m.measured]
     eligible = [m for m in measurements if m.measured and m.preset not in flagged]
-    picked = choose(eligible, lambda m: m.timing, lambda m: bool(m.needs_apex), base, drift=_drift(measurements))
+    picked = choose(eligible, lambda m: m.timing, lambda m: bool(m.needs_apex), base, drift=_drift(measurements),
+                    versus=versus)
     best_torch = picked.fastest_torch or _fastest(torch_ok)
     torch_choice = picked.torch or best_torch
     kw: dict[str, Any] = {"best_torch": best_torch.preset if best_torch else None,
@@ -131,7 +132,8 @@ def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | 
     # the recommendation: the one decision (choice.choose), which the Apex line above made too
     eligible = [m for m in measured if m.preset not in flagged]
     rec = choose(eligible, lambda m: m.timing, lambda m: bool(m.needs_apex),
-                 base if base is not None and base.measured else None, drift=_drift(measured)).recommended
+                 base if base is not None and base.measured else None, drift=_drift(measured),
+                 versus=versus).recommended
     recommended = rec.preset if rec is not None else None
     close = tuple(m.preset for m in eligible if rec is not None and m is not rec and versus(rec, m).within_noise)
     v = WorkloadVerdict(

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping
 
 from ..workloads.spec import WORKLOADS
-from ..compare import Comparison, Drift, Timing, compare, fields, timing_from_runs, timing_from_summary
+from ..compare import Comparison, Drift, Timing, compare, compare_paired, fields, timing_from_runs, \
+    timing_from_summary
 
 KIND = "apextui-advice"
 SCHEMA = 1
@@ -81,6 +82,9 @@ class RunResult:
     check: Mapping[str, Any] | None = None  # fused norms: accuracy check against torch
     peak_memory_bytes: int | None = None  # torch.cuda.max_memory_allocated (CUDA), None on CPU
     contention: str | None = None  # the run's contention level (monitor/contention.py): busy/throttled: marked
+    # the round of interleaved repeats (ABBA) it ran in: runs of one round ran side by side and are compared round by
+    # round (`compare.compare_paired`); None: not part of a round (a search's first run of a point)
+    round: int | None = None
 
     @property
     def competed(self) -> bool:
@@ -131,7 +135,7 @@ class RunResult:
             "measured_steps": self.measured_steps, "final_loss": self.final_loss, "compile_s": self.compile_s,
             "elapsed_s": self.elapsed_s, "gpu_busy": self.gpu_busy,
             "bottleneck": (self.bottleneck or {}).get("label"), "peak_memory_bytes": self.peak_memory_bytes,
-            "contention": {"level": self.contention} if self.contention else None,
+            "contention": {"level": self.contention} if self.contention else None, "round": self.round,
         }
 
 
@@ -254,14 +258,22 @@ class Measurement:
         return [r.error for r in self.runs if r.status == "failed" and r.error]
 
 
+def rounds_side_by_side(a: Measurement, b: Measurement) -> list[tuple[Timing, Timing]]:
+    """(a's timing, b's timing) for each interleaved round both ran ok in, in round order."""
+    mine = {r.round: r.timing for r in a.ok_runs if r.round is not None and r.timing is not None}
+    theirs = {r.round: r.timing for r in b.ok_runs if r.round is not None and r.timing is not None}
+    return [(mine[k], theirs[k]) for k in sorted(mine.keys() & theirs.keys())]
+
+
 def versus(a: Measurement, b: Measurement) -> Comparison:
-    """`a` against `b` by the one noise rule (`compare.compare`); both must be measured. Its `difference`
-    (faster / slower - 1) and `noise` (the largest difference still noise) are the document's `difference`
-    and `noise_threshold`."""
+    """`a` against `b` by the one noise rule: round by round where they ran side by side in enough interleaved
+    rounds (`compare.compare_paired`), else `compare.compare` of their pooled timings (widened by the drift
+    between runs); both must be measured. Its `difference` (faster / slower - 1) and `noise` (the largest
+    difference still noise) are the document's `difference` and `noise_threshold`."""
     ta, tb = a.timing, b.timing
     if ta is None or tb is None:
         raise ValueError("versus needs two measured presets")
-    return compare(ta, tb, drift=a.drift or b.drift)
+    return compare_paired(ta, tb, rounds_side_by_side(a, b)) or compare(ta, tb, drift=a.drift or b.drift)
 
 
 def advice_drift(runs: Iterable[Iterable[RunResult]]) -> Drift:

@@ -282,7 +282,7 @@ class Advisor:
                         self.interrupted = True
                         break
                     index += 1
-                    result = self._run_one(preset, repeat, index, total)
+                    result = replace(self._run_one(preset, repeat, index, total), round=repeat)  # ABBA rounds
                     self._runs.setdefault((p.workload, preset.name), []).append(result)
                     self._emit(Progress("run_end", index=index, total=total, workload=p.workload,
                                         preset=preset.name, repeat=repeat, repeats=self.repeats,
@@ -315,11 +315,11 @@ class Advisor:
         def available(config: Config) -> Any:
             return self.availability_fn(preset_of(config))
 
-        def measure(config: Config, why: str) -> Any:
+        def measure(config: Config, why: str, round: int | None = None) -> Any:
             preset = preset_of(config)
             runs = self._runs.setdefault((p.workload, preset.name), [])
             counter[0] += 1
-            result = self._run_one(preset, len(runs) + 1, counter[0], counter[0])
+            result = replace(self._run_one(preset, len(runs) + 1, counter[0], counter[0]), round=round)
             runs.append(result)
             self._emit(Progress("run_end", index=counter[0], total=counter[0], workload=p.workload,
                                 preset=preset.name, repeat=len(runs), repeats=len(runs), status=result.status,

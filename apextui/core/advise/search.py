@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping, Protocol
 
-from ..compare import Comparison, Drift, Timing, compare, fields, timing_from_runs
+from ..compare import Comparison, Drift, Timing, compare, compare_paired, fields, timing_from_runs
 from ..config.axes import AXES, AXIS_NAMES, axis
 from ..config.point import BASELINE, Config, single_changes
 from .choice import choose
@@ -78,6 +78,7 @@ class Trial:
     why: str
     outcome: Outcome
     elapsed_s: float  # on the search's clock
+    round: int | None = None  # the round of interleaved repeats it ran in (phase "repeat"), else None
 
     def to_dict(self) -> dict[str, Any]:
         o = self.outcome
@@ -88,7 +89,7 @@ class Trial:
                 "median_high_ms": o.timing.high_ms if o.timing else None,
                 "reason": o.reason or None, "fix": o.fix or None,
                 "check": dict(o.check) if o.check else None, "peak_memory_bytes": o.peak_memory_bytes,
-                "elapsed_s": round(self.elapsed_s, 3)}
+                "elapsed_s": round(self.elapsed_s, 3), "round": self.round}
 
 
 @dataclass
@@ -130,14 +131,22 @@ class SearchResult:
                 runs.setdefault(t.config, []).append(t.outcome.timing)  # type: ignore[arg-type]
         return Drift.of(runs.values())
 
+    def _rounds(self, config: Config) -> dict[int, Timing]:
+        return {t.round: t.outcome.timing for t in self.trials  # type: ignore[misc]
+                if t.config == config and t.round is not None and t.outcome.ok}
+
     def versus(self, a: Config | None, b: Config | None, *, with_drift: bool = True) -> Comparison | None:
-        """`a` against `b` by the noise rule; `with_drift` (what is reported): a single run's interval widened by the
-        drift between runs seen here (`drift`). The search's own moves compare without it: a move is provisional,
-        and the round of repeats at the end measures the candidates side by side."""
+        """`a` against `b` by the noise rule: round by round where both ran in enough rounds of the interleaved
+        repeats (`compare.compare_paired`), else their pooled timings, `with_drift` (what is reported): a single
+        run's interval widened by the drift between runs seen here (`drift`). The search's own moves compare
+        without it: a move is provisional, and the round of repeats at the end measures the candidates side by
+        side."""
         ta, tb = (self.timing(a) if a else None), (self.timing(b) if b else None)
-        if ta is None or tb is None:
+        if a is None or b is None or ta is None or tb is None:
             return None
-        return compare(ta, tb, drift=self.drift if with_drift else None)
+        mine, theirs = self._rounds(a), self._rounds(b)
+        paired = compare_paired(ta, tb, [(mine[k], theirs[k]) for k in sorted(mine.keys() & theirs.keys())])
+        return paired or compare(ta, tb, drift=self.drift if with_drift else None)
 
     def to_dict(self) -> dict[str, Any]:
         w = self.winner
@@ -167,7 +176,13 @@ class SearchResult:
         }
 
 
-Measure = Callable[[Config, str], Outcome]
+class Measure(Protocol):
+    """Runs one point once: `why` for the progress line, `round` the round of interleaved repeats it is part of
+    (None outside one)."""
+
+    def __call__(self, config: Config, why: str, round: int | None = None) -> Outcome: ...
+
+
 Available = Callable[[Config], Any]  # -> an object with ok, reason, fix
 
 
@@ -203,8 +218,9 @@ class Search:
     def _tried(self, config: Config) -> bool:
         return any(t.config == config for t in self.result.trials)
 
-    def _run(self, phase: Phase, config: Config, why: str, avail: Any = None) -> Outcome:
-        """Run `config` (`avail`: its availability, where the caller has looked it up already)."""
+    def _run(self, phase: Phase, config: Config, why: str, avail: Any = None, round: int | None = None) -> Outcome:
+        """Run `config` (`avail`: its availability, where the caller has looked it up already; `round`: the round
+        of interleaved repeats it is part of)."""
         index = len(self.result.trials) + 1
         a = avail if avail is not None else self.available(config) if self.available is not None else None
         if a is not None and not a.ok:
@@ -214,9 +230,9 @@ class Search:
             return outcome
         self._say(f"search [{index}] {config.label}: {why} ({self.spent:.0f}/{self.budget_s:.0f} s)")
         t = self.clock()
-        outcome = self.measure(config, why)
+        outcome = self.measure(config, why, round=round)
         self._cost[config] = self.clock() - t
-        self.result.trials.append(Trial(index, phase, config, why, outcome, self.spent))
+        self.result.trials.append(Trial(index, phase, config, why, outcome, self.spent, round))
         if outcome.ok:
             self._say(f"search [{index}] {config.label}: {outcome.timing.median_ms:.4g} ms/step")  # type: ignore[union-attr]
         else:
@@ -297,11 +313,13 @@ class Search:
                 break
             order = fits if k % 2 else tuple(reversed(fits))  # the ascent ended on the winner: start with the others
             for c in order:
-                self._run("repeat", c, f"interleaved repeat {k + 1}/{self.final_rounds} of the top candidates")
+                self._run("repeat", c, f"interleaved repeat {k + 1}/{self.final_rounds} of the top candidates",
+                          round=k + 1)
         # the winner by the advice's one decision (choice.choose), over every point that ran ok, as the verdict
         # on the same runs decides: never a point within noise of fp32, nor Apex where torch is as fast
         ok = list(dict.fromkeys(t.config for t in r.trials if self._ok(t.config)))
-        r.winner = choose(ok, r.timing, lambda c: bool(c.needs_apex), BASELINE, drift=r.drift).recommended or current
+        r.winner = choose(ok, r.timing, lambda c: bool(c.needs_apex), BASELINE, drift=r.drift,
+                          versus=r.versus).recommended or current
         ranked = sorted((c for c in top if self._ok(c)), key=lambda c: self.result.timing(c).median_ms)  # type: ignore[union-attr]
         r.runner_up = next((c for c in ranked if c not in (BASELINE, r.winner)), None)
         r.spent_s = self.spent
