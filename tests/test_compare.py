@@ -227,7 +227,7 @@ def test_faster_in_every_round_of_a_drifting_host_is_faster_paired_and_noise_poo
     pooled = compare(timing_from_runs(compiled), timing_from_runs(bf16))  # type: ignore[arg-type]
     assert pooled.verdict == "within_noise"
     paired = compare_paired(timing_from_runs(compiled), timing_from_runs(bf16),  # type: ignore[arg-type]
-                            list(zip(compiled, bf16, strict=True)))
+                            dict(enumerate(compiled)), dict(enumerate(bf16)))
     assert paired is not None and paired.basis == "paired" and paired.verdict == "faster"
     assert paired.speedup == pytest.approx(31.5 / 22.5)  # the medians' ratio, as the unpaired rule's
     assert paired.low == pytest.approx(23.9 * 0.99 / (22.3 * 1.01))
@@ -238,16 +238,16 @@ def test_the_same_configuration_paired_under_a_steady_drift_is_within_noise():
     """A/A in ABBA order while the host slows down steadily: A1 B1 | B2 A2 at 10, 11, 12, 13 ms. The rounds' ratios
     fall on both sides of 1, so their hull holds it."""
     a, b = [_t(10.0), _t(13.0)], [_t(11.0), _t(12.0)]
-    c = compare_paired(timing_from_runs(a), timing_from_runs(b), list(zip(a, b, strict=True)))  # type: ignore[arg-type]
+    c = compare_paired(timing_from_runs(a), timing_from_runs(b), dict(enumerate(a)), dict(enumerate(b)))  # type: ignore[arg-type]
     assert c is not None and c.verdict == "within_noise" and c.low < 1 < c.high
 
 
 def test_paired_needs_two_rounds_with_known_intervals():
     five, ten = _t(5.0), _t(10.0)
-    assert compare_paired(five, ten, [(five, ten)]) is None  # one round shows nothing of the drift
-    assert compare_paired(five, ten, [(Timing(5.0), ten), (five, ten)]) is None  # an unknown interval
-    assert compare_paired(Timing(5.0), ten, [(five, ten), (_t(5.1), ten)]) is None
-    c = compare_paired(five, ten, [(five, ten), (_t(5.1), ten)])
+    assert compare_paired(five, ten, {1: five, 2: five}, {1: ten, 3: ten}) is None  # one round in common
+    assert compare_paired(five, ten, {1: Timing(5.0), 2: five}, {1: ten, 2: ten}) is None  # an unknown interval
+    assert compare_paired(Timing(5.0), ten, {1: five, 2: _t(5.1)}, {1: ten, 2: ten}) is None
+    c = compare_paired(five, ten, {1: five, 2: _t(5.1), 3: _t(9.0)}, {1: ten, 2: ten})  # round 3: candidate's only
     assert c is not None and c.speedup == 2.0 and c.basis == "paired"
     assert c.low == pytest.approx(9.9 / 5.151) and c.high == pytest.approx(2.0 * 1.01 / 0.99)
 
@@ -255,5 +255,5 @@ def test_paired_needs_two_rounds_with_known_intervals():
 def test_a_pooled_ratio_outside_the_rounds_stays_inside_its_interval():
     """A search's point has runs outside the rounds (its first run): the medians' ratio can fall outside the rounds'
     ratios, and the interval still holds it."""
-    c = compare_paired(_t(4.0), _t(10.0), [(_t(5.0), _t(10.0)), (_t(5.0), _t(10.5))])
+    c = compare_paired(_t(4.0), _t(10.0), {1: _t(5.0), 2: _t(5.0)}, {1: _t(10.0), 2: _t(10.5)})
     assert c is not None and c.speedup == 2.5 and c.low < 2.0 and c.high == 2.5

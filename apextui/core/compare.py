@@ -202,11 +202,11 @@ def compare(candidate: Timing, baseline: Timing, floor: float = NOISE_FLOOR, *,
     return Comparison.of(speedup, low, high, floor, basis)
 
 
-def compare_paired(candidate: Timing, baseline: Timing, rounds: Sequence[tuple[Timing, Timing]],
-                   floor: float = NOISE_FLOOR) -> Comparison | None:
+def compare_paired(candidate: Timing, baseline: Timing, candidate_rounds: Mapping[int, Timing],
+                   baseline_rounds: Mapping[int, Timing], floor: float = NOISE_FLOOR) -> Comparison | None:
     """The candidate against the baseline (their pooled timings: the speed-up is their medians' ratio, as `compare`'s)
-    with its interval from runs made side by side: `rounds`, one (candidate, baseline) pair of timings a round of
-    interleaved repeats (ABBA), `MIN_PAIRED_ROUNDS` at least, else None (the caller's unpaired rule applies). Each
+    with its interval from runs made side by side: each side's runs by the round of interleaved repeats (ABBA) they
+    ran in; the rounds both ran in, `MIN_PAIRED_ROUNDS` at least, else None (the caller's unpaired rule applies). Each
     round's speed-up has its interval from the two medians' (as `compare`); the interval is the hull of every round's
     interval and speed-up, and of the speed-up itself (basis "paired"). None where an interval is unknown.
 
@@ -215,6 +215,8 @@ def compare_paired(candidate: Timing, baseline: Timing, rounds: Sequence[tuple[T
     that was faster in every round "within noise". The host's drift moves both runs of a round, and their ratio keeps
     what the configurations change; an A/A pair under a steady drift gives ratios on both sides of 1 in ABBA order, so
     the hull still holds 1. (The medians' ratio lies inside the rounds' hull where the pooled runs are the rounds'.)"""
+    both = sorted(candidate_rounds.keys() & baseline_rounds.keys())
+    rounds = [(candidate_rounds[k], baseline_rounds[k]) for k in both]
     if len(rounds) < MIN_PAIRED_ROUNDS or not (candidate.known and baseline.known
                                                 and all(c.known and b.known for c, b in rounds)):
         return None  # an unknown interval is never taken as zero width: the unpaired rule (and its drift) decides

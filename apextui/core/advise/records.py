@@ -195,6 +195,11 @@ class Measurement:
         return timing_from_runs(r.timing for r in self.ok_runs)  # type: ignore[misc]
 
     @property
+    def by_round(self) -> dict[int, Timing]:
+        """Each ok run's timing by the interleaved round it ran in (runs outside a round are not in it)."""
+        return {r.round: r.timing for r in self.ok_runs if r.round is not None and r.timing is not None}
+
+    @property
     def p10_ms(self) -> float | None:
         return _median(r.p10_ms for r in self.ok_runs)
 
@@ -258,13 +263,6 @@ class Measurement:
         return [r.error for r in self.runs if r.status == "failed" and r.error]
 
 
-def rounds_side_by_side(a: Measurement, b: Measurement) -> list[tuple[Timing, Timing]]:
-    """(a's timing, b's timing) for each interleaved round both ran ok in, in round order."""
-    mine = {r.round: r.timing for r in a.ok_runs if r.round is not None and r.timing is not None}
-    theirs = {r.round: r.timing for r in b.ok_runs if r.round is not None and r.timing is not None}
-    return [(mine[k], theirs[k]) for k in sorted(mine.keys() & theirs.keys())]
-
-
 def versus(a: Measurement, b: Measurement) -> Comparison:
     """`a` against `b` by the one noise rule: round by round where they ran side by side in enough interleaved
     rounds (`compare.compare_paired`), else `compare.compare` of their pooled timings (widened by the drift
@@ -273,7 +271,7 @@ def versus(a: Measurement, b: Measurement) -> Comparison:
     ta, tb = a.timing, b.timing
     if ta is None or tb is None:
         raise ValueError("versus needs two measured presets")
-    return compare_paired(ta, tb, rounds_side_by_side(a, b)) or compare(ta, tb, drift=a.drift or b.drift)
+    return compare_paired(ta, tb, a.by_round, b.by_round) or compare(ta, tb, drift=a.drift or b.drift)
 
 
 def advice_drift(runs: Iterable[Iterable[RunResult]]) -> Drift:

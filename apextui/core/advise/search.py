@@ -131,7 +131,7 @@ class SearchResult:
                 runs.setdefault(t.config, []).append(t.outcome.timing)  # type: ignore[arg-type]
         return Drift.of(runs.values())
 
-    def _rounds(self, config: Config) -> dict[int, Timing]:
+    def _by_round(self, config: Config) -> dict[int, Timing]:
         return {t.round: t.outcome.timing for t in self.trials  # type: ignore[misc]
                 if t.config == config and t.round is not None and t.outcome.ok}
 
@@ -144,8 +144,7 @@ class SearchResult:
         ta, tb = (self.timing(a) if a else None), (self.timing(b) if b else None)
         if a is None or b is None or ta is None or tb is None:
             return None
-        mine, theirs = self._rounds(a), self._rounds(b)
-        paired = compare_paired(ta, tb, [(mine[k], theirs[k]) for k in sorted(mine.keys() & theirs.keys())])
+        paired = compare_paired(ta, tb, self._by_round(a), self._by_round(b))
         return paired or compare(ta, tb, drift=self.drift if with_drift else None)
 
     def to_dict(self) -> dict[str, Any]:
