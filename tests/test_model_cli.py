@@ -206,7 +206,13 @@ def test_advise_model_searches_and_hands_back_the_snippet_and_a_preset_that_repr
                    "--budget", "3", "--json", timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "apextui: search [1] fp32: the baseline" in proc.stderr
+    # the plan line and the header speak of the search, not of "0 runs (2 repeat(s) ...)" over no shipped workload
+    plan = "apextui: advice on cpu: model: a search of the configuration axes within 3 s (12 steps a run)\n"
+    assert plan in proc.stderr
     doc = json.loads(proc.stdout)
+    from apextui.core.advise.advice_view import text_lines, view
+
+    assert text_lines(view(doc))[0].endswith("): a configuration search, 12 steps a run")
     s, a = doc["search"], doc["answer"]
     assert s["trials"][0]["phase"] == "baseline" and s["trials"][0]["status"] == "ok"
     assert s["stopped_by"] in ("budget", "converged") and s["budget_s"] == 3

@@ -84,6 +84,7 @@ class AdviceView:
     noise_rule: str
     workloads: tuple[WorkloadView, ...]
     answer: tuple[str, ...] = ()  # the model's search and its answer (`answer.answer_lines`), the same on both
+    searched: bool = False  # the model's configurations were searched (a search makes its own repeats)
 
 
 def _row(p: Mapping[str, Any], recommended: str | None) -> PresetRow:
@@ -138,7 +139,7 @@ def view(doc: Mapping[str, Any]) -> AdviceView:
         apex_status=doc["apex"]["status"], apex=doc["apex"]["text"],
         noise_rule=str((doc.get("rules") or {}).get("noise", NOISE_RULE)),
         workloads=tuple(_workload(w) for w in doc.get("workloads", [])),
-        answer=tuple(answer_lines(doc)),
+        answer=tuple(answer_lines(doc)), searched=doc.get("search") is not None,
     )
 
 
@@ -207,8 +208,11 @@ def text_lines(v: AdviceView, width: int | None = None) -> list[str]:
         return textwrap.wrap(text, width=max(40, width), initial_indent=indent, subsequent_indent=indent + "  ",
                              break_on_hyphens=False) or [indent]
 
-    lines = say(f"apextui advise on {v.device} ({v.machine}, torch {v.torch}, Apex {v.apex_installed}): "
-                f"{v.repeats} repeat(s) × {v.steps} steps a preset")
+    how = f"{v.repeats} repeat(s) × {v.steps} steps a preset"
+    if v.searched:
+        others = [w for w in v.workloads if w.workload != "model"]
+        how = f"a configuration search, {v.steps} steps a run" + (f"; the other workloads {how}" if others else "")
+    lines = say(f"apextui advise on {v.device} ({v.machine}, torch {v.torch}, Apex {v.apex_installed}): {how}")
     lines += say(v.reuse_note if v.reused else f"measured {v.measured_at} in {v.elapsed_s:.0f} s")
     if v.trust_note:
         lines += say(f"WARNING: {v.trust_note}")

@@ -260,12 +260,13 @@ class Advisor:
         plans = self.plans()
         total = self.total_runs
         searched = [p.workload for p in plans if self._searches(p)]
-        search = (f"; {', '.join(searched)}: a search of the configuration axes within {self.search_budget_s:.0f} s "
-                  f"({self.steps} steps a run)") if searched else ""
-        grid = ", ".join(w for w in self.workloads if w not in searched) or "no shipped workload"
+        grid = ", ".join(w for w in self.workloads if w not in searched)
+        parts = [f"{total} runs ({self.repeats} repeat(s) × {self.steps} steps) over {grid}"] if grid else []
+        if searched:  # a search makes its own repeats: no "repeat(s)" for it
+            parts.append(f"{', '.join(searched)}: a search of the configuration axes within "
+                         f"{self.search_budget_s:.0f} s ({self.steps} steps a run)")
         self._emit(Progress("plan", total=total, repeats=self.repeats, steps=self.steps,
-                            message=f"advice on {self.device}: {total} runs ({self.repeats} repeat(s) × "
-                                    f"{self.steps} steps) over {grid}{search}"))
+                            message=f"advice on {self.device}: {'; '.join(parts)}"))
         for p in plans:
             for m in p.skipped:
                 self._emit(Progress("skip", workload=p.workload, preset=m.preset, total=total,
