@@ -322,7 +322,7 @@ def render_head(job: AdviceJob, v: AdviceView) -> Text:
     if v.reused:
         head.append(v.reuse_note, style="cyan")
         head.append("  · r measures again", style="dim")
-    elif v.answer:  # the model's search: it makes its own repeats
+    elif v.searched:  # the model's search: it makes its own repeats
         head.append(f"measured {v.measured_at} on {v.device}: a configuration search, {v.runs_ok} of "
                     f"{v.runs_total} runs ok, {v.steps} steps a run, in {v.elapsed_s:.0f} s")
     else:
