@@ -334,3 +334,27 @@ def test_points_run_side_by_side_in_the_rounds_are_compared_round_by_round():
     d = r.to_dict()
     assert d["speedup_vs_best_single_verdict"] == "faster"
     assert [t["round"] for t in d["trials"] if t["phase"] == "repeat"] == [1] * 4 + [2] * 4
+
+
+class CompileNeverHelps(CostlyCompile):
+    """The ViT example's search on an H200 (2026-12-02 16:21), in shape: no compile mode beat the eager point, so the
+    ascent went on from it, and its neighbour `compile=max-autotune-no-cudagraphs` (estimated at 287 s, left out by
+    the compile step as not fitting) was run anyway and took the rest of the budget."""
+
+    def measure(self, config: Config, why: str, round: int | None = None) -> Outcome:
+        out = super().measure(config, why)
+        if config.compile == "none":
+            return out
+        ms = out.timing.median_ms / 0.4 * 1.1 if config.precision in ("bf16", "fp8") else out.timing.median_ms  # type: ignore[union-attr]
+        return Outcome("ok", Timing(ms, ms * 0.99, ms * 1.01, n=50))
+
+
+def test_the_ascent_never_runs_a_compile_the_budget_has_no_room_for():
+    fake = CompileNeverHelps(compile_cost=60.0)
+    lines: list[str] = []
+    r = Search(fake.measure, budget_s=400, clock=fake.clock, available=unavailable_fp8, on_progress=lines.append).run()
+    assert any(c.compile == "default" for c in fake.calls)  # the cheapest compile ran, and lost
+    assert not any(c.compile == "max-autotune-no-cudagraphs" for c in fake.calls)
+    assert any("max_autotune left out: its set-up" in line for line in lines)
+    assert r.winner is not None and r.winner.compile == "none"
+    assert any(t.phase == "repeat" for t in r.trials)  # the budget it kept went to the repeats

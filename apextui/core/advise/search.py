@@ -201,6 +201,7 @@ class Search:
         self._stopped = False
         self._t0 = 0.0
         self._cost: dict[Config, float] = {}
+        self._compile_cost: float | None = None  # the first compile's run cost: later ones are scaled from it
 
     def stop(self) -> None:
         self._stopped = True
@@ -394,25 +395,30 @@ class Search:
         """Each compile mode on the best point so far, cheapest set-up first; a mode whose set-up is estimated
         (from the cheapest compile's measured cost) not to fit is left for the budget to say."""
         base = current
-        first_cost: float | None = None
         for v in sorted((v for v in axis("compile").values_for(self.workload) if v.name != "none"),
                        key=lambda v: v.setup_cost):
             cand = base.with_("compile", v.name)
             if self._tried(cand):
                 continue
-            estimate = (first_cost or 0.0) * v.setup_cost / axis("compile").value("default").setup_cost
+            estimate = self._compile_estimate(v.name)
             if self._out_of_time(reserve=self._room_for(estimate, current)):
                 if self._stopped:
                     return current, "stopped"
                 self._say(f"search: {cand.label} left out: its set-up (about {estimate:.0f} s) does not fit the budget")
                 continue
             outcome = self._run("ascent", cand, f"from {base.label}: compile={v.name}")
-            if first_cost is None and outcome.ok:
-                first_cost = self._cost.get(cand)
+            if self._compile_cost is None and outcome.ok:
+                self._compile_cost = self._cost.get(cand)
             if self._ok(cand) and self._faster(cand, current):
                 self._say(f"search: {cand.label} is faster than {current.label}: moving there")
                 current = cand
         return current, "converged"
+
+    def _compile_estimate(self, mode: str) -> float:
+        """A compile mode's run, estimated from the first compile's measured cost scaled by the modes' set-up costs
+        (`axes.Value.setup_cost`); 0 before any compile ran."""
+        return (self._compile_cost or 0.0) * axis("compile").value(mode).setup_cost / \
+            axis("compile").value("default").setup_cost
 
     def _ascent(self, current: Config, eager: list[Config]) -> tuple[Config, str]:
         """Coordinate ascent: from the best point, each other value of each axis not tried yet (values whose
@@ -436,6 +442,12 @@ class Search:
             for cand in cands:
                 if self._out_of_time(reserve=self._room_for(self._cost.get(current, 0.0), current)):
                     return current, self._why_stopped()
+                if cand.compile not in ("none", current.compile):  # a compile: its set-up must fit, as in `_compile`
+                    estimate = self._compile_estimate(cand.compile)
+                    if self._out_of_time(reserve=self._room_for(estimate, current)):
+                        self._say(f"search: {cand.label} left out: its set-up (about {estimate:.0f} s) does not fit "
+                                  f"the budget")
+                        continue
                 changed = next(a for a in AXIS_NAMES if getattr(cand, a) != getattr(current, a))
                 self._run("ascent", cand, f"from {current.label}: {changed}={getattr(cand, changed)}")
                 if self._ok(cand) and self._faster(cand, current):
