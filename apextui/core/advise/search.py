@@ -12,8 +12,8 @@ H200, autotuning several), so the search spends compiles only where they can win
 3. tries each compile mode on the best point so far, the cheapest set-up first (`axes.Value.setup_cost`;
    a mode estimated not to fit the budget is skipped);
 4. coordinate ascent around the best point: every untried neighbour (values whose single change helped
-   most first; values whose single change failed are not tried), moving only when faster by the one
-   noise rule (`compare.compare`); a pass without a move ends it;
+   most first; values whose single change failed are not tried; a compile mode only where its estimated set-up
+   fits, as in 3), moving only when faster by the one noise rule (`compare.compare`); a pass without a move ends it;
 5. interleaved repeats (A B C D, D C B A) of the top candidates (the best point so far, the runner-up, the
    best single change, fp32), so that the final comparison is measured side by side; the winner is the
    advice's one decision (`choice.choose`) over every point that ran: the fastest, unless within noise of
