@@ -230,6 +230,9 @@ def test_faster_in_every_round_of_a_drifting_host_is_faster_paired_and_noise_poo
                             dict(enumerate(compiled)), dict(enumerate(bf16)))
     assert paired is not None and paired.basis == "paired" and paired.verdict == "faster"
     assert paired.speedup == pytest.approx(31.5 / 22.5)  # the medians' ratio, as the unpaired rule's
+    # the one rule's entry point takes the rounds and decides by them, whatever the drift
+    rounds = (dict(enumerate(compiled)), dict(enumerate(bf16)))
+    assert compare(timing_from_runs(compiled), timing_from_runs(bf16), drift=Drift(), rounds=rounds) == paired  # type: ignore[arg-type]
     assert paired.low == pytest.approx(23.9 * 0.99 / (22.3 * 1.01))
     assert paired.high == pytest.approx(43.0 * 1.01 / (23.8 * 0.99))
 

@@ -175,8 +175,11 @@ class Comparison:
         return self.verdict == "within_noise"
 
 
-def compare(candidate: Timing, baseline: Timing, floor: float = NOISE_FLOOR, *,
-            drift: Drift | None = None) -> Comparison:
+RoundTimings = Mapping[int, Timing]  # one side's runs by the round of interleaved repeats each ran in
+
+
+def compare(candidate: Timing, baseline: Timing, floor: float = NOISE_FLOOR, *, drift: Drift | None = None,
+            rounds: tuple[RoundTimings, RoundTimings] | None = None) -> Comparison:
     """The candidate against the baseline: THE noise rule (NOISE_RULE), which every screen calls. The interval
     divides the ends of the two medians' intervals (conservative: both at their 95 % ends at once is less likely
     than either).
@@ -186,7 +189,13 @@ def compare(candidate: Timing, baseline: Timing, floor: float = NOISE_FLOOR, *,
     that drift, so the speed-up's interval is widened by `drift.factor` both ways (`basis` "drift_seen", or
     "drift_unknown" when nothing was run twice: UNKNOWN_DRIFT). Two pooled repeats (`timing_from_runs`: the
     hull of every run) already hold their spread. None: the caller's timings already hold whatever drift there
-    is (repeats pooled, or measured at one time, as a data-parallel run's ranks)."""
+    is (repeats pooled, or measured at one time, as a data-parallel run's ranks).
+
+    `rounds`: (the candidate's, the baseline's) runs by interleaved round; where they share enough rounds the
+    interval is the rounds' (`compare_paired`) instead, and `drift` plays no part."""
+    paired = compare_paired(candidate, baseline, *rounds, floor=floor) if rounds is not None else None
+    if paired is not None:
+        return paired
     low = high = None
     if candidate.known and baseline.known:
         low = baseline.low_ms / candidate.high_ms  # type: ignore[operator]
@@ -202,8 +211,8 @@ def compare(candidate: Timing, baseline: Timing, floor: float = NOISE_FLOOR, *,
     return Comparison.of(speedup, low, high, floor, basis)
 
 
-def compare_paired(candidate: Timing, baseline: Timing, candidate_rounds: Mapping[int, Timing],
-                   baseline_rounds: Mapping[int, Timing], floor: float = NOISE_FLOOR) -> Comparison | None:
+def compare_paired(candidate: Timing, baseline: Timing, candidate_rounds: RoundTimings,
+                   baseline_rounds: RoundTimings, floor: float = NOISE_FLOOR) -> Comparison | None:
     """The candidate against the baseline (their pooled timings: the speed-up is their medians' ratio, as `compare`'s)
     with its interval from runs made side by side: each side's runs by the round of interleaved repeats (ABBA) they
     ran in; the rounds both ran in, `MIN_PAIRED_ROUNDS` at least, else None (the caller's unpaired rule applies). Each

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping
 
 from ..workloads.spec import WORKLOADS
-from ..compare import Comparison, Drift, Timing, compare, compare_paired, fields, timing_from_runs, \
-    timing_from_summary
+from ..compare import Comparison, Drift, Timing, compare, fields, timing_from_runs, timing_from_summary
 
 KIND = "apextui-advice"
 SCHEMA = 1
@@ -265,13 +264,13 @@ class Measurement:
 
 def versus(a: Measurement, b: Measurement) -> Comparison:
     """`a` against `b` by the one noise rule: round by round where they ran side by side in enough interleaved
-    rounds (`compare.compare_paired`), else `compare.compare` of their pooled timings (widened by the drift
+    rounds (`compare.compare`'s `rounds`), else their pooled timings (widened by the drift
     between runs); both must be measured. Its `difference` (faster / slower - 1) and `noise` (the largest
     difference still noise) are the document's `difference` and `noise_threshold`."""
     ta, tb = a.timing, b.timing
     if ta is None or tb is None:
         raise ValueError("versus needs two measured presets")
-    return compare_paired(ta, tb, a.by_round, b.by_round) or compare(ta, tb, drift=a.drift or b.drift)
+    return compare(ta, tb, drift=a.drift or b.drift, rounds=(a.by_round, b.by_round))
 
 
 def advice_drift(runs: Iterable[Iterable[RunResult]]) -> Drift:

@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, Protocol
 
-from ..compare import Comparison, Drift, Timing, compare, compare_paired, fields, timing_from_runs
+from ..compare import Comparison, Drift, Timing, compare, fields, timing_from_runs
 from ..config.axes import AXES, AXIS_NAMES, axis
 from ..config.point import BASELINE, Config, single_changes
 from .choice import choose
@@ -137,15 +137,14 @@ class SearchResult:
 
     def versus(self, a: Config | None, b: Config | None, *, with_drift: bool = True) -> Comparison | None:
         """`a` against `b` by the noise rule: round by round where both ran in enough rounds of the interleaved
-        repeats (`compare.compare_paired`), else their pooled timings, `with_drift` (what is reported): a single
+        repeats (`compare.compare`'s `rounds`), else their pooled timings, `with_drift` (what is reported): a single
         run's interval widened by the drift between runs seen here (`drift`). The search's own moves compare
         without it: a move is provisional, and the round of repeats at the end measures the candidates side by
         side."""
         ta, tb = (self.timing(a) if a else None), (self.timing(b) if b else None)
         if a is None or b is None or ta is None or tb is None:
             return None
-        paired = compare_paired(ta, tb, self._by_round(a), self._by_round(b))
-        return paired or compare(ta, tb, drift=self.drift if with_drift else None)
+        return compare(ta, tb, drift=self.drift if with_drift else None, rounds=(self._by_round(a), self._by_round(b)))
 
     def to_dict(self) -> dict[str, Any]:
         w = self.winner
