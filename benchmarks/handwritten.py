@@ -2,16 +2,22 @@
 reference an `advise --model` verdict is checked against, side by side in one process.
 
     python benchmarks/handwritten.py --model examples/gpt.py:build [--configs fp32,bf16,bf16+fused,...]
-        [--steps 40] [--warmup 10] [--rounds 3] [--json OUT.json]
+        [--steps 40] [--warmup 10] [--rounds 3] [--json OUT.json] [--advice ADVICE.json]
 
 A configuration is `+`-joined parts: a precision (`fp32`, `tf32`, `bf16`, `fp16`), optionally `fused` (torch
-`AdamW(fused=True)`; else AdamW's default), `compile` (`torch.compile(model)`, mode default) or `autotune`
-(mode `max-autotune-no-cudagraphs`), `apexnorm` (every nn.LayerNorm / nn.RMSNorm, and every module of a class
+`AdamW(fused=True)`; else AdamW's default), `apexadam` (Apex `FusedAdam(adam_w_mode=True)`), `compile`
+(`torch.compile(model)`, mode default), `autotune` (mode `max-autotune-no-cudagraphs`) or `reduce` (mode
+`reduce-overhead`), `apexnorm` (every nn.LayerNorm / nn.RMSNorm, and every module of a class
 named `…RMSNorm` with a `weight` and an `eps` or `variance_epsilon`, as a Llama-style codebase's own, swapped for
 Apex's fused one, by class: the hand-written way). Each configuration builds the model afresh (same seed), warms
 up (compiling there), then the configurations are timed in `--rounds` interleaved rounds (ABBA order), `--steps`
 steps each, with CUDA events around the whole block and one synchronisation at its end. The table reports the
 median ms/step over rounds and the speed-up against the first configuration.
+
+`--advice ADVICE.json` (the output of `apextui advise --model … --json`) adds the advice's answer, written the
+hand-written way, as one more configuration in the same interleaved rounds, and prints its time against the fastest
+of the others: whether the verdict is within 3 % of the best hand-written combination, measured side by side in one
+process (runs in separate processes minutes apart drift by more than that on a host-bound model).
 
 Only the model file's `build` function is used (a `ModelSetup`: model, make_batch, loss_fn, lr), loaded with
 importlib, not through apextui's runner.
@@ -33,6 +39,8 @@ import torch
 from torch import nn
 
 DEFAULT_CONFIGS = "fp32,bf16,bf16+fused,bf16+fused+compile"
+PARTS = ("fused", "apexadam", "compile", "autotune", "reduce", "apexnorm")
+COMPILE_PARTS = {"compile": None, "autotune": "max-autotune-no-cudagraphs", "reduce": "reduce-overhead"}
 PRECISIONS = {"fp32": None, "tf32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -85,10 +93,9 @@ class Trainer:
         self.config, self.precision = config, parts[0]
         if self.precision not in PRECISIONS:
             raise SystemExit(f"--configs: {config!r}: the first part must be one of {', '.join(PRECISIONS)}")
-        unknown = set(parts[1:]) - {"fused", "compile", "autotune", "apexnorm"}
+        unknown = set(parts[1:]) - set(PARTS)
         if unknown:
-            raise SystemExit(f"--configs: {config!r}: unknown part(s) {sorted(unknown)}; "
-                             "allowed: fused, compile, autotune, apexnorm")
+            raise SystemExit(f"--configs: {config!r}: unknown part(s) {sorted(unknown)}; allowed: {', '.join(PARTS)}")
         torch.manual_seed(seed)
         setup = build(small=device == "cpu") if "small" in inspect.signature(build).parameters else build()
         self.setup = setup
@@ -99,13 +106,18 @@ class Trainer:
         gen = torch.Generator(device=device).manual_seed(seed + 1)
         self.batches = [setup.make_batch(torch.device(device), gen) for _ in range(8)]
         params = [p for p in self.model.parameters() if p.requires_grad]
-        self.opt = torch.optim.AdamW(params, lr=setup.lr or 1e-3, **({"fused": True} if "fused" in parts else {}))
+        if "apexadam" in parts:
+            from apex.optimizers import FusedAdam
+
+            self.opt: Any = FusedAdam(params, lr=setup.lr or 1e-3, adam_w_mode=True)
+        else:
+            self.opt = torch.optim.AdamW(params, lr=setup.lr or 1e-3, **({"fused": True} if "fused" in parts else {}))
         self.dtype = PRECISIONS[self.precision]
         self.scaler = torch.amp.GradScaler(device) if self.precision == "fp16" else None
         forward = self.forward
-        if "compile" in parts or "autotune" in parts:
-            mode = "max-autotune-no-cudagraphs" if "autotune" in parts else None
-            forward = torch.compile(forward, mode=mode)
+        modes = [COMPILE_PARTS[p] for p in parts if p in COMPILE_PARTS]
+        if modes:
+            forward = torch.compile(forward, mode=modes[0])
         self.run_forward = forward
         self.i = 0
         self.peak = 0
@@ -156,6 +168,33 @@ class Trainer:
         return start.elapsed_time(end) / steps
 
 
+# an apextui configuration's axis values, written the hand-written way (`Trainer`'s parts)
+ADVICE_PARTS = {("optimizer", "fused"): "fused", ("optimizer", "apex"): "apexadam", ("norms", "apex"): "apexnorm",
+                ("compile", "default"): "compile", ("compile", "max-autotune-no-cudagraphs"): "autotune",
+                ("compile", "reduce-overhead"): "reduce"}
+NO_CHANGE = {("optimizer", "adamw"), ("optimizer", "foreach"), ("norms", "torch"), ("compile", "none")}
+
+
+def advice_config(path: str) -> str:
+    """The answer of an `apextui advise --model … --json` document as a configuration here (`Trainer`'s parts)."""
+    try:
+        answer = json.loads(Path(path).read_text())["answer"]["config"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SystemExit(f"--advice: {path}: not an advice document with an answer "
+                         f"({type(exc).__name__}: {exc})") from None
+    if answer.get("precision") not in PRECISIONS:
+        raise SystemExit(f"--advice: the answer's precision {answer.get('precision')!r} has no hand-written form "
+                         f"here (allowed: {', '.join(PRECISIONS)})")
+    parts = [answer["precision"]]
+    for axis_name, value in answer.items():
+        if axis_name == "precision" or (axis_name, value) in NO_CHANGE:
+            continue
+        if (axis_name, value) not in ADVICE_PARTS:
+            raise SystemExit(f"--advice: the answer's {axis_name}={value} has no hand-written form here")
+        parts.append(ADVICE_PARTS[(axis_name, value)])
+    return "+".join(parts)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="FILE.py:FUNC returning an apextui.ModelSetup")
@@ -165,12 +204,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--json", help="write every round's figures here")
+    parser.add_argument("--advice", help="an `apextui advise --model … --json` document: its answer runs beside")
     args = parser.parse_args(argv)
     build = load_build(args.model)
+    configs = [c.strip() for c in args.configs.split(",")]
+    advised = advice_config(args.advice) if args.advice else None
+    if advised is not None and advised not in configs:
+        configs.append(advised)
     trainers = []
-    for config in args.configs.split(","):
+    for config in configs:
         t0 = time.perf_counter()
-        trainer = Trainer(build, config.strip(), args.device, seed=0)
+        trainer = Trainer(build, config, args.device, seed=0)
         trainer.set_flags()
         first = None
         for k in range(args.warmup):
@@ -195,10 +239,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{trainer.config:32} {ms:9.2f} {rounds:>28} {base / ms:8.2f}x {trainer.peak / 2**30:9.2f}")
         rows.append({"config": trainer.config, "median_ms": ms, "rounds_ms": times[trainer.config],
                      "speedup_vs_first": base / ms, "peak_bytes": trainer.peak})
+    verdict = None
+    if advised is not None:
+        others = [r for r in rows if r["config"] != advised]
+        best = min(others, key=lambda r: r["median_ms"]) if others else None
+        ms = next(r["median_ms"] for r in rows if r["config"] == advised)
+        if best is not None:
+            ratio = ms / best["median_ms"]
+            verdict = {"advised": advised, "advised_ms": ms, "best_other": best["config"],
+                       "best_other_ms": best["median_ms"], "ratio": ratio, "within_3pct": ratio <= 1.03}
+            print(f"\nthe advice's answer {advised}: {ms:.2f} ms/step, {ratio:.3f}x the fastest other "
+                  f"({best['config']}, {best['median_ms']:.2f}): {'within' if ratio <= 1.03 else 'NOT within'} 3 %")
     if args.json:
         Path(args.json).write_text(json.dumps({"model": args.model, "device": args.device, "steps": args.steps,
-                                               "rounds": args.rounds, "torch": torch.__version__, "rows": rows},
-                                              indent=1))
+                                               "rounds": args.rounds, "torch": torch.__version__, "rows": rows,
+                                               "advice": verdict}, indent=1))
     return 0
 
 

@@ -315,3 +315,25 @@ def test_bench_speedups_carry_their_interval_and_the_one_noise_rule():
     assert "only 8 measured steps" in by["layernorm"]["baseline_problem"]
     md = b.markdown({"rows": rows})
     assert "| 2.37× (2.16–2.58) |" in md and "| ≈1.51× (0.32–3.67) |" in md and "vs baseline (95 %)" in md
+
+
+def test_handwritten_writes_the_advices_answer_the_hand_written_way_and_refuses_what_it_cannot(tmp_path):
+    """`benchmarks/handwritten.py --advice`: the answer's axis values as the loop's parts, so that the verdict runs
+    beside the hand-written combinations in one process; a value with no hand-written form is one clear line."""
+    hw = load("handwritten")
+
+    def advice(config: dict) -> str:
+        path = tmp_path / "advice.json"
+        path.write_text(json.dumps({"answer": {"config": config}}))
+        return str(path)
+
+    point = {"precision": "bf16", "optimizer": "fused", "norms": "apex", "compile": "default"}
+    assert hw.advice_config(advice(point)) == "bf16+fused+apexnorm+compile"
+    assert hw.advice_config(advice({**point, "optimizer": "apex", "norms": "torch",
+                                    "compile": "max-autotune-no-cudagraphs"})) == "bf16+apexadam+autotune"
+    assert hw.advice_config(advice({"precision": "fp32", "optimizer": "adamw", "norms": "torch",
+                                    "compile": "none"})) == "fp32"
+    with pytest.raises(SystemExit, match="precision 'fp8' has no hand-written form"):
+        hw.advice_config(advice({**point, "precision": "fp8"}))
+    with pytest.raises(SystemExit, match="not an advice document"):
+        hw.advice_config(str(tmp_path / "missing.json"))
