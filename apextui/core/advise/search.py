@@ -8,8 +8,9 @@ H200, autotuning several), so the search spends compiles only where they can win
 1. measures the baseline (fp32) and every single change that needs no compile (one short run each);
 2. adds each other axis's best single value (where its median beat the baseline's) to the fastest eager point,
    one at a time, the most helpful first, keeping each that lowers the median (a value neutral alone can hurt
-   in company); a value whose one run came out no better but within the drift between runs is run again beside
-   the point it would join (`_confirm`), so that one noisy run does not leave it out;
+   in company), by each point's fastest run; a value whose one run came out no better but within the drift between
+   runs is run again beside the point it would join (`_confirm`), so that one noisy run does not leave it out (the
+   point the search starts from, the two fastest single changes, is confirmed the same way);
 3. tries each compile mode on the best point so far, the cheapest set-up first (`axes.Value.setup_cost`;
    a mode estimated not to fit the budget is skipped; one not faster by a single run, but within the drift, is
    confirmed as in 2);
@@ -414,8 +415,9 @@ class Search:
 
     def _confirm(self, cand: Config, current: Config) -> None:
         """Where `cand` came out no better than `current` but the pair is unsure (`_unsure`), run `cand` again and
-        then `current` (current, cand, cand, current: a steady drift cancels in the pooled medians), where the
-        budget leaves room for the two runs and a round of repeats; the move is then decided on two runs each."""
+        then `current`, right after one another, where the budget leaves room for the two runs and a round of repeats.
+        The caller then decides on every run: an eager move on each point's fastest run (`_lower`), a compile by the
+        noise rule on the pooled runs (`_faster`)."""
         if not self._unsure(cand, current):
             return
         cost = self._rerun_cost(cand) + self._rerun_cost(current)
