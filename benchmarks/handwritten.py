@@ -5,14 +5,14 @@ reference an `advise --model` verdict is checked against, side by side in one pr
         [--steps 40] [--warmup 10] [--rounds 3] [--json OUT.json] [--advice ADVICE.json]
 
 A configuration is `+`-joined parts: a precision (`fp32`, `tf32`, `bf16`, `fp16`), optionally `fused` (torch
-`AdamW(fused=True)`; else AdamW's default), `apexadam` (Apex `FusedAdam(adam_w_mode=True)`), `compile`
-(`torch.compile(model)`, mode default), `autotune` (mode `max-autotune-no-cudagraphs`) or `reduce` (mode
-`reduce-overhead`), `apexnorm` (every nn.LayerNorm / nn.RMSNorm, and every module of a class
-named `…RMSNorm` with a `weight` and an `eps` or `variance_epsilon`, as a Llama-style codebase's own, swapped for
-Apex's fused one, by class: the hand-written way). Each configuration builds the model afresh (same seed), warms
-up (compiling there), then the configurations are timed in `--rounds` interleaved rounds (ABBA order), `--steps`
-steps each, with CUDA events around the whole block and one synchronisation at its end. The table reports the
-median ms/step over rounds and the speed-up against the first configuration.
+`AdamW(fused=True)`) or `foreach` (`AdamW(foreach=True)`; else AdamW's default, foreach on CUDA only), `apexadam`
+(Apex `FusedAdam(adam_w_mode=True)`), `compile` (`torch.compile(model)`, mode default), `autotune` (mode
+`max-autotune-no-cudagraphs`) or `reduce` (mode `reduce-overhead`), `apexnorm` (every nn.LayerNorm / nn.RMSNorm, and
+every module of a class named `…RMSNorm` with a `weight` and an `eps` or `variance_epsilon`, as a Llama-style
+codebase's own, swapped for Apex's fused one, by class: the hand-written way). Each configuration builds the model
+afresh (same seed), warms up (compiling there), then the configurations are timed in `--rounds` interleaved rounds
+(ABBA order), `--steps` steps each, with CUDA events around the whole block and one synchronisation at its end. The
+table reports the median ms/step over rounds and the speed-up against the first configuration.
 
 `--advice ADVICE.json` (the output of `apextui advise --model … --json`) adds the advice's answer, written the
 hand-written way, as one more configuration in the same interleaved rounds, and prints its time against the fastest
@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 DEFAULT_CONFIGS = "fp32,bf16,bf16+fused,bf16+fused+compile"
-PARTS = ("fused", "apexadam", "compile", "autotune", "reduce", "apexnorm")
+PARTS = ("fused", "foreach", "apexadam", "compile", "autotune", "reduce", "apexnorm")
 COMPILE_PARTS = {"compile": None, "autotune": "max-autotune-no-cudagraphs", "reduce": "reduce-overhead"}
 PRECISIONS = {"fp32": None, "tf32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -111,7 +111,8 @@ class Trainer:
 
             self.opt: Any = FusedAdam(params, lr=setup.lr or 1e-3, adam_w_mode=True)
         else:
-            self.opt = torch.optim.AdamW(params, lr=setup.lr or 1e-3, **({"fused": True} if "fused" in parts else {}))
+            kind = {"fused": True} if "fused" in parts else {"foreach": True} if "foreach" in parts else {}
+            self.opt = torch.optim.AdamW(params, lr=setup.lr or 1e-3, **kind)
         self.dtype = PRECISIONS[self.precision]
         self.scaler = torch.amp.GradScaler(device) if self.precision == "fp16" else None
         forward = self.forward
@@ -169,10 +170,12 @@ class Trainer:
 
 
 # an apextui configuration's axis values, written the hand-written way (`Trainer`'s parts)
-ADVICE_PARTS = {("optimizer", "fused"): "fused", ("optimizer", "apex"): "apexadam", ("norms", "apex"): "apexnorm",
+ADVICE_PARTS = {("optimizer", "fused"): "fused", ("optimizer", "foreach"): "foreach",
+                ("optimizer", "apex"): "apexadam", ("norms", "apex"): "apexnorm",
                 ("compile", "default"): "compile", ("compile", "max-autotune-no-cudagraphs"): "autotune",
                 ("compile", "reduce-overhead"): "reduce"}
-NO_CHANGE = {("optimizer", "adamw"), ("optimizer", "foreach"), ("norms", "torch"), ("compile", "none")}
+# torch AdamW's own default ("adamw") is foreach on CUDA only, so foreach is a part of its own
+NO_CHANGE = {("optimizer", "adamw"), ("norms", "torch"), ("compile", "none")}
 
 
 def advice_config(path: str) -> str:

@@ -333,6 +333,9 @@ def test_handwritten_writes_the_advices_answer_the_hand_written_way_and_refuses_
                                     "compile": "max-autotune-no-cudagraphs"})) == "bf16+apexadam+autotune"
     assert hw.advice_config(advice({"precision": "fp32", "optimizer": "adamw", "norms": "torch",
                                     "compile": "none"})) == "fp32"
+    # torch AdamW is foreach by default on CUDA only: on CPU (the answer on HF GPT-2 here) it must be asked for
+    assert hw.advice_config(advice({**point, "precision": "fp32", "optimizer": "foreach", "norms": "torch"})) == \
+        "fp32+foreach+compile"
     with pytest.raises(SystemExit, match="precision 'fp8' has no hand-written form"):
         hw.advice_config(advice({**point, "precision": "fp8"}))
     with pytest.raises(SystemExit, match="not an advice document"):
