@@ -137,12 +137,15 @@ class AttachApp(App[int]):
             return
         self._pull()
 
+    def _panes_up(self) -> bool:
+        """Whether the panes are there: a timer ticks before they are composed and after they are taken down as
+        the app exits (each tick at exit raised NoMatches), so every timer's callback asks this first."""
+        return bool(self.query(ComparisonTable)) and bool(self.query("#run-steps"))
+
     def _pull(self) -> None:
         bridge = self.bridge
-        if bridge is None or not bridge.dirty:
+        if bridge is None or not bridge.dirty or not self._panes_up():  # the view waits in the bridge
             return
-        if not self.query("#run-steps"):  # the run pane not composed yet, or already taken down as the app exits: the
-            return  # view stays in the bridge for the next pull (a timer's tick at exit raised NoMatches here)
         view = bridge.take()
         if view is None:
             return
@@ -161,6 +164,8 @@ class AttachApp(App[int]):
     def _show_stall(self) -> None:
         """A live run that writes nothing (its steps stopped: a hang, a long evaluation): the run pane's border
         says for how long, once a second."""
+        if not self._panes_up():
+            return
         live = self.query_one(LiveRun)
         last = reader.last_write(Path(self.meta.path)) if self.meta is not None else None
         done = self.replay is None or self.replay.status in ("ok", "stopped", "failed")
@@ -170,6 +175,8 @@ class AttachApp(App[int]):
             live.border_subtitle = subtitle
 
     def _show_rows(self) -> None:
+        if not self._panes_up():
+            return
         table = self.query_one(ComparisonTable)
         found = self._table.rows(self.baseline)
         new = [row for _, row in found]

@@ -150,3 +150,24 @@ async def test_a_live_run_that_stops_writing_is_called_out_on_the_run_pane():
             await wait_for(pilot, lambda: str(live.border_subtitle).startswith("no new line for"), what="stall")
     finally:
         mon.close()
+
+
+async def test_the_timers_ticking_after_the_panes_are_taken_down_at_exit_change_nothing():
+    """A timer's tick between the panes' removal and the app's end raised NoMatches (seen in .ci/run): each timer's
+    callback, called once the app has exited, leaves the view waiting in the bridge and raises nothing."""
+    mon = apextui.watch(name="exiting")
+    try:
+        for i in range(30):
+            mon.step(loss=1.0 / (i + 1))
+        app = AttachApp(store.find("exiting")[0], poll_s=0.05, refresh_s=0.1, table_s=0.2)
+        async with app.run_test(size=(100, 32)) as pilot:
+            await wait_for(pilot, lambda: static_text(app, "#run-steps").split("·")[0].strip() not in ("", "0"),
+                           what="steps")
+        assert not app.query(ComparisonTable)  # taken down
+        app.bridge(app.replay.snapshot())  # a snapshot arriving as the app exits
+        assert app.bridge.dirty
+        for tick in (app._show_rows, app._show_stall, app._pull):
+            tick()
+        assert app.bridge.dirty  # the pull left the view for a next one
+    finally:
+        mon.close()
