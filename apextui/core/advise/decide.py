@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ..presets import BASELINES
 from . import wording
-from .choice import choose
+from .choice import Choice, choose
 from .records import LOSS_CHECKED, LOSS_TOLERANCE, ApexStatus, ApexVerdict, MachineApexStatus, Measurement, \
     WorkloadStatus, WorkloadVerdict, _round, versus
 
@@ -44,16 +44,24 @@ def _drift(ms: Sequence[Measurement]) -> Any:
     return next((m.drift for m in ms if m.drift is not None), None)
 
 
+def _choice(measurements: Sequence[Measurement], flagged: set[str],
+            base: Measurement | None) -> Choice[Measurement]:
+    """The one decision (`choice.choose`) over the measured, unflagged options: the Apex line and the
+    recommendation are both worded from it."""
+    eligible = [m for m in measurements if m.measured and m.preset not in flagged]
+    return choose(eligible, lambda m: m.timing, lambda m: bool(m.needs_apex),
+                  base if base is not None and base.measured else None, drift=_drift(measurements), versus=versus)
+
+
 def apex_verdict(measurements: Sequence[Measurement], flagged: Iterable[str] = (),
-                 base: Measurement | None = None) -> ApexVerdict:
+                 base: Measurement | None = None, picked: Choice[Measurement] | None = None) -> ApexVerdict:
     """The fastest measured Apex preset against the fastest measured torch-only one, and the torch-only choice
-    the verdict offers (`choice.choose`; pure)."""
+    the verdict offers (`choice.choose`, or `picked` where the caller already made it; pure)."""
     flagged = set(flagged)
     apex = [m for m in measurements if m.needs_apex]
     torch_ok = [m for m in measurements if not m.needs_apex and m.measured]
-    eligible = [m for m in measurements if m.measured and m.preset not in flagged]
-    picked = choose(eligible, lambda m: m.timing, lambda m: bool(m.needs_apex), base, drift=_drift(measurements),
-                    versus=versus)
+    if picked is None:
+        picked = _choice(measurements, flagged, base)
     best_torch = picked.fastest_torch or _fastest(torch_ok)
     torch_choice = picked.torch or best_torch
     kw: dict[str, Any] = {"best_torch": best_torch.preset if best_torch else None,
@@ -116,7 +124,8 @@ def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | 
     status = _status(ms)
     flags = _flags(workload, base if base is not None and base.measured else None, ms)
     flagged = {f["preset"] for f in flags}
-    apex = apex_verdict(ms, flagged, base)
+    picked = _choice(ms, flagged, base)  # the one decision: the Apex line and the recommendation below
+    apex = apex_verdict(ms, flagged, base, picked)
     measured = sorted((m for m in ms if m.measured), key=lambda m: m.median_ms)  # type: ignore[arg-type, return-value]
     notes = wording.notes(ms, status, measured)
     if not measured:
@@ -129,11 +138,8 @@ def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | 
     vs_runner = versus(fastest, runner) if runner is not None else None
     tied = tuple(m.preset for m in measured[1:] if versus(fastest, m).within_noise)
 
-    # the recommendation: the one decision (choice.choose), which the Apex line above made too
     eligible = [m for m in measured if m.preset not in flagged]
-    rec = choose(eligible, lambda m: m.timing, lambda m: bool(m.needs_apex),
-                 base if base is not None and base.measured else None, drift=_drift(measured),
-                 versus=versus).recommended
+    rec = picked.recommended
     recommended = rec.preset if rec is not None else None
     close = tuple(m.preset for m in eligible if rec is not None and m is not rec and versus(rec, m).within_noise)
     v = WorkloadVerdict(
