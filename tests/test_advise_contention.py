@@ -28,4 +28,11 @@ def test_a_busy_run_is_marked_beside_every_speedup_it_is_in():
            "elapsed_s": 1, "workloads": [v], "apex": overall_apex([v])}
     rows = {r.preset: r for r in advise.view(doc).workloads[0].rows}
     assert rows["adamw_fused"].vs_base.endswith(" ⚠") and not rows["adamw_foreach"].vs_base.endswith("⚠")
-    assert "⚠" in advise.format_text(doc)
+    text = advise.format_text(doc)
+    assert "⚠" in text and "(⚠ other work competed with a run of that row or of the baseline" in text  # explained
+    quiet_doc = {**doc, "workloads": [verdict("optimizer", [base, quiet]).to_dict()]}
+    assert "⚠" not in advise.format_text(quiet_doc)  # and the legend only where a row has the mark
+    from apextui.ui.screens.advise_screen import render_doc  # the TUI's advise screen says the same
+
+    assert advise.view(doc).competed_legend in render_doc(advise.view(doc)).plain
+    assert "⚠" not in render_doc(advise.view(quiet_doc)).plain

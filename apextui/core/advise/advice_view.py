@@ -17,6 +17,8 @@ from .answer import answer_lines, configuration_line
 from .wording import not_measured_text, provenance, roofline_text, trust_note
 
 RowKind = Literal["measured", "unavailable", "not_measured"]
+COMPETED_LEGEND = ("⚠ other work competed with a run of that row or of the baseline, or the GPU was throttled: "
+                   "that speed-up may be off (each run's `contention` in --json says what was seen)")
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class PresetRow:
     loss: str = DASH
     roofline: str = DASH  # bottleneck · roofline figures (`wording.roofline_text`)
     compile: str | None = None  # "compile 1.2 s (not in ms/step)"
+    competed: bool = False  # other work competed with one of its runs or the baseline's: ⚠ beside `vs_base`
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,13 @@ class AdviceView:
     answer: tuple[str, ...] = ()  # the model's search and its answer (`answer.answer_lines`), the same on both
     searched: bool = False  # the model's configurations were searched (a search makes its own repeats)
 
+    @property
+    def competed_legend(self) -> str | None:
+        """The legend's words for ⚠, where a row has it (both front ends): a mark no line explains says nothing."""
+        if not any(r.competed for w in self.workloads for r in w.rows):
+            return None
+        return COMPETED_LEGEND
+
 
 def _row(p: Mapping[str, Any], recommended: str | None) -> PresetRow:
     common = dict(preset=p["preset"], status=p["status"], is_baseline=bool(p["is_baseline"]),
@@ -94,11 +104,12 @@ def _row(p: Mapping[str, Any], recommended: str | None) -> PresetRow:
         return PresetRow(kind="unavailable", why=f"unavailable: {p['reason']}", **common)
     if p["median_ms"] is None:
         return PresetRow(kind="not_measured", why=not_measured_text(p), **common)
+    competed = bool(p.get("competed") or p.get("speedup_competed"))
     return PresetRow(
         kind="measured", median=_ms(p["median_ms"]), p10_p90=f"{_ms(p['p10_ms'])}–{_ms(p['p90_ms'])}",
         repeats=int(p["repeats"]), spread=f"{100 * p['spread']:.1f}%" if p["spread"] is not None else DASH,
         vs_base=("base" if p["is_baseline"] else format_speedup(from_fields(p, "speedup_vs_baseline")))
-        + (" ⚠" if p.get("competed") or p.get("speedup_competed") else ""),  # other work competed: marked
+        + (" ⚠" if competed else ""), competed=competed,
         loss=f"{p['final_loss']:.4g}" if p["final_loss"] is not None else DASH, roofline=roofline_text(p),
         compile=f"compile {p['compile_s']:.1f} s (not in ms/step)" if p["compile_s"] is not None else None, **common)
 
@@ -233,6 +244,8 @@ def text_lines(v: AdviceView, width: int | None = None) -> list[str]:
             lines += say(f"note: {n}", "  ")
     lines += ["", *say(f"Apex on this machine: {v.apex}"),
               *say(f"(* baseline, ! flagged; n = repeats counted; ≈ within noise: {NOISE_RULE})")]
+    if v.competed_legend:
+        lines += say(f"({v.competed_legend})")
     if v.answer:
         lines.append("")
     for line in v.answer:  # code (the snippet, the TOML: indented 4) is never wrapped

@@ -308,6 +308,8 @@ def render_doc(v: AdviceView, narrow: bool = False) -> Text:
             t.append(f"  note: {n}\n", style="italic")
     t.append(f"\nms = median of the repeats' median ms/step · * baseline · ⚑ flagged · ≈ within noise: "
              f"{v.noise_rule}\n", style="dim")
+    if v.competed_legend:
+        t.append(f"{v.competed_legend}\n", style="yellow")
     if v.answer:  # the model's search and its answer: the CLI's lines (`answer.answer_lines`)
         t.append("\n")
         for line in v.answer:
