@@ -197,8 +197,10 @@ def test_the_run_alone_on_its_gpu_walks_no_process_tree(cores, monkeypatch):
 
 def test_a_run_that_fills_every_core_by_itself_is_not_busy_but_one_squeezed_by_others_is():
     """A compile on a 2-core box used both cores itself with 0.0 cores of other work and was marked busy ('other
-    processes used 0.0 of 2 CPU cores'): the headroom rule counts only where other work took some of the CPU."""
+    processes used 0.0 of 2 CPU cores'): the headroom rule counts only where other work took at least the quarter
+    core it squeezes out."""
     assert level_of(0.03, 1.98, 2, 0, None) == ("quiet", ())
+    assert level_of(0.11, 1.9, 2, 0, None) == ("quiet", ())  # one sample's blip (the pipe reading the run's JSON)
     level, why = level_of(0.3, 1.8, 2, 0, None)  # under the share rule's half a core, but nothing left free
     assert level == "busy" and why == ("other processes used 0.3 of 2 CPU cores, the run 1.8: none left free",)
     assert level_of(1.0, 0.5, 2, 0, None) == ("busy", ("other processes used 1.0 of 2 CPU cores",))

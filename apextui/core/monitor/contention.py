@@ -10,8 +10,8 @@ error, and the level is "unknown" only when nothing at all could be read.
 - **CPU**: the CPU time the cores this process may run on spent busy (psutil's per-CPU times, `sched_getaffinity`)
   less the time this process and its children used, over the interval since the last sample, in cores. Busy
   when other processes used at least `CPU_BUSY_SHARE` of those cores (at least `CPU_BUSY_MIN_CORES`), or when
-  they and the run together left less than `CPU_HEADROOM_CORES` free and they used at least
-  `CPU_HEADROOM_MIN_OTHER` (a compile filling a 2-core box by itself, 0.0 cores of other work, was marked busy).
+  they took at least `CPU_HEADROOM_CORES` and they and the run together left less than that free (a compile
+  filling a 2-core box by itself was marked busy with 0.0 cores of other work, and with one sample's 0.1).
 - **GPU**: NVML's compute processes on the run's GPU, less this process, its ancestors and their other children
   (the TUI, the worker's server, the other ranks of a data-parallel run): any other one is competing.
 - **Clocks**: NVML's clocks-event reasons: a thermal or hardware slowdown marks the run "throttled" (a software
@@ -33,8 +33,7 @@ Level = Literal["quiet", "busy", "throttled", "unknown"]
 LEVELS: tuple[Level, ...] = get_args(Level)
 CPU_BUSY_SHARE = 0.25  # other processes using a quarter of the cores the run may use: busy
 CPU_BUSY_MIN_CORES = 0.5  # ... but never less than half a core (a 2-core box: half a core)
-CPU_HEADROOM_CORES = 0.25  # other processes and the run together leave less than this free: busy ...
-CPU_HEADROOM_MIN_OTHER = 0.1  # ... where the others used at least this (a run that fills every core alone is not)
+CPU_HEADROOM_CORES = 0.25  # other processes took at least this and left the run less than this free: busy
 RUN_BUSY_SHARE = 0.1  # a run is marked busy when at least this share of its samples were (and at least one)
 
 # NVML clocks-event reason bits (nvml.h): the ones that mean the GPU ran slower than it could
@@ -118,7 +117,7 @@ def level_of(other: float | None, own: float | None, cores: int | None, gpu_proc
         free = cores - other - (own or 0.0)
         if other >= max(CPU_BUSY_MIN_CORES, CPU_BUSY_SHARE * cores):
             reasons.append(f"other processes used {other:.1f} of {cores} CPU cores")
-        elif free < CPU_HEADROOM_CORES and other >= CPU_HEADROOM_MIN_OTHER:
+        elif free < CPU_HEADROOM_CORES <= other:
             reasons.append(f"other processes used {other:.1f} of {cores} CPU cores, the run {own or 0.0:.1f}: "
                            f"none left free")
     if gpu_processes:
