@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import types
 
-from apextui.core.advise.search import Outcome, Search
+from apextui.core.advise.search import STOP_WORDS, Outcome, Search
 from apextui.core.compare import Timing, compare
 from apextui.core.config.point import BASELINE, Config, parse, single_changes
 
@@ -132,8 +132,12 @@ def test_the_answer_gives_the_winner_its_speed_ups_the_snippet_and_a_preset_that
     text = answer_text({"search": r.to_dict(), "answer": a})
     assert "fastest configuration: bf16+fused+compile" in text and "against the best single change (bf16)" in text
     assert "compiled = torch.compile(model)" in text and "excluded fp8 (unavailable): fp8 needs torchao" in text
+    assert f"of a 10000 s budget, {STOP_WORDS[r.stopped_by]}. How: " in text  # what ended it, in words
     failed = Search(Fake(fail={BASELINE: "x"}).measure, 10).run()
     assert answer(verdict_of(failed)[0], verdict_of(failed)[1]) is None
+    quick = Fake()
+    short = Search(quick.measure, budget_s=35, clock=quick.clock).run()
+    assert short.stopped_by == "budget" and "ended by the budget" in answer_text({"search": short.to_dict()})
 
 
 class NothingHelps(Fake):

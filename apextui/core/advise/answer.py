@@ -13,6 +13,7 @@ from ..compare import fields, format_speedup
 from ..config.point import Config
 from ..config.snippet import preset_toml, snippet
 from .records import Measurement, WorkloadVerdict, versus
+from .search import STOP_WORDS
 
 
 def _best_single(v: WorkloadVerdict, points: Mapping[str, Config]) -> Measurement | None:
@@ -62,8 +63,9 @@ def answer_lines(doc: Mapping[str, Any]) -> list[str]:
     s, a = doc.get("search"), doc.get("answer")
     if not s:
         return []
-    lines = [f"search: {len(s['trials'])} runs in {s['spent_s']:.0f} s of a {s['budget_s']:.0f} s budget "
-             f"({s['stopped_by']}): {s['method']}"]
+    stop = STOP_WORDS.get(s["stopped_by"], s["stopped_by"])
+    lines = [f"search: {len(s['trials'])} runs in {s['spent_s']:.0f} s of a {s['budget_s']:.0f} s budget, "
+             f"{stop}. How: {s['method']}"]
     for e in s.get("excluded", []):
         lines.append(f"  excluded {e['label']} ({e['status']}): {e['reason']}")
     if not a:

@@ -51,6 +51,14 @@ SEARCH_STEPS = {"cuda": 50, "cpu": 30}
 METHOD = ("the baseline and every single change that needs no compile, their best values added one at a time, each "
           "compile mode on the best point (cheapest set-up first), coordinate ascent around it (a move only when "
           "faster by the noise rule), then interleaved repeats (ABBA) of the top candidates")
+StopReason = Literal["converged", "budget", "stopped", "baseline failed"]
+# what ended the search, in words (`answer.answer_lines` says it in the search's header line)
+STOP_WORDS: Mapping[str, str] = {
+    "converged": "converged: no neighbour of the best point that it tried was faster",
+    "budget": "ended by the budget: no room for another run beside the final repeats",
+    "stopped": "stopped before its end",
+    "baseline failed": "the fp32 baseline failed: nothing to compare with",
+}
 FINAL_ROUNDS = 2  # rounds of interleaved repeats (ABBA) of the top candidates
 RECOMPILE_SAVED = 0.75  # the share of a point's first compile that its later runs do not spend again (caches)
 
@@ -105,7 +113,7 @@ class SearchResult:
     candidates: tuple[Config, ...] = ()
     budget_s: float = 0.0
     spent_s: float = 0.0
-    stopped_by: str = ""  # "converged" | "budget" | "stopped" | "baseline failed"
+    stopped_by: StopReason | Literal[""] = ""  # "" until it ran
 
     def timing(self, config: Config) -> Timing | None:
         return timing_from_runs(t.outcome.timing for t in self.trials  # type: ignore[misc]
@@ -355,10 +363,10 @@ class Search:
         torch AdamW is foreach on CUDA), so it would measure a point already measured."""
         return bool(self.device) and any(self.device in axis(a).value(getattr(c, a)).default_on for a in c.changes())
 
-    def _why_stopped(self) -> str:
+    def _why_stopped(self) -> StopReason:
         return "stopped" if self._stopped else "budget"
 
-    def _singles(self, eager: list[Config]) -> str:
+    def _singles(self, eager: list[Config]) -> StopReason:
         """Every single change that needs no compile (each a short run)."""
         stopped = None
         for c in eager:
@@ -377,7 +385,7 @@ class Search:
         tested."""
         return self._lower(c, BASELINE)
 
-    def _combine(self, current: Config, eager: list[Config]) -> tuple[Config, str]:
+    def _combine(self, current: Config, eager: list[Config]) -> tuple[Config, StopReason]:
         """From the fastest eager point, each other axis's best single value (where its median beat the
         baseline's) added one at a time, the most helpful first, and kept where the point's median comes out
         lower. One at a time, because a value that is neutral alone can hurt in company (Apex's fused norms are
@@ -443,7 +451,7 @@ class Search:
         ma, mb = self._best_ms(a), self._best_ms(b)
         return ma is not None and mb is not None and ma < mb
 
-    def _compile(self, current: Config) -> tuple[Config, str]:
+    def _compile(self, current: Config) -> tuple[Config, StopReason]:
         """Each compile mode on the best point so far, cheapest set-up first; a mode whose set-up is estimated
         (from the cheapest compile's measured cost) not to fit is left for the budget to say."""
         base = current
@@ -474,7 +482,7 @@ class Search:
         return (self._compile_cost or 0.0) * axis("compile").value(mode).setup_cost / \
             axis("compile").value("default").setup_cost
 
-    def _ascent(self, current: Config, eager: list[Config]) -> tuple[Config, str]:
+    def _ascent(self, current: Config, eager: list[Config]) -> tuple[Config, StopReason]:
         """Coordinate ascent: from the best point, each other value of each axis not tried yet (values whose
         single change helped most first; values whose single change failed are not tried); a move only when
         faster by the noise rule; ends when a pass over every axis makes no move."""
