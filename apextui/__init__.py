@@ -1,7 +1,8 @@
 """apextui: is NVIDIA Apex really built here, and do fused kernels make training faster?
 
 `apextui.ModelSetup` is what a function given to `apextui --model FILE.py:FUNC` returns (docs/your-model.md);
-`apextui.watch(name=...)` watches your own training loop, `apextui attach NAME` shows it (docs/watch.md).
+`apextui.watch(name=...)` watches your own training loop, `apextui attach NAME` shows it (docs/watch.md);
+`apextui.swap_norms(model)` is the norm swap `advise` measures, for the training script its answer goes into.
 """
 
 from __future__ import annotations
@@ -11,16 +12,17 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .core.watch.hook import Watch, watch
+    from .core.workloads.norm_swap import swap_norms
     from .core.workloads.user_model import ModelSetup
 
 __version__ = "0.1.0"
 
-__all__ = ["ModelSetup", "Watch", "__version__", "watch"]
+__all__ = ["ModelSetup", "Watch", "__version__", "swap_norms", "watch"]
 
 
 def __getattr__(name: str) -> Any:
-    """`ModelSetup`, `watch` and `Watch` on first use: importing `apextui` itself stays free of imports (`apextui`
-    starts its signal handling before anything else loads; see cli.main)."""
+    """`ModelSetup`, `watch`, `Watch` and `swap_norms` on first use: importing `apextui` itself stays free of
+    imports (`apextui` starts its signal handling before anything else loads; see cli.main)."""
     if name == "ModelSetup":
         from .core.workloads.user_model import ModelSetup
 
@@ -29,4 +31,8 @@ def __getattr__(name: str) -> Any:
         from .core.watch import hook
 
         return getattr(hook, name)
+    if name == "swap_norms":
+        from .core.workloads.norm_swap import swap_norms
+
+        return swap_norms
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

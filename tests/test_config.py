@@ -86,7 +86,7 @@ def test_the_snippet_says_the_exact_calls_and_the_toml_reproduces_the_config(tex
     assert ('torch.autocast(device_type="cuda", dtype=torch.bfloat16)' in code) == (c.amp == "bf16")
     assert ("GradScaler" in code) == (c.precision == "fp16")
     assert ("allow_tf32 = True" in code) == c.tf32
-    assert ("FusedLayerNorm" in code) == c.fused_norms
+    assert ("swap_norms(model)" in code) == c.fused_norms
     assert ("torch.compile(model" in code) == (c.compile != "none")
     if c.compile == "reduce-overhead":
         assert 'mode="reduce-overhead"' in code

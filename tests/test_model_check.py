@@ -301,6 +301,21 @@ def test_the_llama_example_gets_its_rmsnorms_swapped_and_checked(fake_apex):
     assert w.check["passed"], w.check
 
 
+def test_the_snippets_norm_swap_swaps_the_llama_examples_own_rmsnorms_as_advise_did(fake_apex):
+    """The answer's code for norms=apex swapped only `type(m) is nn.LayerNorm / nn.RMSNorm`: on a model with its own
+    RMSNorm class (the Llama example's) the pasted code changed nothing. It now calls the swap advise measured."""
+    from apextui.core.config.point import parse
+    from apextui.core.config.snippet import snippet
+    from apextui.core.workloads.user_model import build
+
+    model = build(LLAMA, small=True, seed=0).model
+    assert {type(m).__name__ for m in model.modules()} >= {"RMSNorm"}
+    setup = snippet(parse("precision=bf16,optimizer=fused,norms=apex")).split("# each step")[0]
+    exec(compile(setup, "<snippet>", "exec"), {"model": model, "lr": 1e-3})
+    kinds = [type(m).__name__ for m in model.modules()]
+    assert "RMSNorm" not in kinds and kinds.count("FakeFusedRMSNorm") == 5
+
+
 def test_list_model_finds_the_llama_examples_rmsnorms():
     proc = run_cli("list", "--model", LLAMA, "--device", "cpu")
     assert proc.returncode == 0, proc.stderr

@@ -14,6 +14,11 @@ _OPTIMIZER = {
     "apex": "from apex.optimizers import FusedAdam\n"
             "optimizer = FusedAdam(model.parameters(), lr=lr, adam_w_mode=True, weight_decay=0.01)",
 }
+# the swap `advise` measured, as it measured it: every module that computes a LayerNorm or RMSNorm, found by what
+# it computes (a model's own RMSNorm class too, which a test of `type(m) is nn.RMSNorm` would miss), weights copied
+NORM_SWAP = ["# every LayerNorm / RMSNorm module (nn.LayerNorm, nn.RMSNorm, the model's own RMSNorm class) -> Apex's",
+             "# FusedLayerNorm / FusedRMSNorm, weights copied: the swap apextui measured",
+             "from apextui import swap_norms", "swap_norms(model)"]
 _DTYPE = {"bf16": "torch.bfloat16", "fp8": "torch.bfloat16", "fp16": "torch.float16"}
 
 
@@ -24,18 +29,7 @@ def snippet(config: Config) -> str:
     if config.tf32:
         lines += ["torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends.cudnn.allow_tf32 = True"]
     if config.fused_norms:
-        lines += ["# every nn.LayerNorm / nn.RMSNorm -> apex FusedLayerNorm / FusedRMSNorm, weights copied",
-                  "from apex.normalization import FusedLayerNorm, FusedRMSNorm",
-                  "for parent in list(model.modules()):",
-                  "    for name, child in list(parent.named_children()):",
-                  "        if type(child) is torch.nn.LayerNorm:",
-                  "            new = FusedLayerNorm(child.normalized_shape, eps=child.eps)",
-                  "        elif type(child) is torch.nn.RMSNorm:",
-                  "            new = FusedRMSNorm(child.normalized_shape, eps=child.eps or 1e-6)",
-                  "        else:",
-                  "            continue",
-                  "        new.load_state_dict(child.state_dict())",
-                  "        setattr(parent, name, new.to(child.weight.device))"]
+        lines += NORM_SWAP
     if config.fp8:
         lines += ["from torchao.float8 import convert_to_float8_training",
                   "convert_to_float8_training(model)  # nn.Linear -> Float8Linear (dims divisible by 16)"]

@@ -183,7 +183,8 @@ def count_norms(model: nn.Module) -> int:
 def swap_norms(model: nn.Module, report: NormReport | None = None) -> list[str]:
     """Every norm the finder matched replaced in place by apex FusedLayerNorm / FusedRMSNorm with the same size,
     eps, weights, dtype and device. Returns the swapped modules' names; `report` (when given) gets the count
-    swapped per class."""
+    swapped per class. Public as `apextui.swap_norms`: the answer's snippet calls it, so the user's script swaps
+    exactly the modules `advise` swapped when it measured (call it before the optimizer is made)."""
     from apex.normalization import FusedLayerNorm, FusedRMSNorm
 
     found, kinds = find_norms(model)
