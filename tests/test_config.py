@@ -87,6 +87,7 @@ def test_the_snippet_says_the_exact_calls_and_the_toml_reproduces_the_config(tex
     assert ("GradScaler" in code) == (c.precision == "fp16")
     assert ("allow_tf32 = True" in code) == c.tf32
     assert ("swap_norms(model)" in code) == c.fused_norms
+    assert ("module_filter_fn=" in code) == c.fp8  # fp8 converts the layers advise converted, not every nn.Linear
     assert ("torch.compile(model" in code) == (c.compile != "none")
     if c.compile == "reduce-overhead":
         assert 'mode="reduce-overhead"' in code

@@ -46,3 +46,31 @@ def test_a_combined_point_applies_every_axis(spec):
     assert w.check is not None and w.check["passed"], w.check
     loss, _ = w.step(NoMark())
     assert torch.isfinite(loss)
+
+
+def test_the_fp8_snippet_converts_the_layers_the_engine_converts(monkeypatch):
+    """The snippet's fp8 line converted every nn.Linear where the engine converts only those whose dimensions
+    float8 matmuls take (divisible by 16): both filters, run through a stand-in for torchao, pick the same layers."""
+    import sys
+    import types
+
+    from apextui.core.config.snippet import snippet
+
+    picked: dict[str, list[str]] = {}
+
+    def convert(model, module_filter_fn):  # torchao's signature: the filter sees (module, its qualified name)
+        picked.setdefault("now", []).extend(n for n, m in model.named_modules() if module_filter_fn(m, n))
+
+    float8 = types.ModuleType("torchao.float8")
+    float8.convert_to_float8_training = convert
+    monkeypatch.setitem(sys.modules, "torchao", types.ModuleType("torchao"))
+    monkeypatch.setitem(sys.modules, "torchao.float8", float8)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10),
+                                torch.nn.Linear(10, 16))
+    setup = snippet(parse("precision=fp8")).split("# each step")[0]
+    exec(compile(setup, "<snippet>", "exec"), {"model": model, "lr": 1e-3})
+    from_snippet = picked.pop("now")
+    workload = ModelWorkload.__new__(ModelWorkload)
+    workload.model = model
+    workload._to_float8()
+    assert from_snippet == picked["now"] == ["0"]

@@ -202,6 +202,7 @@ def test_a_run_that_fills_every_core_by_itself_is_not_busy_but_one_squeezed_by_o
     assert level_of(0.03, 1.98, 2, 0, None) == ("quiet", ())
     assert level_of(0.11, 1.9, 2, 0, None) == ("quiet", ())  # one sample's blip (the pipe reading the run's JSON)
     level, why = level_of(0.3, 1.8, 2, 0, None)  # under the share rule's half a core, but nothing left free
-    assert level == "busy" and why == ("other processes used 0.3 of 2 CPU cores, the run 1.8: none left free",)
+    assert level == "busy" and why == ("other processes used 0.3 of 2 CPU cores, the run 1.8: 0.0 left free",)
+    assert level_of(0.3, 1.5, 2, 0, None)[1] == ("other processes used 0.3 of 2 CPU cores, the run 1.5: 0.2 left free",)
     assert level_of(1.0, 0.5, 2, 0, None) == ("busy", ("other processes used 1.0 of 2 CPU cores",))
     assert level_of(0.3, 0.5, 2, 0, None) == ("quiet", ())  # room left: a daemon's 0.3 cores is no contention

@@ -137,7 +137,7 @@ def test_the_answer_gives_the_winner_its_speed_ups_the_snippet_and_a_preset_that
     assert answer(verdict_of(failed)[0], verdict_of(failed)[1]) is None
     quick = Fake()
     short = Search(quick.measure, budget_s=35, clock=quick.clock).run()
-    assert short.stopped_by == "budget" and "ended by the budget" in answer_text({"search": short.to_dict()})
+    assert short.stopped_by == "budget" and "ended by its budget" in answer_text({"search": short.to_dict()})
 
 
 class NothingHelps(Fake):

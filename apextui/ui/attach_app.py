@@ -138,9 +138,10 @@ class AttachApp(App[int]):
         self._pull()
 
     def _panes_up(self) -> bool:
-        """Whether the panes are there: a timer ticks before they are composed and after they are taken down as
-        the app exits (each tick at exit raised NoMatches), so every timer's callback asks this first."""
-        return bool(self.query(ComparisonTable)) and bool(self.query("#run-steps"))
+        """Whether the panes are there: a timer ticks after they are taken down as the app exits (each tick at exit
+        raised NoMatches), so every timer's callback asks this first. Textual takes the panes down side by side, so
+        one found does not say the others are: the app stops running before any of them is removed."""
+        return self.is_running and bool(self.query("#run-steps"))
 
     def _pull(self) -> None:
         bridge = self.bridge

@@ -54,8 +54,9 @@ METHOD = ("the baseline and every single change that needs no compile, their bes
 StopReason = Literal["converged", "budget", "stopped", "baseline failed"]
 # what ended the search, in words (`answer.answer_lines` says it in the search's header line)
 STOP_WORDS: Mapping[str, str] = {
-    "converged": "converged: no neighbour of the best point that it tried was faster",
-    "budget": "ended by the budget: no room for another run beside the final repeats",
+    "converged": "converged: no neighbour of the best point that it tried was faster (a compile mode whose "
+                 "set-up would not fit the budget is not tried)",
+    "budget": "ended by its budget before every step of the search ran",
     "stopped": "stopped before its end",
     "baseline failed": "the fp32 baseline failed: nothing to compare with",
 }

@@ -16,8 +16,8 @@ _OPTIMIZER = {
 }
 # the swap `advise` measured, as it measured it: every module that computes a LayerNorm or RMSNorm, found by what
 # it computes (a model's own RMSNorm class too, which a test of `type(m) is nn.RMSNorm` would miss), weights copied
-NORM_SWAP = ["# every LayerNorm / RMSNorm module (nn.LayerNorm, nn.RMSNorm, the model's own RMSNorm class) -> Apex's",
-             "# FusedLayerNorm / FusedRMSNorm, weights copied: the swap apextui measured",
+NORM_SWAP = ["# each module that computes a LayerNorm / RMSNorm Apex can take (nn.LayerNorm, nn.RMSNorm, the model's",
+             "# own RMSNorm class) -> Apex's FusedLayerNorm / FusedRMSNorm, weights copied: the swap apextui measured",
              "from apextui import swap_norms", "swap_norms(model)"]
 _DTYPE = {"bf16": "torch.bfloat16", "fp8": "torch.bfloat16", "fp16": "torch.float16"}
 
@@ -32,7 +32,9 @@ def snippet(config: Config) -> str:
         lines += NORM_SWAP
     if config.fp8:
         lines += ["from torchao.float8 import convert_to_float8_training",
-                  "convert_to_float8_training(model)  # nn.Linear -> Float8Linear (dims divisible by 16)"]
+                  "# nn.Linear -> Float8Linear where float8 matmuls can take it (dimensions divisible by 16)",
+                  "convert_to_float8_training(model, module_filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear)",
+                  "                           and m.in_features % 16 == 0 and m.out_features % 16 == 0)"]
     if config.whole_step_graph:
         return _whole_step_graph(lines, config)
     lines += _OPTIMIZER[config.optimizer].splitlines()

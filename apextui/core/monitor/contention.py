@@ -119,7 +119,7 @@ def level_of(other: float | None, own: float | None, cores: int | None, gpu_proc
             reasons.append(f"other processes used {other:.1f} of {cores} CPU cores")
         elif free < CPU_HEADROOM_CORES <= other:
             reasons.append(f"other processes used {other:.1f} of {cores} CPU cores, the run {own or 0.0:.1f}: "
-                           f"none left free")
+                           f"{max(free, 0.0):.1f} left free")
     if gpu_processes:
         reasons.append(f"{gpu_processes} other process{'es' if gpu_processes > 1 else ''} on the run's GPU")
     if reasons:
