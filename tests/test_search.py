@@ -396,3 +396,19 @@ def test_once_a_rerun_has_shown_the_drift_small_pairs_told_apart_by_one_run_each
     confirms = [t.config for t in r.trials if t.why.startswith("confirming")]
     assert confirms == [parse("precision=fp16"), parse("precision=bf16")]
     assert r.winner == parse("precision=bf16,optimizer=fused,compile=default")
+
+
+def test_a_stop_during_the_final_repeats_is_recorded_as_stopped():
+    class StopsInRepeats(Fake):
+        search: Search | None = None
+
+        def measure(self, config: Config, why: str, round: int | None = None) -> Outcome:
+            if round is not None and self.search is not None:
+                self.search.stop()  # Ctrl-C while the first repeat runs
+            return super().measure(config, why, round)
+
+    fake = StopsInRepeats()
+    search = Search(fake.measure, budget_s=10_000, clock=fake.clock)
+    fake.search = search
+    r = search.run()
+    assert r.stopped_by == "stopped" and sum(t.phase == "repeat" for t in r.trials) == 1

@@ -347,8 +347,12 @@ class Search:
                 break
             order = fits if k % 2 else tuple(reversed(fits))  # the ascent ended on the winner: start with the others
             for c in order:
+                if self._stopped:  # Ctrl-C: no new run (each would start a worker only to stop it)
+                    break
                 self._run("repeat", c, f"interleaved repeat {k + 1}/{self.final_rounds} of the top candidates",
                           round=k + 1)
+        if self._stopped:  # stopped during the final repeats: the record says so, not how the ascent ended
+            r.stopped_by = "stopped"
         # the winner by the advice's one decision (choice.choose), over every point that ran ok, as the verdict
         # on the same runs decides: never a point within noise of fp32, nor Apex where torch is as fast
         ok = list(dict.fromkeys(t.config for t in r.trials if self._ok(t.config)))
@@ -434,7 +438,7 @@ class Search:
             return
         why = f"confirming {cand.label} against {current.label}: one run each was within the drift between runs"
         self._run("ascent", cand, why)
-        if self._ok(cand):
+        if self._ok(cand) and not self._stopped:
             self._run("ascent", current, why)
 
     def _torch_unless_apex_wins(self, configs: list[Config]) -> Config | None:
