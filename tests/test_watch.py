@@ -279,8 +279,12 @@ def test_finished_watched_runs_compare_against_the_oldest_by_the_one_noise_rule_
         train(live, 60)
         time.sleep(0.3)
         live.step(loss=0.5)  # past the hand-over interval: the blocks so far go to the writer thread
-        time.sleep(0.3)
-        table = [r for _, r in rows.watched_rows()]
+        deadline = time.monotonic() + 20  # the writer thread's lines reach the disk late on a loaded box
+        while True:
+            table = [r for _, r in rows.watched_rows()]
+            if len(table) == 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert [r.preset.split()[-1] for r in table][-1] == rows.LIVE_MARK and len(table) == 3
         index = RunIndex(table)
         assert index.baseline(table[2]) is table[0] and index.comparison(table[2]) is not None
