@@ -10,7 +10,7 @@ from apextui.core import model_presets as mp
 from apextui.core.config.point import NAMED, parse
 from apextui.core.workloads.marker import NoMark
 from apextui.core.workloads.builders import build
-from apextui.core.workloads.model_workload import ModelWorkload
+from apextui.core.workloads.model_workload import ModelWorkload, fp8_layer_fits
 from helpers import TINY_MODEL
 
 SOURCE = TINY_MODEL
@@ -70,7 +70,5 @@ def test_the_fp8_snippet_converts_the_layers_the_engine_converts(monkeypatch):
     setup = snippet(parse("precision=fp8")).split("# each step")[0]
     exec(compile(setup, "<snippet>", "exec"), {"model": model, "lr": 1e-3})
     from_snippet = picked.pop("now")
-    workload = ModelWorkload.__new__(ModelWorkload)
-    workload.model = model
-    workload._to_float8()
+    convert(model, module_filter_fn=fp8_layer_fits)  # the engine's filter (`ModelWorkload._to_float8`)
     assert from_snippet == picked["now"] == ["0"]

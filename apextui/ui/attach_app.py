@@ -139,9 +139,9 @@ class AttachApp(App[int]):
 
     def _panes_up(self) -> bool:
         """Whether the panes are there: a timer ticks after they are taken down as the app exits (each tick at exit
-        raised NoMatches), so every timer's callback asks this first. Textual takes the panes down side by side, so
-        one found does not say the others are: the app stops running before any of them is removed."""
-        return self.is_running and bool(self.query("#run-steps"))
+        raised NoMatches), so every timer's callback asks this first. The app stops running before Textual removes
+        any pane (side by side, so one pane found would say nothing of the others); the timers start on mount."""
+        return self.is_running
 
     def _pull(self) -> None:
         bridge = self.bridge

@@ -53,15 +53,13 @@ def _choice(measurements: Sequence[Measurement], flagged: set[str],
                   base if base is not None and base.measured else None, drift=_drift(measurements), versus=versus)
 
 
-def apex_verdict(measurements: Sequence[Measurement], flagged: Iterable[str] = (),
-                 base: Measurement | None = None, picked: Choice[Measurement] | None = None) -> ApexVerdict:
+def apex_verdict(measurements: Sequence[Measurement], picked: Choice[Measurement], flagged: Iterable[str] = (),
+                 base: Measurement | None = None) -> ApexVerdict:
     """The fastest measured Apex preset against the fastest measured torch-only one, and the torch-only choice
-    the verdict offers (`choice.choose`, or `picked` where the caller already made it; pure)."""
+    the verdict offers, worded from `picked`, the workload's one decision (`_choice`; pure)."""
     flagged = set(flagged)
     apex = [m for m in measurements if m.needs_apex]
     torch_ok = [m for m in measurements if not m.needs_apex and m.measured]
-    if picked is None:
-        picked = _choice(measurements, flagged, base)
     best_torch = picked.fastest_torch or _fastest(torch_ok)
     torch_choice = picked.torch or best_torch
     kw: dict[str, Any] = {"best_torch": best_torch.preset if best_torch else None,
@@ -125,7 +123,7 @@ def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | 
     flags = _flags(workload, base if base is not None and base.measured else None, ms)
     flagged = {f["preset"] for f in flags}
     picked = _choice(ms, flagged, base)  # the one decision: the Apex line and the recommendation below
-    apex = apex_verdict(ms, flagged, base, picked)
+    apex = apex_verdict(ms, picked, flagged, base)
     measured = sorted((m for m in ms if m.measured), key=lambda m: m.median_ms)  # type: ignore[arg-type, return-value]
     notes = wording.notes(ms, status, measured)
     if not measured:

@@ -125,6 +125,12 @@ def _is_oom(exc: BaseException) -> bool:
     return is_out_of_memory(exc)
 
 
+
+def fp8_layer_fits(module: nn.Module, fqn: str) -> bool:
+    """torchao's `module_filter_fn` for fp8: the nn.Linear layers float8 matmuls take (both dimensions divisible by
+    16). The answer's snippet writes the same test out for the user's script (tests/test_config_workload.py)."""
+    return isinstance(module, nn.Linear) and module.in_features % 16 == 0 and module.out_features % 16 == 0
+
 class ModelWorkload(Workload):
     """The user's model, trained one step at a time under one model variant (see the module docstring)."""
 
@@ -196,10 +202,7 @@ class ModelWorkload(Workload):
         scaling; the rest stays under bf16 autocast). Lazy: torchao is imported only for an fp8 run."""
         from torchao.float8 import convert_to_float8_training  # type: ignore[import-not-found]
 
-        def dims_fit(module: nn.Module, fqn: str) -> bool:  # float8 matmuls need dimensions divisible by 16
-            return isinstance(module, nn.Linear) and module.in_features % 16 == 0 and module.out_features % 16 == 0
-
-        convert_to_float8_training(self.model, module_filter_fn=dims_fit)
+        convert_to_float8_training(self.model, module_filter_fn=fp8_layer_fits)
 
     def _make_batches(self, seed: int) -> list[Any]:
         device = torch.device(self.device)
