@@ -237,6 +237,58 @@ def compare_paired(candidate: Timing, baseline: Timing, candidate_rounds: RoundT
     return Comparison.of(speedup, low, high, floor, basis="paired")
 
 
+# A run is left out of comparisons ("disturbed") where other work competed with it (`monitor.contention`: busy or
+# throttled) or where its median's interval is far wider than its configuration's other runs': on an H200 a cold
+# search left a point on one run of 30.5 ms (p10 26.1, p90 32.8) that runs 22.6 ms (22.5-22.9) alone.
+WIDE_FACTOR = 3.0  # a run's relative interval width this many times its configuration's other runs' median width
+WIDE_FLOOR = 0.05  # ... and at least this wide (5 % of its median): tight runs differing in tightness are not noisy
+Disturbance = Literal["busy", "wide"]
+DISTURBED_WORDS: Mapping[str, str] = {
+    "busy": "other work competed with it (or the GPU was throttled)",
+    "wide": f"its spread was over {WIDE_FACTOR:g}x its configuration's other runs'",
+}
+DISTURBED_RULE = (f"a run is left out of the comparison where {DISTURBED_WORDS['busy']}, or where its median's "
+                  f"interval is over {WIDE_FACTOR:g}x as wide (relative to its median) as its configuration's other "
+                  f"runs' and over {WIDE_FLOOR:.0%} of its median; where every run of a configuration was disturbed "
+                  f"they are kept, and no comparison that rests on them is called faster or slower")
+
+
+def _width(t: Timing) -> float | None:
+    return (t.high_ms - t.low_ms) / t.median_ms if t.known else None  # type: ignore[operator]
+
+
+def disturbances(runs: Sequence[tuple[Timing, bool]]) -> list[Disturbance | None]:
+    """Each run of one configuration (its timing, whether other work competed with it) -> why it is disturbed
+    (DISTURBED_RULE), or None. A run is wide only against two or more other runs whose widths are known, so that
+    one noisy run of a pair does not make the quiet one look wide."""
+    out: list[Disturbance | None] = []
+    for i, (t, competed) in enumerate(runs):
+        if competed:
+            out.append("busy")
+            continue
+        mine = _width(t)
+        others = [w for j, (o, _) in enumerate(runs) if j != i and (w := _width(o)) is not None]
+        wide = mine is not None and len(others) >= 2 and mine > WIDE_FLOOR and \
+            mine > WIDE_FACTOR * statistics.median(others)
+        out.append("wide" if wide else None)
+    return out
+
+
+def kept_runs(runs: Sequence[tuple[Timing, bool]]) -> tuple[list[int], bool]:
+    """The indices of the runs a comparison reads (DISTURBED_RULE), and whether they rest on disturbed runs (every
+    run of the configuration was disturbed: then they are all kept)."""
+    marks = disturbances(runs)
+    quiet = [i for i, m in enumerate(marks) if m is None]
+    if quiet or not runs:
+        return quiet, False
+    return list(range(len(runs))), True
+
+
+def unsure(c: Comparison) -> Comparison:
+    """`c` where it rests on disturbed runs: its speed-up and interval as measured, never a verdict beyond noise."""
+    return c if c.within_noise else Comparison(c.speedup, c.low, c.high, "within_noise", c.floor, c.basis)
+
+
 def _short(v: float) -> str:
     return f"{v:.2f}" if v < 10 else (f"{v:.1f}" if v < 100 else f"{v:.0f}")
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping
 
 from ..workloads.spec import WORKLOADS
-from ..compare import Comparison, Drift, Timing, compare, fields, timing_from_runs, timing_from_summary
+from ..compare import Comparison, Disturbance, Drift, Timing, compare, disturbances, fields, kept_runs, \
+    timing_from_runs, timing_from_summary, unsure
 
 KIND = "apextui-advice"
 SCHEMA = 1
@@ -181,8 +182,34 @@ class Measurement:
         return [r for r in self.runs if r.ok]
 
     @property
+    def _timed(self) -> list[tuple[RunResult, Timing]]:
+        return [(r, t) for r in self.ok_runs if (t := r.timing) is not None]
+
+    @property
+    def kept_runs(self) -> list[RunResult]:
+        """The ok runs its comparisons read: the disturbed ones left out (`compare.DISTURBED_RULE`)."""
+        timed = self._timed
+        kept, _ = kept_runs([(t, r.competed) for r, t in timed])
+        return [timed[i][0] for i in kept]
+
+    @property
+    def rests_on_disturbed(self) -> bool:
+        """Every ok run was disturbed: its comparisons are never beyond noise (`versus`)."""
+        timed = self._timed
+        return kept_runs([(t, r.competed) for r, t in timed])[1]
+
+    @property
+    def left_out(self) -> list[tuple[RunResult, Disturbance]]:
+        """The runs left out of its comparisons, with why (empty where every run was disturbed: then all count)."""
+        timed = self._timed
+        if self.rests_on_disturbed:
+            return []
+        marks = disturbances([(t, r.competed) for r, t in timed])
+        return [(r, m) for (r, _), m in zip(timed, marks, strict=True) if m is not None]
+
+    @property
     def medians_ms(self) -> list[float]:
-        return [r.median_ms for r in self.ok_runs]  # type: ignore[misc]
+        return [r.median_ms for r in self.kept_runs]  # type: ignore[misc]
 
     @property
     def median_ms(self) -> float | None:
@@ -191,12 +218,12 @@ class Measurement:
     @property
     def timing(self) -> Timing | None:
         """The median of the repeat medians, with the hull of the repeats' intervals (`timing_from_runs`)."""
-        return timing_from_runs(r.timing for r in self.ok_runs)  # type: ignore[misc]
+        return timing_from_runs(r.timing for r in self.kept_runs)  # type: ignore[misc]
 
     @property
     def by_round(self) -> dict[int, Timing]:
-        """Each ok run's timing by the interleaved round it ran in (runs outside a round are not in it)."""
-        return {r.round: r.timing for r in self.ok_runs if r.round is not None and r.timing is not None}
+        """Each kept run's timing by the interleaved round it ran in (runs outside a round are not in it)."""
+        return {r.round: r.timing for r in self.kept_runs if r.round is not None and r.timing is not None}
 
     @property
     def p10_ms(self) -> float | None:
@@ -270,7 +297,8 @@ def versus(a: Measurement, b: Measurement) -> Comparison:
     ta, tb = a.timing, b.timing
     if ta is None or tb is None:
         raise ValueError("versus needs two measured presets")
-    return compare(ta, tb, drift=a.drift or b.drift, rounds=(a.by_round, b.by_round))
+    c = compare(ta, tb, drift=a.drift or b.drift, rounds=(a.by_round, b.by_round))
+    return unsure(c) if a.rests_on_disturbed or b.rests_on_disturbed else c
 
 
 def advice_drift(runs: Iterable[Iterable[RunResult]]) -> Drift:
@@ -352,6 +380,9 @@ class WorkloadVerdict:
                 "flagged": m.preset in flagged,
                 # other work competed with one of its runs (or the baseline's): said beside the speed-up
                 "competed": any(r.competed for r in m.ok_runs),
+                # runs left out of its comparisons (compare.DISTURBED_RULE), with why
+                "left_out": [{"repeat": r.repeat, "round": r.round, "why": why} for r, why in m.left_out],
+                "rests_on_disturbed": m.rests_on_disturbed,
                 "speedup_competed": vs_base is not None and base is not None
                 and any(r.competed for r in (*m.ok_runs, *base.ok_runs)),
                 "parity": parity_fields(m),

@@ -17,15 +17,18 @@ H200, autotuning several), so the search spends compiles only where they can win
 4. coordinate ascent around the best point: every untried neighbour (values whose single change helped
    most first; values whose single change failed are not tried; a compile mode only where its estimated set-up
    fits, as in 3), moving only when faster by the one noise rule (`compare.compare`); a pass without a move ends it;
-5. interleaved repeats (A B C D, D C B A) of the top candidates (the best point so far, the runner-up, the
-   best single change, fp32), so that the final comparison is measured side by side; the winner is the
-   advice's one decision (`choice.choose`) over every point that ran: the fastest, unless within noise of
-   fp32 (then fp32), and an Apex point only where it is faster beyond noise than the fastest torch-only one.
+5. the answer's confirmation (`ablation`): the best point runs in interleaved rounds (A B C D, D C B A) beside
+   itself without each of its values, fp32, the best single change and the point the Apex verdict weighs it
+   against; a value stays only where taking it out makes the answer slower beyond noise (round by round), else
+   the simpler point is the answer and is confirmed the same way, while the budget lasts. The answer's figures
+   come from those rounds. Runs that other work disturbed (`compare.DISTURBED_RULE`) are run again in their
+   round where the budget allows, and left out of the comparison.
 
 A point that fails to run or fails the correctness check is excluded and reported with its reason. The
-budget (seconds, on `clock`) is checked before each run: ascent stops early enough to leave room for one
-round of repeats; the repeats run while a round fits (where a whole one does not, its most important candidates that
-do: the winner first).
+budget (seconds, on `clock`) is checked before each run: exploration keeps back, from the start, what the
+confirmation rounds of its best point so far would cost (`_confirm_cost`), and each exploring run is told when it
+must end (`run_until`); the rounds run while a round fits (where a whole one does not, its most important points that
+do: the answer first). Where the rounds could not run, the answer is "unconfirmed" (`SearchResult.confirmed`).
 
 No torch here: `measure` (a function from a `Config` to an `Outcome`) is the only contact with the model,
 so the logic is tested on a fake timing table.
@@ -37,20 +40,24 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, Protocol
 
-from ..compare import Comparison, Drift, Timing, compare, fields, timing_from_runs
+from ..compare import Comparison, Disturbance, Drift, Timing, compare, disturbances, fields, kept_runs, \
+    timing_from_runs, unsure
 from ..config.axes import AXES, AXIS_NAMES, axis
 from ..config.point import BASELINE, Config, single_changes
-from .choice import choose
+from . import ablation
+from .ablation import Part
 
-TrialStatus = Literal["ok", "failed", "check_failed", "unavailable"]
+TrialStatus = Literal["ok", "failed", "check_failed", "unavailable", "not_run"]
 Phase = Literal["baseline", "single", "ascent", "repeat"]
+NOT_RUN = "not run: the budget ended first"
 DEFAULT_BUDGET_S = {"cuda": 300.0, "cpu": 60.0}
 # steps a search's run makes unless --steps says otherwise: fewer than a shipped preset's advice (100 on CUDA),
 # so that more points fit the budget; a GPU-bound model's 40 measured steps give a tight median already
 SEARCH_STEPS = {"cuda": 50, "cpu": 30}
 METHOD = ("the baseline and every single change that needs no compile, their best values added one at a time, each "
           "compile mode on the best point (cheapest set-up first), coordinate ascent around it (a move only when "
-          "faster by the noise rule), then interleaved repeats (ABBA) of the top candidates")
+          "faster by the noise rule), then the answer in interleaved rounds (ABBA) beside itself without each of its "
+          "values, fp32 and the best single change: a value stays only where it makes the answer faster beyond noise")
 StopReason = Literal["converged", "budget", "stopped", "baseline failed"]
 # what ended the search, in words (`answer.answer_lines` says it in the search's header line)
 STOP_WORDS: Mapping[str, str] = {
@@ -60,8 +67,13 @@ STOP_WORDS: Mapping[str, str] = {
     "stopped": "stopped before its end",
     "baseline failed": "the fp32 baseline failed: nothing to compare with",
 }
-FINAL_ROUNDS = 2  # rounds of interleaved repeats (ABBA) of the top candidates
+FINAL_ROUNDS = 2  # rounds of interleaved repeats (ABBA) of the answer and the points it is confirmed against
 RECOMPILE_SAVED = 0.75  # the share of a point's first compile that its later runs do not spend again (caches)
+# before any compile ran, a compiled point's first run is estimated at this many times the costliest eager run (a
+# 124 M model on an H200: about 4-6; on a 2-core CPU more: there the run's deadline, `run_until`, ends one that
+# overstays)
+COMPILE_PRIOR_RUNS = 4.0
+GRAPH_AXES = ("precision", "norms", "compile")  # what torch.compile sees: the optimizer's step is not compiled
 
 
 @dataclass(frozen=True)
@@ -75,6 +87,7 @@ class Outcome:
     check: Mapping[str, Any] | None = None
     peak_memory_bytes: int | None = None  # torch.cuda.max_memory_allocated; None on CPU
     result: Any = None  # the run's RunResult (the advice keeps it)
+    competed: bool = False  # other work competed with the run, or the GPU was throttled (`monitor.contention`)
 
     @property
     def ok(self) -> bool:
@@ -102,7 +115,7 @@ class Trial:
                 "median_high_ms": o.timing.high_ms if o.timing else None,
                 "reason": o.reason or None, "fix": o.fix or None,
                 "check": dict(o.check) if o.check else None, "peak_memory_bytes": o.peak_memory_bytes,
-                "elapsed_s": round(self.elapsed_s, 3), "round": self.round}
+                "elapsed_s": round(self.elapsed_s, 3), "round": self.round, "competed": o.competed}
 
 
 @dataclass
@@ -115,10 +128,50 @@ class SearchResult:
     budget_s: float = 0.0
     spent_s: float = 0.0
     stopped_by: StopReason | Literal[""] = ""  # "" until it ran
+    # the answer's confirmation (`ablation`): its values against the answer without each, from the rounds; the values
+    # taken out on the way (each against the answer it was part of); whether every part was measured so
+    ablation: tuple[Part, ...] = ()
+    dropped: tuple[Part, ...] = ()
+    confirmed: bool = False
+    unconfirmed_why: str = ""
+    # the Apex verdict: the point with Apex and the point without it that it is weighed against (like with like)
+    apex_point: Config | None = None
+    apex_counterpart: Config | None = None
+
+    def _runs(self, config: Config) -> list[Trial]:
+        return [t for t in self.trials if t.config == config and t.outcome.ok]
+
+    def _kept(self, config: Config) -> tuple[list[Trial], bool]:
+        """`config`'s ok trials that comparisons read (`compare.DISTURBED_RULE`), and whether they rest on disturbed
+        runs."""
+        runs = self._runs(config)
+        kept, rests = kept_runs([(t.outcome.timing, t.outcome.competed) for t in runs])  # type: ignore[misc]
+        return [runs[i] for i in kept], rests
+
+    def disturbed(self) -> list[tuple[Trial, Disturbance]]:
+        """The runs left out of the comparisons, with why (none of a configuration whose every run was disturbed)."""
+        out = []
+        for c in dict.fromkeys(t.config for t in self.trials):
+            runs = self._runs(c)
+            marks = disturbances([(t.outcome.timing, t.outcome.competed) for t in runs])  # type: ignore[misc]
+            if any(m is None for m in marks):
+                out += [(t, m) for t, m in zip(runs, marks, strict=True) if m is not None]
+        return sorted(out, key=lambda x: x[0].index)
+
+    def rests_on_disturbed(self, config: Config) -> bool:
+        return self._kept(config)[1]
+
+    @property
+    def competed(self) -> bool:
+        """Other work competed with a run the answer's comparisons read."""
+        return any(t.outcome.competed for c in self._answer_points() for t in self._kept(c)[0])
+
+    def _answer_points(self) -> list[Config]:
+        pts = [self.winner, BASELINE, self.best_single, *(p.without for p in self.ablation)]
+        return [c for c in dict.fromkeys(pts) if c is not None]
 
     def timing(self, config: Config) -> Timing | None:
-        return timing_from_runs(t.outcome.timing for t in self.trials  # type: ignore[misc]
-                                if t.config == config and t.outcome.ok)
+        return timing_from_runs(t.outcome.timing for t in self._kept(config)[0])  # type: ignore[misc]
 
     def peak_memory(self, config: Config) -> int | None:
         peaks = [t.outcome.peak_memory_bytes for t in self.trials
@@ -126,14 +179,21 @@ class SearchResult:
         return max(peaks) if peaks else None
 
     def excluded(self) -> list[Trial]:
-        """The points that failed or were unavailable, each once (its first trial)."""
-        seen: set[Config] = set()
+        """The points that failed or were unavailable, each once (its first trial; never one that also ran ok, nor
+        one that did not run: `not_run`)."""
+        seen: set[Config] = {t.config for t in self.trials if t.outcome.ok}
         out = []
         for t in self.trials:
-            if not t.outcome.ok and t.config not in seen:
+            if not t.outcome.ok and t.outcome.status != "not_run" and t.config not in seen:
                 seen.add(t.config)
                 out.append(t)
         return out
+
+    def not_run(self) -> list[Config]:
+        """The points the search meant to run but the budget ended first (`NOT_RUN`)."""
+        ran = {t.config for t in self.trials if t.outcome.status != "not_run"}
+        return list(dict.fromkeys(t.config for t in self.trials
+                                  if t.outcome.status == "not_run" and t.config not in ran))
 
     @property
     def drift(self) -> Drift:
@@ -145,8 +205,7 @@ class SearchResult:
         return Drift.of(runs.values())
 
     def _by_round(self, config: Config) -> dict[int, Timing]:
-        return {t.round: t.outcome.timing for t in self.trials  # type: ignore[misc]
-                if t.config == config and t.round is not None and t.outcome.ok}
+        return {t.round: t.outcome.timing for t in self._kept(config)[0] if t.round is not None}  # type: ignore[misc]
 
     def versus(self, a: Config | None, b: Config | None, *, with_drift: bool = True) -> Comparison | None:
         """`a` against `b` by the noise rule: round by round where both ran in enough rounds of the interleaved
@@ -157,7 +216,8 @@ class SearchResult:
         ta, tb = (self.timing(a) if a else None), (self.timing(b) if b else None)
         if a is None or b is None or ta is None or tb is None:
             return None
-        return compare(ta, tb, drift=self.drift if with_drift else None, rounds=(self._by_round(a), self._by_round(b)))
+        c = compare(ta, tb, drift=self.drift if with_drift else None, rounds=(self._by_round(a), self._by_round(b)))
+        return unsure(c) if self.rests_on_disturbed(a) or self.rests_on_disturbed(b) else c
 
     def to_dict(self) -> dict[str, Any]:
         w = self.winner
@@ -184,6 +244,15 @@ class SearchResult:
             **fields(self.versus(w, self.best_single), "speedup_vs_best_single"),
             "excluded": [{"label": t.config.label, "status": t.outcome.status, "reason": t.outcome.reason}
                          for t in self.excluded()],
+            "not_run": [{"label": c.label, "reason": NOT_RUN} for c in self.not_run()],
+            "ablation": [p.to_dict() for p in self.ablation], "dropped": [p.to_dict() for p in self.dropped],
+            "confirmed": self.confirmed, "unconfirmed_why": self.unconfirmed_why or None,
+            "apex_point": self.apex_point.label if self.apex_point else None,
+            "apex_counterpart": self.apex_counterpart.label if self.apex_counterpart else None,
+            **fields(self.versus(self.apex_point, self.apex_counterpart), "apex_speedup"),
+            "left_out": [{"index": t.index, "label": t.config.label, "round": t.round, "why": why}
+                         for t, why in self.disturbed()],
+            "competed": self.competed,
         }
 
 
@@ -212,9 +281,14 @@ class Search:
         self.result = SearchResult(budget_s=float(budget_s))
         self._stopped = False
         self._t0 = 0.0
-        self._cost: dict[Config, float] = {}
+        self._cost: dict[Config, float] = {}  # each point's first run's cost (its compile included)
+        self._reruns: dict[Config, float] = {}  # each point's last rerun's cost
         self._compile_s: dict[Config, float] = {}  # a compiled point's first compile time (its run's compile_s)
         self._compile_cost: float | None = None  # the first compile's run cost: later ones are scaled from it
+        self._round = 0  # the last round of interleaved repeats started
+        # when the run in flight must end, in seconds on the search's clock from its start: an exploring run leaves
+        # the confirmation its time (`_confirm_cost`); the caller's `measure` may end a run that overstays it
+        self.run_until: float = float(budget_s)
 
     def stop(self) -> None:
         self._stopped = True
@@ -231,10 +305,12 @@ class Search:
     def _tried(self, config: Config) -> bool:
         return any(t.config == config for t in self.result.trials)
 
-    def _run(self, phase: Phase, config: Config, why: str, avail: Any = None, round: int | None = None) -> Outcome:
+    def _run(self, phase: Phase, config: Config, why: str, avail: Any = None, round: int | None = None,
+             reserve: float = 0.0) -> Outcome:
         """Run `config` (`avail`: its availability, where the caller has looked it up already; `round`: the round
-        of interleaved repeats it is part of)."""
+        of interleaved repeats it is part of; `reserve`: the seconds of the budget it must leave (`run_until`))."""
         index = len(self.result.trials) + 1
+        self.run_until = max(self.spent, self.budget_s - reserve)
         a = avail if avail is not None else self.available(config) if self.available is not None else None
         if a is not None and not a.ok:
             outcome = Outcome("unavailable", reason=a.reason, fix=a.fix)
@@ -244,7 +320,10 @@ class Search:
         self._say(f"search [{index}] {config.label}: {why} ({self.spent:.0f}/{self.budget_s:.0f} s)")
         t = self.clock()
         outcome = self.measure(config, why, round=round)
-        self._cost[config] = self.clock() - t
+        if config in self._cost:
+            self._reruns[config] = self.clock() - t
+        else:
+            self._cost[config] = self.clock() - t
         compile_s = getattr(outcome.result, "compile_s", None)
         if isinstance(compile_s, (int, float)) and config not in self._compile_s:
             self._compile_s[config] = float(compile_s)
@@ -276,12 +355,14 @@ class Search:
         return c is not None and c.verdict == "faster"
 
     def _round_cost(self, configs: tuple[Config, ...]) -> float:
-        return sum(self._rerun_cost(c) for c in configs)
+        return sum(self._estimate(c) for c in configs)
 
     def _rerun_cost(self, config: Config) -> float:
         """What running `config` again costs: its last run, less most of its compile, which torch's compile caches
         serve the second time (on the H200 the ViT example's compiled point ran 52 s the first time, 44.6 s of it
         compiling, and 10 s each repeat)."""
+        if config in self._reruns:
+            return self._reruns[config]
         return max(0.0, self._cost.get(config, 0.0) - RECOMPILE_SAVED * self._compile_s.get(config, 0.0))
 
     def _fitting(self, top: tuple[Config, ...]) -> tuple[Config, ...]:
@@ -294,15 +375,19 @@ class Search:
         fits: list[Config] = []
         for c in top:
             if self.spent + self._round_cost((*fits, c)) > self.budget_s:
-                break
+                if not fits:
+                    break  # not even the answer's own run fits
+                continue  # a cheaper one after it may
             fits.append(c)
         return tuple(fits)
 
-    def _room_for(self, estimate: float, current: Config) -> float:
-        """What a new point needs besides itself left in the budget: its own run (`estimate`), then a round of
-        repeats of the top candidates with it among them, so that the answer is never left on single runs made
-        one after another (on the H200 a last compile took the round's time: no repeats, no pooled intervals)."""
-        return 2 * estimate + self._round_cost(self._top(current))
+    def _room_for(self, estimate: float, current: Config, cand: Config | None = None) -> float:
+        """What a new point `cand` needs left in the budget: its own run (`estimate`) and then the confirmation of the
+        best point so far (`_confirm_cost`), so that the answer is never left on single runs made one after another
+        (on the H200 a last compile took the rounds' time: the answer stood on one disturbed run). Should `cand`
+        become the answer, its own confirmation runs what fits, its cheapest parts first (`_round_points`), and the
+        answer says what was not measured (`SearchResult.confirmed`)."""
+        return estimate + self._confirm_cost(current)
 
     def _out_of_time(self, reserve: float = 0.0) -> bool:
         return self._stopped or self.spent + reserve >= self.budget_s
@@ -339,29 +424,164 @@ class Search:
             current, stopped_by = self._ascent(current, eager)
         r.best_single = self._fastest([c for c in singles if self._ok(c)])
         r.stopped_by = stopped_by
-        top = self._top(current)
-        r.candidates = top
-        for k in range(self.final_rounds):
-            fits = self._fitting(top)
-            if not fits:
-                break
-            order = fits if k % 2 else tuple(reversed(fits))  # the ascent ended on the winner: start with the others
-            for c in order:
-                if self._stopped:  # Ctrl-C: no new run (each would start a worker only to stop it)
-                    break
-                self._run("repeat", c, f"interleaved repeat {k + 1}/{self.final_rounds} of the top candidates",
-                          round=k + 1)
-        if self._stopped:  # stopped during the final repeats: the record says so, not how the ascent ended
+        self._confirm_answer(current)
+        if self._stopped:  # stopped during the final rounds: the record says so, not how the ascent had ended
             r.stopped_by = "stopped"
-        # the winner by the advice's one decision (choice.choose), over every point that ran ok, as the verdict
-        # on the same runs decides: never a point within noise of fp32, nor Apex where torch is as fast
-        ok = list(dict.fromkeys(t.config for t in r.trials if self._ok(t.config)))
-        r.winner = choose(ok, r.timing, lambda c: bool(c.needs_apex), BASELINE, drift=r.drift,
-                          versus=r.versus).recommended or current
-        ranked = sorted((c for c in top if self._ok(c)), key=lambda c: self.result.timing(c).median_ms)  # type: ignore[union-attr]
+        ranked = sorted((c for c in r.candidates if self._ok(c)), key=lambda c: self.result.timing(c).median_ms)  # type: ignore[union-attr]
         r.runner_up = next((c for c in ranked if c not in (BASELINE, r.winner)), None)
         r.spent_s = self.spent
         return r
+
+    # ---- the answer's confirmation ------------------------------------------------------------------
+    def _rank(self, config: Config) -> float | None:
+        """A single change's fastest run (what `ablation` ranks torch's values of an axis by)."""
+        return self._best_ms(config)
+
+    def _failed(self, config: Config) -> bool:
+        return self._tried(config) and not self._ok(config) and any(
+            t.config == config and t.outcome.status != "not_run" for t in self.result.trials)
+
+    def _apex_pair(self, answer: Config) -> tuple[Config | None, Config | None]:
+        """The Apex verdict's pair, like with like: the answer against itself without its Apex values; where it holds
+        none, the answer with the Apex value whose single change ran fastest (Apex's norms, or FusedAdam in place of
+        its optimizer) against the answer. (None, None) where no Apex value ran here (not installed, say)."""
+        if answer.needs_apex:
+            return answer, ablation.without_apex(answer, self._rank)
+        probes = [(ms, answer.with_(ax.name, v.name)) for ax in AXES for v in ax.values_for(self.workload)
+                  if v.apex and (ms := self._rank(BASELINE.with_(ax.name, v.name))) is not None]
+        probes = [(ms, c) for ms, c in probes if not self._failed(c)]
+        return (min(probes, key=lambda x: x[0])[1], answer) if probes else (None, None)
+
+    def _round_points(self, answer: Config) -> tuple[Config, ...]:
+        """What a round holds, the most important first: the answer, itself without each of its values, fp32, the
+        best single change, the Apex verdict's point. Points that failed are left out."""
+        apex, _ = self._apex_pair(answer)
+        parts = sorted(ablation.points(answer, self._rank), key=self._estimate)  # the cheapest to measure first
+        pts = [answer, *parts, BASELINE, self.result.best_single, apex]
+        return tuple(c for c in dict.fromkeys(pts) if c is not None and not self._failed(c))
+
+    def _estimate(self, config: Config) -> float:
+        """What a run of `config` is expected to cost: a rerun where it ran (`_rerun_cost`) or where a point that
+        compiles the same graph ran (only the optimizer differs: inductor's caches serve it), else a compile's first
+        run (`_compile_estimate`; before any compile ran, COMPILE_PRIOR_RUNS eager runs) or the costliest eager run."""
+        if config in self._cost:
+            return self._rerun_cost(config)
+        eager = max((v for c, v in self._cost.items() if c.compile == "none"), default=0.0)
+        if config.compile == "none":
+            return eager
+        twin = next((c for c in self._cost if all(getattr(c, a) == getattr(config, a) for a in GRAPH_AXES)), None)
+        if twin is not None:
+            return self._rerun_cost(twin)
+        first = self._compile_estimate(config.compile) if self._compile_cost is not None else COMPILE_PRIOR_RUNS * eager
+        return max(first, eager)
+
+    def _confirm_cost(self, answer: Config) -> float:
+        """What confirming `answer` costs: each round point's first run where it has none, and `final_rounds` rounds
+        of reruns; kept back from exploration from the start."""
+        pts = self._round_points(answer)
+        return self._planned_cost(pts)
+
+    def _again(self, config: Config) -> float:
+        """A run of `config` after its first: a rerun (`_rerun_cost`), a compile served mostly by the caches."""
+        if config in self._cost:
+            return self._rerun_cost(config)
+        return self._estimate(config) * (1 - RECOMPILE_SAVED if config.compile != "none" else 1)
+
+    def _planned_cost(self, pts: tuple[Config, ...]) -> float:
+        """`final_rounds` rounds of `pts`: each point's next run, then its reruns; new compiles of one graph (only
+        the optimizer differs) pay their compile once."""
+        graphs: set[tuple[str, ...]] = set()
+        total = 0.0
+        for c in pts:
+            graph = tuple(getattr(c, a) for a in GRAPH_AXES)
+            shared = c not in self._cost and c.compile != "none" and graph in graphs
+            total += (self._again(c) if shared else self._estimate(c)) + max(0, self.final_rounds - 1) * self._again(c)
+            graphs.add(graph)
+        return total
+
+    def _plan(self, pts: tuple[Config, ...]) -> tuple[Config, ...]:
+        """The points the rounds hold: in `pts`' order (the most important first), each whose runs in every round
+        still fit the budget beside those chosen before it, so that the answer and its cheapest comparisons run in
+        every round rather than everything in one (on the H200 a cold search's answer stood on one run)."""
+        chosen: list[Config] = []
+        left = self.budget_s - self.spent
+        for c in pts:
+            if self._planned_cost((*chosen, c)) <= left:
+                chosen.append(c)
+            elif not chosen:
+                break  # not even the answer's own runs fit
+        return tuple(chosen)
+
+    def _rounds(self, pts: tuple[Config, ...]) -> int:
+        """`final_rounds` interleaved rounds (ABBA) of `pts`, each holding what fits (`_fitting`); a run that other
+        work disturbed is run again in its round where the budget allows. The number of rounds that held the answer
+        (`pts[0]`)."""
+        held = 0
+        plan = self._plan(pts) if not self._stopped else ()
+        for k in range(self.final_rounds):
+            fits = self._fitting(plan)
+            if len(fits) < 2:  # the answer alone compares with nothing
+                break
+            self._round += 1
+            held += 1
+            order = fits if k % 2 else tuple(reversed(fits))  # the ascent ended on the answer: start with the others
+            for c in order:
+                if self._stopped:  # Ctrl-C: no new run (each would start a worker only to stop it)
+                    return held
+                if self.spent + self._estimate(c) > self.budget_s:
+                    continue
+                why = f"round {k + 1}/{self.final_rounds} of the answer beside its parts: {c.label}"
+                outcome = self._run("repeat", c, why, round=self._round)
+                if outcome.ok and self._disturbed_last(c) and not self._stopped \
+                        and self.spent + self._rerun_cost(c) <= self.budget_s:
+                    self._run("repeat", c, f"{why} (again: the last run was disturbed)", round=self._round)
+        return held
+
+    def _disturbed_last(self, config: Config) -> bool:
+        runs = self.result._runs(config)
+        marks = disturbances([(t.outcome.timing, t.outcome.competed) for t in runs])  # type: ignore[misc]
+        return bool(marks) and marks[-1] is not None
+
+    def _median(self, config: Config) -> float | None:
+        t = self.result.timing(config)
+        return t.median_ms if t is not None else None
+
+    def _parts(self, answer: Config) -> list[Part]:
+        return ablation.parts(answer, self.result.versus, self._median, self._rank, self._failed)
+
+    def _confirm_answer(self, current: Config) -> None:
+        """The answer's confirmation (module docstring, step 5): the rounds, then each value against the answer
+        without it (`ablation.parts`); a value that does not earn its place is taken out (`ablation.to_drop`) and the
+        simpler point confirmed in its turn, while the budget lasts."""
+        r = self.result
+        answer = current if self._ok(current) else BASELINE
+        dropped: list[Part] = []
+        held = 0
+        for _ in range(len(AXES) + 1):  # each pass takes one value out: at most one pass per axis, and the last
+            r.candidates = self._round_points(answer)
+            held = self._rounds(r.candidates)
+            drop = ablation.to_drop(self._parts(answer))
+            if drop is None:
+                break
+            self._say(f"search: {drop.axis}={drop.value} does not earn its place in {answer.label} "
+                      f"({ablation.PART_WORDS[drop.verdict]}): {drop.without.label} is the answer")
+            dropped.append(drop)
+            answer = drop.without
+        r.winner = answer
+        r.dropped = tuple(dropped)
+        r.ablation = tuple(self._parts(answer))
+        r.apex_point, r.apex_counterpart = self._apex_pair(answer)
+        if r.apex_point is not None and r.apex_counterpart is not None and \
+                r.versus(r.apex_point, r.apex_counterpart) is None:  # its probe did not run: no Apex figure
+            r.apex_point = r.apex_counterpart = None
+        unmeasured = [p for p in r.ablation if not p.confirmed]
+        if held < min(2, self.final_rounds) or len(r._by_round(answer)) < min(2, self.final_rounds):
+            r.unconfirmed_why = ("the budget ended before the answer ran in interleaved rounds beside the points it is "
+                                 "weighed against: its figures are single runs")
+        elif unmeasured:
+            r.unconfirmed_why = ("not measured without " + ", ".join(f"{p.axis}={p.value}" for p in unmeasured)
+                                 + " before the budget ended")
+        r.confirmed = not r.unconfirmed_why
 
     def _same_as_default(self, c: Config) -> bool:
         """One of its values is what its axis's default already does on this device (`axes.Value.default_on`:
@@ -378,9 +598,12 @@ class Search:
             avail = self.available(c) if self.available is not None else None
             if stopped is None and self._out_of_time():
                 stopped = self._why_stopped()
-            if stopped is not None and (avail is None or avail.ok):
+            if stopped is not None and (avail is None or avail.ok):  # recorded: it did not run, and why
+                self.result.trials.append(Trial(len(self.result.trials) + 1, "single", c, "single change",
+                                                Outcome("not_run", reason=NOT_RUN), self.spent))
                 continue  # out of time; an unavailable point costs nothing and is still recorded, with its reason
-            self._run("single", c, f"single change: {', '.join(f'{a}={getattr(c, a)}' for a in c.changes())}", avail)
+            self._run("single", c, f"single change: {', '.join(f'{a}={getattr(c, a)}' for a in c.changes())}", avail,
+                      reserve=self._confirm_cost(self._fastest([BASELINE, *eager]) or BASELINE))
         return stopped or "converged"
 
     def _helped(self, c: Config) -> bool:
@@ -406,9 +629,10 @@ class Search:
         for _, name, value in sorted(additions):
             cand = current.with_(name, value)
             if not self._tried(cand):
-                if self._out_of_time(reserve=self._room_for(self._cost.get(current, 0.0), current)):
+                if self._out_of_time(reserve=self._room_for(self._estimate(cand), current, cand)):
                     return current, self._why_stopped()
-                self._run("ascent", cand, f"from {current.label}: {name}={value} (its single change beat fp32)")
+                self._run("ascent", cand, f"from {current.label}: {name}={value} (its single change beat fp32)",
+                          reserve=self._confirm_cost(current))
                 if self._ok(cand) and not self._lower(cand, current):
                     self._confirm(cand, current)
             if self._ok(cand) and self._lower(cand, current):
@@ -434,12 +658,13 @@ class Search:
         if not self._unsure(cand, current):
             return
         cost = self._rerun_cost(cand) + self._rerun_cost(current)
-        if self._out_of_time(reserve=cost + self._round_cost(self._top(current))):
+        reserve = self._confirm_cost(current)
+        if self._out_of_time(reserve=cost + reserve):
             return
         why = f"confirming {cand.label} against {current.label}: one run each was within the drift between runs"
-        self._run("ascent", cand, why)
+        self._run("ascent", cand, why, reserve=reserve)
         if self._ok(cand) and not self._stopped:
-            self._run("ascent", current, why)
+            self._run("ascent", current, why, reserve=reserve)
 
     def _torch_unless_apex_wins(self, configs: list[Config]) -> Config | None:
         """The fastest of `configs`, but a torch-only one where the fastest needs Apex and is not faster than it by the
@@ -465,13 +690,14 @@ class Search:
             cand = base.with_("compile", v.name)
             if self._tried(cand):
                 continue
-            estimate = self._compile_estimate(v.name)
-            if self._out_of_time(reserve=self._room_for(estimate, current)):
+            estimate = self._estimate(cand)
+            if self._out_of_time(reserve=self._room_for(estimate, current, cand)):
                 if self._stopped:
                     return current, "stopped"
                 self._say(f"search: {cand.label} left out: its set-up (about {estimate:.0f} s) does not fit the budget")
                 continue
-            outcome = self._run("ascent", cand, f"from {base.label}: compile={v.name}")
+            outcome = self._run("ascent", cand, f"from {base.label}: compile={v.name}",
+                                reserve=self._confirm_cost(current))
             if self._compile_cost is None and outcome.ok:
                 self._compile_cost = self._cost.get(cand)
             if self._ok(cand) and not self._faster(cand, current):
@@ -507,29 +733,19 @@ class Search:
             cands.sort(key=lambda c: min(rank(a, getattr(c, a)) for a in AXIS_NAMES
                                          if getattr(c, a) != getattr(current, a)))
             for cand in cands:
-                if self._out_of_time(reserve=self._room_for(self._cost.get(current, 0.0), current)):
-                    return current, self._why_stopped()
-                if cand.compile not in ("none", current.compile):  # a compile: its set-up must fit, as in `_compile`
-                    estimate = self._compile_estimate(cand.compile)
-                    if self._out_of_time(reserve=self._room_for(estimate, current)):
-                        self._say(f"search: {cand.label} left out: its set-up (about {estimate:.0f} s) does not fit "
-                                  f"the budget")
-                        continue
+                estimate = self._estimate(cand)
+                if self._out_of_time(reserve=self._room_for(estimate, current, cand)):
+                    if self._stopped or cand.compile in ("none", current.compile):
+                        return current, self._why_stopped()
+                    # a compile: its set-up must fit, as in `_compile`; a cheaper neighbour may still
+                    self._say(f"search: {cand.label} left out: its set-up (about {estimate:.0f} s) does not fit "
+                              f"the budget")
+                    continue
                 changed = next(a for a in AXIS_NAMES if getattr(cand, a) != getattr(current, a))
-                self._run("ascent", cand, f"from {current.label}: {changed}={getattr(cand, changed)}")
+                self._run("ascent", cand, f"from {current.label}: {changed}={getattr(cand, changed)}",
+                          reserve=self._confirm_cost(current))
                 if self._ok(cand) and self._faster(cand, current):
                     self._say(f"search: {cand.label} is faster than {current.label}: moving there")
                     current, moved = cand, True
                     break
         return current, "converged"
-
-    def _top(self, current: Config) -> tuple[Config, ...]:
-        """The winner so far, the runner-up (the fastest other point), the best single change, fp32."""
-        others = [t.config for t in self.result.trials if t.config != current and self._ok(t.config)]
-        runner = self._fastest([c for c in others if c != BASELINE])
-        single = self._fastest([c for c in single_changes(BASELINE, self.workload) if self._ok(c)])
-        out: list[Config] = []
-        for c in (current, runner, single, BASELINE):
-            if c is not None and c not in out and self._ok(c):
-                out.append(c)
-        return tuple(out)

@@ -1,0 +1,135 @@
+"""What each part of the answer buys: the answer against itself without each of its values, side by side.
+
+Why: a search moves on single runs, and a value that joined on a 0.2 % difference stayed in the answer for good
+(HF GPT-2 on an H200: Apex's fused norms joined bf16 + fused AdamW at 56.37 against 56.47 ms, and the answer with
+compile was credited to Apex: "2.50x", compile's gain; without the norms the same point ran as fast). So before the
+answer is given, it runs in interleaved rounds beside the answer without each of its values (`without`), and a
+value stays only where taking it out makes the answer slower beyond noise (`compare.compare`, round by round);
+otherwise the simpler point is the answer: a tie goes to fewer changes, and to torch over Apex.
+
+"Without" a value is its axis's default, except for an Apex value: that is measured against torch's own fastest
+value of its axis (the Apex question is "does Apex's kernel beat torch's here", so FusedAdam is weighed against
+fused AdamW where that single change helped, not against the unfused default).
+
+Pure: timings and points in, rows out; `search.Search` runs the rounds and calls `decide`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Sequence
+
+from ..compare import Comparison, fields, format_speedup
+from ..config.axes import axis
+from ..config.point import Config
+
+PartVerdict = Literal["earns", "within_noise", "hurts", "needed", "not_measured"]
+PART_WORDS = {"earns": "earns its place", "within_noise": "within noise: taken out",
+              "hurts": "slower with it: taken out", "needed": "kept: without it the point fails",
+              "not_measured": "kept, unconfirmed: not measured without it"}
+
+Versus = Callable[[Config, Config], "Comparison | None"]
+Median = Callable[[Config], "float | None"]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One value of an answer, and the answer measured without it (`comparison`: the answer against `without`;
+    above 1 the value makes the answer faster)."""
+
+    axis: str
+    value: str
+    answer: Config  # the answer it was a part of when it was measured
+    without: Config
+    comparison: Comparison | None
+    without_ms: float | None
+    without_failed: bool = False  # the point without it failed or was unavailable: the value is needed
+
+    @property
+    def apex(self) -> bool:
+        return bool(axis(self.axis).value(self.value).apex)
+
+    @property
+    def verdict(self) -> PartVerdict:
+        c = self.comparison
+        if self.without_failed:
+            return "needed"
+        if c is None or c.basis != "paired":  # measured only side by side in the rounds: never on single runs
+            return "not_measured"
+        return "earns" if c.verdict == "faster" else "hurts" if c.verdict == "slower" else "within_noise"
+
+    @property
+    def kept(self) -> bool:
+        """It stays in the answer: it earns its place, the point fails without it, or it could not be measured
+        without it (then the answer is unconfirmed: `confirmed`)."""
+        return self.verdict in ("earns", "needed", "not_measured")
+
+    @property
+    def confirmed(self) -> bool:
+        return self.verdict != "not_measured"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"axis": self.axis, "value": self.value, "apex": self.apex, "in": self.answer.label,
+                "without": self.without.label, "without_config": self.without.as_dict(),
+                "without_median_ms": self.without_ms, **fields(self.comparison, "speedup"),
+                "speedup_text": format_speedup(self.comparison) if self.comparison else None,
+                "verdict": self.verdict, "kept": self.kept}
+
+
+def torch_fastest(ax: str, rank: Median) -> str:
+    """The torch-only value of axis `ax` whose single change ran fastest (`rank`: a value's single-change median,
+    None where it did not run), else the axis's default: what an Apex value of that axis is measured against."""
+    values = [v for v in axis(ax).values if not v.apex]
+    timed = [(ms, v.name) for v in values if (ms := rank(Config().with_(ax, v.name))) is not None]
+    default = axis(ax).default.name
+    base = rank(Config())
+    best = min(timed) if timed else None
+    return best[1] if best is not None and base is not None and best[0] < base else default
+
+
+def without(answer: Config, ax: str, rank: Median) -> Config:
+    """`answer` with axis `ax` set back: to its default, or for an Apex value to torch's fastest (`torch_fastest`)."""
+    value = axis(ax).value(getattr(answer, ax))
+    back = torch_fastest(ax, rank) if value.apex else axis(ax).default.name
+    if back == value.name:
+        back = axis(ax).default.name
+    return answer.with_(ax, back)
+
+
+def without_apex(answer: Config, rank: Median) -> Config:
+    """`answer` with every Apex value set back (`without`): the point the Apex verdict weighs it against."""
+    out = answer
+    for ax in answer.changes():
+        if axis(ax).value(getattr(answer, ax)).apex:
+            out = without(out, ax, rank)
+    return out
+
+
+def points(answer: Config, rank: Median) -> list[Config]:
+    """The points the answer is measured beside: the answer without each of its values, and without all its Apex
+    values at once where it has more than one."""
+    out = [without(answer, ax, rank) for ax in answer.changes()]
+    no_apex = without_apex(answer, rank)
+    if no_apex != answer and no_apex not in out:
+        out.append(no_apex)
+    return out
+
+
+def parts(answer: Config, versus: Versus, median: Median, rank: Median,
+          failed: Callable[[Config], bool] = lambda c: False) -> list[Part]:
+    """Every value of `answer` against the answer without it, by the one noise rule (`versus(a, b)`: a against b);
+    `failed(point)`: it failed or was unavailable (and never ran ok)."""
+    out = []
+    for ax in answer.changes():
+        w = without(answer, ax, rank)
+        out.append(Part(ax, getattr(answer, ax), answer, w, versus(answer, w), median(w), failed(w)))
+    return out
+
+
+def to_drop(ps: Sequence[Part]) -> Part | None:
+    """The value to take out first, or None where every value stays (`Part.kept`): Apex's before torch's (a tie goes
+    to torch), then the one that buys least (its comparison's speed-up)."""
+    out = [p for p in ps if not p.kept and p.comparison is not None]
+    if not out:
+        return None
+    return min(out, key=lambda p: (not p.apex, p.comparison.speedup))  # type: ignore[union-attr]

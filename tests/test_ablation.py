@@ -1,0 +1,168 @@
+"""The answer's confirmation on fake timing tables (no torch): every value earns its place side by side or is taken
+out, the Apex verdict weighs like with like, and runs that other work disturbed decide nothing."""
+
+from __future__ import annotations
+
+import types
+
+from apextui.core.advise import ablation
+from apextui.core.advise.search import Outcome, Search
+from apextui.core.compare import Timing
+from apextui.core.config.point import BASELINE, Config, parse
+
+COMPILE_S = 45.0
+
+
+class Table:
+    """A fake machine: `ms(config)` per point, a 0.1 % interval, 10 s a run (a compile 45 s the first time a graph is
+    built, a quarter of that after); `busy(config, round)` marks a run as disturbed by other work."""
+
+    def __init__(self, ms, busy=lambda c, rnd: False, width: float = 0.001) -> None:
+        self.now, self.ms, self.busy, self.width = 0.0, ms, busy, width
+        self.graphs: set[tuple[str, str, str]] = set()
+        self.calls: list[Config] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def measure(self, config: Config, why: str, round: int | None = None) -> Outcome:
+        graph = (config.precision, config.norms, config.compile)
+        s = 0.0 if config.compile == "none" else COMPILE_S * (0.25 if graph in self.graphs else 1.0)
+        self.graphs.add(graph)
+        self.now += 10.0 + s
+        self.calls.append(config)
+        busy = self.busy(config, round)
+        ms = self.ms(config) * (1.6 if busy else 1.0)
+        w = self.width * (40 if busy else 1)
+        return Outcome("ok", Timing(ms, ms * (1 - w), ms * (1 + w), n=40), competed=busy,
+                       result=types.SimpleNamespace(compile_s=s or None))
+
+
+def gpt2_like(c: Config) -> float:
+    """HF GPT-2 on an H200 in shape: bf16 4x, fused AdamW 4 % at bf16, compile 2x at bf16; Apex's fused norms 3 %
+    faster eager under bf16 (they join the combination) and nothing once compiled (inductor fuses torch's own)."""
+    ms = {"fp32": 164.0, "tf32": 70.0, "bf16": 42.0, "fp16": 52.0, "fp8": 196.0}[c.precision]
+    ms -= 1.7 * (c.optimizer in ("fused", "apex"))
+    if c.norms == "apex" and c.compile == "none":
+        ms *= 0.97 if c.precision == "bf16" else 0.9998
+    if c.compile == "default":
+        ms *= 0.5 if c.precision == "bf16" else 0.9
+    if c.compile in ("reduce-overhead", "max-autotune-no-cudagraphs"):
+        ms *= 0.52 if c.precision == "bf16" else 0.95
+    return ms
+
+
+def test_a_value_within_noise_in_the_final_point_is_taken_out_and_the_apex_line_weighs_like_with_like():
+    fake = Table(gpt2_like)
+    lines: list[str] = []
+    r = Search(fake.measure, budget_s=2_000, clock=fake.clock, on_progress=lines.append).run()
+    # Apex's norms joined on their eager gain...
+    assert parse("precision=bf16,optimizer=fused,norms=apex") in fake.calls
+    # ...and are taken out side by side once compiled: the simpler point, torch's, is the answer
+    assert r.winner is not None and r.winner.norms == "torch" and r.winner.compile != "none"
+    dropped = [(p.axis, p.value, p.verdict) for p in r.dropped]
+    assert ("norms", "apex", "within_noise") in dropped
+    assert any("norms=apex does not earn its place" in line for line in lines)
+    # every value left earns its place, measured round by round against the answer without it
+    assert r.confirmed and {p.axis for p in r.ablation} == set(r.winner.changes())
+    assert all(p.verdict == "earns" and p.comparison.basis == "paired" for p in r.ablation)  # type: ignore[union-attr]
+    # the Apex verdict: the answer with Apex's norms against the answer (not against some eager torch point)
+    assert r.apex_counterpart == r.winner and r.apex_point is not None and r.apex_point.needs_apex
+    assert [a for a in r.apex_point.changes() if getattr(r.apex_point, a) != getattr(r.winner, a)] in (
+        ["optimizer"], ["norms"])  # one Apex value in place of torch's, nothing else changed
+    d = r.to_dict()
+    assert d["apex_speedup_verdict"] == "within_noise"
+    assert all(row["verdict"] == "earns" and row["speedup_verdict"] == "faster" for row in d["ablation"])
+
+
+def test_a_tie_goes_to_the_simpler_point_and_to_torch_over_apex():
+    def tie(c: Config) -> float:  # bf16 halves the step; fused AdamW and Apex's FusedAdam change nothing
+        return 50.0 if c.precision == "bf16" else 100.0
+
+    r = Search(Table(tie).measure, budget_s=2_000, clock=Table(tie).clock).run()
+    assert r.winner == parse("precision=bf16")
+    parts = ablation.parts(parse("precision=bf16,optimizer=apex"), r.versus, lambda c: None, lambda c: None)
+    assert ablation.to_drop(parts) is None or ablation.to_drop(parts).apex  # type: ignore[union-attr]
+
+
+def test_to_drop_takes_apexs_value_out_before_torchs_and_keeps_what_it_could_not_measure():
+    from apextui.core.compare import Comparison
+
+    answer = parse("precision=bf16,optimizer=fused,norms=apex")
+
+    def versus(a: Config, b: Config):
+        speed = {"precision": 3.0, "optimizer": 1.005, "norms": 1.01}
+        changed = next(x for x in ("precision", "optimizer", "norms") if getattr(a, x) != getattr(b, x))
+        return Comparison.of(speed[changed], speed[changed] * 0.98, speed[changed] * 1.02, basis="paired")
+
+    parts = ablation.parts(answer, versus, lambda c: 1.0, lambda c: None)
+    assert [p.verdict for p in parts] == ["earns", "within_noise", "within_noise"]
+    assert ablation.to_drop(parts).axis == "norms"  # type: ignore[union-attr]  # Apex first, though it buys more
+    unpaired = ablation.parts(answer, lambda a, b: Comparison.of(1.5, 1.4, 1.6, basis="drift_seen"), lambda c: 1.0,
+                              lambda c: None)
+    assert all(p.verdict == "not_measured" and p.kept for p in unpaired)
+    assert ablation.to_drop(unpaired) is None
+
+
+def test_an_apex_value_is_weighed_against_torchs_fastest_value_of_its_axis():
+    rank = {parse("optimizer=fused"): 95.0, parse("optimizer=foreach"): 99.0, BASELINE: 100.0}
+    answer = parse("precision=bf16,optimizer=apex")
+    assert ablation.without(answer, "optimizer", rank.get) == parse("precision=bf16,optimizer=fused")
+    assert ablation.without(answer, "precision", rank.get) == parse("optimizer=apex")
+    assert ablation.without_apex(answer, lambda c: None) == parse("precision=bf16")  # nothing ranked: the default
+
+
+def test_no_beyond_noise_verdict_rests_on_runs_other_work_disturbed():
+    """A 2-core box with burners beside it: every run of bf16 competed with other work. Its speed-up over fp32 is
+    reported, never called faster; the answer is fp32, and the record says the machine was busy."""
+    def plain(c: Config) -> float:
+        return 50.0 if c.precision == "bf16" else 100.0
+
+    fake = Table(plain, busy=lambda c, rnd: c.precision == "bf16")
+    r = Search(fake.measure, budget_s=2_000, clock=fake.clock).run()
+    bf16 = parse("precision=bf16")
+    assert r.rests_on_disturbed(bf16)
+    c = r.versus(bf16, BASELINE)
+    assert c is not None and c.within_noise and c.speedup > 1
+    assert r.winner == BASELINE
+
+
+def test_a_disturbed_run_is_run_again_in_its_round_and_left_out_of_the_comparison():
+    """The cold GPT-2 search on an H200: its answer's figure was one disturbed run (30.5 ms, p10 26.1, p90 32.8)
+    of a point that runs 22.6 alone. Here the answer's first run in round 1 competed with other work: it is run
+    again in that round, and the comparison reads the quiet runs only."""
+    answer = parse("precision=bf16")
+
+    def plain(c: Config) -> float:
+        return 50.0 if c.precision == "bf16" else 100.0
+
+    state = {"hit": False}
+
+    def busy(c: Config, rnd: int | None) -> bool:
+        if c == answer and rnd is not None and not state["hit"]:  # its first run in the rounds
+            state["hit"] = True
+            return True
+        return False
+
+    fake = Table(plain, busy=busy)
+    r = Search(fake.measure, budget_s=2_000, clock=fake.clock).run()
+    assert r.winner == answer and r.confirmed
+    left = r.disturbed()
+    assert [(t.config, why) for t, why in left] == [(answer, "busy")]
+    again = [t for t in r.trials if t.config == answer and t.round == left[0][0].round]
+    assert len(again) == 2 and "again" in again[1].why
+    assert r.timing(answer).median_ms == 50.0  # type: ignore[union-attr]
+    assert r.to_dict()["left_out"][0]["why"] == "busy"
+
+
+def test_a_run_far_wider_than_its_points_other_runs_is_left_out():
+    from apextui.core.compare import disturbances, kept_runs
+
+    quiet = [(Timing(22.6, 22.5, 22.7), False)] * 3
+    noisy = (Timing(30.5, 28.0, 33.0), False)
+    assert disturbances([*quiet, noisy]) == [None, None, None, "wide"]
+    assert kept_runs([*quiet, noisy]) == ([0, 1, 2], False)
+    # against one other run nothing is called wide (which of the two is the odd one?)
+    assert disturbances([quiet[0], noisy]) == [None, None]
+    # every run disturbed: all are kept, and the comparison rests on them
+    assert kept_runs([(Timing(10.0, 9.0, 11.0), True)] * 2) == ([0, 1], True)
