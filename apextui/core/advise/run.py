@@ -192,6 +192,7 @@ class Advisor:
         """The advice so far; each workload whose presets are points on the configuration axes (the model, the
         Transformer) with its `answer`, derived from its verdict (`answer.answer`); the model's also at the top,
         with the search's record."""
+        from ..config.calling import recorded
         from .answer import answer
 
         verdicts = self.verdicts()
@@ -202,7 +203,8 @@ class Advisor:
             mine = [x for x in (*self.presets, *self._search_presets.values()) if x.workload == v.workload]
             points = {x.name: x.point for x in mine if x.point is not None}
             model = next((x.model for x in mine if x.model), None)
-            w["answer"] = answer(v, points, model=model, steps=self.steps)
+            calling = recorded(r.check for m in v.measurements for r in m.runs)  # how the runs called it
+            w["answer"] = answer(v, points, model=model, steps=self.steps, calling=calling, device=self.device)
             if v.workload == "model":
                 doc["answer"] = w["answer"]
         if self._search_result is not None:

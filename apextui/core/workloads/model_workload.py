@@ -14,7 +14,9 @@ afresh: the measured run starts from the initial weights. For a compiled variant
 steps are its compile warm-up. Both runs draw from the same random stream (`dropout.same_stream`, seeded
 with seed + `CHECK_SEED_OFFSET`), so dropout draws the same masks in eager mode; a compiled variant, or an
 eager one whose masks differ anyway, is checked with dropout off (`dropout.disabled`); the record's
-`dropout` says which, and a failure's `message` names the cause found.
+`dropout` says which, and a failure's `message` names the cause found. The check's fp32 steps are where the engine
+first calls the model (eagerly): they note how (`config.calling.Calling`: the inputs' form, where the loss comes
+from), and the record keeps it as `calling`, for the answer's code to call the model the same way.
 
 The norm swap (fused_norms, fused_amp) replaces every module that computes a LayerNorm or RMSNorm
 (`norm_swap.find_norms`, whatever its class) with Apex's `FusedLayerNorm` / `FusedRMSNorm`, its weights
@@ -37,6 +39,7 @@ from . import dropout
 from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
 from .marker import Marker, NoMark
 from .norm_swap import count_norms, find_norms, swap_norms
+from ..config.calling import Calling, InputForm, LossForm
 from ..config.point import BASELINE, NAMED, Config
 from .spec import MODEL
 
@@ -83,6 +86,13 @@ def _tensors(batch: Any) -> list[torch.Tensor]:
     return []
 
 
+def input_form(inputs: Any) -> InputForm:
+    """How `_call` passes these inputs: a dict as keyword arguments, a tuple or list as positional ones."""
+    if isinstance(inputs, dict):
+        return "keyword"
+    return "positional" if isinstance(inputs, (tuple, list)) else "one"
+
+
 def _call(model: nn.Module, inputs: Any) -> Any:
     if isinstance(inputs, dict):
         return model(**inputs)
@@ -98,20 +108,35 @@ def _loss_of(output: Any) -> Any:
     return getattr(output, "loss", output)
 
 
+def loss_form(output: Any) -> LossForm:
+    """Where `_loss_of` takes this output's loss: a dict's "loss" entry (written `.loss` in the answer's code where
+    the dict has that attribute too, as a Hugging Face ModelOutput: the same tensor), an attribute, the output."""
+    if isinstance(output, dict) and "loss" in output:
+        return "attribute" if hasattr(output, "loss") else "key"
+    return "attribute" if hasattr(output, "loss") else "returned"
+
+
 class LossModule(nn.Module):
     """Forward and loss of one batch under the variant's autocast: what each step runs, and what
     torch.compile compiles (it sees, and fuses, the loss too)."""
 
     def __init__(self, model: nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor] | None, device: str,
-                 amp: str) -> None:
+                 amp: str, notes_calling: bool = False) -> None:
         super().__init__()
         self.model, self.loss_fn, self.device, self.amp = model, loss_fn, device, amp
+        self.notes_calling = notes_calling  # the check's fp32 steps (eager): note how the model was called
+        self.calling: Calling | None = None
 
     def forward(self, batch: Any) -> torch.Tensor:
         with autocast(self.device, self.amp):
             if self.loss_fn is None:
-                return _loss_of(_call(self.model, batch))
+                output = _call(self.model, batch)
+                if self.notes_calling:
+                    self.calling = Calling(input_form(batch), loss_form(output))
+                return _loss_of(output)
             inputs, targets = batch
+            if self.notes_calling:
+                self.calling = Calling(input_form(inputs), "loss_fn")
             return self.loss_fn(_call(self.model, inputs), targets)
 
 
@@ -157,6 +182,7 @@ class ModelWorkload(Workload):
         self.units = setup.units
         self.units_per_step = setup.units_per_step or self._batch_size(self.batches[0])
         self.loss_module = LossModule(self.model, setup.loss_fn, device, self.amp)
+        self.calling: Calling | None = None  # how the check's fp32 steps called the model (the answer's code does so)
         self._i = 0
         self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         reference = None if self.config == BASELINE else self._reference_losses()
@@ -273,7 +299,7 @@ class ModelWorkload(Workload):
         """PARITY_STEPS steps as fp32 trains (fp32, no TF32, torch AdamW defaults) from the initial weights, on the
         check's random stream (dropout off where asked); then the weights and buffers are put back."""
         self._set_tf32(False)
-        module = LossModule(self.model, self.setup.loss_fn, self.device, "none")
+        module = LossModule(self.model, self.setup.loss_fn, self.device, "none", notes_calling=True)
         opt = make_optimizer("adamw", [p for p in self.model.parameters() if p.requires_grad], self.lr)
         losses = []
         with dropout.same_stream(self._check_seed, self.device), self._dropout_off(dropout_off):
@@ -283,6 +309,7 @@ class ModelWorkload(Workload):
                 loss.backward()
                 opt.step()
                 losses.append(float(loss.detach()))
+        self.calling = module.calling
         del opt
         self._restore()
         self._set_tf32(self.config.tf32)
@@ -384,6 +411,7 @@ class ModelWorkload(Workload):
             "against": MODEL.baseline, "kind": "loss_parity", "steps": len(reference), "max_abs_err": err,
             "tolerance": tol, "relative_tolerance": rel, "losses": losses, "baseline_losses": reference,
             "dropout": mode, "seed": self._check_seed, "passed": bool(passed),
+            "calling": self.calling.as_dict() if self.calling is not None else None,
         }
         if swap is not None:
             check["norm_swap"] = swap
