@@ -407,6 +407,8 @@ def outcome_of(result: RunResult) -> Any:
         check = dict(result.check or {})
         err, tol = check.get("max_abs_err", float("nan")), check.get("tolerance", float("nan"))
         why = f"failed the correctness check: its loss differs from fp32's by {err:.3g} (tolerance {tol:.3g})"
+        if check.get("scaler_skipped") and check.get("note"):  # compared only up to GradScaler's first skip: say so
+            why += f"; {check['note']}"
         return Outcome("check_failed", timing=result.timing, reason=why, check=result.check,
                        peak_memory_bytes=result.peak_memory_bytes, result=result)
     if result.ok:

@@ -7,7 +7,8 @@ model from the same initial weights (torch seeded before the user's function bui
 
 Loss parity (`check`): each variant except fp32 first trains `PARITY_STEPS` steps as fp32 would (the model
 as built, fp32, torch AdamW defaults) and then as itself, both from the initial weights and on the first
-batches, and compares the two losses step by step; a loss further from fp32's than the precision's
+batches, and compares the two losses step by step (fp16: up to the first step GradScaler skipped, after which
+the weights differ by design; `_compare`); a loss further from fp32's than the precision's
 tolerance (`TOLERANCE`) fails the check, and a variant that failed it is flagged (never recommended) by
 the advice and shown red in the TUI. Then weights and buffers are put back and the optimizer is made
 afresh: the measured run starts from the initial weights. For a compiled variant the variant's parity
@@ -151,6 +152,15 @@ def _is_oom(exc: BaseException) -> bool:
 
 
 
+def _steps(numbers: list[int]) -> str:
+    """[1, 2, 3] -> 'steps 1-3'; [2] -> 'step 2'; [1, 3] -> 'steps 1, 3'."""
+    if len(numbers) == 1:
+        return f"step {numbers[0]}"
+    if numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"steps {numbers[0]}-{numbers[-1]}"
+    return "steps " + ", ".join(map(str, numbers))
+
+
 def fp8_layer_fits(module: nn.Module, fqn: str) -> bool:
     """torchao's `module_filter_fn` for fp8: the nn.Linear layers float8 matmuls take (both dimensions divisible by
     16). The answer's snippet writes the same test out for the user's script (tests/test_config_workload.py)."""
@@ -213,7 +223,8 @@ class ModelWorkload(Workload):
                                           dynamic=False if one_shape(self.batches) else None)
             self.compiles = True
         elif reference is not None:
-            self.check = self._parity(reference, self._variant_losses(PARITY_STEPS), swap)
+            losses, skipped = self._variant_losses(PARITY_STEPS)
+            self.check = self._parity(reference, losses, skipped, swap)
 
     # ---- set-up --------------------------------------------------------------------------------
     def _set_tf32(self, on: bool) -> None:
@@ -358,52 +369,68 @@ class ModelWorkload(Workload):
         """The check compares with dropout off (a compiled variant draws its own masks: `_reference_losses`)."""
         return self._reference is not None and next(iter(self._reference)) == "disabled_for_check"
 
-    def _variant_losses(self, n: int, dropout_off: bool | None = None) -> list[float]:
+    def _variant_losses(self, n: int, dropout_off: bool | None = None) -> tuple[list[float], list[int]]:
         """n steps of this variant from the initial weights on the check's random stream (its compile warm-up, for a
         compiled one; its first PARITY_STEPS with dropout off where the check needs it, the rest with the user's
         dropout, so the graph the measured steps run is compiled here); then weights, optimizer, scaler and data are
-        put back as they were before."""
+        put back as they were before. Returns the losses and the parity steps (1-based) whose optimizer step
+        GradScaler skipped (its scale went down: it found inf/NaN gradients)."""
         if dropout_off is None:
             dropout_off = self._checks_without_dropout
-        losses = []
+        losses, skipped = [], []
         marker = NoMark()
+        scale = self.scaler.get_scale() if self.scaler is not None else None
         with dropout.same_stream(self._check_seed, self.device):
             for k in range(n):
                 with self._dropout_off(dropout_off and k < PARITY_STEPS):
                     loss, _ = self.step(marker)
                 losses.append(float(loss.detach()) if loss is not None else math.nan)
+                if self.scaler is not None and scale is not None and k < PARITY_STEPS:
+                    now = self.scaler.get_scale()
+                    if now < scale:  # a skipped step backs the scale off; it grows only after 2,000 good ones
+                        skipped.append(k + 1)
+                    scale = now
             if self.device == "cuda":
                 torch.cuda.synchronize()
         self._restore()
         self.opt = self._optimizer()
         self.scaler = grad_scaler(self.device, self.amp)
-        return losses
+        return losses, skipped
 
-    def _parity(self, reference: dict[dropout.DropoutHandling, list[float]], losses: list[float],
+    def _parity(self, reference: dict[dropout.DropoutHandling, list[float]], losses: list[float], skipped: list[int],
                 swap: dict[str, Any] | None) -> dict[str, Any]:
         """The variant's losses against fp32's, step by step, within the precision's tolerance. An eager variant
         that fails with dropout on (same masks) is checked again with dropout off: if it passes then, its dropout
-        masks differed, not its arithmetic, and the record says so."""
+        masks differed, not its arithmetic, and the record says so. `skipped`: the parity steps whose optimizer step
+        GradScaler skipped (`_compare` stops at the first)."""
         mode = next(iter(reference))
-        check = self._compare(reference[mode], losses, mode, swap)
+        check = self._compare(reference[mode], losses, skipped, mode, swap)
         if not check["passed"] and mode == "same_masks" and (swap is None or swap["passed"]):
-            retry = self._compare(reference["disabled_for_check"],
-                                  self._variant_losses(PARITY_STEPS, dropout_off=True), "disabled_for_check", swap)
+            again, again_skipped = self._variant_losses(PARITY_STEPS, dropout_off=True)
+            retry = self._compare(reference["disabled_for_check"], again, again_skipped, "disabled_for_check", swap)
             retry["same_masks_max_abs_err"] = check["max_abs_err"]
             if retry["passed"]:
-                retry["note"] = (f"with dropout on, the loss differed from fp32's by {check['max_abs_err']:.3g}: this "
-                                 "variant draws other dropout masks from the same seed; with dropout off for the "
-                                 "check it matches")
+                masks = (f"with dropout on, the loss differed from fp32's by {check['max_abs_err']:.3g}: this variant "
+                         "draws other dropout masks from the same seed; with dropout off for the check it matches")
+                retry["note"] = "; ".join(n for n in (masks, retry.get("note")) if n)
             check = retry
         return check
 
-    def _compare(self, reference: list[float], losses: list[float], mode: dropout.DropoutHandling,
-                 swap: dict[str, Any] | None) -> dict[str, Any]:
+    def _compare(self, reference: list[float], losses: list[float], skipped: list[int],
+                 mode: dropout.DropoutHandling, swap: dict[str, Any] | None) -> dict[str, Any]:
+        """The losses step by step, up to GradScaler's first skipped step (`skipped`, 1-based). A skipped step leaves
+        the variant's weights where they were while fp32's move on, so from the next step on the two trajectories
+        differ by design, not by arithmetic. Stepping fp32 the same way would keep them comparable, but its steps
+        run first, on the model as built (before the norm swap or fp8 changes it in place), when the skips are not
+        known yet; so the comparison stops at the first skip, where both still have the same weights (at worst the
+        first batch's loss: the forward's arithmetic). The record says which steps were skipped."""
         arithmetic = self.amp if self.amp != "none" else ("tf32" if self.config.tf32 else "fp32")
         rel = TOLERANCE[arithmetic]
-        scale = max((abs(r) for r in reference), default=1.0) or 1.0
-        # a run may stop early: compare the steps both have
-        diffs = [abs(a - b) if math.isfinite(a) else math.inf for a, b in zip(losses, reference, strict=False)]
+        # a run may stop early: compare the steps both have, up to the first skipped one
+        compared = min(len(losses), len(reference), *skipped[:1])
+        scale = max((abs(r) for r in reference[:compared]), default=1.0) or 1.0
+        diffs = [abs(a - b) if math.isfinite(a) else math.inf
+                 for a, b in zip(losses[:compared], reference[:compared], strict=True)]
         err = max(diffs, default=0.0)
         tol = rel * scale
         passed = err <= tol and (swap is None or swap["passed"])
@@ -413,6 +440,14 @@ class ModelWorkload(Workload):
             "dropout": mode, "seed": self._check_seed, "passed": bool(passed),
             "calling": self.calling.as_dict() if self.calling is not None else None,
         }
+        skip_words = ""
+        if self.scaler is not None:
+            check["scaler_skipped"], check["compared_steps"] = list(skipped), compared
+        if skipped:
+            skip_words = (f"GradScaler skipped {_steps(skipped)} (inf/NaN gradients while it finds its loss scale): "
+                          f"after a skipped step this variant's weights differ from fp32's by design, so the losses "
+                          f"were compared up to step {compared}, where both had the same weights")
+            check["note"] = skip_words
         if swap is not None:
             check["norm_swap"] = swap
         if swap is not None and not swap["passed"]:
@@ -427,6 +462,8 @@ class ModelWorkload(Workload):
                 check["message"] = (f"the loss differs from fp32's by {diffs[k]:.3g} at step {k + 1} ({losses[k]:.6g} "
                                     f"against {reference[k]:.6g}; tolerance {rel:g} x scale {scale:.4g} = {tol:.3g}, "
                                     f"{arithmetic} arithmetic, same weights, batches and random stream, {drop})")
+            if skip_words:
+                check["message"] += f"; {skip_words}"
         return check
 
     # ---- run -----------------------------------------------------------------------------------
@@ -440,9 +477,9 @@ class ModelWorkload(Workload):
         # with dropout off for the check, its steps compile a graph of their own: the measured graph (the user's
         # dropout) is compiled, and its CUDA graphs recorded, by WARMUP_STEPS more steps after them
         n = PARITY_STEPS + WARMUP_STEPS if self._checks_without_dropout else max(PARITY_STEPS, WARMUP_STEPS)
-        losses = self._variant_losses(n)
+        losses, skipped = self._variant_losses(n)
         if self._reference is not None:
-            self.check = self._parity(self._reference, losses[:PARITY_STEPS], self._swap)
+            self.check = self._parity(self._reference, losses[:PARITY_STEPS], skipped, self._swap)
         return time.perf_counter() - t0
 
     def step(self, clock: Marker) -> tuple[torch.Tensor | None, torch.Tensor | None]:
