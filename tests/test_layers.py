@@ -30,7 +30,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("availability", "memory"),  # can a preset run here; does it fit
     ("presets", "config", "needs", "apex"),  # presets, the configuration checks, compile, the Apex probe
     ("workloads.spec",),  # the registry: every workload and variant declared once
-    ("config.axes", "config.point", "config.snippet"),  # the configuration axes and points: data, read by the registry
+    ("config.axes", "config.point", "config.snippet", "config.calling"),  # the configuration axes and points, the
+    # model's calling convention: data, read by the registry
     ("analysis",),  # work models, ceilings, the GPU-busy profile, the bottleneck
     ("monitor", "env", "compare", "workloads.marker", "run.failure", "run.summary"),  # leaves the layers above share
     ("number_format", "files", "atomic", "exits"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..compare import fields, format_speedup
+from ..config.calling import Calling
 from ..config.point import Config
 from ..config.snippet import preset_toml, snippet
 from .records import Measurement, WorkloadVerdict, versus
@@ -25,10 +26,11 @@ def _best_single(v: WorkloadVerdict, points: Mapping[str, Config]) -> Measuremen
     return min(singles, key=lambda m: m.median_ms) if singles else None  # type: ignore[arg-type, return-value]
 
 
-def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | None = None,
-           steps: int = 50) -> dict[str, Any] | None:
+def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | None = None, steps: int = 50,
+           calling: Calling | None = None, device: str = "cuda") -> dict[str, Any] | None:
     """The answer of one verdict (None without a recommendation, or where its preset is no point). `points`:
-    preset name -> its point; `model`: the user's FILE.py:FUNC (then the answer has a TOML preset)."""
+    preset name -> its point; `model`: the user's FILE.py:FUNC (then the answer has a TOML preset); `calling` and
+    `device`: how the runs called the model and where they ran, for the snippet (`snippet.snippet`)."""
     rec, base = v.measurement(v.recommended), v.measurement(v.baseline)
     if rec is None or rec.preset not in points:
         return None
@@ -47,7 +49,8 @@ def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | Non
         **fields(vs_base, "speedup_vs_fp32"), **fields(vs_single, "speedup_vs_best_single"),
         "speedup_vs_fp32_text": format_speedup(vs_base) if vs_base else None,
         "speedup_vs_best_single_text": format_speedup(vs_single) if vs_single else None,
-        "snippet": snippet(point), "toml": preset_toml(point, model, steps=steps) if model else None,
+        "snippet": snippet(point, calling=calling, device=device),
+        "toml": preset_toml(point, model, steps=steps) if model else None,
     }
 
 

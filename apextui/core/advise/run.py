@@ -192,6 +192,7 @@ class Advisor:
         """The advice so far; each workload whose presets are points on the configuration axes (the model, the
         Transformer) with its `answer`, derived from its verdict (`answer.answer`); the model's also at the top,
         with the search's record."""
+        from ..config.calling import recorded
         from .answer import answer
 
         verdicts = self.verdicts()
@@ -202,7 +203,8 @@ class Advisor:
             mine = [x for x in (*self.presets, *self._search_presets.values()) if x.workload == v.workload]
             points = {x.name: x.point for x in mine if x.point is not None}
             model = next((x.model for x in mine if x.model), None)
-            w["answer"] = answer(v, points, model=model, steps=self.steps)
+            calling = recorded(r.check for m in v.measurements for r in m.runs)  # how the runs called it
+            w["answer"] = answer(v, points, model=model, steps=self.steps, calling=calling, device=self.device)
             if v.workload == "model":
                 doc["answer"] = w["answer"]
         if self._search_result is not None:
@@ -405,6 +407,8 @@ def outcome_of(result: RunResult) -> Any:
         check = dict(result.check or {})
         err, tol = check.get("max_abs_err", float("nan")), check.get("tolerance", float("nan"))
         why = f"failed the correctness check: its loss differs from fp32's by {err:.3g} (tolerance {tol:.3g})"
+        if check.get("scaler_skipped") and check.get("note"):  # compared only up to GradScaler's first skip: say so
+            why += f"; {check['note']}"
         return Outcome("check_failed", timing=result.timing, reason=why, check=result.check,
                        peak_memory_bytes=result.peak_memory_bytes, result=result)
     if result.ok:

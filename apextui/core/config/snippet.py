@@ -1,10 +1,15 @@
 """The answer in the user's own terms: the code that applies a configuration in a training script, and a
-preset TOML that reproduces it (`apextui --preset FILE.toml`). Both are plain text; no torch."""
+preset TOML that reproduces it (`apextui --preset FILE.toml`). Both are plain text; no torch.
+
+The code runs as measured: it calls the model as the engine called it (`calling.Calling`, which a run records) and
+names the device the configuration was measured on: `torch.autocast(device_type="cuda")` pasted into a CPU script
+is disabled with a warning and the step runs fp32."""
 
 from __future__ import annotations
 
 import json
 
+from .calling import Calling
 from .point import Config
 
 _OPTIMIZER = {
@@ -22,9 +27,12 @@ NORM_SWAP = ["# each module that computes a LayerNorm / RMSNorm Apex can take (n
 _DTYPE = {"bf16": "torch.bfloat16", "fp8": "torch.bfloat16", "fp16": "torch.float16"}
 
 
-def snippet(config: Config) -> str:
+def snippet(config: Config, *, calling: Calling | None = None, device: str = "cuda") -> str:
     """Python lines for a training script: set-up (TF32, norm swap, fp8, optimizer, compile) and the step
-    (autocast, GradScaler). `model`, `lr`, `batch` and `loss_fn` are the script's own."""
+    (autocast and GradScaler on `device`, the forward and loss as `calling` says). `model`, `lr`, `batch` (one
+    batch as make_batch returns it) and `loss_fn` are the script's own. Without a `calling` (none was recorded:
+    only fp32 ran, or a shipped workload) the step is ModelSetup's documented form, `loss_fn(model(inputs),
+    targets)`."""
     lines = ["import torch", ""]
     if config.tf32:
         lines += ["torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends.cudnn.allow_tf32 = True"]
@@ -39,19 +47,20 @@ def snippet(config: Config) -> str:
         return _whole_step_graph(lines, config)
     lines += _OPTIMIZER[config.optimizer].splitlines()
     if config.precision == "fp16":
-        lines.append('scaler = torch.amp.GradScaler("cuda")')
+        lines.append(f'scaler = torch.amp.GradScaler("{device}")')
     target = "model"
     if config.compile_mode is not None:
         mode = "" if config.compile_mode == "default" else f', mode="{config.compile_mode}"'
         lines.append(f"compiled = torch.compile(model{mode})")
         target = "compiled"
-    lines += ["", "# each step"]
-    call = f"loss = loss_fn({target}(inputs), targets)"
+    lines += ["", "# each step" + (" (batch: one batch, as your make_batch returns it)" if calling else "")]
+    call = calling.loss_line(target) if calling is not None else f"loss = loss_fn({target}(inputs), targets)"
     step = ["optimizer.zero_grad()"]
     if config.cuda_graphs:
         step.append("torch.compiler.cudagraph_mark_step_begin()")
+    step += calling.unpack() if calling is not None else []
     if config.amp != "none":
-        step += [f'with torch.autocast(device_type="cuda", dtype={_DTYPE[config.precision]}):', f"    {call}"]
+        step += [f'with torch.autocast(device_type="{device}", dtype={_DTYPE[config.precision]}):', f"    {call}"]
     else:
         step.append(call)
     if config.precision == "fp16":

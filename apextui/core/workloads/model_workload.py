@@ -7,14 +7,17 @@ model from the same initial weights (torch seeded before the user's function bui
 
 Loss parity (`check`): each variant except fp32 first trains `PARITY_STEPS` steps as fp32 would (the model
 as built, fp32, torch AdamW defaults) and then as itself, both from the initial weights and on the first
-batches, and compares the two losses step by step; a loss further from fp32's than the precision's
+batches, and compares the two losses step by step (fp16: up to the first step GradScaler skipped, after which
+the weights differ by design; `_compare`); a loss further from fp32's than the precision's
 tolerance (`TOLERANCE`) fails the check, and a variant that failed it is flagged (never recommended) by
 the advice and shown red in the TUI. Then weights and buffers are put back and the optimizer is made
 afresh: the measured run starts from the initial weights. For a compiled variant the variant's parity
 steps are its compile warm-up. Both runs draw from the same random stream (`dropout.same_stream`, seeded
 with seed + `CHECK_SEED_OFFSET`), so dropout draws the same masks in eager mode; a compiled variant, or an
 eager one whose masks differ anyway, is checked with dropout off (`dropout.disabled`); the record's
-`dropout` says which, and a failure's `message` names the cause found.
+`dropout` says which, and a failure's `message` names the cause found. The check's fp32 steps are where the engine
+first calls the model (eagerly): they note how (`config.calling.Calling`: the inputs' form, where the loss comes
+from), and the record keeps it as `calling`, for the answer's code to call the model the same way.
 
 The norm swap (fused_norms, fused_amp) replaces every module that computes a LayerNorm or RMSNorm
 (`norm_swap.find_norms`, whatever its class) with Apex's `FusedLayerNorm` / `FusedRMSNorm`, its weights
@@ -37,6 +40,7 @@ from . import dropout
 from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
 from .marker import Marker, NoMark
 from .norm_swap import count_norms, find_norms, swap_norms
+from ..config.calling import Calling, InputForm, LossForm
 from ..config.point import BASELINE, NAMED, Config
 from .spec import MODEL
 
@@ -83,6 +87,13 @@ def _tensors(batch: Any) -> list[torch.Tensor]:
     return []
 
 
+def input_form(inputs: Any) -> InputForm:
+    """How `_call` passes these inputs: a dict as keyword arguments, a tuple or list as positional ones."""
+    if isinstance(inputs, dict):
+        return "keyword"
+    return "positional" if isinstance(inputs, (tuple, list)) else "one"
+
+
 def _call(model: nn.Module, inputs: Any) -> Any:
     if isinstance(inputs, dict):
         return model(**inputs)
@@ -98,20 +109,35 @@ def _loss_of(output: Any) -> Any:
     return getattr(output, "loss", output)
 
 
+def loss_form(output: Any) -> LossForm:
+    """Where `_loss_of` takes this output's loss: a dict's "loss" entry (written `.loss` in the answer's code where
+    the dict has that attribute too, as a Hugging Face ModelOutput: the same tensor), an attribute, the output."""
+    if isinstance(output, dict) and "loss" in output:
+        return "attribute" if hasattr(output, "loss") else "key"
+    return "attribute" if hasattr(output, "loss") else "returned"
+
+
 class LossModule(nn.Module):
     """Forward and loss of one batch under the variant's autocast: what each step runs, and what
     torch.compile compiles (it sees, and fuses, the loss too)."""
 
     def __init__(self, model: nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor] | None, device: str,
-                 amp: str) -> None:
+                 amp: str, notes_calling: bool = False) -> None:
         super().__init__()
         self.model, self.loss_fn, self.device, self.amp = model, loss_fn, device, amp
+        self.notes_calling = notes_calling  # the check's fp32 steps (eager): note how the model was called
+        self.calling: Calling | None = None
 
     def forward(self, batch: Any) -> torch.Tensor:
         with autocast(self.device, self.amp):
             if self.loss_fn is None:
-                return _loss_of(_call(self.model, batch))
+                output = _call(self.model, batch)
+                if self.notes_calling:
+                    self.calling = Calling(input_form(batch), loss_form(output))
+                return _loss_of(output)
             inputs, targets = batch
+            if self.notes_calling:
+                self.calling = Calling(input_form(inputs), "loss_fn")
             return self.loss_fn(_call(self.model, inputs), targets)
 
 
@@ -124,6 +150,15 @@ def _user(what: str, exc: BaseException) -> UserCodeError:
 def _is_oom(exc: BaseException) -> bool:
     return is_out_of_memory(exc)
 
+
+
+def _steps(numbers: list[int]) -> str:
+    """[1, 2, 3] -> 'steps 1-3'; [2] -> 'step 2'; [1, 3] -> 'steps 1, 3'."""
+    if len(numbers) == 1:
+        return f"step {numbers[0]}"
+    if numbers == list(range(numbers[0], numbers[-1] + 1)):
+        return f"steps {numbers[0]}-{numbers[-1]}"
+    return "steps " + ", ".join(map(str, numbers))
 
 
 def fp8_layer_fits(module: nn.Module, fqn: str) -> bool:
@@ -157,6 +192,7 @@ class ModelWorkload(Workload):
         self.units = setup.units
         self.units_per_step = setup.units_per_step or self._batch_size(self.batches[0])
         self.loss_module = LossModule(self.model, setup.loss_fn, device, self.amp)
+        self.calling: Calling | None = None  # how the check's fp32 steps called the model (the answer's code does so)
         self._i = 0
         self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         reference = None if self.config == BASELINE else self._reference_losses()
@@ -187,7 +223,8 @@ class ModelWorkload(Workload):
                                           dynamic=False if one_shape(self.batches) else None)
             self.compiles = True
         elif reference is not None:
-            self.check = self._parity(reference, self._variant_losses(PARITY_STEPS), swap)
+            losses, skipped = self._variant_losses(PARITY_STEPS)
+            self.check = self._parity(reference, losses, skipped, swap)
 
     # ---- set-up --------------------------------------------------------------------------------
     def _set_tf32(self, on: bool) -> None:
@@ -273,7 +310,7 @@ class ModelWorkload(Workload):
         """PARITY_STEPS steps as fp32 trains (fp32, no TF32, torch AdamW defaults) from the initial weights, on the
         check's random stream (dropout off where asked); then the weights and buffers are put back."""
         self._set_tf32(False)
-        module = LossModule(self.model, self.setup.loss_fn, self.device, "none")
+        module = LossModule(self.model, self.setup.loss_fn, self.device, "none", notes_calling=True)
         opt = make_optimizer("adamw", [p for p in self.model.parameters() if p.requires_grad], self.lr)
         losses = []
         with dropout.same_stream(self._check_seed, self.device), self._dropout_off(dropout_off):
@@ -283,6 +320,7 @@ class ModelWorkload(Workload):
                 loss.backward()
                 opt.step()
                 losses.append(float(loss.detach()))
+        self.calling = module.calling
         del opt
         self._restore()
         self._set_tf32(self.config.tf32)
@@ -331,52 +369,68 @@ class ModelWorkload(Workload):
         """The check compares with dropout off (a compiled variant draws its own masks: `_reference_losses`)."""
         return self._reference is not None and next(iter(self._reference)) == "disabled_for_check"
 
-    def _variant_losses(self, n: int, dropout_off: bool | None = None) -> list[float]:
+    def _variant_losses(self, n: int, dropout_off: bool | None = None) -> tuple[list[float], list[int]]:
         """n steps of this variant from the initial weights on the check's random stream (its compile warm-up, for a
         compiled one; its first PARITY_STEPS with dropout off where the check needs it, the rest with the user's
         dropout, so the graph the measured steps run is compiled here); then weights, optimizer, scaler and data are
-        put back as they were before."""
+        put back as they were before. Returns the losses and the parity steps (1-based) whose optimizer step
+        GradScaler skipped (its scale went down: it found inf/NaN gradients)."""
         if dropout_off is None:
             dropout_off = self._checks_without_dropout
-        losses = []
+        losses, skipped = [], []
         marker = NoMark()
+        scale = self.scaler.get_scale() if self.scaler is not None else None
         with dropout.same_stream(self._check_seed, self.device):
             for k in range(n):
                 with self._dropout_off(dropout_off and k < PARITY_STEPS):
                     loss, _ = self.step(marker)
                 losses.append(float(loss.detach()) if loss is not None else math.nan)
+                if self.scaler is not None and scale is not None and k < PARITY_STEPS:
+                    now = self.scaler.get_scale()
+                    if now < scale:  # a skipped step backs the scale off; it grows only after 2,000 good ones
+                        skipped.append(k + 1)
+                    scale = now
             if self.device == "cuda":
                 torch.cuda.synchronize()
         self._restore()
         self.opt = self._optimizer()
         self.scaler = grad_scaler(self.device, self.amp)
-        return losses
+        return losses, skipped
 
-    def _parity(self, reference: dict[dropout.DropoutHandling, list[float]], losses: list[float],
+    def _parity(self, reference: dict[dropout.DropoutHandling, list[float]], losses: list[float], skipped: list[int],
                 swap: dict[str, Any] | None) -> dict[str, Any]:
         """The variant's losses against fp32's, step by step, within the precision's tolerance. An eager variant
         that fails with dropout on (same masks) is checked again with dropout off: if it passes then, its dropout
-        masks differed, not its arithmetic, and the record says so."""
+        masks differed, not its arithmetic, and the record says so. `skipped`: the parity steps whose optimizer step
+        GradScaler skipped (`_compare` stops at the first)."""
         mode = next(iter(reference))
-        check = self._compare(reference[mode], losses, mode, swap)
+        check = self._compare(reference[mode], losses, skipped, mode, swap)
         if not check["passed"] and mode == "same_masks" and (swap is None or swap["passed"]):
-            retry = self._compare(reference["disabled_for_check"],
-                                  self._variant_losses(PARITY_STEPS, dropout_off=True), "disabled_for_check", swap)
+            again, again_skipped = self._variant_losses(PARITY_STEPS, dropout_off=True)
+            retry = self._compare(reference["disabled_for_check"], again, again_skipped, "disabled_for_check", swap)
             retry["same_masks_max_abs_err"] = check["max_abs_err"]
             if retry["passed"]:
-                retry["note"] = (f"with dropout on, the loss differed from fp32's by {check['max_abs_err']:.3g}: this "
-                                 "variant draws other dropout masks from the same seed; with dropout off for the "
-                                 "check it matches")
+                masks = (f"with dropout on, the loss differed from fp32's by {check['max_abs_err']:.3g}: this variant "
+                         "draws other dropout masks from the same seed; with dropout off for the check it matches")
+                retry["note"] = "; ".join(n for n in (masks, retry.get("note")) if n)
             check = retry
         return check
 
-    def _compare(self, reference: list[float], losses: list[float], mode: dropout.DropoutHandling,
-                 swap: dict[str, Any] | None) -> dict[str, Any]:
+    def _compare(self, reference: list[float], losses: list[float], skipped: list[int],
+                 mode: dropout.DropoutHandling, swap: dict[str, Any] | None) -> dict[str, Any]:
+        """The losses step by step, up to GradScaler's first skipped step (`skipped`, 1-based). A skipped step leaves
+        the variant's weights where they were while fp32's move on, so from the next step on the two trajectories
+        differ by design, not by arithmetic. Stepping fp32 the same way would keep them comparable, but its steps
+        run first, on the model as built (before the norm swap or fp8 changes it in place), when the skips are not
+        known yet; so the comparison stops at the first skip, where both still have the same weights (at worst the
+        first batch's loss: the forward's arithmetic). The record says which steps were skipped."""
         arithmetic = self.amp if self.amp != "none" else ("tf32" if self.config.tf32 else "fp32")
         rel = TOLERANCE[arithmetic]
-        scale = max((abs(r) for r in reference), default=1.0) or 1.0
-        # a run may stop early: compare the steps both have
-        diffs = [abs(a - b) if math.isfinite(a) else math.inf for a, b in zip(losses, reference, strict=False)]
+        # a run may stop early: compare the steps both have, up to the first skipped one
+        compared = min(len(losses), len(reference), *skipped[:1])
+        scale = max((abs(r) for r in reference[:compared]), default=1.0) or 1.0
+        diffs = [abs(a - b) if math.isfinite(a) else math.inf
+                 for a, b in zip(losses[:compared], reference[:compared], strict=True)]
         err = max(diffs, default=0.0)
         tol = rel * scale
         passed = err <= tol and (swap is None or swap["passed"])
@@ -384,7 +438,16 @@ class ModelWorkload(Workload):
             "against": MODEL.baseline, "kind": "loss_parity", "steps": len(reference), "max_abs_err": err,
             "tolerance": tol, "relative_tolerance": rel, "losses": losses, "baseline_losses": reference,
             "dropout": mode, "seed": self._check_seed, "passed": bool(passed),
+            "calling": self.calling.as_dict() if self.calling is not None else None,
         }
+        skip_words = ""
+        if self.scaler is not None:
+            check["scaler_skipped"], check["compared_steps"] = list(skipped), compared
+        if skipped:
+            skip_words = (f"GradScaler skipped {_steps(skipped)} (inf/NaN gradients while it finds its loss scale): "
+                          f"after a skipped step this variant's weights differ from fp32's by design, so the losses "
+                          f"were compared up to step {compared}, where both had the same weights")
+            check["note"] = skip_words
         if swap is not None:
             check["norm_swap"] = swap
         if swap is not None and not swap["passed"]:
@@ -399,6 +462,8 @@ class ModelWorkload(Workload):
                 check["message"] = (f"the loss differs from fp32's by {diffs[k]:.3g} at step {k + 1} ({losses[k]:.6g} "
                                     f"against {reference[k]:.6g}; tolerance {rel:g} x scale {scale:.4g} = {tol:.3g}, "
                                     f"{arithmetic} arithmetic, same weights, batches and random stream, {drop})")
+            if skip_words:
+                check["message"] += f"; {skip_words}"
         return check
 
     # ---- run -----------------------------------------------------------------------------------
@@ -412,9 +477,9 @@ class ModelWorkload(Workload):
         # with dropout off for the check, its steps compile a graph of their own: the measured graph (the user's
         # dropout) is compiled, and its CUDA graphs recorded, by WARMUP_STEPS more steps after them
         n = PARITY_STEPS + WARMUP_STEPS if self._checks_without_dropout else max(PARITY_STEPS, WARMUP_STEPS)
-        losses = self._variant_losses(n)
+        losses, skipped = self._variant_losses(n)
         if self._reference is not None:
-            self.check = self._parity(self._reference, losses[:PARITY_STEPS], self._swap)
+            self.check = self._parity(self._reference, losses[:PARITY_STEPS], skipped, self._swap)
         return time.perf_counter() - t0
 
     def step(self, clock: Marker) -> tuple[torch.Tensor | None, torch.Tensor | None]:
