@@ -233,7 +233,8 @@ def text_lines(v: AdviceView, width: int | None = None) -> list[str]:
         label = f" [{w.status_label}]" if w.status_label else ""
         lines += ["", *say(f"{w.workload} (baseline {w.baseline}){label}")]
         lines += _table(w, width)
-        lines += say(f"verdict: {w.verdict}", "  ")
+        if not (w.workload == "model" and v.answer):  # the model's answer below says it, once
+            lines += say(f"verdict: {w.verdict}", "  ")
         if w.configuration:
             lines += say(w.configuration, "  ")
         for f in w.flags:
@@ -242,7 +243,8 @@ def text_lines(v: AdviceView, width: int | None = None) -> list[str]:
             lines += say(f"apex: {w.apex}", "  ")
         for n in w.notes:
             lines += say(f"note: {n}", "  ")
-    lines += ["", *say(f"Apex on this machine: {v.apex}"),
+    only_model = [w.workload for w in v.workloads] == ["model"] and bool(v.answer)  # its apex line said it
+    lines += ["", *([] if only_model else say(f"Apex on this machine: {v.apex}")),
               *say(f"(* baseline, ! flagged; n = repeats counted; ≈ within noise: {NOISE_RULE})")]
     if v.competed_legend:
         lines += say(f"({v.competed_legend})")

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..compare import fields, format_speedup
+from ..compare import DISTURBED_WORDS, fields, format_speedup
 from ..config.calling import Calling
 from ..config.point import Config
 from ..config.snippet import preset_toml, snippet
+from .ablation import PART_WORDS
 from .records import Measurement, WorkloadVerdict, versus
 from .search import STOP_WORDS
 
@@ -54,6 +55,25 @@ def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | Non
     }
 
 
+def confirmation(r: Any) -> dict[str, Any]:
+    """The search's confirmation of its answer (`search.SearchResult`), for the answer's JSON: what each part buys
+    (`ablation`: one row per value, the point without it, its median, the part's speed-up and verdict), the values
+    taken out on the way (`dropped`), whether it was confirmed side by side (and why not), and whether other work
+    competed with the runs its comparisons read."""
+    return {"ablation": [p.to_dict() for p in r.ablation], "dropped": [p.to_dict() for p in r.dropped],
+            "confirmed": bool(r.confirmed), "unconfirmed_why": r.unconfirmed_why or None,
+            "rounds": len(r._by_round(r.winner)) if r.winner is not None else 0, "competed": bool(r.competed)}
+
+
+BUSY = "the machine was busy while measuring: run again when it is quiet"
+
+
+def _part_line(p: Mapping[str, Any]) -> str:
+    ms = f"{p['without_median_ms']:.4g} ms" if p.get("without_median_ms") else "not measured"
+    return (f"  {p['axis']}={p['value']:<12} without it: {p['without']} {ms}, the part buys "
+            f"{p['speedup_text'] or '-'}: {PART_WORDS[p['verdict']]}")
+
+
 def configuration_line(a: Mapping[str, Any]) -> str:
     """One line for a shipped workload's answer: its point and how to run it."""
     spec = ", ".join(f"{k}={x}" for k, x in a["config"].items())
@@ -71,27 +91,56 @@ def answer_lines(doc: Mapping[str, Any]) -> list[str]:
              f"{stop}. How: {s['method']}"]
     for e in s.get("excluded", []):
         lines.append(f"  excluded {e['label']} ({e['status']}): {e['reason']}")
-    if not a:
-        lines.append("no configuration won: see the search record")
+    if s.get("not_run"):
+        lines.append(f"  not run, the budget ended first: {', '.join(x['label'] for x in s['not_run'])}")
+    for x in s.get("left_out", []):
+        again = " (run again in its round)" if x.get("round") else ""
+        lines.append(f"  left out of the comparisons: run {x['index']} ({x['label']}): "
+                     f"{DISTURBED_WORDS.get(x['why'], x['why'])}{again}")
+    ok = sum(1 for t in s.get("trials", []) if t.get("status") == "ok")
+    if not a or ok < 2:
+        lines.append("no answer: " + ("the budget ended before anything but fp32 ran" if ok == 1 else
+                                      "nothing ran ok") + f"; give the search more time: {_confirm_command(doc)}")
         return lines
     mem = f", peak GPU memory {a['peak_memory_bytes'] / 2**20:.0f} MiB" if a.get("peak_memory_bytes") else ""
+    busy = " ⚠" if a.get("competed") else ""
     if a["is_baseline"]:
         why = f" (the fastest, {a['fastest']}, is within noise of it)" if a.get("fastest") else ""
-        lines += ["", f"use your model as written: {a['label']} ({a['summary']}){mem}",
+        lines += ["", f"use your model as written ({a['summary']}){mem}{busy}",
                   f"  nothing is measurably faster{why}"]
     else:
-        lines += ["", f"fastest configuration: {a['label']} ({a['summary']}){mem}",
+        lines += ["", f"fastest configuration: {a['label']} ({a['summary']}){mem}{busy}",
                   f"  against fp32: {a['speedup_vs_fp32_text'] or 'not measured'}",
                   (f"  against the best single change ({a['best_single_label']}): "
                    f"{a['speedup_vs_best_single_text'] or '-'}" if a["best_single"] not in (None, a["preset"])
                    else "  it is the best single change: no combination beat it" if a["best_single"]
                    else "  no single change was measured to compare it with")]
+    if a.get("competed"):
+        lines.append(f"  ⚠ {BUSY}")
+    if a.get("confirmed") is False:
+        lines.append(f"  unconfirmed: {a.get('unconfirmed_why')}; to confirm: {_confirm_command(doc)}")
+    if a.get("ablation"):
+        rounds = a.get("rounds") or 0
+        lines += ["", f"what each part buys (the answer against itself without it, side by side in {rounds} "
+                      f"interleaved round{'' if rounds == 1 else 's'}):", *(_part_line(p) for p in a["ablation"])]
+    for p in a.get("dropped") or []:
+        lines.append(f"  taken out: {p['axis']}={p['value']} (in {p['in']}, the part bought "
+                     f"{p['speedup_text'] or '-'}): {PART_WORDS[p['verdict']]}")
     lines += ["", "in your training script:", "",
               *("    " + line if line else "" for line in a["snippet"].splitlines())]
     if a.get("toml"):
         lines += ["", "as a preset (apextui --preset FILE.toml):", "",
                   *("    " + line for line in a["toml"].splitlines())]
     return lines
+
+
+def _confirm_command(doc: Mapping[str, Any]) -> str:
+    """The command that runs the search again with twice its budget."""
+    s = doc.get("search") or {}
+    model = (doc.get("model") or {}).get("spec") if isinstance(doc.get("model"), Mapping) else None
+    budget = 2 * float(s.get("budget_s") or 0) or 600
+    device = " --device cpu" if doc.get("device") == "cpu" else ""
+    return f"apextui advise --model {model or 'FILE.py:FUNC'}{device} --budget {budget:.0f}"
 
 
 def answer_text(doc: Mapping[str, Any]) -> str:

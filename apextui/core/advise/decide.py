@@ -54,9 +54,11 @@ def _choice(measurements: Sequence[Measurement], flagged: set[str],
 
 
 def apex_verdict(measurements: Sequence[Measurement], picked: Choice[Measurement], flagged: Iterable[str] = (),
-                 base: Measurement | None = None) -> ApexVerdict:
+                 base: Measurement | None = None, like_with_like: bool = False) -> ApexVerdict:
     """The fastest measured Apex preset against the fastest measured torch-only one, and the torch-only choice
-    the verdict offers, worded from `picked`, the workload's one decision (`_choice`; pure)."""
+    the verdict offers, worded from `picked`, the workload's one decision (`_choice`; pure). `like_with_like`: `picked`
+    names the only pair to weigh (the model search's answer with and without its Apex values); where it names none,
+    no other pair stands in for it (that would weigh Apex across other axes: compile's gain credited to Apex)."""
     flagged = set(flagged)
     apex = [m for m in measurements if m.needs_apex]
     torch_ok = [m for m in measurements if not m.needs_apex and m.measured]
@@ -82,6 +84,9 @@ def apex_verdict(measurements: Sequence[Measurement], picked: Choice[Measurement
         if len(unavailable) == len(apex):
             return worded("not_measurable", reason=unavailable[0].reason or "unavailable")
         return worded("not_measured")
+    if like_with_like and picked.apex is None:
+        return worded("not_measured", reason="no point with an Apex value ran beside the answer, its other values the "
+                                            "same, before the budget ended")
     best_apex = picked.apex or _fastest(measured)
     assert best_apex is not None
     kw.update(best_apex=best_apex.preset, best_apex_ms=best_apex.median_ms)
@@ -107,11 +112,13 @@ def _status(ms: Sequence[Measurement]) -> WorkloadStatus:
     return "complete"
 
 
-def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | None = None) -> WorkloadVerdict:
+def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | None = None,
+            decided: Choice[Measurement] | None = None) -> WorkloadVerdict:
     """The verdict for one workload from its measurements (pure: numbers in, verdict out).
 
     `baseline` is the baseline preset's name (default: the measurement whose variant is the workload's
-    baseline variant, the one named like it first)."""
+    baseline variant, the one named like it first). `decided`: the decision where the caller made it (the model
+    search's confirmed answer, `search.Search`), instead of `choice.choose` over every measurement."""
     ms = tuple(measurements)
     if baseline is None:
         base_variant = BASELINES.get(workload)
@@ -122,8 +129,8 @@ def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | 
     status = _status(ms)
     flags = _flags(workload, base if base is not None and base.measured else None, ms)
     flagged = {f["preset"] for f in flags}
-    picked = _choice(ms, flagged, base)  # the one decision: the Apex line and the recommendation below
-    apex = apex_verdict(ms, picked, flagged, base)
+    picked = decided if decided is not None else _choice(ms, flagged, base)  # the one decision: both lines below
+    apex = apex_verdict(ms, picked, flagged, base, like_with_like=decided is not None)
     measured = sorted((m for m in ms if m.measured), key=lambda m: m.median_ms)  # type: ignore[arg-type, return-value]
     notes = wording.notes(ms, status, measured)
     if not measured:

@@ -13,7 +13,7 @@ from .wording import trust_note
 
 def document(verdicts: Sequence[WorkloadVerdict], *, device: str, env: Mapping[str, Any], steps: int,
              repeats: int, workloads: Sequence[str], partial: bool, started: float,
-             finished: float | None = None) -> dict[str, Any]:
+             finished: float | None = None, search: bool = False) -> dict[str, Any]:
     """The advice as one JSON-ready document (`apextui advise --json`; what the store keeps)."""
     ws = [v.to_dict() for v in verdicts]
     partial = partial or any(v.status != "complete" for v in verdicts)
@@ -24,7 +24,7 @@ def document(verdicts: Sequence[WorkloadVerdict], *, device: str, env: Mapping[s
         "measured_at_unix": round(started, 3),
         "elapsed_s": round((finished or time.time()) - started, 3),
         "device": device, "environment": dict(env),
-        "settings": {"steps": steps, "repeats": repeats, "workloads": list(workloads),
+        "settings": {"steps": steps, "repeats": repeats, "workloads": list(workloads), "search": search,
                      "order": "interleaved: repeat 1 in preset order, repeat 2 reversed, ... (ABBA)"},
         "rules": {"noise_floor": NOISE_FLOOR, "noise": NOISE_RULE, "loss_tolerance": LOSS_TOLERANCE,
                   "loss": LOSS_RULE, "median": "median of the repeats' median ms/step (warm-up excluded), its "
@@ -35,5 +35,5 @@ def document(verdicts: Sequence[WorkloadVerdict], *, device: str, env: Mapping[s
                  "stopped": sum(r.status == "stopped" for r in runs)},
         "workloads": ws,
         "apex": overall_apex(ws),
-        "trust_note": trust_note({"device": device, "settings": {"steps": steps}}),
+        "trust_note": trust_note({"device": device, "settings": {"steps": steps, "search": search}}),
     }

@@ -16,6 +16,7 @@ from ..run.request import RunRequest
 from ..run.runner import thread_runner_factory
 from ..workloads.spec import WORKLOADS
 from .cache import environment, find_reusable
+from .choice import Choice
 from .decide import verdict
 from .document import document
 from .records import advice_drift
@@ -193,12 +194,12 @@ class Advisor:
         Transformer) with its `answer`, derived from its verdict (`answer.answer`); the model's also at the top,
         with the search's record."""
         from ..config.calling import recorded
-        from .answer import answer
+        from .answer import answer, confirmation
 
         verdicts = self.verdicts()
         doc = document(verdicts, device=self.device, env=self.env, steps=self.steps, repeats=self.repeats,
                        workloads=self.workloads, partial=self.interrupted, started=self.started,
-                       finished=self.finished)
+                       finished=self.finished, search=any(self._searches(p) for p in self.plans()))
         for v, w in zip(verdicts, doc["workloads"], strict=True):
             mine = [x for x in (*self.presets, *self._search_presets.values()) if x.workload == v.workload]
             points = {x.name: x.point for x in mine if x.point is not None}
@@ -209,6 +210,8 @@ class Advisor:
                 doc["answer"] = w["answer"]
         if self._search_result is not None:
             doc["search"] = self._search_result.to_dict()
+            if doc.get("answer"):  # what each part buys, and whether the answer was confirmed side by side
+                doc["answer"].update(confirmation(self._search_result))
         return doc
 
     def _search_verdict(self, p: WorkloadPlan) -> WorkloadVerdict:
@@ -225,7 +228,27 @@ class Advisor:
                 a = self.availability_fn(x)
                 ms.append(Measurement(**kw, available=False, reason=getattr(a, "reason", ""),
                                       fix=getattr(a, "fix", "")))
-        return verdict(p.workload, ms, baseline=base.name if base is not None else p.baseline)
+        return verdict(p.workload, ms, baseline=base.name if base is not None else p.baseline,
+                       decided=self._search_choice(ms))
+
+    def _search_choice(self, ms: Sequence[Measurement]) -> Choice[Measurement] | None:
+        """The search's decision, as the verdict's (`decide.verdict`'s `decided`): its confirmed answer (`ablation`),
+        and for the Apex line the answer's like-with-like pair (`SearchResult.apex_point`, `apex_counterpart`); None
+        before the search decided."""
+        r = self._search_result
+        if r is None or r.winner is None:
+            return None
+        by = {m.preset: m for m in ms}
+        name_of = {x.point: x.name for x in self._search_presets.values() if x.point is not None}
+
+        def of(c: Any) -> Measurement | None:
+            return by.get(name_of.get(c, "")) if c is not None else None
+
+        rec, apex, counter = of(r.winner), of(r.apex_point), of(r.apex_counterpart)
+        if rec is None:
+            return None
+        torch_side = counter if rec.needs_apex else rec
+        return Choice(rec, torch_side, counter if apex is not None else torch_side, apex, None)
 
     def reusable(self, steps: int | None = None, repeats: int | None = None,
                  path: Path | None = None) -> tuple[dict[str, Any] | None, str]:
@@ -410,10 +433,10 @@ def outcome_of(result: RunResult) -> Any:
         if check.get("scaler_skipped") and check.get("note"):  # compared only up to GradScaler's first skip: say so
             why += f"; {check['note']}"
         return Outcome("check_failed", timing=result.timing, reason=why, check=result.check,
-                       peak_memory_bytes=result.peak_memory_bytes, result=result)
+                       peak_memory_bytes=result.peak_memory_bytes, result=result, competed=result.competed)
     if result.ok:
         return Outcome("ok", timing=result.timing, check=result.check, peak_memory_bytes=result.peak_memory_bytes,
-                       result=result)
+                       result=result, competed=result.competed)
     error = (result.error or result.status).splitlines()[0][:300]
     return Outcome("failed", reason=error, check=result.check, peak_memory_bytes=result.peak_memory_bytes,
                    result=result)

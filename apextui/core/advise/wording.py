@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 from ..compare import NOISE_FLOOR, SINGLE_RUNS_NOTE, Comparison, format_speedup
 from ..number_format import ms as _ms
 from ..number_format import pct as _pct
+from .search import SEARCH_STEPS
 from .records import DEFAULT_STEPS, LOSS_TOLERANCE, ApexVerdict, MachineApexStatus, Measurement, WorkloadStatus, \
     WorkloadVerdict, versus
 
@@ -41,8 +42,10 @@ def provenance(doc: Mapping[str, Any], now: float | None = None) -> str:
 def trust_note(doc: Mapping[str, Any]) -> str | None:
     """'too few steps to trust: …' when the advice's runs were shorter than `DEFAULT_STEPS` for its device
     (after warm-up their medians rest on a handful of values), else None."""
-    steps = (doc.get("settings") or {}).get("steps")
-    need = DEFAULT_STEPS.get(str(doc.get("device")))
+    settings = doc.get("settings") or {}
+    steps = settings.get("steps")
+    # a search's runs are short by design (`search.SEARCH_STEPS`): its answer is confirmed in rounds instead
+    need = (SEARCH_STEPS if settings.get("search") else DEFAULT_STEPS).get(str(doc.get("device")))
     if not isinstance(steps, int) or need is None or steps >= need:
         return None
     return (f"too few steps to trust: {steps} steps a run, fewer than the {need} advise runs by default on "
@@ -149,7 +152,7 @@ def apex_text(v: ApexVerdict, ms: Sequence[Measurement], base: Measurement | Non
     if v.status == "not_measurable":
         return f"Apex cannot be measured here ({v.reason}); no Apex number is claimed; {torch_text}"
     if v.status == "not_measured":
-        return f"the Apex presets were not measured (interrupted); {torch_text}"
+        return f"the Apex presets were not measured ({v.reason or 'interrupted'}); {torch_text}"
     best_apex = by[v.best_apex]  # type: ignore[index]
     if v.status == "no_torch" or best_torch is None:
         return (f"{best_apex.preset} ran ({_ms(best_apex.median_ms)} ms/step) but no torch-only preset was measured "
