@@ -166,3 +166,12 @@ def test_a_run_far_wider_than_its_points_other_runs_is_left_out():
     assert disturbances([quiet[0], noisy]) == [None, None]
     # every run disturbed: all are kept, and the comparison rests on them
     assert kept_runs([(Timing(10.0, 9.0, 11.0), True)] * 2) == ([0, 1], True)
+
+
+def test_a_search_at_its_own_step_count_carries_no_too_few_steps_warning():
+    from apextui.core.advise.search import SEARCH_STEPS
+    from apextui.core.advise.wording import trust_note
+
+    assert trust_note({"device": "cuda", "settings": {"steps": SEARCH_STEPS["cuda"], "search": True}}) is None
+    assert trust_note({"device": "cuda", "settings": {"steps": SEARCH_STEPS["cuda"]}}) is not None  # presets: 100
+    assert "12 steps" in (trust_note({"device": "cpu", "settings": {"steps": 12, "search": True}}) or "")

@@ -23,7 +23,7 @@ from .records import advice_drift
 from .records import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, RUN_JOIN_S, AdviceError, Measurement, RunResult, \
     WorkloadVerdict
 from .planning import AvailabilityFn, WorkloadPlan, parse_workloads, plan
-from .search import SEARCH_STEPS
+from .search import NOT_RUN, SEARCH_STEPS
 
 
 ProgressEvent = Literal["plan", "skip", "run", "run_end", "reused", "done", "search"]
@@ -226,8 +226,11 @@ class Advisor:
                 ms.append(Measurement(**kw, runs=runs, planned=len(runs), drift=self.drift))
             else:
                 a = self.availability_fn(x)
-                ms.append(Measurement(**kw, available=False, reason=getattr(a, "reason", ""),
-                                      fix=getattr(a, "fix", "")))
+                if getattr(a, "ok", False):  # it could run: the budget ended before it did
+                    ms.append(Measurement(**kw, planned=0, reason=NOT_RUN))
+                else:
+                    ms.append(Measurement(**kw, available=False, reason=getattr(a, "reason", None) or "unavailable",
+                                          fix=getattr(a, "fix", None) or ""))
         return verdict(p.workload, ms, baseline=base.name if base is not None else p.baseline,
                        decided=self._search_choice(ms))
 

@@ -59,7 +59,7 @@ def not_measured_text(p: Mapping[str, Any]) -> str:
     if p["status"] == "stopped":
         return "stopped (interrupted) before a run finished: not counted"
     if p["status"] == "not_run":
-        return "not run (interrupted before)"
+        return p.get("reason") or "not run (interrupted before)"
     return p["status"].replace("_", " ")
 
 
