@@ -6,6 +6,11 @@ who writes it, read to tell a live run from a dead one) and the stream's segment
 `live.json`, lists the runs being written now; it is rewritten whole under a lock (`live.lock`, fcntl), and an
 entry whose process is gone is dropped whenever it is read, so a killed run never stays "live".
 
+A run's folder is the folder its `run.json` was found in, never a path a file names: a folder of runs that was
+moved, or copied (a backup), reads as it is, and `prune` removes only folders found in the folder of runs it
+prunes. The files name a run's folder relative to the folder of runs (`runs/NAME-...`); older versions wrote an
+absolute path, which is read for the folder's name alone.
+
 Why files and no server: a file works over SSH, in tmux, after the training process died and across restarts, and
 needs no port.
 """
@@ -31,6 +36,7 @@ SAME_RUN_S = 60.0  # `find`: runs of one name started this close together are th
 KEEP_RUNS = 100  # finished run folders kept; the oldest beyond are removed when a new run starts
 META = "run.json"
 INDEX = "live.json"
+RUNS = "runs"  # the run folders' folder, under the folder of runs
 
 
 def root() -> Path:
@@ -51,7 +57,7 @@ class RunMeta:
     pid: int
     host: str
     start: float  # time.time() when the run folder was made
-    path: str
+    path: str  # the run folder, where it was found (in the files: relative to the folder of runs, `runs/NAME-...`)
     rank: int | None = None
 
     @property
@@ -66,13 +72,19 @@ class RunMeta:
         return f"{self.name} (pid {self.pid}{host}{rank}, started {self.started})"
 
     @classmethod
-    def from_dict(cls, d: Any) -> "RunMeta | None":
+    def from_dict(cls, d: Any, folder: Path) -> "RunMeta | None":
+        """The run whose folder is `folder` (where its `run.json` or index entry was found: the `path` a file
+        holds is not trusted); None for a dict that is not one."""
         try:
             rank = d.get("rank")
             return cls(name=str(d["name"]), pid=int(d["pid"]), host=str(d["host"]), start=float(d["start"]),
-                       path=str(d["path"]), rank=int(rank) if rank is not None else None)
+                       path=str(folder), rank=int(rank) if rank is not None else None)
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As `run.json` and the index hold it: the folder relative to the folder of runs."""
+        return {**asdict(self), "path": f"{RUNS}/{Path(self.path).name}"}
 
 
 def alive(meta: RunMeta) -> bool:
@@ -107,7 +119,7 @@ def _safe(name: str) -> str:
 
 def new_run(name: str, rank: int | None = None, where: Path | None = None) -> RunMeta:
     """Make a new run folder and its `run.json`; two runs of one name get two folders (time and pid differ)."""
-    base = (where or root()) / "runs"
+    base = (where or root()) / RUNS
     base.mkdir(parents=True, exist_ok=True)
     now = time.time()
     stem = f"{_safe(name)}-{time.strftime('%Y%m%dT%H%M%S', time.localtime(now))}-{os.getpid()}"
@@ -123,15 +135,23 @@ def new_run(name: str, rank: int | None = None, where: Path | None = None) -> Ru
             n += 1
             folder = base / f"{stem}-{n}"
     meta = RunMeta(name=name, pid=os.getpid(), host=socket.gethostname(), start=now, path=str(folder), rank=rank)
-    write_atomic(folder / META, json.dumps(asdict(meta)) + "\n")
+    write_atomic(folder / META, json.dumps(meta.to_dict()) + "\n")
     return meta
 
 
 def read_meta(folder: Path) -> RunMeta | None:
+    """The run whose `run.json` is in `folder`, its path `folder` whatever the file says."""
     try:
-        return RunMeta.from_dict(json.loads((folder / META).read_text()))
+        return RunMeta.from_dict(json.loads((folder / META).read_text()), folder)
     except (OSError, ValueError):
         return None
+
+
+def _indexed_folder(where: Path, recorded: Any) -> Path | None:
+    """The run folder an index entry names, in this folder of runs: its last part, taken from `runs/NAME-...`
+    or from the absolute path an older version wrote; None for a name that is no folder's."""
+    name = Path(recorded).name if isinstance(recorded, str) else ""
+    return where / RUNS / name if name not in ("", ".", "..") else None
 
 
 @contextlib.contextmanager
@@ -153,11 +173,17 @@ def _read_index(where: Path) -> list[RunMeta]:
     except (OSError, ValueError):
         return []
     runs = doc.get("runs") if isinstance(doc, dict) else None
-    return [m for m in (RunMeta.from_dict(d) for d in runs or []) if m is not None]
+    found = []
+    for d in runs if isinstance(runs, list) else []:
+        folder = _indexed_folder(where, d.get("path")) if isinstance(d, dict) else None
+        meta = RunMeta.from_dict(d, folder) if folder is not None else None
+        if meta is not None:
+            found.append(meta)
+    return found
 
 
 def _write_index(where: Path, runs: list[RunMeta]) -> None:
-    write_atomic(where / INDEX, json.dumps({"runs": [asdict(m) for m in runs]}, indent=1) + "\n")
+    write_atomic(where / INDEX, json.dumps({"runs": [m.to_dict() for m in runs]}, indent=1) + "\n")
 
 
 def register(meta: RunMeta, where: Path | None = None) -> None:
@@ -181,7 +207,7 @@ def live_runs(where: Path | None = None) -> list[RunMeta]:
 
 def all_runs(where: Path | None = None) -> list[RunMeta]:
     """Every run folder, newest first."""
-    base = (where or root()) / "runs"
+    base = (where or root()) / RUNS
     try:
         folders = [p for p in base.iterdir() if p.is_dir()]
     except OSError:
@@ -191,13 +217,23 @@ def all_runs(where: Path | None = None) -> list[RunMeta]:
 
 
 def prune(keep: int = KEEP_RUNS, where: Path | None = None) -> int:
-    """Remove the oldest finished run folders beyond `keep`; the number removed. Live runs are never removed."""
+    """Remove the oldest finished run folders beyond `keep`; the number removed. Live runs are never removed, nor
+    anything outside this folder of runs (a run folder that is a link to elsewhere is left as it is)."""
+    base = (where or root()) / RUNS
     runs = [m for m in all_runs(where) if not alive(m)]
-    removed = 0
-    for meta in runs[keep:]:
-        shutil.rmtree(meta.path, ignore_errors=True)
-        removed += 1
-    return removed
+    return sum(_remove_run(Path(meta.path), base) for meta in runs[keep:])
+
+
+def _remove_run(folder: Path, base: Path) -> bool:
+    """Remove `folder` if it is a folder of `base` itself (not a link, not elsewhere once resolved)."""
+    try:
+        inside = not folder.is_symlink() and folder.resolve().parent == base.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop
+        return False
+    if not inside:
+        return False
+    shutil.rmtree(folder, ignore_errors=True)
+    return not folder.exists()
 
 
 class NoSuchRun(LookupError):

@@ -1,0 +1,116 @@
+"""The folder of watched runs (`core/watch/store.py`) against what a user's disk holds (issue 41): a moved or copied
+folder of runs, a held or odd `live.lock`, a corrupted `live.json` or `run.json`, a pid that now belongs to
+another process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import apextui
+from apextui.core.watch import reader, store
+from helpers import ROOT, cli_env
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited and been reaped."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait(60)
+    return proc.pid
+
+
+def finished_run(where: Path, name: str, steps: int = 40) -> Path:
+    """A real watched run in `where`, closed ok; its folder."""
+    with apextui.watch(name=name, where=where, warmup=2) as mon:
+        for i in range(steps):
+            mon.step(loss=1.0 / (i + 1))
+    assert mon.path is not None
+    return mon.path
+
+
+def as_old_run_json(folder: Path, **changes: object) -> None:
+    """Rewrite `run.json` as an older apextui wrote it: `path` the folder's absolute path (plus `changes`)."""
+    doc = json.loads((folder / store.META).read_text())
+    doc.update({"path": str(folder.resolve()), **changes})
+    doc.pop("created", None)
+    (folder / store.META).write_text(json.dumps(doc) + "\n")
+
+
+def folders(where: Path) -> set[str]:
+    return {p.name for p in (where / "runs").iterdir()}
+
+
+# ---- row 6: a run's folder is the folder it was found in ---------------------------------------------------------
+def test_prune_in_a_copy_of_the_folder_of_runs_leaves_the_original_untouched(tmp_path):
+    """A backup copy of the folder of runs, its run.json files naming the original's folders (as older versions
+    wrote them): pruning the copy removes folders of the copy only."""
+    original = tmp_path / "original"
+    for i in range(4):
+        folder = store.new_run(f"old{i}", where=original)
+        as_old_run_json(Path(folder.path), pid=dead_pid(), start=1_700_000_000.0 + i)
+    before = folders(original)
+    copy = tmp_path / "copy"
+    shutil.copytree(original, copy)
+    assert store.prune(keep=1, where=copy) == 3
+    assert folders(original) == before and len(folders(copy)) == 1
+    newest = max(before, key=lambda n: json.loads((original / "runs" / n / store.META).read_text())["start"])
+    assert folders(copy) == {newest}
+
+
+def test_prune_never_removes_a_folder_outside_the_folder_of_runs(tmp_path):
+    """A run folder that is a symbolic link to a folder elsewhere is not followed by prune."""
+    where, outside = tmp_path / "watch", tmp_path / "elsewhere"
+    target = Path(store.new_run("outside", where=outside).path)
+    as_old_run_json(target, pid=dead_pid(), start=1_600_000_000.0)
+    (where / "runs").mkdir(parents=True)
+    (where / "runs" / "linked").symlink_to(target, target_is_directory=True)
+    store.new_run("live", where=where)  # newer, and alive: never pruned
+    store.prune(keep=0, where=where)
+    assert (target / store.META).is_file()
+
+
+def test_a_moved_folder_of_runs_reads_its_runs_as_they_ended(tmp_path):
+    """`mv A B`: the runs in B (their run.json naming A's folders, as older versions wrote them) read ok with their
+    steps, through `attach --json` in a child process."""
+    first = tmp_path / "A"
+    folder = finished_run(first, "moved")
+    as_old_run_json(folder, pid=dead_pid())
+    moved = tmp_path / "B"
+    first.rename(moved)
+    env = {**cli_env(), store.ROOT_ENV: str(moved)}
+    proc = subprocess.run([sys.executable, "-m", "apextui", "attach", "moved", "--json"], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    end = [json.loads(line) for line in proc.stdout.splitlines()][-1]
+    assert end["event"] == "end" and end["status"] == "ok" and end["summary"]["steps"] > 0
+    (meta,) = store.all_runs(moved)
+    assert Path(meta.path).parent == moved / "runs" and reader.last_end(Path(meta.path)) is not None
+
+
+def test_run_json_and_the_index_name_run_folders_relative_to_the_folder_of_runs(tmp_path):
+    mon = apextui.watch(name="relative", where=tmp_path)
+    try:
+        assert mon.path is not None
+        doc = json.loads((mon.path / store.META).read_text())
+        assert doc["path"] == f"runs/{mon.path.name}"
+        index = json.loads((tmp_path / store.INDEX).read_text())
+        assert [r["path"] for r in index["runs"]] == [f"runs/{mon.path.name}"]
+        moved = tmp_path.parent / (tmp_path.name + "-moved")
+        shutil.copytree(tmp_path, moved)
+        assert [m.path for m in store.live_runs(moved)] == [str(moved / "runs" / mon.path.name)]
+    finally:
+        mon.close()
+
+
+def test_an_index_entry_naming_a_folder_outside_the_runs_is_read_as_the_runs_folder_of_that_name(tmp_path):
+    mon = apextui.watch(name="escape", where=tmp_path)
+    try:
+        index = json.loads((tmp_path / store.INDEX).read_text())
+        index["runs"].append({**index["runs"][0], "path": "../../../etc"})
+        (tmp_path / store.INDEX).write_text(json.dumps(index))
+        assert [m.path for m in store.live_runs(tmp_path)] == [str(mon.path)]
+    finally:
+        mon.close()
