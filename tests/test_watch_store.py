@@ -114,3 +114,30 @@ def test_an_index_entry_naming_a_folder_outside_the_runs_is_read_as_the_runs_fol
         assert [m.path for m in store.live_runs(tmp_path)] == [str(mon.path)]
     finally:
         mon.close()
+
+
+# ---- row 20: a pid that now belongs to another process -----------------------------------------------------------
+def test_a_dead_runs_pid_reused_by_another_process_is_not_alive(tmp_path):
+    """run.json records its process's start time: the pid of a live unrelated process with another start time is
+    not the run's process. A run.json without one (an older version's) keeps the pid check alone."""
+    import psutil
+
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        folder = Path(store.new_run("reused", where=tmp_path).path)
+        doc = json.loads((folder / store.META).read_text())
+        assert abs(doc["created"] - psutil.Process().create_time()) < 1  # this process's
+        started = psutil.Process(sleeper.pid).create_time()
+        doc.update(pid=sleeper.pid, created=started - 3600)
+        (folder / store.META).write_text(json.dumps(doc))
+        meta = store.read_meta(folder)
+        assert meta is not None and not store.alive(meta)
+        doc["created"] = started
+        (folder / store.META).write_text(json.dumps(doc))
+        assert store.alive(store.read_meta(folder))
+        del doc["created"]
+        (folder / store.META).write_text(json.dumps(doc))
+        assert store.alive(store.read_meta(folder))
+    finally:
+        sleeper.kill()
+        sleeper.wait(30)

@@ -33,6 +33,7 @@ from ..atomic import write_atomic
 
 ROOT_ENV = "APEXTUI_WATCH_DIR"
 SAME_RUN_S = 60.0  # `find`: runs of one name started this close together are the ranks of one torchrun run
+SAME_PROCESS_S = 1.0  # `alive`: start times this close are one process's (psutil derives them from clock ticks)
 KEEP_RUNS = 100  # finished run folders kept; the oldest beyond are removed when a new run starts
 META = "run.json"
 INDEX = "live.json"
@@ -59,6 +60,8 @@ class RunMeta:
     start: float  # time.time() when the run folder was made
     path: str  # the run folder, where it was found (in the files: relative to the folder of runs, `runs/NAME-...`)
     rank: int | None = None
+    created: float | None = None  # when the process `pid` started (psutil): a pid reused later has another; None
+    # in a run.json of an older version
 
     @property
     def started(self) -> str:
@@ -76,9 +79,10 @@ class RunMeta:
         """The run whose folder is `folder` (where its `run.json` or index entry was found: the `path` a file
         holds is not trusted); None for a dict that is not one."""
         try:
-            rank = d.get("rank")
+            rank, created = d.get("rank"), d.get("created")
             return cls(name=str(d["name"]), pid=int(d["pid"]), host=str(d["host"]), start=float(d["start"]),
-                       path=str(folder), rank=int(rank) if rank is not None else None)
+                       path=str(folder), rank=int(rank) if rank is not None else None,
+                       created=float(created) if created is not None else None)
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -89,7 +93,8 @@ class RunMeta:
 
 def alive(meta: RunMeta) -> bool:
     """Whether the run's process still runs. A process on another host (a shared home folder) cannot be asked:
-    it counts as alive."""
+    it counts as alive. A process with the run's pid that started at another time than the run's (`created`) is
+    another process the pid was given to since."""
     if meta.host != socket.gethostname():
         return True
     try:
@@ -97,10 +102,24 @@ def alive(meta: RunMeta) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's process with that pid
-        return True
+        pass
     except OSError:
         return False
+    if meta.created is not None:
+        created = process_created(meta.pid)
+        if created is not None and abs(created - meta.created) > SAME_PROCESS_S:
+            return False
     return _not_zombie(meta.pid)
+
+
+def process_created(pid: int) -> float | None:
+    """When process `pid` started (Unix time, psutil's reading of /proc); None when it cannot be read."""
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.Error, OSError, ValueError, OverflowError):
+        return None
 
 
 def _not_zombie(pid: int) -> bool:
@@ -134,7 +153,8 @@ def new_run(name: str, rank: int | None = None, where: Path | None = None) -> Ru
         except FileExistsError:
             n += 1
             folder = base / f"{stem}-{n}"
-    meta = RunMeta(name=name, pid=os.getpid(), host=socket.gethostname(), start=now, path=str(folder), rank=rank)
+    meta = RunMeta(name=name, pid=os.getpid(), host=socket.gethostname(), start=now, path=str(folder), rank=rank,
+                   created=process_created(os.getpid()))
     write_atomic(folder / META, json.dumps(meta.to_dict()) + "\n")
     return meta
 
