@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import apextui
 from apextui.core.watch import reader, store
 from helpers import ROOT, cli_env
@@ -141,3 +143,67 @@ def test_a_dead_runs_pid_reused_by_another_process_is_not_alive(tmp_path):
     finally:
         sleeper.kill()
         sleeper.wait(30)
+
+
+# ---- row 4: a corrupted live.json or run.json ----------------------------------------------------------------------
+CORRUPT_META = {
+    "pid 1e20": {"pid": 1e20}, "pid 2**80": {"pid": 2**80}, "pid 0": {"pid": 0}, "pid -1": {"pid": -1},
+    "pid true": {"pid": True}, "pid a string": {"pid": "4242"}, "start NaN": {"start": float("nan")},
+    "start 1e300": {"start": 1e300}, "start -1e300": {"start": -1e300}, "start a string": {"start": "nan"},
+    "created Infinity": {"created": float("inf")}, "rank 1e20": {"rank": 1e20}, "rank -3": {"rank": -3},
+    "name a list": {"name": ["x"]}, "host null": {"host": None},
+}
+
+
+def corrupt_run(where: Path, name: str, changes: dict) -> Path:
+    folder = Path(store.new_run(name, where=where).path)
+    doc = json.loads((folder / store.META).read_text())
+    doc.update(changes)
+    (folder / store.META).write_text(json.dumps(doc))
+    return folder
+
+
+def attach(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**cli_env(), store.ROOT_ENV: str(where)}
+    return subprocess.run([sys.executable, "-m", "apextui", "attach", *args], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=120)
+
+
+def test_corrupted_run_json_files_are_skipped_and_later_runs_are_watched(tmp_path):
+    """Other runs' run.json files holding values no run has (pid 1e20, start NaN or 1e300, ...) or nested 200,000
+    deep: a new watch() in that folder (it prunes: it reads them all) starts and streams; the corrupted runs are
+    not runs (no traceback from os.kill or time.localtime)."""
+    for label, changes in CORRUPT_META.items():
+        corrupt_run(tmp_path, label.replace(" ", "_"), changes)
+    deep = Path(store.new_run("deep", where=tmp_path).path)
+    (deep / store.META).write_text("[" * 200_000)
+    assert store.all_runs(tmp_path) == [] and store.live_runs(tmp_path) == []
+    finished_run(tmp_path, "after")
+    (after,) = store.all_runs(tmp_path)
+    end = reader.last_end(Path(after.path))
+    assert after.name == "after" and end is not None and end["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_attach_to_a_corrupted_run_folder_or_index_is_one_line_exit_2(tmp_path):
+    folder = corrupt_run(tmp_path, "bad", {"start": 1e300})
+    proc = attach(tmp_path, str(folder), "--json")
+    assert proc.returncode == 2 and proc.stdout == "" and len(proc.stderr.splitlines()) == 1
+    assert "run.json" in proc.stderr and "start" in proc.stderr, proc.stderr
+    (tmp_path / store.INDEX).write_text("[" * 200_000)
+    for args in (("--json",), ("nothing-of-that-name", "--json")):
+        proc = attach(tmp_path, *args)
+        assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1, proc.stderr
+        assert "Traceback" not in proc.stderr and "live runs: none" in proc.stderr
+
+
+def test_a_corrupted_index_does_not_switch_the_monitor_off(tmp_path):
+    for text in ("[" * 200_000, '{"runs": [{"name": "x", "pid": 1e20, "host": "h", "start": NaN, "path": "runs/x"}]}',
+                 '{"runs": 7}', "\xff\xfe"):
+        (tmp_path / store.INDEX).write_text(text, errors="surrogateescape")
+        mon = apextui.watch(name="indexed", where=tmp_path)
+        try:
+            assert mon.live and mon.failure is None
+            assert [m.path for m in store.live_runs(tmp_path)] == [str(mon.path)]
+        finally:
+            mon.close()

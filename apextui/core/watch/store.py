@@ -29,7 +29,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import files
 from ..atomic import write_atomic
+from . import jsonline
 
 ROOT_ENV = "APEXTUI_WATCH_DIR"
 SAME_RUN_S = 60.0  # `find`: runs of one name started this close together are the ranks of one torchrun run
@@ -38,6 +40,10 @@ KEEP_RUNS = 100  # finished run folders kept; the oldest beyond are removed when
 META = "run.json"
 INDEX = "live.json"
 RUNS = "runs"  # the run folders' folder, under the folder of runs
+FILE_LIMIT = 8 << 20  # run.json and live.json: a few hundred bytes a run (a longer file is not one)
+PID_MAX = 2**31 - 1  # what os.kill takes
+RANK_MAX = 2**20
+TIME_RANGE = (0.0, 1e10)  # Unix times to the year 2286: time.localtime takes every one
 
 
 def root() -> Path:
@@ -77,18 +83,59 @@ class RunMeta:
     @classmethod
     def from_dict(cls, d: Any, folder: Path) -> "RunMeta | None":
         """The run whose folder is `folder` (where its `run.json` or index entry was found: the `path` a file
-        holds is not trusted); None for a dict that is not one."""
+        holds is not trusted); None for a dict that is not one (`parse` says why)."""
         try:
-            rank, created = d.get("rank"), d.get("created")
-            return cls(name=str(d["name"]), pid=int(d["pid"]), host=str(d["host"]), start=float(d["start"]),
-                       path=str(folder), rank=int(rank) if rank is not None else None,
-                       created=float(created) if created is not None else None)
-        except (KeyError, TypeError, ValueError, AttributeError):
+            return cls.parse(d, folder)
+        except BadRunFile:
             return None
+
+    @classmethod
+    def parse(cls, d: Any, folder: Path) -> "RunMeta":
+        """As `from_dict`, or `BadRunFile` naming the first value no run has: every value is checked here, so that
+        no later use (`os.kill`, `time.localtime`) meets one it cannot take."""
+        if not isinstance(d, dict):
+            raise BadRunFile(f"holds {type(d).__name__}, not an object")
+        return cls(name=_text(d, "name"), pid=_whole(d, "pid", 1, PID_MAX), host=_text(d, "host"),
+                   start=_time(d, "start"), path=str(folder), rank=_whole(d, "rank", 0, RANK_MAX, optional=True),
+                   created=_time(d, "created", optional=True))
 
     def to_dict(self) -> dict[str, Any]:
         """As `run.json` and the index hold it: the folder relative to the folder of runs."""
         return {**asdict(self), "path": f"{RUNS}/{Path(self.path).name}"}
+
+
+class BadRunFile(ValueError):
+    """A `run.json` (or an index entry) that is not a run's; the message names the value and what is allowed."""
+
+
+def _text(d: dict[str, Any], key: str) -> str:
+    value = d.get(key)
+    if not isinstance(value, str):
+        raise BadRunFile(f"{key} {_show(value)}: a string is allowed")
+    return value
+
+
+def _whole(d: dict[str, Any], key: str, low: int, high: int, optional: bool = False) -> Any:
+    value = d.get(key)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise BadRunFile(f"{key} {_show(value)}: a whole number from {low} to {high} is allowed")
+    return value
+
+
+def _time(d: dict[str, Any], key: str, optional: bool = False) -> Any:
+    value = d.get(key)
+    if value is None and optional:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and TIME_RANGE[0] <= value <= TIME_RANGE[1]:
+        return float(value)  # NaN fails the comparisons
+    raise BadRunFile(f"{key} {_show(value)}: a Unix time from {TIME_RANGE[0]:.0f} to {TIME_RANGE[1]:.0f} is allowed")
+
+
+def _show(value: Any) -> str:
+    text = "missing" if value is None else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def alive(meta: RunMeta) -> bool:
@@ -160,11 +207,27 @@ def new_run(name: str, rank: int | None = None, where: Path | None = None) -> Ru
 
 
 def read_meta(folder: Path) -> RunMeta | None:
-    """The run whose `run.json` is in `folder`, its path `folder` whatever the file says."""
+    """The run whose `run.json` is in `folder`, its path `folder` whatever the file says; None when there is no
+    such file or it is not a run's (`load_meta` says why)."""
     try:
-        return RunMeta.from_dict(json.loads((folder / META).read_text()), folder)
-    except (OSError, ValueError):
+        return load_meta(folder)
+    except BadRunFile:
         return None
+
+
+def load_meta(folder: Path) -> RunMeta:
+    """As `read_meta`, or `BadRunFile` saying what is wrong with `folder`'s `run.json` (a FIFO or a device is
+    never opened for reading: `files.read_bytes`)."""
+    try:
+        doc = jsonline.loads(files.read_bytes(folder / META, FILE_LIMIT, META))
+    except files.UnreadableFile as exc:
+        raise BadRunFile(str(exc)) from None
+    except jsonline.Damaged as exc:
+        raise BadRunFile(f"{folder / META}: {exc}") from None
+    try:
+        return RunMeta.parse(doc, folder)
+    except BadRunFile as exc:
+        raise BadRunFile(f"{folder / META}: {exc}") from None
 
 
 def _indexed_folder(where: Path, recorded: Any) -> Path | None:
@@ -188,9 +251,11 @@ def _locked(where: Path) -> Iterator[None]:
 
 
 def _read_index(where: Path) -> list[RunMeta]:
+    """The index's runs; a damaged index (or an entry) is read as no runs (it is rewritten at the next run's
+    start)."""
     try:
-        doc = json.loads((where / INDEX).read_text())
-    except (OSError, ValueError):
+        doc = jsonline.loads(files.read_bytes(where / INDEX, FILE_LIMIT, INDEX))
+    except ValueError:  # UnreadableFile, Damaged
         return []
     runs = doc.get("runs") if isinstance(doc, dict) else None
     found = []
@@ -276,10 +341,11 @@ def find(name_or_path: str, where: Path | None = None) -> tuple[RunMeta, list[Ru
     one it follows)."""
     path = Path(name_or_path).expanduser()
     folder = path.parent if path.is_file() else path
-    if folder.is_dir() and (folder / META).is_file():
-        meta = read_meta(folder)
-        if meta is not None:
-            return meta, []
+    if folder.is_dir() and (folder / META).exists():
+        try:
+            return load_meta(folder), []
+        except BadRunFile as exc:
+            raise NoSuchRun(f"not a watched run's folder: {exc}") from None
     named = [m for m in all_runs(where) if m.name == name_or_path]
     if named:
         live = [m for m in named if alive(m)]
