@@ -5,15 +5,18 @@ another process."""
 from __future__ import annotations
 
 import json
+import logging
+import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 import apextui
-from apextui.core.watch import reader, store
+from apextui.core.watch import lock, reader, store
 from helpers import ROOT, cli_env
 
 
@@ -207,3 +210,64 @@ def test_a_corrupted_index_does_not_switch_the_monitor_off(tmp_path):
             assert [m.path for m in store.live_runs(tmp_path)] == [str(mon.path)]
         finally:
             mon.close()
+
+
+# ---- row 3: a held or odd live.lock ------------------------------------------------------------------------------
+HOLD_LOCK = """
+import fcntl, sys, time
+f = open(sys.argv[1], "a")
+fcntl.flock(f, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def watch_and_close(where: Path) -> dict:
+    """watch(), a few steps and close() in a thread; what came of it (empty while it has not returned)."""
+    done: dict = {}
+
+    def body() -> None:
+        mon = apextui.watch(name="locked-out", where=where, warmup=2)
+        for i in range(30):
+            mon.step(loss=1.0 / (i + 1))
+        mon.close()
+        done["mon"] = mon
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    thread.join(60)  # a generous bound: the failure is never returning (a blocking flock, an open of a FIFO)
+    return done
+
+
+@pytest.mark.slow
+def test_a_live_lock_held_by_another_process_delays_the_run_boundedly_and_is_logged_once(tmp_path, caplog, monkeypatch):
+    monkeypatch.setattr(lock, "_warned", False)  # once a process: this test's
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(tmp_path / "live.lock")], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with caplog.at_level(logging.WARNING, logger="apextui.watch"):
+            done = watch_and_close(tmp_path)
+        assert "mon" in done, "watch() or close() did not return while another process held live.lock"
+        mon = done["mon"]
+        assert mon.failure is None and reader.last_end(mon.path)["status"] == "ok"
+        warnings = [r.getMessage() for r in caplog.records if "live.lock" in r.getMessage()]
+        assert len(warnings) == 1 and "held" in warnings[0], warnings
+    finally:
+        holder.kill()
+        holder.wait(30)
+
+
+def test_a_fifo_named_live_lock_does_not_block_the_run(tmp_path, caplog, monkeypatch):
+    monkeypatch.setattr(lock, "_warned", False)
+    fifo = tmp_path / "live.lock"
+    os.mkfifo(fifo)
+    try:
+        with caplog.at_level(logging.WARNING, logger="apextui.watch"):
+            done = watch_and_close(tmp_path)
+        assert "mon" in done, "watch() or close() did not return with a FIFO as live.lock"
+        assert done["mon"].failure is None and reader.last_end(done["mon"].path)["status"] == "ok"
+        assert any("live.lock" in r.getMessage() and "FIFO" in r.getMessage() for r in caplog.records)
+    finally:
+        reader_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a writer still blocked in open() is let through
+        os.close(reader_fd)

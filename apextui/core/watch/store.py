@@ -3,7 +3,7 @@
 A run folder is `runs/NAME-YYYYmmddTHHMMSS-PID[-rankR]` under `root()` (platformdirs' user data dir, e.g.
 `~/.local/share/apextui/watch`; `APEXTUI_WATCH_DIR` moves it). It holds `run.json` (name, pid, host, start, rank:
 who writes it, read to tell a live run from a dead one) and the stream's segments (`stream.py`). The index,
-`live.json`, lists the runs being written now; it is rewritten whole under a lock (`live.lock`, fcntl), and an
+`live.json`, lists the runs being written now; it is rewritten whole under a lock (`live.lock`, `lock.py`), and an
 entry whose process is gone is dropped whenever it is read, so a killed run never stays "live".
 
 A run's folder is the folder its `run.json` was found in, never a path a file names: a folder of runs that was
@@ -31,7 +31,7 @@ from typing import Any
 
 from .. import files
 from ..atomic import write_atomic
-from . import jsonline
+from . import jsonline, lock
 
 ROOT_ENV = "APEXTUI_WATCH_DIR"
 SAME_RUN_S = 60.0  # `find`: runs of one name started this close together are the ranks of one torchrun run
@@ -39,6 +39,7 @@ SAME_PROCESS_S = 1.0  # `alive`: start times this close are one process's (psuti
 KEEP_RUNS = 100  # finished run folders kept; the oldest beyond are removed when a new run starts
 META = "run.json"
 INDEX = "live.json"
+LOCK = "live.lock"
 RUNS = "runs"  # the run folders' folder, under the folder of runs
 FILE_LIMIT = 8 << 20  # run.json and live.json: a few hundred bytes a run (a longer file is not one)
 PID_MAX = 2**31 - 1  # what os.kill takes
@@ -239,15 +240,10 @@ def _indexed_folder(where: Path, recorded: Any) -> Path | None:
 
 @contextlib.contextmanager
 def _locked(where: Path) -> Iterator[None]:
-    import fcntl
-
+    """The index's lock, held for the block, or not after a bounded wait (`lock.held`: never blocks the training)."""
     where.mkdir(parents=True, exist_ok=True)
-    with open(where / "live.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with lock.held(where / LOCK):
+        yield
 
 
 def _read_index(where: Path) -> list[RunMeta]:
