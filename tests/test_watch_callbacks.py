@@ -1,12 +1,17 @@
 """The two trainer callbacks on tiny real models, CPU, a few steps: each run streams its steps, its loss and its
-learning rate, and ends ok."""
+learning rate, and ends ok; a Trainer whose train() raises (caught by a sweep) ends its run failed."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from apextui.core.watch import reader
+from helpers import ROOT, cli_env
 
 
 def stream(mon):
@@ -71,3 +76,65 @@ def test_the_lightning_callback_streams_a_trainer_run(tmp_path):
     assert sum(e["steps"] for e in steps) == 11 and all(e["loss"] is not None for e in steps)
     assert [e["values"] for e in evs if e["event"] == "metric"][-1] == {"lr": 0.1}
     assert evs[-1]["summary"]["throughput_unit"] == "samples/s"
+
+
+def tiny_trainer(transformers, tmp_path, callback, fail_at: int | None = None):
+    """A GPT-2 of one layer on random tokens, 8 steps; `fail_at`: the data collator raises at that batch (a
+    sweep's failing trial)."""
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=32, n_positions=16, n_embd=16, n_layer=1, n_head=2)
+    data = [{"input_ids": ids, "labels": ids} for ids in torch.randint(0, 32, (16, 16))]
+    batches = []
+
+    def collate(features):
+        batches.append(1)
+        if fail_at is not None and len(batches) >= fail_at:
+            raise RuntimeError("a bad batch")
+        return {k: torch.stack([f[k] for f in features]) for k in features[0]}
+
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=8, per_device_train_batch_size=2, logging_steps=2, report_to=[],
+        use_cpu=True, save_strategy="no", disable_tqdm=True)
+    return transformers.Trainer(model=transformers.GPT2LMHeadModel(config), args=args, train_dataset=data,
+                                data_collator=collate, callbacks=[callback])
+
+
+@pytest.mark.slow
+def test_a_sweep_trial_whose_train_raises_is_closed_failed_when_the_next_begins(tmp_path):
+    """Issue 41 row 14: a sweep catches one failed train(); its run was left live and closed `ok` at exit."""
+    transformers = pytest.importorskip("transformers")
+    from apextui.core.watch import store
+    from apextui.integrations.hf import WatchCallback
+
+    failed = WatchCallback(name="trial-1")
+    with pytest.raises(RuntimeError, match="a bad batch"):
+        tiny_trainer(transformers, tmp_path, failed, fail_at=4).train()
+    ok = WatchCallback(name="trial-2")
+    tiny_trainer(transformers, tmp_path, ok).train()
+    first, second = stream(failed.mon), stream(ok.mon)
+    assert first[-1]["event"] == "end" and first[-1]["status"] == "failed", first[-1]
+    assert "on_train_end" in first[-1]["error"] and second[-1]["status"] == "ok"
+    assert [m.name for m in store.live_runs()] == []
+
+
+@pytest.mark.slow
+def test_the_last_trial_whose_train_raised_is_closed_failed_at_exit(tmp_path):
+    code = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+import transformers
+from pathlib import Path
+from test_watch_callbacks import tiny_trainer
+from apextui.integrations.hf import WatchCallback
+callback = WatchCallback(name="last-trial", where={str(tmp_path / "watch")!r})
+try:
+    tiny_trainer(transformers, Path({str(tmp_path)!r}), callback, fail_at=4).train()
+except RuntimeError:
+    pass
+print(callback.mon.path, flush=True)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=ROOT,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    end = reader.last_end(Path(proc.stdout.strip().splitlines()[-1]))
+    assert end is not None and end["status"] == "failed" and "on_train_end" in end["error"]

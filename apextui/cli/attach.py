@@ -68,7 +68,7 @@ def follow_json(meta: Any, once: bool = False) -> int:
 
     def handle(lines: list[dict[str, Any]]) -> None:
         replay.add(lines)
-        output.write("".join(json.dumps(e) + "\n" for e in lines))
+        output.write("".join(json.dumps(e, allow_nan=False) + "\n" for e in lines))  # the reader let none through
 
     try:
         ending = follow(Path(meta.path), meta, handle, once=once, follower=follower)
@@ -81,7 +81,7 @@ def follow_json(meta: Any, once: bool = False) -> int:
         _log(f"{meta.name}: {why}")
         end = {**events.end_event(replay.snapshot()),
                "watch": {"ended_without_end": True, "last_write": ending.last_write}}
-        output.write(json.dumps(end) + "\n")
+        output.write(json.dumps(end, allow_nan=False) + "\n")
         return EXIT_ENDED_BADLY
     if ending.outcome == "stopped":
         return EXIT_OK

@@ -114,7 +114,15 @@ class AttachApp(App[int]):
         others = [m for m in store.ranks(meta, where=self.where) if m.path != meta.path]
         ranks = RankTimes([meta, *others]) if others else None
 
+        told = 0  # the reader's notes handed to the replay (said as they come: a live run's damaged line)
+
+        def take_notes() -> None:
+            nonlocal told
+            replay.notes.extend(follower.notes[told:])
+            told = len(follower.notes)
+
         def handle(events: list[dict[str, Any]]) -> None:
+            take_notes()
             replay.add(events)
             self._metrics = replay.metric_history()
             snap = replay.snapshot()
@@ -123,8 +131,14 @@ class AttachApp(App[int]):
                 snap = ranks.with_ranks(snap)
             bridge(snap)
 
-        ending = reader.follow(Path(meta.path), meta, handle, stop, self.poll_s, follower=follower)
-        replay.notes.extend(follower.notes)
+        try:
+            ending = reader.follow(Path(meta.path), meta, handle, stop, self.poll_s, follower=follower)
+        except Exception as exc:  # noqa: BLE001 - said on the pane, never a reader thread that dies silently
+            take_notes()
+            replay.notes.append(f"stopped reading the stream: {type(exc).__name__}: {exc}")
+            bridge(replay.snapshot())
+            return
+        take_notes()
         if ending.outcome == "gone":
             replay.gone(ending.words(meta))
         if ending.outcome != "stopped":  # the final snapshot (the end line's, or "gone"), and any notes

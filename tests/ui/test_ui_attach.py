@@ -171,3 +171,31 @@ async def test_the_timers_ticking_after_the_panes_are_taken_down_at_exit_change_
         assert app.bridge.dirty  # the pull left the view for a next one
     finally:
         mon.close()
+
+
+async def test_attach_shows_a_run_with_damaged_lines_beside_a_damaged_run_and_names_the_line():
+    """Issue 41 row 5: another run's stream nested 200,000 deep (it crashed the table) and damaged lines in the
+    followed run's own stream (they killed the reader thread: an empty pane): the run is shown finished with its
+    steps, the damaged line named in a notification, and both runs are in the table."""
+    from apextui.core.watch import stream
+
+    folders = []
+    for name in ("neighbour", "followed"):
+        with apextui.watch(name=name, warmup=2) as mon:
+            for i in range(40):
+                mon.step(loss=1.0 / (i + 1))
+        folders.append(mon.path)
+    neighbour = stream.segments(folders[0])[-1][1]
+    neighbour.write_text("[" * 200_000 + "\n" + neighbour.read_text())
+    own = stream.segments(folders[1])[-1][1]
+    lines = own.read_text().splitlines(keepends=True)
+    own.write_text("".join(lines[:-1]) + "[" * 200_000 + "\n" + '{"event": "step", "step": 9, "ms": 1e999}\n'
+                   + lines[-1])
+    app = AttachApp(store.find("followed")[0], poll_s=0.05, refresh_s=0.1, table_s=0.2)
+    async with app.run_test(size=(120, 32)) as pilot:
+        await wait_for(pilot, lambda: "finished" in static_text(app, "#run-title"), what="the end")
+        assert int(static_text(app, "#run-steps").split("·")[0]) > 0
+        await wait_for(pilot, lambda: any(f"line {len(lines)} of events-000001.jsonl" in n.message
+                                          for n in app._notifications), what="the damaged line named")
+        table = app.query_one(ComparisonTable)
+        await wait_for(pilot, lambda: len(table.rows_data) == 2, what="both runs in the table")

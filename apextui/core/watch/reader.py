@@ -3,11 +3,12 @@
 A line is taken once its newline is there: a writer killed mid-line (SIGKILL) leaves a partial last line, which
 `Follower.finish` drops and names. The header lines a new segment repeats (`start`, `setup`) are dropped when
 already seen. A segment removed by rotation while it was read is skipped with a note, as are segments rotated
-away before the reader came (the run's oldest lines)."""
+away before the reader came (the run's oldest lines). A damaged line (not JSON, not an object, nested too deeply,
+a non-finite or absurd number: `jsonline.loads`) is skipped, and the first of each segment named in a note with
+its line number: no reader downstream ever meets a value it cannot print as JSON or turn into a float."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from . import jsonline
 from .store import RunMeta, alive
 from .stream import segment_path, segments
 
@@ -33,6 +35,8 @@ class Follower:
         self.notes: list[str] = []  # what the reader skipped, in words
         self._seen: dict[str, Any] = {}  # the last start and setup lines (a new segment repeats them)
         self.bad_lines = 0
+        self.line = 0  # complete lines read of the current segment
+        self._named: set[int] = set()  # the segments whose first damaged line has a note
         self._drained = False  # the current segment read to its end after a newer one was seen
 
     def poll(self) -> list[dict[str, Any]]:
@@ -72,19 +76,18 @@ class Follower:
             self._next(newer[0])
 
     def _next(self, number: int) -> None:
-        self.number, self.offset, self.partial, self._drained = number, 0, b"", False
+        self.number, self.offset, self.partial, self._drained, self.line = number, 0, b"", False, 0
 
     def _parse(self, line: bytes) -> dict[str, Any] | None:
+        self.line += 1
         if not line.strip():
             return None
         try:
-            event = json.loads(line)
-        except ValueError:
-            self.bad_lines += 1
-            if self.bad_lines == 1:
-                self.notes.append(f"skipped a line that is not JSON in segment {self.number}")
-            return None
-        if not isinstance(event, dict):
+            event = jsonline.loads(line)
+            if not isinstance(event, dict):
+                raise jsonline.Damaged(f"JSON {type(event).__name__}, not an object")
+        except jsonline.Damaged as why:
+            self._damaged(str(why))
             return None
         kind = event.get("event")
         if kind in ("start", "setup"):
@@ -92,6 +95,13 @@ class Follower:
                 return None
             self._seen[kind] = event
         return event
+
+    def _damaged(self, why: str) -> None:
+        self.bad_lines += 1
+        if self.number not in self._named:  # once a segment: a damaged file may hold thousands
+            self._named.add(self.number)
+            self.notes.append(f"skipped line {self.line} of {segment_path(self.folder, self.number).name}: {why} "
+                              "(a damaged line; any others in this file are skipped without a note)")
 
     def finish(self) -> None:
         """The writer is gone: a line without its newline is a partial last line; drop it and say so."""
@@ -126,8 +136,8 @@ def last_end(folder: Path) -> dict[str, Any] | None:
     for line in reversed(tail.split(b"\n")):
         if b'"end"' in line:
             try:
-                event = json.loads(line)
-            except ValueError:
+                event = jsonline.loads(line)
+            except jsonline.Damaged:
                 continue
             if isinstance(event, dict) and event.get("event") == "end":
                 return event

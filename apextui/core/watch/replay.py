@@ -26,7 +26,14 @@ METRIC_POINTS = 240  # each extra metric: its most recent values
 
 
 def _float(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+    """A finite number as a float; None for anything else (an integer too large for a float too)."""
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
 
 
 def _int(v: Any, default: int = 0) -> int:

@@ -10,7 +10,6 @@ a live run is never the baseline: its median still moves."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from ..compare import baseline_problem
 from ..results import SESSION, ResultRow
 from ..run import events
 from ..run.summary import Summary
+from . import jsonline
 from .lines import WORKLOAD
 from .reader import Follower, last_end
 from .replay import Replay
@@ -42,19 +42,23 @@ def row(meta: RunMeta, end: dict[str, Any], device: str = "cpu", baseline: bool 
 
 def _device(folder: Path) -> str:
     """The run's device, from the setup (or start) lines at the top of its last segment: a run whose clock moved to
-    CUDA says so in a setup line soon after its first."""
+    CUDA says so in a setup line soon after its first. A damaged line is passed over."""
     found = segments(folder)
     device = "cpu"
     if not found:
         return device
     try:
         with open(found[-1][1], "rb") as f:
-            for _ in range(HEAD_LINES):
-                e = json.loads(f.readline() or b"{}")
-                if e.get("event") in ("start", "setup") and e.get("device"):
-                    device = str(e["device"])
-    except (OSError, ValueError, AttributeError):
-        pass
+            head = [f.readline() for _ in range(HEAD_LINES)]
+    except OSError:
+        return device
+    for line in head:
+        try:
+            e = jsonline.loads(line or b"{}")
+        except jsonline.Damaged:
+            continue
+        if isinstance(e, dict) and e.get("event") in ("start", "setup") and isinstance(e.get("device"), str):
+            device = e["device"]
     return device
 
 

@@ -3,8 +3,13 @@
 A run folder is `runs/NAME-YYYYmmddTHHMMSS-PID[-rankR]` under `root()` (platformdirs' user data dir, e.g.
 `~/.local/share/apextui/watch`; `APEXTUI_WATCH_DIR` moves it). It holds `run.json` (name, pid, host, start, rank:
 who writes it, read to tell a live run from a dead one) and the stream's segments (`stream.py`). The index,
-`live.json`, lists the runs being written now; it is rewritten whole under a lock (`live.lock`, fcntl), and an
+`live.json`, lists the runs being written now; it is rewritten whole under a lock (`live.lock`, `lock.py`), and an
 entry whose process is gone is dropped whenever it is read, so a killed run never stays "live".
+
+A run's folder is the folder its `run.json` was found in, never a path a file names: a folder of runs that was
+moved, or copied (a backup), reads as it is, and `prune` removes only folders found in the folder of runs it
+prunes. The files name a run's folder relative to the folder of runs (`runs/NAME-...`); older versions wrote an
+absolute path, which is read for the folder's name alone.
 
 Why files and no server: a file works over SSH, in tmux, after the training process died and across restarts, and
 needs no port.
@@ -24,13 +29,22 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import files
 from ..atomic import write_atomic
+from . import jsonline, lock
 
 ROOT_ENV = "APEXTUI_WATCH_DIR"
 SAME_RUN_S = 60.0  # `find`: runs of one name started this close together are the ranks of one torchrun run
+SAME_PROCESS_S = 1.0  # `alive`: start times this close are one process's (psutil derives them from clock ticks)
 KEEP_RUNS = 100  # finished run folders kept; the oldest beyond are removed when a new run starts
 META = "run.json"
 INDEX = "live.json"
+LOCK = "live.lock"
+RUNS = "runs"  # the run folders' folder, under the folder of runs
+FILE_LIMIT = 8 << 20  # run.json and live.json: a few hundred bytes a run (a longer file is not one)
+PID_MAX = 2**31 - 1  # what os.kill takes
+RANK_MAX = 2**20
+TIME_RANGE = (0.0, 1e10)  # Unix times to the year 2286: time.localtime takes every one
 
 
 def root() -> Path:
@@ -51,8 +65,10 @@ class RunMeta:
     pid: int
     host: str
     start: float  # time.time() when the run folder was made
-    path: str
+    path: str  # the run folder, where it was found (in the files: relative to the folder of runs, `runs/NAME-...`)
     rank: int | None = None
+    created: float | None = None  # when the process `pid` started (psutil): a pid reused later has another; None
+    # in a run.json of an older version
 
     @property
     def started(self) -> str:
@@ -66,18 +82,67 @@ class RunMeta:
         return f"{self.name} (pid {self.pid}{host}{rank}, started {self.started})"
 
     @classmethod
-    def from_dict(cls, d: Any) -> "RunMeta | None":
+    def from_dict(cls, d: Any, folder: Path) -> "RunMeta | None":
+        """The run whose folder is `folder` (where its `run.json` or index entry was found: the `path` a file
+        holds is not trusted); None for a dict that is not one (`parse` says why)."""
         try:
-            rank = d.get("rank")
-            return cls(name=str(d["name"]), pid=int(d["pid"]), host=str(d["host"]), start=float(d["start"]),
-                       path=str(d["path"]), rank=int(rank) if rank is not None else None)
-        except (KeyError, TypeError, ValueError, AttributeError):
+            return cls.parse(d, folder)
+        except BadRunFile:
             return None
+
+    @classmethod
+    def parse(cls, d: Any, folder: Path) -> "RunMeta":
+        """As `from_dict`, or `BadRunFile` naming the first value no run has: every value is checked here, so that
+        no later use (`os.kill`, `time.localtime`) meets one it cannot take."""
+        if not isinstance(d, dict):
+            raise BadRunFile(f"holds {type(d).__name__}, not an object")
+        return cls(name=_text(d, "name"), pid=_whole(d, "pid", 1, PID_MAX), host=_text(d, "host"),
+                   start=_time(d, "start"), path=str(folder), rank=_whole(d, "rank", 0, RANK_MAX, optional=True),
+                   created=_time(d, "created", optional=True))
+
+    def to_dict(self) -> dict[str, Any]:
+        """As `run.json` and the index hold it: the folder relative to the folder of runs."""
+        return {**asdict(self), "path": f"{RUNS}/{Path(self.path).name}"}
+
+
+class BadRunFile(ValueError):
+    """A `run.json` (or an index entry) that is not a run's; the message names the value and what is allowed."""
+
+
+def _text(d: dict[str, Any], key: str) -> str:
+    value = d.get(key)
+    if not isinstance(value, str):
+        raise BadRunFile(f"{key} {_show(value)}: a string is allowed")
+    return value
+
+
+def _whole(d: dict[str, Any], key: str, low: int, high: int, optional: bool = False) -> Any:
+    value = d.get(key)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise BadRunFile(f"{key} {_show(value)}: a whole number from {low} to {high} is allowed")
+    return value
+
+
+def _time(d: dict[str, Any], key: str, optional: bool = False) -> Any:
+    value = d.get(key)
+    if value is None and optional:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and TIME_RANGE[0] <= value <= TIME_RANGE[1]:
+        return float(value)  # NaN fails the comparisons
+    raise BadRunFile(f"{key} {_show(value)}: a Unix time from {TIME_RANGE[0]:.0f} to {TIME_RANGE[1]:.0f} is allowed")
+
+
+def _show(value: Any) -> str:
+    text = "missing" if value is None else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def alive(meta: RunMeta) -> bool:
     """Whether the run's process still runs. A process on another host (a shared home folder) cannot be asked:
-    it counts as alive."""
+    it counts as alive. A process with the run's pid that started at another time than the run's (`created`) is
+    another process the pid was given to since."""
     if meta.host != socket.gethostname():
         return True
     try:
@@ -85,10 +150,24 @@ def alive(meta: RunMeta) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # someone else's process with that pid
-        return True
+        pass
     except OSError:
         return False
+    if meta.created is not None:
+        created = process_created(meta.pid)
+        if created is not None and abs(created - meta.created) > SAME_PROCESS_S:
+            return False
     return _not_zombie(meta.pid)
+
+
+def process_created(pid: int) -> float | None:
+    """When process `pid` started (Unix time, psutil's reading of /proc); None when it cannot be read."""
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.Error, OSError, ValueError, OverflowError):
+        return None
 
 
 def _not_zombie(pid: int) -> bool:
@@ -107,7 +186,7 @@ def _safe(name: str) -> str:
 
 def new_run(name: str, rank: int | None = None, where: Path | None = None) -> RunMeta:
     """Make a new run folder and its `run.json`; two runs of one name get two folders (time and pid differ)."""
-    base = (where or root()) / "runs"
+    base = (where or root()) / RUNS
     base.mkdir(parents=True, exist_ok=True)
     now = time.time()
     stem = f"{_safe(name)}-{time.strftime('%Y%m%dT%H%M%S', time.localtime(now))}-{os.getpid()}"
@@ -122,42 +201,70 @@ def new_run(name: str, rank: int | None = None, where: Path | None = None) -> Ru
         except FileExistsError:
             n += 1
             folder = base / f"{stem}-{n}"
-    meta = RunMeta(name=name, pid=os.getpid(), host=socket.gethostname(), start=now, path=str(folder), rank=rank)
-    write_atomic(folder / META, json.dumps(asdict(meta)) + "\n")
+    meta = RunMeta(name=name, pid=os.getpid(), host=socket.gethostname(), start=now, path=str(folder), rank=rank,
+                   created=process_created(os.getpid()))
+    write_atomic(folder / META, json.dumps(meta.to_dict()) + "\n")
     return meta
 
 
 def read_meta(folder: Path) -> RunMeta | None:
+    """The run whose `run.json` is in `folder`, its path `folder` whatever the file says; None when there is no
+    such file or it is not a run's (`load_meta` says why)."""
     try:
-        return RunMeta.from_dict(json.loads((folder / META).read_text()))
-    except (OSError, ValueError):
+        return load_meta(folder)
+    except BadRunFile:
         return None
+
+
+def load_meta(folder: Path) -> RunMeta:
+    """As `read_meta`, or `BadRunFile` saying what is wrong with `folder`'s `run.json` (a FIFO or a device is
+    never opened for reading: `files.read_bytes`)."""
+    try:
+        doc = jsonline.loads(files.read_bytes(folder / META, FILE_LIMIT, META))
+    except files.UnreadableFile as exc:
+        raise BadRunFile(str(exc)) from None
+    except jsonline.Damaged as exc:
+        raise BadRunFile(f"{folder / META}: {exc}") from None
+    try:
+        return RunMeta.parse(doc, folder)
+    except BadRunFile as exc:
+        raise BadRunFile(f"{folder / META}: {exc}") from None
+
+
+def _indexed_folder(where: Path, recorded: Any) -> Path | None:
+    """The run folder an index entry names, in this folder of runs: its last part, taken from `runs/NAME-...`
+    or from the absolute path an older version wrote; None for a name that is no folder's."""
+    name = Path(recorded).name if isinstance(recorded, str) else ""
+    return where / RUNS / name if name not in ("", ".", "..") else None
 
 
 @contextlib.contextmanager
 def _locked(where: Path) -> Iterator[None]:
-    import fcntl
-
+    """The index's lock, held for the block, or not after a bounded wait (`lock.held`: never blocks the training)."""
     where.mkdir(parents=True, exist_ok=True)
-    with open(where / "live.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with lock.held(where / LOCK):
+        yield
 
 
 def _read_index(where: Path) -> list[RunMeta]:
+    """The index's runs; a damaged index (or an entry) is read as no runs (it is rewritten at the next run's
+    start)."""
     try:
-        doc = json.loads((where / INDEX).read_text())
-    except (OSError, ValueError):
+        doc = jsonline.loads(files.read_bytes(where / INDEX, FILE_LIMIT, INDEX))
+    except ValueError:  # UnreadableFile, Damaged
         return []
     runs = doc.get("runs") if isinstance(doc, dict) else None
-    return [m for m in (RunMeta.from_dict(d) for d in runs or []) if m is not None]
+    found = []
+    for d in runs if isinstance(runs, list) else []:
+        folder = _indexed_folder(where, d.get("path")) if isinstance(d, dict) else None
+        meta = RunMeta.from_dict(d, folder) if folder is not None else None
+        if meta is not None:
+            found.append(meta)
+    return found
 
 
 def _write_index(where: Path, runs: list[RunMeta]) -> None:
-    write_atomic(where / INDEX, json.dumps({"runs": [asdict(m) for m in runs]}, indent=1) + "\n")
+    write_atomic(where / INDEX, json.dumps({"runs": [m.to_dict() for m in runs]}, indent=1) + "\n")
 
 
 def register(meta: RunMeta, where: Path | None = None) -> None:
@@ -181,7 +288,7 @@ def live_runs(where: Path | None = None) -> list[RunMeta]:
 
 def all_runs(where: Path | None = None) -> list[RunMeta]:
     """Every run folder, newest first."""
-    base = (where or root()) / "runs"
+    base = (where or root()) / RUNS
     try:
         folders = [p for p in base.iterdir() if p.is_dir()]
     except OSError:
@@ -191,13 +298,23 @@ def all_runs(where: Path | None = None) -> list[RunMeta]:
 
 
 def prune(keep: int = KEEP_RUNS, where: Path | None = None) -> int:
-    """Remove the oldest finished run folders beyond `keep`; the number removed. Live runs are never removed."""
+    """Remove the oldest finished run folders beyond `keep`; the number removed. Live runs are never removed, nor
+    anything outside this folder of runs (a run folder that is a link to elsewhere is left as it is)."""
+    base = (where or root()) / RUNS
     runs = [m for m in all_runs(where) if not alive(m)]
-    removed = 0
-    for meta in runs[keep:]:
-        shutil.rmtree(meta.path, ignore_errors=True)
-        removed += 1
-    return removed
+    return sum(_remove_run(Path(meta.path), base) for meta in runs[keep:])
+
+
+def _remove_run(folder: Path, base: Path) -> bool:
+    """Remove `folder` if it is a folder of `base` itself (not a link, not elsewhere once resolved)."""
+    try:
+        inside = not folder.is_symlink() and folder.resolve().parent == base.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symlink loop
+        return False
+    if not inside:
+        return False
+    shutil.rmtree(folder, ignore_errors=True)
+    return not folder.exists()
 
 
 class NoSuchRun(LookupError):
@@ -220,10 +337,11 @@ def find(name_or_path: str, where: Path | None = None) -> tuple[RunMeta, list[Ru
     one it follows)."""
     path = Path(name_or_path).expanduser()
     folder = path.parent if path.is_file() else path
-    if folder.is_dir() and (folder / META).is_file():
-        meta = read_meta(folder)
-        if meta is not None:
-            return meta, []
+    if folder.is_dir() and (folder / META).exists():
+        try:
+            return load_meta(folder), []
+        except BadRunFile as exc:
+            raise NoSuchRun(f"not a watched run's folder: {exc}") from None
     named = [m for m in all_runs(where) if m.name == name_or_path]
     if named:
         live = [m for m in named if alive(m)]
