@@ -23,7 +23,8 @@ cost, by the runner's rule (`BlockSchedule.calibrate`), from the finished interv
 Faults never reach the training: a failure inside the monitor is logged once and the hook becomes a no-op;
 `step()` from a thread other than the first caller's is ignored (with one warning: the clock times one stream);
 a loss on CUDA after steps on the host moves the clock to CUDA events (once; a note says so); a Python float,
-a 0-d tensor and a NaN loss are all taken (a non-finite loss is a note, and null in its step line).
+a 0-d tensor and a NaN loss are all taken (a non-finite loss is a note, and null in its step line); a value
+that is not a number (a loss vector, a string, NaN tokens: `values.py`) is left out with one warning a kind.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from ..run import events
 from ..run.delivery import Delivery
 from ..run.snapshot import FinalStatus, RunInfo, Snapshot
 from ..run.timing import CpuClock, CudaClock, StepRecord
-from . import lines, store
+from . import lines, store, values
 from .stream import DEFAULT_MAX_BYTES, Opener, Stream, append
 
 log = logging.getLogger("apextui.watch")
@@ -59,16 +60,14 @@ MAX_METRICS = 16  # tensor metrics a run may have (Python numbers: any number)
 JOIN_S = 10.0  # close(): how long the writer thread may take to write the end
 
 
-def _tensor(x: Any) -> bool:
-    return hasattr(x, "detach") and hasattr(x, "numel")
+_tensor = values.is_tensor
+_MAX_COUNT = values.MAX_COUNT
+LOSS = "a loss is a tensor of one element or a Python number"
+METRIC = "a metric is a number or a tensor of one element"
 
 
 def _cuda(x: Any) -> bool:
     return _tensor(x) and bool(getattr(x, "is_cuda", False))
-
-
-def _number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) or type(x).__module__ == "numpy"
 
 
 class _MetricRing:
@@ -179,9 +178,9 @@ class Watch:
         if not self.live or self._clock is None:
             return
         try:
-            values = {k: float(v) for k, v in metrics.items() if _number(v) or _tensor(v)}
-            if values:
-                self._extras.put(lines.metric_event(self._n, values))
+            taken = {k: v for k, value in metrics.items() if (v := self._metric(k, value, None)) is not None}
+            if taken:
+                self._extras.put(lines.metric_event(self._n, taken))
         except Exception as exc:  # noqa: BLE001
             self._warn("log", f"log() ignored: {type(exc).__name__}: {exc}")
 
@@ -197,20 +196,19 @@ class Watch:
         n = self._n = self._n + 1
         closes = clock.schedule.closes(n)
         if loss is not None and not hasattr(loss, "detach"):
-            value = float(loss)
-            if closes:
-                self._floats[n] = value
-            self._last_float = (n, value)
+            value = loss if type(loss) is float else self._real("the loss", loss, LOSS)
+            if value is not None:
+                if closes:
+                    self._floats[n] = value
+                self._last_float = (n, value)
             loss = None
-        elif loss is not None and closes and loss.numel() != 1:
-            self._warn("loss-shape", f"the loss has {loss.numel()} elements: pass one number (e.g. its mean); "
-                       "losses are left out")
-            loss = None
+        elif loss is not None and closes:
+            loss = self._checked_loss(loss)
         if closes and metrics:
             self._keep(n, metrics)
         self._last_metrics = (n, metrics)  # a block closed early (close()) keeps its last step's
         if kind is not None:
-            if kind == self._units and type(units) in (int, float):  # the common case, inline
+            if kind == self._units and type(units) in (int, float) and 0 < units < _MAX_COUNT:  # inline
                 self._unit_total += units
                 self._unit_steps += 1
             else:
@@ -237,36 +235,61 @@ class Watch:
         return not self._calibrated and self._cal_from + self.warmup // 2 < n <= self._cal_from + self.warmup
 
     def _count(self, kind: str, units: Any) -> None:
-        if self._units is None:
-            self._units = kind
-        elif kind != self._units:
+        """A step's tokens or samples, off the inline path: the first kind given is the run's; a count that is
+        not a positive finite number is left out (no throughput from it), with one warning a kind of problem."""
+        if self._units is not None and kind != self._units:
             return
-        if not _number(units):
-            self._warn("units", f"{kind}= must be a Python number (a tensor would need a synchronisation); ignored")
+        try:
+            value = values.count(units)
+        except values.BadValue as bad:
+            self._warn(f"{kind}:{bad.key}", f"{kind}= {bad}: this step's count is left out ({kind}= is the "
+                       "number of tokens or samples the step trained on, a positive Python number)")
             return
-        self._unit_total += float(units)
+        self._units = kind
+        self._unit_total += value
         self._unit_steps += 1
 
+    def _real(self, subject: str, x: Any, allowed: str) -> float | None:
+        """`x` as a float, or None with one warning a kind of problem (the training goes on)."""
+        try:
+            return values.real(x)
+        except values.BadValue as bad:
+            self._warn(f"{subject}:{bad.key}", f"{subject} {bad}: left out ({allowed})")
+            return None
+
+    def _checked_loss(self, loss: Any) -> Any:
+        """A tensor loss the clock can read (one real element, with a value), else None with one warning."""
+        bad = values.tensor_problem(loss)
+        if bad is None:
+            return loss
+        self._warn(f"the loss:{bad.key}", f"the loss {bad}: left out ({LOSS}, e.g. the mean)")
+        return None
+
+    def _metric(self, name: str, value: Any, step: int | None) -> Any:
+        """One extra as what `_hand_over` reads: a float, or (at the end of a block, `step`) a CUDA tensor's slot
+        in the pinned ring; None (one warning a kind of problem) when it is not a number."""
+        subject = f"metric {name!r}"
+        try:
+            if not _tensor(value):
+                return self._real(subject, value, METRIC)
+            bad = values.tensor_problem(value)
+            if bad is not None:
+                self._warn(f"{subject}:{bad.key}", f"{subject} {bad}: left out ({METRIC})")
+                return None
+            if step is None or not _cuda(value):
+                return float(value.detach())
+            if self._ring is None:
+                self._ring = _MetricRing(self._torch)
+            where = self._ring.put(step, name, value)
+            if where is None:
+                self._warn("metrics", f"more than {MAX_METRICS} tensor metrics: {name!r} left out")
+            return where
+        except Exception as exc:  # noqa: BLE001 - an odd object: this value is left out, the monitor goes on
+            self._warn(f"{subject}:error", f"{subject} could not be read ({type(exc).__name__}: {exc}): left out")
+            return None
+
     def _keep(self, n: int, metrics: dict[str, Any]) -> None:
-        kept: dict[str, Any] = {}
-        for name, value in metrics.items():
-            if _tensor(value):
-                if value.numel() != 1:
-                    self._warn(f"metric-{name}", f"metric {name!r} has {value.numel()} elements: left out")
-                elif _cuda(value):
-                    if self._ring is None:
-                        self._ring = _MetricRing(self._torch)
-                    where = self._ring.put(n, name, value)
-                    if where is None:
-                        self._warn("metrics", f"more than {MAX_METRICS} tensor metrics: {name!r} left out")
-                    else:
-                        kept[name] = where
-                else:
-                    kept[name] = float(value.detach())
-            elif _number(value):
-                kept[name] = float(value)
-            else:
-                self._warn(f"metric-{name}", f"metric {name!r} is a {type(value).__name__}, not a number: left out")
+        kept = {name: v for name, value in metrics.items() if (v := self._metric(name, value, n)) is not None}
         if kept:
             self._metrics[n] = kept
 
@@ -318,7 +341,7 @@ class Watch:
         synchronisation)."""
         self._cuda_seen = False
         self._torch = self._torch or sys.modules.get("torch")
-        self._clock.close()
+        self._close_block()
         self._hand_over(self._clock.harvest())
         self._n += 1
         self._clock = self._new_clock("cuda")
@@ -331,6 +354,14 @@ class Watch:
         self._extras.put(lines.note_event(self._n, f"CUDA is in use from step {self._n}: timed with CUDA events from "
                                                    "here (the steps before were timed on the host)"))
         self._clock.start()
+
+    def _close_block(self) -> None:
+        """End the open block now (its last step's loss was never checked: a step inside a block is not)."""
+        clock = self._clock
+        loss, scale = clock._last
+        if loss is not None and clock.schedule.open:
+            clock._last = (self._checked_loss(loss), scale)
+        clock.close()
 
     def _harvest(self) -> None:
         self._hand_over(self._clock.harvest())
@@ -353,8 +384,8 @@ class Watch:
             kept = self._metrics.pop(rec.step, None)
             if kept:
                 ring = self._ring
-                values = {k: ring.read(v) if isinstance(v, tuple) and ring is not None else v for k, v in kept.items()}
-                self._extras.put(lines.metric_event(rec.step, values))
+                read = {k: ring.read(v) if isinstance(v, tuple) and ring is not None else v for k, v in kept.items()}
+                self._extras.put(lines.metric_event(rec.step, read))
         for step in [s for s in self._floats if s <= records[-1].step]:  # never read: a block closed early
             del self._floats[step]
         self._inbox.put(("steps", records))
@@ -433,7 +464,7 @@ class Watch:
                     n, metrics = self._last_metrics
                     if n == self._n and metrics and n not in self._metrics and self._clock.schedule.open:
                         self._keep(n, metrics)
-                    self._clock.close()
+                    self._close_block()
                     self._hand_over(self._clock.harvest(wait=True))
                     if self._info is not None and self._info.device == "cuda":
                         self._inbox.put(("peak_memory", int(self._torch.cuda.max_memory_allocated())))

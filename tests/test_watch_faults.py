@@ -1,0 +1,131 @@
+"""`apextui.watch` against issue 41's faults: bad values (a non-scalar loss, a string, NaN tokens, ...), a forked
+child, a warm-up slower than the steps after it, a writer backlog at `close()`, a full disk. Each: the training
+goes on, the bad value is left out with one warning, the stream ends with its `end` line."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+import apextui
+from apextui.core.watch import reader
+from apextui.core.watch.hook import Watch
+
+
+def stream_events(mon: Watch) -> list[dict]:
+    follower = reader.Follower(mon.path)
+    evs = follower.poll()
+    assert follower.bad_lines == 0 and not follower.partial
+    return evs
+
+
+def loop(mon: Watch, steps: int, **per_step) -> None:
+    """A real (tiny) training loop on CPU with `mon.step(loss=..., **per_step)`; a callable value is called with
+    the step's loss tensor and its index."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 8), torch.randn(16, 1)
+    for i in range(steps):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        args = {k: v(loss.detach(), i) if callable(v) else v for k, v in per_step.items()}
+        args.setdefault("loss", loss.detach())
+        mon.step(**args)
+
+
+def warnings_of(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "apextui.watch" and r.levelno >= logging.WARNING]
+
+
+# ---- row 1: a non-scalar tensor loss ------------------------------------------------------------------------------
+@pytest.mark.parametrize("case", ["4 elements", "only the last", "0 elements"])
+def test_a_non_scalar_loss_is_left_out_with_one_warning_and_the_run_ends_ok(case, caplog):
+    bad = {"4 elements": lambda t, i: torch.ones(4), "0 elements": lambda t, i: torch.ones(0),
+           "only the last": lambda t, i: torch.ones(4) if i == 99 else t}[case]
+    with caplog.at_level(logging.WARNING, "apextui.watch"):
+        mon = apextui.watch(name="vec")
+        loop(mon, 100, loss=bad)
+        mon.close()
+    warned = warnings_of(caplog)
+    assert len(warned) == 1 and "elements" in warned[0] and "left out" in warned[0], warned
+    evs = stream_events(mon)
+    end = evs[-1]
+    assert end["event"] == "end" and end["status"] == "ok" and end["summary"]["steps"] == 99
+    steps = [e for e in evs if e["event"] == "step"]
+    assert steps[-1]["step"] == 100 and steps[-1]["loss"] is None
+    if case == "only the last":
+        assert steps[0]["loss"] is not None
+
+
+# ---- row 15: bad values of every kind -----------------------------------------------------------------------------
+BAD_LOSSES = {
+    "str": "0.5x", "list": [1.0, 2.0], "numpy 2 elements": np.array([1.0, 2.0]), "big int": 10**400,
+    "complex": complex(1, 2), "numpy complex": np.complex128(1 + 2j), "meta tensor": torch.ones((), device="meta"),
+    "complex tensor": torch.tensor(1 + 2j), "None-like object": object(),
+}
+BAD_METRICS = {
+    "numpy 2 elements": np.array([1.0, 2.0]), "np.str_": np.str_("abc"), "big int": 10**400, "str": "x",
+    "tensor 3 elements": torch.ones(3), "meta tensor": torch.ones((), device="meta"), "list": [1, 2],
+    "complex": 1j,
+}
+BAD_TOKENS = {"nan": float("nan"), "inf": float("inf"), "0": 0, "-5": -5, "big int": 10**400,
+              "numpy nan": np.float64("nan"), "str": "64", "tensor": torch.tensor(64)}
+
+
+@pytest.mark.parametrize("kind", list(BAD_LOSSES))
+def test_a_bad_loss_is_left_out_with_one_warning_and_the_monitor_goes_on(kind, caplog):
+    with caplog.at_level(logging.WARNING, "apextui.watch"):
+        with apextui.watch(name="bad-loss", warmup=4) as mon:
+            loop(mon, 50, loss=BAD_LOSSES[kind], lr=0.01)
+    warned = warnings_of(caplog)
+    assert len(warned) == 1 and "loss" in warned[0] and "left out" in warned[0], warned
+    assert mon.live is False and mon.failure is None
+    evs = stream_events(mon)
+    assert evs[-1]["event"] == "end" and evs[-1]["status"] == "ok" and evs[-1]["summary"]["steps"] == 49
+    assert all(e["loss"] is None for e in evs if e["event"] == "step")
+    assert [e for e in evs if e["event"] == "metric"][-1]["values"] == {"lr": 0.01}  # the rest goes on
+
+
+@pytest.mark.parametrize("kind", list(BAD_METRICS))
+def test_a_bad_metric_is_left_out_with_one_warning_and_the_monitor_goes_on(kind, caplog):
+    with caplog.at_level(logging.WARNING, "apextui.watch"):
+        with apextui.watch(name="bad-metric", warmup=4) as mon:
+            loop(mon, 50, lr=0.01, bad=BAD_METRICS[kind])
+            mon.log(score=0.5, bad=BAD_METRICS[kind])
+    warned = warnings_of(caplog)
+    assert len(warned) == 1 and "'bad'" in warned[0] and "left out" in warned[0], warned
+    evs = stream_events(mon)
+    assert evs[-1]["status"] == "ok" and evs[-1]["summary"]["steps"] == 49
+    metrics = [e["values"] for e in evs if e["event"] == "metric"]
+    assert metrics and all("bad" not in v for v in metrics) and {"lr": 0.01} in metrics and {"score": 0.5} in metrics
+    assert all(e["loss"] is not None for e in evs if e["event"] == "step")
+
+
+@pytest.mark.parametrize("kind", list(BAD_TOKENS))
+def test_bad_tokens_are_left_out_with_one_warning_and_give_no_throughput(kind, caplog):
+    with caplog.at_level(logging.WARNING, "apextui.watch"):
+        with apextui.watch(name="bad-tokens", warmup=4) as mon:
+            loop(mon, 50, tokens=BAD_TOKENS[kind])
+    warned = warnings_of(caplog)
+    assert len(warned) == 1 and "tokens=" in warned[0], warned
+    evs = stream_events(mon)
+    end = evs[-1]
+    assert end["status"] == "ok" and end["summary"]["steps"] == 49
+    assert end["summary"]["throughput_unit"] != "tokens/s"
+    assert all(e.get("units") != "tokens" for e in evs if e["event"] == "setup")
+
+
+def test_tokens_that_turn_bad_are_left_out_and_the_good_ones_count(caplog):
+    """Good counts, then NaN and 0 now and then: the throughput is from the good counts alone."""
+    with caplog.at_level(logging.WARNING, "apextui.watch"):
+        with apextui.watch(name="some-bad-tokens", warmup=4) as mon:
+            loop(mon, 60, tokens=lambda t, i: (float("nan"), 0, 128)[i % 3])
+    assert len(warnings_of(caplog)) == 2  # one a kind of problem: not finite, not positive
+    setups = [e for e in stream_events(mon) if e["event"] == "setup"]
+    assert setups[-1]["units"] == "tokens" and setups[-1]["units_per_step"] == 128
