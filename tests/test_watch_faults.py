@@ -4,15 +4,20 @@ goes on, the bad value is left out with one warning, the stream ends with its `e
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 import apextui
-from apextui.core.watch import reader
+from apextui.core.watch import reader, store
 from apextui.core.watch.hook import Watch
+from helpers import ROOT, cli_env
 
 
 def stream_events(mon: Watch) -> list[dict]:
@@ -129,3 +134,44 @@ def test_tokens_that_turn_bad_are_left_out_and_the_good_ones_count(caplog):
     assert len(warnings_of(caplog)) == 2  # one a kind of problem: not finite, not positive
     setups = [e for e in stream_events(mon) if e["event"] == "setup"]
     assert setups[-1]["units"] == "tokens" and setups[-1]["units_per_step"] == 128
+
+
+# ---- row 2: a forked child --------------------------------------------------------------------------------------
+FORKED = """
+import json, os, sys
+from pathlib import Path
+import apextui
+from apextui.core.watch import store
+
+where = Path(sys.argv[1])
+mon = apextui.watch(name="forked", where=where, warmup=2)
+for i in range(30):
+    mon.step(loss=1.0 / (i + 1))
+pid = os.fork()
+if pid == 0:  # the child: a few steps of its own (ignored), then it ends as the argument says
+    for i in range(30):
+        mon.step(loss=2.0)
+    if sys.argv[2] == "close":
+        mon.close()
+    sys.exit(0)  # its exit handlers run (the parent's atexit close among them)
+_, status = os.waitpid(pid, 0)
+live = [m.path for m in store.live_runs(where)]
+for i in range(30):
+    mon.step(loss=1.0)
+mon.close()
+print(json.dumps({"child": status, "live": live, "path": str(mon.path)}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["exit", "close"])
+def test_a_forked_child_that_exits_leaves_the_parents_run_live(how, tmp_path):
+    proc = subprocess.run([sys.executable, "-c", FORKED, str(tmp_path), how], capture_output=True, text=True,
+                          env=cli_env(), cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["child"] == 0 and got["live"] == [got["path"]]  # still live while the parent trains
+    evs = reader.Follower(Path(got["path"])).poll()
+    assert [e["event"] for e in evs].count("end") == 1
+    assert evs[-1]["status"] == "ok" and evs[-1]["summary"]["steps"] == 59  # the parent's steps alone
+    assert store.live_runs(tmp_path) == []

@@ -40,6 +40,7 @@ import statistics
 import sys
 import threading
 import time
+import weakref
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,7 @@ class Watch:
         self.stream: Stream | None = None
         self._warned: set[str] = set()
         self._closed = False
+        self._pid = os.getpid()  # a forked child's copy of this monitor is not the run's (`_forked`)
         self._owner: int | None = None
         self._clock: Any = None
         self._torch: Any = None
@@ -149,6 +151,7 @@ class Watch:
             store.register(self.meta, self.where)
             store.prune(where=self.where)
             atexit.register(self._at_exit)
+            _monitors.add(self)
         except Exception as exc:  # noqa: BLE001 - a monitor that cannot start must not stop the training
             self._fail("could not start", exc)
 
@@ -455,7 +458,7 @@ class Watch:
     def close(self, status: FinalStatus = "ok", error: str | None = None) -> None:
         """End the run: the open block is timed, the `end` line written (it waits for the GPU once, here).
         Idempotent; never raises."""
-        if self._closed:
+        if self._closed or os.getpid() != self._pid:  # a forked child never ends its parent's run
             return
         self._closed = True
         try:
@@ -499,6 +502,16 @@ class Watch:
         else:
             self.close()
 
+    def _forked(self) -> None:
+        """In a forked child (`os.fork`, multiprocessing's fork): the run is the parent's, whose writer thread the
+        child has not got. The child's copy does nothing from now on: its `step()` calls are no-ops, and neither
+        `close()` nor the exit handlers it inherited end the parent's run or take it out of the live index."""
+        self.live, self._closed = False, True
+        try:
+            atexit.unregister(self._at_exit)
+        except Exception:  # noqa: BLE001
+            pass
+
     def __enter__(self) -> "Watch":
         return self
 
@@ -531,6 +544,19 @@ class Watch:
         if was_live and self._thread is not None:
             self._extras.put(lines.note_event(self._n, f"the monitor {self.failure}; it stopped here"))
             self._inbox.put(("end", ("stopped", f"the monitor stopped at step {self._n}: {self.failure}")))
+
+
+_monitors: "weakref.WeakSet[Watch]" = weakref.WeakSet()  # every started monitor of this process
+
+
+def _after_fork_in_child() -> None:
+    for mon in list(_monitors):
+        mon._forked()
+    _monitors.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def watch(name: str | None = None, **options: Any) -> Watch:
