@@ -175,3 +175,46 @@ def test_a_forked_child_that_exits_leaves_the_parents_run_live(how, tmp_path):
     assert [e["event"] for e in evs].count("end") == 1
     assert evs[-1]["status"] == "ok" and evs[-1]["summary"]["steps"] == 59  # the parent's steps alone
     assert store.live_runs(tmp_path) == []
+
+
+# ---- row 7: a warm-up slower than the steps after it ----------------------------------------------------------------
+class FakeClock:
+    """The monitor's host clock, moved by the test alone: the step times below are exact, whatever the load."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def fake_steps(mon: Watch, fake: FakeClock, n: int, step_s: float) -> None:
+    for _ in range(n):
+        mon.step(loss=1.0)
+        fake.t += step_s
+
+
+def test_fast_steps_after_a_slow_warm_up_are_timed_in_blocks_and_the_line_rate_stays_bounded():
+    """15 steps of 60 ms (the warm-up sizes blocks of one step), then 50,000 steps of 10 us: the blocks grow, so
+    the step lines stay at about 200 a (fake) second, not one a step."""
+    fake = FakeClock()
+    with apextui.watch(name="slow-warm-up", now=fake) as mon:
+        fake_steps(mon, fake, 15, 0.060)
+        fake_steps(mon, fake, 50_000, 10e-6)
+    steps = [e for e in stream_events(mon) if e["event"] == "step"]
+    assert sum(e["steps"] for e in steps) == 50_014  # every step is in a line (the first starts the clock)
+    fast_lines = len(steps) - 14
+    assert fast_lines <= 64 + 2 * 200 * 0.5, fast_lines  # before a block grows, then <= 200 a second (0.5 s)
+    assert steps[-2]["ms"] == pytest.approx(0.01) and steps[-2]["steps"] >= 500  # 5 ms blocks of 10 us steps
+
+
+def test_slow_steps_after_fast_ones_shrink_the_blocks_again():
+    """Blocks sized for 10 us steps, then steps of 50 ms: after one long block the steps are timed one by one."""
+    fake = FakeClock()
+    with apextui.watch(name="slowing-down", now=fake) as mon:
+        fake_steps(mon, fake, 20_000, 10e-6)
+        fake_steps(mon, fake, 2_000, 0.050)
+    steps = [e for e in stream_events(mon) if e["event"] == "step"]
+    assert sum(e["steps"] for e in steps) == 21_999
+    slow = [e for e in steps if e["ms"] == pytest.approx(50.0)]
+    assert len(slow) > 1000 and all(e["steps"] == 1 for e in slow[-1000:])

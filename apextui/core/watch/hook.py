@@ -19,6 +19,8 @@ runner's delivery thread (`run/delivery.py`: statistics, snapshots), whose callb
 Blocks: the first call starts the clock (step 1 is never timed: it holds lazy set-up); steps are timed one by
 one until `warmup` steps are in, then the block size is set from those steps and from the clock's own measured
 cost, by the runner's rule (`BlockSchedule.calibrate`), from the finished intervals only: no synchronisation.
+From then on each hand-over resizes the blocks to the steps' time (`_resize`): a slow warm-up, or steps that
+became faster or much slower, never leave a line a step (or a block of minutes).
 
 Faults never reach the training: a failure inside the monitor is logged once and the hook becomes a no-op;
 `step()` from a thread other than the first caller's is ignored (with one warning: the clock times one stream);
@@ -43,12 +45,12 @@ import time
 import weakref
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..run import events
 from ..run.delivery import Delivery
 from ..run.snapshot import FinalStatus, RunInfo, Snapshot
-from ..run.timing import CpuClock, CudaClock, StepRecord
+from ..run.timing import CpuClock, CudaClock, StepRecord, block_steps
 from . import lines, store, values
 from .stream import DEFAULT_MAX_BYTES, Opener, Stream, append
 
@@ -58,6 +60,8 @@ WARMUP = 10  # timed steps left out of the statistics; their second half sizes t
 HARVEST_INTERVAL_S = 0.25  # as the runner's (run/runner.py): finished blocks handed over 4 times a second
 RING = 1024  # pinned slots for tensor metrics, as the clock's ring for the loss
 MAX_METRICS = 16  # tensor metrics a run may have (Python numbers: any number)
+HAND_OVER_INTERVALS = 64  # intervals closed since the last hand-over that make one at once (blocks too short)
+SHRINK = 4.0  # blocks lasting this many block targets are made shorter again (the steps became slower)
 JOIN_S = 10.0  # close(): how long the writer thread may take to write the end
 
 
@@ -99,11 +103,13 @@ class Watch:
 
     def __init__(self, name: str | None = None, *, steps: int | None = None, warmup: int = WARMUP,
                  sample_interval: float = 1.0, max_bytes: int = DEFAULT_MAX_BYTES, where: str | Path | None = None,
-                 rank: int | None = None, opener: Opener | None = None) -> None:
+                 rank: int | None = None, opener: Opener | None = None,
+                 now: Callable[[], float] = time.perf_counter) -> None:
         self.name = name or Path(sys.argv[0] or "run").stem or "run"
         self.steps = steps
         self.warmup = max(0, int(warmup))
         self.sample_interval = sample_interval
+        self._now = now  # the host clock: steps on CPU, hand-overs (a test's fake clock makes timing exact)
         self.live = True  # False: a no-op from now on (failed, or closed)
         self.failure: str | None = None
         self.meta: store.RunMeta | None = None
@@ -116,6 +122,7 @@ class Watch:
         self._torch: Any = None
         self._n = 0
         self._next_harvest = 0.0
+        self._intervals = 0  # closed since the last hand-over
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._extras: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()  # metric and note lines, in order
         self._delivery: Delivery | None = None
@@ -216,13 +223,19 @@ class Watch:
                 self._unit_steps += 1
             else:
                 self._count(kind, units)
-        if closes and self._costing(n):
-            t0 = time.perf_counter()
+        if not closes:
             clock.end_step(n, loss)
-            self._costs.append(time.perf_counter() - t0)
         else:
-            clock.end_step(n, loss)
-        now = time.perf_counter()
+            if self._costing(n):
+                t0 = self._now()
+                clock.end_step(n, loss)
+                self._costs.append(self._now() - t0)
+            else:
+                clock.end_step(n, loss)
+            self._intervals += 1
+            if self._intervals >= HAND_OVER_INTERVALS:  # many short intervals: hand them over (and resize) now
+                self._next_harvest = 0.0
+        now = self._now()
         # until the blocks are sized, every step after the warm-up looks for its intervals (sized sooner)
         if now >= self._next_harvest or (not self._calibrated and n >= self._cal_until()):
             self._next_harvest = now + HARVEST_INTERVAL_S
@@ -323,10 +336,10 @@ class Watch:
         self._thread.start()
         self._inbox.put(("info", self._info))
         self._clock.start()  # last: the sampler, the environment and the thread are not in step 2's time
-        self._next_harvest = time.perf_counter() + HARVEST_INTERVAL_S
+        self._next_harvest = self._now() + HARVEST_INTERVAL_S
 
     def _new_clock(self, device: str) -> Any:
-        clock: Any = CudaClock(self._torch) if device == "cuda" else CpuClock()
+        clock: Any = CudaClock(self._torch) if device == "cuda" else CpuClock(now=self._now)
         clock.schedule.last = sys.maxsize  # open-ended: no last step closes a block early
         self._cal_from, self._calibrated, self._costs, self._cal_ms = self._n, False, [], []
         return clock  # started by the caller once the monitor's own set-up is done (not in the first interval)
@@ -367,6 +380,7 @@ class Watch:
         clock.close()
 
     def _harvest(self) -> None:
+        self._intervals = 0
         self._hand_over(self._clock.harvest())
         if self._on_host:  # CUDA since? (one look 4 times a second)
             torch = sys.modules.get("torch")
@@ -395,6 +409,8 @@ class Watch:
         self._units_info()
         if not self._calibrated:
             self._calibrate(records)
+        else:
+            self._resize(records)
 
     def _units_info(self) -> None:
         if self._units is None or not self._unit_steps or self._info is None:
@@ -415,6 +431,18 @@ class Watch:
         sched.costs_s = list(self._costs)
         sched.calibrate(statistics.median(self._cal_ms))
         self._calibrated, self._cal_ms = True, []
+
+    def _resize(self, records: list[StepRecord]) -> None:
+        """After the warm-up the block size keeps following the steps' time, from each hand-over's intervals: the
+        blocks grow when the steps became faster (a warm-up slower than the steps after it left blocks of one
+        step: a record and a line a step, 18,700 lines a second) and shrink when the steps became much slower (a
+        block of minutes shows nothing for minutes). Between the two a block stays as it is (no churn)."""
+        sched = self._clock.schedule
+        per_step = statistics.median(r.ms for r in records)
+        block = block_steps(per_step, sys.maxsize, sched.target_ms)
+        if block > sched.block or (block < sched.block and statistics.median(r.ms * r.steps for r in records)
+                                   > SHRINK * sched.target_ms):
+            sched.block = block
 
     # ---- the writer thread (the delivery's callback) -----------------------------------------------------------
     def _write(self, snap: Snapshot) -> None:
