@@ -8,6 +8,8 @@ import json
 import logging
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +17,7 @@ import pytest
 import torch
 
 import apextui
-from apextui.core.watch import reader, store
+from apextui.core.watch import reader, store, stream
 from apextui.core.watch.hook import Watch
 from helpers import ROOT, cli_env
 
@@ -218,3 +220,85 @@ def test_slow_steps_after_fast_ones_shrink_the_blocks_again():
     assert sum(e["steps"] for e in steps) == 21_999
     slow = [e for e in steps if e["ms"] == pytest.approx(50.0)]
     assert len(slow) > 1000 and all(e["steps"] == 1 for e in slow[-1000:])
+
+
+# ---- row 8: a writer backlog at close() ----------------------------------------------------------------------------
+def wait_for(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def written(mon: Watch) -> bytes:
+    return b"".join(p.read_bytes() for _, p in stream.segments(mon.path))
+
+
+@pytest.mark.slow
+def test_close_while_threads_log_in_a_loop_writes_the_end_line(caplog):
+    mon = apextui.watch(name="busy-log", warmup=2)
+    loop(mon, 30)
+    stop, errors = threading.Event(), []
+
+    def spam() -> None:
+        try:
+            while not stop.is_set():
+                mon.log(score=1.0)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=spam) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        steps = 30
+        while b'"score"' not in written(mon):  # the loop goes on (log() lines go out with its hand-overs)
+            assert steps < 100_000
+            loop(mon, 10)
+            steps += 10
+        with caplog.at_level(logging.WARNING, "apextui.watch"):
+            mon.close()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not errors and warnings_of(caplog) == []
+    evs = stream_events(mon)  # every line whole and JSON
+    assert evs[-1]["event"] == "end" and evs[-1]["status"] == "ok" and evs[-1]["summary"]["steps"] == steps - 1
+
+
+def test_a_writer_that_falls_behind_drops_and_counts_lines_and_still_writes_the_end(monkeypatch):
+    """The writer thread held inside a write (a slow disk) while the loop goes on and log() is called 500 times:
+    the metric lines beyond the bound are dropped, the step records beyond theirs are merged (their steps and
+    time kept), and the end line, written once the writer is free, counts what was dropped."""
+    from apextui.core.watch import hook
+
+    monkeypatch.setattr(hook, "MAX_EXTRAS", 100, raising=False)  # raising: the test ran on the code before
+    monkeypatch.setattr(hook, "MAX_BACKLOG", 20, raising=False)
+    fake = FakeClock()
+    mon = apextui.watch(name="backlog", warmup=2, now=fake)
+    fake_steps(mon, fake, 10, 0.060)
+    wait_for(lambda: b'"step"' in written(mon))
+    held, entered = threading.Event(), threading.Event()
+    real = mon.stream.write
+
+    def slow_write(lines):
+        entered.set()
+        held.wait(60)
+        return real(lines)
+
+    monkeypatch.setattr(mon.stream, "write", slow_write)
+    fake_steps(mon, fake, 10, 0.060)  # a hand-over: the writer enters the held write
+    wait_for(entered.is_set)
+    fake_steps(mon, fake, 280, 0.060)
+    for i in range(500):
+        mon.log(score=float(i))
+    held.set()
+    mon.close()
+    evs = stream_events(mon)
+    end, steps = evs[-1], [e for e in evs if e["event"] == "step"]
+    assert end["event"] == "end" and end["status"] == "ok" and end["summary"]["steps"] == 299
+    assert sum(e["steps"] for e in steps) == 299 and len(steps) < 299
+    scores = [e for e in evs if e["event"] == "metric" and "score" in e["values"]]
+    assert len(scores) == 100
+    assert end["watch"]["dropped_lines"] == 400 + (299 - len(steps))

@@ -62,6 +62,8 @@ RING = 1024  # pinned slots for tensor metrics, as the clock's ring for the loss
 MAX_METRICS = 16  # tensor metrics a run may have (Python numbers: any number)
 HAND_OVER_INTERVALS = 64  # intervals closed since the last hand-over that make one at once (blocks too short)
 SHRINK = 4.0  # blocks lasting this many block targets are made shorter again (the steps became slower)
+MAX_EXTRAS = 4096  # metric and note lines waiting for the writer thread; beyond, dropped and counted
+MAX_BACKLOG = 10_000  # step records waiting for it; beyond, each hand-over's are merged into one record
 JOIN_S = 10.0  # close(): how long the writer thread may take to write the end
 
 
@@ -124,7 +126,13 @@ class Watch:
         self._next_harvest = 0.0
         self._intervals = 0  # closed since the last hand-over
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-        self._extras: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()  # metric and note lines, in order
+        # metric and note lines, in order; bounded (log() from other threads in a loop once grew it without end)
+        self._extras: queue.Queue[dict[str, Any]] = queue.Queue(MAX_EXTRAS)
+        self._dropped = 0  # lines left out because the writer was behind (counted in the end line)
+        self._drop_lock = threading.Lock()
+        self._handed = 0  # step records handed to the writer thread (the training thread counts)
+        self._taken = 0  # ... and written by it (the writer thread counts)
+        self._held: StepRecord | None = None  # records merged while the writer is behind, not handed over yet
         self._delivery: Delivery | None = None
         self._thread: threading.Thread | None = None
         self._sampler: Any = None
@@ -185,12 +193,12 @@ class Watch:
     def log(self, **metrics: Any) -> None:
         """Extras that are not tied to a step's timing (an evaluation's score): a `metric` line at the current
         step. Numbers only (a tensor is read with `float`, which synchronises: pass numbers)."""
-        if not self.live or self._clock is None:
+        if not self.live or self._closed or self._clock is None:
             return
         try:
             taken = {k: v for k, value in metrics.items() if (v := self._metric(k, value, None)) is not None}
             if taken:
-                self._extras.put(lines.metric_event(self._n, taken))
+                self._extra(lines.metric_event(self._n, taken))
         except Exception as exc:  # noqa: BLE001
             self._warn("log", f"log() ignored: {type(exc).__name__}: {exc}")
 
@@ -367,7 +375,7 @@ class Watch:
         assert self._info is not None
         self._info = replace(self._info, device="cuda")
         self._inbox.put(("info", self._info))
-        self._extras.put(lines.note_event(self._n, f"CUDA is in use from step {self._n}: timed with CUDA events from "
+        self._extra(lines.note_event(self._n, f"CUDA is in use from step {self._n}: timed with CUDA events from "
                                                    "here (the steps before were timed on the host)"))
         self._clock.start()
 
@@ -386,8 +394,18 @@ class Watch:
             torch = sys.modules.get("torch")
             self._cuda_seen = torch is not None and bool(torch.cuda.is_initialized())
 
-    def _hand_over(self, records: list[StepRecord]) -> None:
+    def _extra(self, line: dict[str, Any]) -> None:
+        """A metric or note line for the writer thread; dropped (and counted) when it is this far behind."""
+        try:
+            self._extras.put_nowait(line)
+        except queue.Full:
+            with self._drop_lock:
+                self._dropped += 1
+
+    def _hand_over(self, records: list[StepRecord], last: bool = False) -> None:
         if not records:
+            if last and self._held is not None:  # the end: what was held back goes now
+                self._put_steps([], last)
             return
         for i, rec in enumerate(records):
             if rec.loss is None and rec.step in self._floats:
@@ -396,21 +414,36 @@ class Watch:
                 records[i] = rec = replace(rec, loss=self._last_float[1])
             if rec.loss is not None and not math.isfinite(rec.loss) and not self._nonfinite:
                 self._nonfinite = True
-                self._extras.put(lines.note_event(rec.step, f"the loss is {rec.loss} at step {rec.step} (the first "
+                self._extra(lines.note_event(rec.step, f"the loss is {rec.loss} at step {rec.step} (the first "
                                                             "non-finite loss; training goes on)"))
             kept = self._metrics.pop(rec.step, None)
             if kept:
                 ring = self._ring
                 read = {k: ring.read(v) if isinstance(v, tuple) and ring is not None else v for k, v in kept.items()}
-                self._extras.put(lines.metric_event(rec.step, read))
+                self._extra(lines.metric_event(rec.step, read))
         for step in [s for s in self._floats if s <= records[-1].step]:  # never read: a block closed early
             del self._floats[step]
-        self._inbox.put(("steps", records))
+        self._put_steps(records, last)
         self._units_info()
         if not self._calibrated:
             self._calibrate(records)
         else:
             self._resize(records)
+
+    def _put_steps(self, records: list[StepRecord], last: bool) -> None:
+        """Records to the writer thread. While it is more than `MAX_BACKLOG` records behind (a slow disk), they are
+        merged into one held record (the steps and their time kept, their lines dropped and counted), handed over
+        once it has caught up, or at the end: what waits for the writer stays bounded."""
+        if self._held is not None:
+            records = [self._held, *records]
+            self._held = None
+        if self._handed - self._taken > MAX_BACKLOG and not last:
+            self._held = _merged(records)
+            with self._drop_lock:
+                self._dropped += len(records) - 1
+            return
+        self._handed += len(records)
+        self._inbox.put(("steps", records))
 
     def _units_info(self) -> None:
         if self._units is None or not self._unit_steps or self._info is None:
@@ -469,15 +502,19 @@ class Watch:
             out.append(setup)
             self._header = "".join(json.dumps(o) + "\n" for o in (self._start_line or {}, setup))
         if snap.new_steps:
+            self._taken += len(snap.new_steps)
             monitor = events.monitor_fields(snap.monitor)
             out.extend(events.step_event(rec, monitor) for rec in snap.new_steps)
-        while True:
+        for _ in range(self._extras.qsize()):  # what is there now: other threads may go on putting
             try:
                 out.append(self._extras.get_nowait())
             except queue.Empty:
                 break
         if snap.finished:
-            out.append(events.end_event(snap))
+            end = events.end_event(snap)
+            if self._dropped:
+                end["watch"] = {"dropped_lines": self._dropped}
+            out.append(end)
         if out:
             stream.header = self._header
             stream.write([json.dumps(o) + "\n" for o in out])
@@ -496,16 +533,19 @@ class Watch:
                     if n == self._n and metrics and n not in self._metrics and self._clock.schedule.open:
                         self._keep(n, metrics)
                     self._close_block()
-                    self._hand_over(self._clock.harvest(wait=True))
+                    self._hand_over(self._clock.harvest(wait=True), last=True)
                     if self._info is not None and self._info.device == "cuda":
                         self._inbox.put(("peak_memory", int(self._torch.cuda.max_memory_allocated())))
                 self._inbox.put(("end", (status, error)))
-                self._thread.join(JOIN_S)
+                self._thread.join(JOIN_S)  # the writer drains what waits (bounded) and writes the end line
         except Exception as exc:  # noqa: BLE001
             self._warn("close", f"could not end the stream: {type(exc).__name__}: {exc}")
         finally:
             self.live = False
-            if self.stream is not None:
+            if self._thread is not None and self._thread.is_alive():  # held in a write (a hung disk): never close
+                self._warn("close", f"the stream's writer did not finish within {JOIN_S:.0f} s (a slow or hung "
+                           "disk?): the end line may be missing; the file is left to it")
+            elif self.stream is not None:
                 self.stream.close()
             if self.meta is not None:
                 try:
@@ -570,8 +610,16 @@ class Watch:
         self._warn("failed", f"the monitor {self.failure}; it stops, the training goes on")
         was_live, self.live = self.live, False
         if was_live and self._thread is not None:
-            self._extras.put(lines.note_event(self._n, f"the monitor {self.failure}; it stopped here"))
+            self._extra(lines.note_event(self._n, f"the monitor {self.failure}; it stopped here"))
             self._inbox.put(("end", ("stopped", f"the monitor stopped at step {self._n}: {self.failure}")))
+
+
+def _merged(records: list[StepRecord]) -> StepRecord:
+    """Consecutive intervals as one: their steps, their mean time a step, the last one's loss."""
+    steps = sum(r.steps for r in records)
+    last = records[-1]
+    return StepRecord(step=last.step, ms=sum(r.ms * r.steps for r in records) / steps, loss=last.loss,
+                      loss_scale=last.loss_scale, steps=steps)
 
 
 _monitors: "weakref.WeakSet[Watch]" = weakref.WeakSet()  # every started monitor of this process
