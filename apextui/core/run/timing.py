@@ -145,11 +145,14 @@ class _IntervalClock:
 
 
 class CpuClock(_IntervalClock):
-    """Host timing with perf_counter; every interval is ready as soon as it ends."""
+    """Host timing with perf_counter (`now`: another clock, a test's fake one); every interval is ready as soon as
+    it ends."""
 
-    def __init__(self, warmup: int = 0, steps: int | None = None) -> None:
+    def __init__(self, warmup: int = 0, steps: int | None = None,
+                 now: Callable[[], float] | None = None) -> None:
         self.schedule = BlockSchedule(warmup, steps)
-        self._prev_end = time.perf_counter()
+        self._now = now or time.perf_counter  # looked up here: a test that pins time.perf_counter pins this
+        self._prev_end = self._now()
         self._mark: float | None = None
         self._done = 0  # steps ended
         self._last: tuple[Any, Any] = (None, None)  # the open block's latest loss and scale (no copy)
@@ -157,12 +160,12 @@ class CpuClock(_IntervalClock):
         self._ready: list[StepRecord] = []
 
     def start(self) -> None:
-        self._prev_end = self._cal_start = time.perf_counter()
+        self._prev_end = self._cal_start = self._now()
 
     def mark(self) -> None:
         """Called by a workload just before its optimizer step (read only on a step that ends an interval)."""
         if self.schedule.closes(self._done + 1):
-            self._mark = time.perf_counter()
+            self._mark = self._now()
 
     def _calibration(self, last: bool) -> None:
         sched = self.schedule
@@ -175,7 +178,7 @@ class CpuClock(_IntervalClock):
         self._mark = None
 
     def _record(self, step: int, n: int, loss: Any, scale: Any) -> None:
-        end = time.perf_counter()
+        end = self._now()
         self.schedule.open = 0
         self._ready.append(StepRecord(
             step=step,

@@ -19,11 +19,14 @@ runner's delivery thread (`run/delivery.py`: statistics, snapshots), whose callb
 Blocks: the first call starts the clock (step 1 is never timed: it holds lazy set-up); steps are timed one by
 one until `warmup` steps are in, then the block size is set from those steps and from the clock's own measured
 cost, by the runner's rule (`BlockSchedule.calibrate`), from the finished intervals only: no synchronisation.
+From then on each hand-over resizes the blocks to the steps' time (`_resize`): a slow warm-up, or steps that
+became faster or much slower, never leave a line a step (or a block of minutes).
 
 Faults never reach the training: a failure inside the monitor is logged once and the hook becomes a no-op;
 `step()` from a thread other than the first caller's is ignored (with one warning: the clock times one stream);
 a loss on CUDA after steps on the host moves the clock to CUDA events (once; a note says so); a Python float,
-a 0-d tensor and a NaN loss are all taken (a non-finite loss is a note, and null in its step line).
+a 0-d tensor and a NaN loss are all taken (a non-finite loss is a note, and null in its step line); a value
+that is not a number (a loss vector, a string, NaN tokens: `values.py`) is left out with one warning a kind.
 """
 
 from __future__ import annotations
@@ -39,15 +42,16 @@ import statistics
 import sys
 import threading
 import time
+import weakref
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..run import events
 from ..run.delivery import Delivery
 from ..run.snapshot import FinalStatus, RunInfo, Snapshot
-from ..run.timing import CpuClock, CudaClock, StepRecord
-from . import lines, store
+from ..run.timing import CpuClock, CudaClock, StepRecord, block_steps
+from . import lines, store, values
 from .stream import DEFAULT_MAX_BYTES, Opener, Stream, append
 
 log = logging.getLogger("apextui.watch")
@@ -56,19 +60,21 @@ WARMUP = 10  # timed steps left out of the statistics; their second half sizes t
 HARVEST_INTERVAL_S = 0.25  # as the runner's (run/runner.py): finished blocks handed over 4 times a second
 RING = 1024  # pinned slots for tensor metrics, as the clock's ring for the loss
 MAX_METRICS = 16  # tensor metrics a run may have (Python numbers: any number)
+HAND_OVER_INTERVALS = 64  # intervals closed since the last hand-over that make one at once (blocks too short)
+SHRINK = 4.0  # blocks lasting this many block targets are made shorter again (the steps became slower)
+MAX_EXTRAS = 4096  # metric and note lines waiting for the writer thread; beyond, dropped and counted
+MAX_BACKLOG = 10_000  # step records waiting for it; beyond, each hand-over's are merged into one record
 JOIN_S = 10.0  # close(): how long the writer thread may take to write the end
 
 
-def _tensor(x: Any) -> bool:
-    return hasattr(x, "detach") and hasattr(x, "numel")
+_tensor = values.is_tensor
+_MAX_COUNT = values.MAX_COUNT
+LOSS = "a loss is a tensor of one element or a Python number"
+METRIC = "a metric is a number or a tensor of one element"
 
 
 def _cuda(x: Any) -> bool:
     return _tensor(x) and bool(getattr(x, "is_cuda", False))
-
-
-def _number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) or type(x).__module__ == "numpy"
 
 
 class _MetricRing:
@@ -99,24 +105,34 @@ class Watch:
 
     def __init__(self, name: str | None = None, *, steps: int | None = None, warmup: int = WARMUP,
                  sample_interval: float = 1.0, max_bytes: int = DEFAULT_MAX_BYTES, where: str | Path | None = None,
-                 rank: int | None = None, opener: Opener | None = None) -> None:
+                 rank: int | None = None, opener: Opener | None = None,
+                 now: Callable[[], float] = time.perf_counter) -> None:
         self.name = name or Path(sys.argv[0] or "run").stem or "run"
         self.steps = steps
         self.warmup = max(0, int(warmup))
         self.sample_interval = sample_interval
+        self._now = now  # the host clock: steps on CPU, hand-overs (a test's fake clock makes timing exact)
         self.live = True  # False: a no-op from now on (failed, or closed)
         self.failure: str | None = None
         self.meta: store.RunMeta | None = None
         self.stream: Stream | None = None
         self._warned: set[str] = set()
         self._closed = False
+        self._pid = os.getpid()  # a forked child's copy of this monitor is not the run's (`_forked`)
         self._owner: int | None = None
         self._clock: Any = None
         self._torch: Any = None
         self._n = 0
         self._next_harvest = 0.0
+        self._intervals = 0  # closed since the last hand-over
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-        self._extras: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()  # metric and note lines, in order
+        # metric and note lines, in order; bounded (log() from other threads in a loop once grew it without end)
+        self._extras: queue.Queue[dict[str, Any]] = queue.Queue(MAX_EXTRAS)
+        self._dropped = 0  # lines left out because the writer was behind (counted in the end line)
+        self._drop_lock = threading.Lock()
+        self._handed = 0  # step records handed to the writer thread (the training thread counts)
+        self._taken = 0  # ... and written by it (the writer thread counts)
+        self._held: StepRecord | None = None  # records merged while the writer is behind, not handed over yet
         self._delivery: Delivery | None = None
         self._thread: threading.Thread | None = None
         self._sampler: Any = None
@@ -150,6 +166,7 @@ class Watch:
             store.register(self.meta, self.where)
             store.prune(where=self.where)
             atexit.register(self._at_exit)
+            _monitors.add(self)
         except Exception as exc:  # noqa: BLE001 - a monitor that cannot start must not stop the training
             self._fail("could not start", exc)
 
@@ -176,12 +193,12 @@ class Watch:
     def log(self, **metrics: Any) -> None:
         """Extras that are not tied to a step's timing (an evaluation's score): a `metric` line at the current
         step. Numbers only (a tensor is read with `float`, which synchronises: pass numbers)."""
-        if not self.live or self._clock is None:
+        if not self.live or self._closed or self._clock is None:
             return
         try:
-            values = {k: float(v) for k, v in metrics.items() if _number(v) or _tensor(v)}
-            if values:
-                self._extras.put(lines.metric_event(self._n, values))
+            taken = {k: v for k, value in metrics.items() if (v := self._metric(k, value, None)) is not None}
+            if taken:
+                self._extra(lines.metric_event(self._n, taken))
         except Exception as exc:  # noqa: BLE001
             self._warn("log", f"log() ignored: {type(exc).__name__}: {exc}")
 
@@ -197,31 +214,36 @@ class Watch:
         n = self._n = self._n + 1
         closes = clock.schedule.closes(n)
         if loss is not None and not hasattr(loss, "detach"):
-            value = float(loss)
-            if closes:
-                self._floats[n] = value
-            self._last_float = (n, value)
+            value = loss if type(loss) is float else self._real("the loss", loss, LOSS)
+            if value is not None:
+                if closes:
+                    self._floats[n] = value
+                self._last_float = (n, value)
             loss = None
-        elif loss is not None and closes and loss.numel() != 1:
-            self._warn("loss-shape", f"the loss has {loss.numel()} elements: pass one number (e.g. its mean); "
-                       "losses are left out")
-            loss = None
+        elif loss is not None and closes:
+            loss = self._checked_loss(loss)
         if closes and metrics:
             self._keep(n, metrics)
         self._last_metrics = (n, metrics)  # a block closed early (close()) keeps its last step's
         if kind is not None:
-            if kind == self._units and type(units) in (int, float):  # the common case, inline
+            if kind == self._units and type(units) in (int, float) and 0 < units < _MAX_COUNT:  # inline
                 self._unit_total += units
                 self._unit_steps += 1
             else:
                 self._count(kind, units)
-        if closes and self._costing(n):
-            t0 = time.perf_counter()
+        if not closes:
             clock.end_step(n, loss)
-            self._costs.append(time.perf_counter() - t0)
         else:
-            clock.end_step(n, loss)
-        now = time.perf_counter()
+            if self._costing(n):
+                t0 = self._now()
+                clock.end_step(n, loss)
+                self._costs.append(self._now() - t0)
+            else:
+                clock.end_step(n, loss)
+            self._intervals += 1
+            if self._intervals >= HAND_OVER_INTERVALS:  # many short intervals: hand them over (and resize) now
+                self._next_harvest = 0.0
+        now = self._now()
         # until the blocks are sized, every step after the warm-up looks for its intervals (sized sooner)
         if now >= self._next_harvest or (not self._calibrated and n >= self._cal_until()):
             self._next_harvest = now + HARVEST_INTERVAL_S
@@ -237,36 +259,61 @@ class Watch:
         return not self._calibrated and self._cal_from + self.warmup // 2 < n <= self._cal_from + self.warmup
 
     def _count(self, kind: str, units: Any) -> None:
-        if self._units is None:
-            self._units = kind
-        elif kind != self._units:
+        """A step's tokens or samples, off the inline path: the first kind given is the run's; a count that is
+        not a positive finite number is left out (no throughput from it), with one warning a kind of problem."""
+        if self._units is not None and kind != self._units:
             return
-        if not _number(units):
-            self._warn("units", f"{kind}= must be a Python number (a tensor would need a synchronisation); ignored")
+        try:
+            value = values.count(units)
+        except values.BadValue as bad:
+            self._warn(f"{kind}:{bad.key}", f"{kind}= {bad}: this step's count is left out ({kind}= is the "
+                       "number of tokens or samples the step trained on, a positive Python number)")
             return
-        self._unit_total += float(units)
+        self._units = kind
+        self._unit_total += value
         self._unit_steps += 1
 
+    def _real(self, subject: str, x: Any, allowed: str) -> float | None:
+        """`x` as a float, or None with one warning a kind of problem (the training goes on)."""
+        try:
+            return values.real(x)
+        except values.BadValue as bad:
+            self._warn(f"{subject}:{bad.key}", f"{subject} {bad}: left out ({allowed})")
+            return None
+
+    def _checked_loss(self, loss: Any) -> Any:
+        """A tensor loss the clock can read (one real element, with a value), else None with one warning."""
+        bad = values.tensor_problem(loss)
+        if bad is None:
+            return loss
+        self._warn(f"the loss:{bad.key}", f"the loss {bad}: left out ({LOSS}, e.g. the mean)")
+        return None
+
+    def _metric(self, name: str, value: Any, step: int | None) -> Any:
+        """One extra as what `_hand_over` reads: a float, or (at the end of a block, `step`) a CUDA tensor's slot
+        in the pinned ring; None (one warning a kind of problem) when it is not a number."""
+        subject = f"metric {name!r}"
+        try:
+            if not _tensor(value):
+                return self._real(subject, value, METRIC)
+            bad = values.tensor_problem(value)
+            if bad is not None:
+                self._warn(f"{subject}:{bad.key}", f"{subject} {bad}: left out ({METRIC})")
+                return None
+            if step is None or not _cuda(value):
+                return float(value.detach())
+            if self._ring is None:
+                self._ring = _MetricRing(self._torch)
+            where = self._ring.put(step, name, value)
+            if where is None:
+                self._warn("metrics", f"more than {MAX_METRICS} tensor metrics: {name!r} left out")
+            return where
+        except Exception as exc:  # noqa: BLE001 - an odd object: this value is left out, the monitor goes on
+            self._warn(f"{subject}:error", f"{subject} could not be read ({type(exc).__name__}: {exc}): left out")
+            return None
+
     def _keep(self, n: int, metrics: dict[str, Any]) -> None:
-        kept: dict[str, Any] = {}
-        for name, value in metrics.items():
-            if _tensor(value):
-                if value.numel() != 1:
-                    self._warn(f"metric-{name}", f"metric {name!r} has {value.numel()} elements: left out")
-                elif _cuda(value):
-                    if self._ring is None:
-                        self._ring = _MetricRing(self._torch)
-                    where = self._ring.put(n, name, value)
-                    if where is None:
-                        self._warn("metrics", f"more than {MAX_METRICS} tensor metrics: {name!r} left out")
-                    else:
-                        kept[name] = where
-                else:
-                    kept[name] = float(value.detach())
-            elif _number(value):
-                kept[name] = float(value)
-            else:
-                self._warn(f"metric-{name}", f"metric {name!r} is a {type(value).__name__}, not a number: left out")
+        kept = {name: v for name, value in metrics.items() if (v := self._metric(name, value, n)) is not None}
         if kept:
             self._metrics[n] = kept
 
@@ -297,10 +344,10 @@ class Watch:
         self._thread.start()
         self._inbox.put(("info", self._info))
         self._clock.start()  # last: the sampler, the environment and the thread are not in step 2's time
-        self._next_harvest = time.perf_counter() + HARVEST_INTERVAL_S
+        self._next_harvest = self._now() + HARVEST_INTERVAL_S
 
     def _new_clock(self, device: str) -> Any:
-        clock: Any = CudaClock(self._torch) if device == "cuda" else CpuClock()
+        clock: Any = CudaClock(self._torch) if device == "cuda" else CpuClock(now=self._now)
         clock.schedule.last = sys.maxsize  # open-ended: no last step closes a block early
         self._cal_from, self._calibrated, self._costs, self._cal_ms = self._n, False, [], []
         return clock  # started by the caller once the monitor's own set-up is done (not in the first interval)
@@ -318,7 +365,7 @@ class Watch:
         synchronisation)."""
         self._cuda_seen = False
         self._torch = self._torch or sys.modules.get("torch")
-        self._clock.close()
+        self._close_block()
         self._hand_over(self._clock.harvest())
         self._n += 1
         self._clock = self._new_clock("cuda")
@@ -328,18 +375,37 @@ class Watch:
         assert self._info is not None
         self._info = replace(self._info, device="cuda")
         self._inbox.put(("info", self._info))
-        self._extras.put(lines.note_event(self._n, f"CUDA is in use from step {self._n}: timed with CUDA events from "
+        self._extra(lines.note_event(self._n, f"CUDA is in use from step {self._n}: timed with CUDA events from "
                                                    "here (the steps before were timed on the host)"))
         self._clock.start()
 
+    def _close_block(self) -> None:
+        """End the open block now (its last step's loss was never checked: a step inside a block is not)."""
+        clock = self._clock
+        loss, scale = clock._last
+        if loss is not None and clock.schedule.open:
+            clock._last = (self._checked_loss(loss), scale)
+        clock.close()
+
     def _harvest(self) -> None:
+        self._intervals = 0
         self._hand_over(self._clock.harvest())
         if self._on_host:  # CUDA since? (one look 4 times a second)
             torch = sys.modules.get("torch")
             self._cuda_seen = torch is not None and bool(torch.cuda.is_initialized())
 
-    def _hand_over(self, records: list[StepRecord]) -> None:
+    def _extra(self, line: dict[str, Any]) -> None:
+        """A metric or note line for the writer thread; dropped (and counted) when it is this far behind."""
+        try:
+            self._extras.put_nowait(line)
+        except queue.Full:
+            with self._drop_lock:
+                self._dropped += 1
+
+    def _hand_over(self, records: list[StepRecord], last: bool = False) -> None:
         if not records:
+            if last and self._held is not None:  # the end: what was held back goes now
+                self._put_steps([], last)
             return
         for i, rec in enumerate(records):
             if rec.loss is None and rec.step in self._floats:
@@ -348,19 +414,36 @@ class Watch:
                 records[i] = rec = replace(rec, loss=self._last_float[1])
             if rec.loss is not None and not math.isfinite(rec.loss) and not self._nonfinite:
                 self._nonfinite = True
-                self._extras.put(lines.note_event(rec.step, f"the loss is {rec.loss} at step {rec.step} (the first "
+                self._extra(lines.note_event(rec.step, f"the loss is {rec.loss} at step {rec.step} (the first "
                                                             "non-finite loss; training goes on)"))
             kept = self._metrics.pop(rec.step, None)
             if kept:
                 ring = self._ring
-                values = {k: ring.read(v) if isinstance(v, tuple) and ring is not None else v for k, v in kept.items()}
-                self._extras.put(lines.metric_event(rec.step, values))
+                read = {k: ring.read(v) if isinstance(v, tuple) and ring is not None else v for k, v in kept.items()}
+                self._extra(lines.metric_event(rec.step, read))
         for step in [s for s in self._floats if s <= records[-1].step]:  # never read: a block closed early
             del self._floats[step]
-        self._inbox.put(("steps", records))
+        self._put_steps(records, last)
         self._units_info()
         if not self._calibrated:
             self._calibrate(records)
+        else:
+            self._resize(records)
+
+    def _put_steps(self, records: list[StepRecord], last: bool) -> None:
+        """Records to the writer thread. While it is more than `MAX_BACKLOG` records behind (a slow disk), they are
+        merged into one held record (the steps and their time kept, their lines dropped and counted), handed over
+        once it has caught up, or at the end: what waits for the writer stays bounded."""
+        if self._held is not None:
+            records = [self._held, *records]
+            self._held = None
+        if self._handed - self._taken > MAX_BACKLOG and not last:
+            self._held = _merged(records)
+            with self._drop_lock:
+                self._dropped += len(records) - 1
+            return
+        self._handed += len(records)
+        self._inbox.put(("steps", records))
 
     def _units_info(self) -> None:
         if self._units is None or not self._unit_steps or self._info is None:
@@ -381,6 +464,18 @@ class Watch:
         sched.costs_s = list(self._costs)
         sched.calibrate(statistics.median(self._cal_ms))
         self._calibrated, self._cal_ms = True, []
+
+    def _resize(self, records: list[StepRecord]) -> None:
+        """After the warm-up the block size keeps following the steps' time, from each hand-over's intervals: the
+        blocks grow when the steps became faster (a warm-up slower than the steps after it left blocks of one
+        step: a record and a line a step, 18,700 lines a second) and shrink when the steps became much slower (a
+        block of minutes shows nothing for minutes). Between the two a block stays as it is (no churn)."""
+        sched = self._clock.schedule
+        per_step = statistics.median(r.ms for r in records)
+        block = block_steps(per_step, sys.maxsize, sched.target_ms)
+        if block > sched.block or (block < sched.block and statistics.median(r.ms * r.steps for r in records)
+                                   > SHRINK * sched.target_ms):
+            sched.block = block
 
     # ---- the writer thread (the delivery's callback) -----------------------------------------------------------
     def _write(self, snap: Snapshot) -> None:
@@ -407,15 +502,19 @@ class Watch:
             out.append(setup)
             self._header = "".join(json.dumps(o) + "\n" for o in (self._start_line or {}, setup))
         if snap.new_steps:
+            self._taken += len(snap.new_steps)
             monitor = events.monitor_fields(snap.monitor)
             out.extend(events.step_event(rec, monitor) for rec in snap.new_steps)
-        while True:
+        for _ in range(self._extras.qsize()):  # what is there now: other threads may go on putting
             try:
                 out.append(self._extras.get_nowait())
             except queue.Empty:
                 break
         if snap.finished:
-            out.append(events.end_event(snap))
+            end = events.end_event(snap)
+            if self._dropped:
+                end["watch"] = {"dropped_lines": self._dropped}
+            out.append(end)
         if out:
             stream.header = self._header
             stream.write([json.dumps(o) + "\n" for o in out])
@@ -424,7 +523,7 @@ class Watch:
     def close(self, status: FinalStatus = "ok", error: str | None = None) -> None:
         """End the run: the open block is timed, the `end` line written (it waits for the GPU once, here).
         Idempotent; never raises."""
-        if self._closed:
+        if self._closed or os.getpid() != self._pid:  # a forked child never ends its parent's run
             return
         self._closed = True
         try:
@@ -433,17 +532,20 @@ class Watch:
                     n, metrics = self._last_metrics
                     if n == self._n and metrics and n not in self._metrics and self._clock.schedule.open:
                         self._keep(n, metrics)
-                    self._clock.close()
-                    self._hand_over(self._clock.harvest(wait=True))
+                    self._close_block()
+                    self._hand_over(self._clock.harvest(wait=True), last=True)
                     if self._info is not None and self._info.device == "cuda":
                         self._inbox.put(("peak_memory", int(self._torch.cuda.max_memory_allocated())))
                 self._inbox.put(("end", (status, error)))
-                self._thread.join(JOIN_S)
+                self._thread.join(JOIN_S)  # the writer drains what waits (bounded) and writes the end line
         except Exception as exc:  # noqa: BLE001
             self._warn("close", f"could not end the stream: {type(exc).__name__}: {exc}")
         finally:
             self.live = False
-            if self.stream is not None:
+            if self._thread is not None and self._thread.is_alive():  # held in a write (a hung disk): never close
+                self._warn("close", f"the stream's writer did not finish within {JOIN_S:.0f} s (a slow or hung "
+                           "disk?): the end line may be missing; the file is left to it")
+            elif self.stream is not None:
                 self.stream.close()
             if self.meta is not None:
                 try:
@@ -467,6 +569,16 @@ class Watch:
             self.close("failed", f"{type(exc).__name__}: {exc}")
         else:
             self.close()
+
+    def _forked(self) -> None:
+        """In a forked child (`os.fork`, multiprocessing's fork): the run is the parent's, whose writer thread the
+        child has not got. The child's copy does nothing from now on: its `step()` calls are no-ops, and neither
+        `close()` nor the exit handlers it inherited end the parent's run or take it out of the live index."""
+        self.live, self._closed = False, True
+        try:
+            atexit.unregister(self._at_exit)
+        except Exception:  # noqa: BLE001
+            pass
 
     def __enter__(self) -> "Watch":
         return self
@@ -498,8 +610,29 @@ class Watch:
         self._warn("failed", f"the monitor {self.failure}; it stops, the training goes on")
         was_live, self.live = self.live, False
         if was_live and self._thread is not None:
-            self._extras.put(lines.note_event(self._n, f"the monitor {self.failure}; it stopped here"))
+            self._extra(lines.note_event(self._n, f"the monitor {self.failure}; it stopped here"))
             self._inbox.put(("end", ("stopped", f"the monitor stopped at step {self._n}: {self.failure}")))
+
+
+def _merged(records: list[StepRecord]) -> StepRecord:
+    """Consecutive intervals as one: their steps, their mean time a step, the last one's loss."""
+    steps = sum(r.steps for r in records)
+    last = records[-1]
+    return StepRecord(step=last.step, ms=sum(r.ms * r.steps for r in records) / steps, loss=last.loss,
+                      loss_scale=last.loss_scale, steps=steps)
+
+
+_monitors: "weakref.WeakSet[Watch]" = weakref.WeakSet()  # every started monitor of this process
+
+
+def _after_fork_in_child() -> None:
+    for mon in list(_monitors):
+        mon._forked()
+    _monitors.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def watch(name: str | None = None, **options: Any) -> Watch:

@@ -86,9 +86,10 @@ class Stream:
         return self.failed is None
 
     def _flush(self, chunk: list[str]) -> None:
-        if chunk and self._file is not None:
-            self._file.write("".join(chunk))
-            self._file.flush()
+        f = self._file
+        if chunk and f is not None:
+            f.write("".join(chunk))
+            f.flush()
         chunk.clear()
 
     def _rotate(self) -> None:
