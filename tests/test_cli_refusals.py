@@ -83,3 +83,15 @@ def test_a_model_with_nothing_to_train_is_a_usage_error(tmp_path, capsys, argv):
     assert code == 2
     assert "every parameter of the model is frozen (requires_grad=False): there is nothing to train" in \
         one_line(capsys)
+
+
+NO_PARAMETERS = FROZEN.replace("nn.Linear(4, 1).requires_grad_(False)", "nn.ReLU()")
+
+
+@pytest.mark.parametrize("argv", [["list", "--model"], ["--variant", "fp32", "--json", "--model"]])
+def test_a_model_without_parameters_is_named_so_not_frozen(tmp_path, capsys, argv):
+    (tmp_path / "empty.py").write_text(NO_PARAMETERS)
+    code = cli.main([*argv, f"{tmp_path / 'empty.py'}:build", "--device", "cpu"])
+    assert code == 2
+    line = one_line(capsys)
+    assert "the model has no parameters: there is nothing to train" in line and "frozen" not in line

@@ -254,7 +254,11 @@ def check_setup(result: Any, spec: str) -> None:
     if not isinstance(result.model, nn.Module):
         raise ModelSpecError(f"--model {spec!r}: ModelSetup.model is a {type(result.model).__name__}; it must be a "
                              "torch.nn.Module")
-    if not any(p.requires_grad for p in result.model.parameters()):  # the optimizer would refuse it mid-set-up
+    params = list(result.model.parameters())
+    if not params:  # nothing to freeze or unfreeze: saying "frozen" would send the user to the wrong fix
+        raise ModelSpecError(f"--model {spec!r}: the model has no parameters: there is nothing to train; return the "
+                             "module that holds the weights to train (its parameters() must not be empty)")
+    if not any(p.requires_grad for p in params):  # the optimizer would refuse it mid-set-up
         raise ModelSpecError(f"--model {spec!r}: every parameter of the model is frozen (requires_grad=False): there "
                              "is nothing to train; unfreeze the ones to train (e.g. model.requires_grad_(True)) "
                              "before returning the ModelSetup")
