@@ -83,3 +83,36 @@ def test_a_model_with_nothing_to_train_is_a_usage_error(tmp_path, capsys, argv):
     assert code == 2
     assert "every parameter of the model is frozen (requires_grad=False): there is nothing to train" in \
         one_line(capsys)
+
+
+NO_PARAMETERS = FROZEN.replace("nn.Linear(4, 1).requires_grad_(False)", "nn.ReLU()")
+
+
+@pytest.mark.parametrize("argv", [["list", "--model"], ["--variant", "fp32", "--json", "--model"]])
+def test_a_model_without_parameters_is_named_so_not_frozen(tmp_path, capsys, argv):
+    (tmp_path / "empty.py").write_text(NO_PARAMETERS)
+    code = cli.main([*argv, f"{tmp_path / 'empty.py'}:build", "--device", "cpu"])
+    assert code == 2
+    line = one_line(capsys)
+    assert "the model has no parameters: there is nothing to train" in line and "frozen" not in line
+
+
+EXITS_AT_IMPORT = "import sys\nsys.exit(4)\n"
+EXITS_IN_BUILD = "import sys\n\ndef build(small=False):\n    sys.exit(4)\n"
+
+
+@pytest.mark.parametrize("source, needle", [
+    (EXITS_AT_IMPORT, "failed: SystemExit: 4"),
+    (EXITS_IN_BUILD, "your function raised SystemExit: 4"),
+], ids=["at-import", "in-build"])
+@pytest.mark.parametrize("argv", [["advise", "--model"], ["list", "--model"],
+                                  ["--variant", "fp32", "--json", "--model"]], ids=["advise", "list", "json-run"])
+def test_sys_exit_in_the_users_model_is_a_usage_error_not_its_exit_code(tmp_path, capsys, source, needle, argv):
+    """`sys.exit(4)` in the user's file or function: one line and exit 2, as an import error; never a silent exit 4,
+    which is documented as a failed correctness check (issue 41 row 13)."""
+    (tmp_path / "m.py").write_text(source)
+    code = cli.main([*argv, f"{tmp_path / 'm.py'}:build", "--device", "cpu"])
+    assert code == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("apextui: error:")]
+    assert len(errors) == 1 and needle in errors[0], err

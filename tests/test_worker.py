@@ -120,3 +120,18 @@ def test_worker_stops_when_its_parent_stops_listening():
 def test_bad_steps_rejected_before_a_process_starts():
     with pytest.raises(ValueError, match="steps must be >= 1"):
         ProcessRunner(RunRequest(resolve("adamw"), "cpu", 0), lambda s: None)
+
+
+def test_sys_exit_in_the_users_build_is_a_failed_run_that_says_so(tmp_path):
+    """A worker whose model's build calls `sys.exit(4)`: a failed run naming it, never a worker that ends with code 4
+    and no word of why."""
+    from apextui.core.config.point import BASELINE
+    from apextui.core.model_presets import config_preset
+
+    (tmp_path / "m.py").write_text("import sys\n\ndef build(small=False):\n    sys.exit(4)\n")
+    snaps, _, cb = collect()
+    r = ProcessRunner(RunRequest(config_preset(f"{tmp_path / 'm.py'}:build", BASELINE, steps=3), "cpu", 3), cb)
+    r.start()
+    assert r.wait(120) and r.join(60)
+    final = snaps[-1]
+    assert final.status == "failed" and "your function raised SystemExit: 4" in final.error, final.error

@@ -137,7 +137,8 @@ def _load_file(spec: str, where: str) -> Any:
     sys.modules[name] = module
     try:
         module_spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - whatever their module raises while importing is theirs
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever their module raises while importing is theirs
+        # (a `sys.exit(4)` there would otherwise end apextui with 4, which means "failed the correctness check")
         sys.modules.pop(name, None)
         raise ModelSpecError(f"--model {spec!r}: importing {where} failed: {_first_line(exc)}",
                              user_traceback(exc, str(path))) from None
@@ -150,7 +151,7 @@ def _load_module(spec: str, where: str) -> Any:
         return importlib.import_module(where)
     except SyntaxError as exc:
         raise ModelSpecError(f"--model {spec!r}: syntax error in {exc.filename} line {exc.lineno}: {exc.msg}") from None
-    except Exception as exc:  # noqa: BLE001
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - a sys.exit() in their module: theirs too (_load_file)
         raise ModelSpecError(f"--model {spec!r}: importing {where} failed: {_first_line(exc)}",
                              user_traceback(exc, None)) from None
 
@@ -238,8 +239,13 @@ def takes_small(fn: Callable[..., Any]) -> bool:
 
 def call_build(fn: Callable[..., Any], spec: str, small: bool) -> ModelSetup:
     """Call the user's function (with `small=` if it takes it) and check what it returned. Exceptions it raises
-    pass through (a run-time failure); a wrong return type raises ModelSpecError (a usage error)."""
-    result = fn(small=small) if takes_small(fn) else fn()
+    pass through (a run-time failure); a wrong return type, or a `sys.exit()` instead of a return, raises
+    ModelSpecError (a usage error: its SystemExit would otherwise end apextui with the user's code, silently)."""
+    try:
+        result = fn(small=small) if takes_small(fn) else fn()
+    except SystemExit as exc:
+        raise ModelSpecError(f"--model {spec!r}: your function raised {_first_line(exc)} (sys.exit) instead of "
+                             "returning a ModelSetup", user_traceback(exc, None)) from None
     check_setup(result, spec)
     return result
 
@@ -254,7 +260,11 @@ def check_setup(result: Any, spec: str) -> None:
     if not isinstance(result.model, nn.Module):
         raise ModelSpecError(f"--model {spec!r}: ModelSetup.model is a {type(result.model).__name__}; it must be a "
                              "torch.nn.Module")
-    if not any(p.requires_grad for p in result.model.parameters()):  # the optimizer would refuse it mid-set-up
+    params = list(result.model.parameters())
+    if not params:  # nothing to freeze or unfreeze: saying "frozen" would send the user to the wrong fix
+        raise ModelSpecError(f"--model {spec!r}: the model has no parameters: there is nothing to train; return the "
+                             "module that holds the weights to train (its parameters() must not be empty)")
+    if not any(p.requires_grad for p in params):  # the optimizer would refuse it mid-set-up
         raise ModelSpecError(f"--model {spec!r}: every parameter of the model is frozen (requires_grad=False): there "
                              "is nothing to train; unfreeze the ones to train (e.g. model.requires_grad_(True)) "
                              "before returning the ModelSetup")
