@@ -6,13 +6,12 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from helpers import ROOT, cli_env
+from helpers import ROOT, cli_env, gone_within, kill_all, wait_for_worker
 
 # a model whose forward never returns, in pure Python (the worker's main thread holds the GIL in turns)
 HANG_MODEL = '''
@@ -34,42 +33,6 @@ def build(small=False):
                                                              torch.randn(2, 1, device=d, generator=g)),
                       loss_fn=nn.functional.mse_loss)
 '''
-
-
-def alive(p: psutil.Process) -> bool:
-    """Still running (a zombie waiting to be reaped by whoever adopted it counts as gone)."""
-    try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def wait_for_worker(root: psutil.Process, timeout: float = 120) -> list[psutil.Process]:
-    """The descendants of `root` once one of them is a grandchild (the worker, forked by the forkserver)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        kids = root.children(recursive=True)
-        if any(k.ppid() != root.pid for k in kids if alive(k)):
-            return kids
-        time.sleep(0.2)
-    raise AssertionError(f"no worker process after {timeout} s: {kids}")
-
-
-def gone_within(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """The processes of `procs` still alive after waiting up to `timeout` s for all of them to end."""
-    deadline = time.monotonic() + timeout
-    while (left := [p for p in procs if alive(p)]) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return left
-
-
-def kill_all(procs: list[psutil.Process]) -> None:
-    for p in procs:
-        try:
-            if p.is_running():
-                p.kill()
-        except psutil.NoSuchProcess:
-            pass
 
 
 @pytest.mark.slow

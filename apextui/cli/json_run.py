@@ -89,7 +89,11 @@ def start_contention(device: str) -> Any:
 
 
 def log(message: str) -> None:
-    print(f"apextui: {message}", file=sys.stderr, flush=True)
+    """A line on stderr; none where stderr is gone (a hung-up terminal): the run goes on to its end line."""
+    try:
+        print(f"apextui: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def run(request: RunRequest, avail: Availability | None = None) -> int:

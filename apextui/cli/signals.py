@@ -1,6 +1,9 @@
-"""Ctrl-C and SIGTERM while the headless front ends train: the first signal asks the work to stop after its
-current step; another one reports what was measured and exits at once. A handler rather than
-KeyboardInterrupt, so nothing is interrupted half-way."""
+"""Ctrl-C, SIGTERM and SIGHUP while the headless front ends train: the first signal asks the work to stop after its
+current step; another one reports what was measured and exits at once (130, 143, 129). A handler rather than
+KeyboardInterrupt, so nothing is interrupted half-way.
+
+SIGHUP (the terminal went away) is taken like the others, except where the process inherited it ignored (`nohup`:
+it stays ignored) and in the TUIs, which take it themselves (`release_hangup`)."""
 
 from __future__ import annotations
 
@@ -14,15 +17,31 @@ TYPE_CHECKING = False  # not `typing`: cli.main imports this module before its h
 if TYPE_CHECKING:
     from typing import Any, Callable, Sequence
 
-EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
-SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
-SIGNAL_WORD: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
+EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_HANGUP = 130, 143, 129
+SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED,
+                               signal.SIGHUP: EXIT_HANGUP}
+SIGNAL_WORD: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)",
+                               signal.SIGHUP: "hung up (SIGHUP)"}
+_inherited: dict[int, Any] = {}  # the dispositions the process started with (early_signals records them)
+
+
+def taken() -> list[int]:
+    """The signals of SIGNAL_EXIT that apextui handles now: all, but a SIGHUP that is ignored stays so (`nohup`)."""
+    return [sig for sig in SIGNAL_EXIT if sig != signal.SIGHUP or signal.getsignal(sig) != signal.SIG_IGN]
+
+
+def release_hangup() -> None:
+    """The TUIs, before they start: SIGHUP as the process inherited it (the TUI puts its own handler in once it is
+    up; until then a hang-up ends it at once, which no terminal left to draw on can hang), not `early_signals`'."""
+    if signal.SIGHUP in _inherited:
+        signal.signal(signal.SIGHUP, _inherited[signal.SIGHUP])
 
 
 class StopOnSignals:
-    """Within `with`: SIGINT/SIGTERM calls `first(signum)` once, then `again(signum)` and exits with 130 (SIGINT)
-    or 143 (SIGTERM). `count`, `received` (the signals, in order) and `exit_code` (of the latest signal) are kept
-    for the caller; `twice()` words the second signal's error.
+    """Within `with`: SIGINT/SIGTERM/SIGHUP calls `first(signum)` once, then `again(signum)` and exits with 130
+    (SIGINT), 143 (SIGTERM) or 129 (SIGHUP; not where it is ignored: `taken`). `count`, `received` (the signals,
+    in order) and `exit_code` (of the latest signal) are kept for the caller; `twice()` words the second signal's
+    error.
 
     Every delivery counts, and the second quits at once: Python runs its handlers only on the main thread,
     between bytecodes, and two signals of one kind that come while that thread is inside a long C call (importing
@@ -39,6 +58,7 @@ class StopOnSignals:
         import threading  # here, not at the top: this module loads before cli.main's first handlers are in
 
         self._previous: dict[int, Any] = {}
+        self._signals: list[int] = []
         self._lock = threading.Lock()
         self._via_fd = False
         self._old_wakeup = -1
@@ -70,7 +90,7 @@ class StopOnSignals:
         try:
             while data := os.read(fd, 64):
                 for signum in data:
-                    if signum in SIGNAL_EXIT:
+                    if signum in self._signals:
                         self._deliver(signum)
         except OSError:
             pass
@@ -78,11 +98,12 @@ class StopOnSignals:
             os.close(fd)
 
     def __enter__(self) -> "StopOnSignals":
+        self._signals = taken()
         block = getattr(signal, "pthread_sigmask", None)
         if block is not None:  # signals that come meanwhile wait, then find both the handler and the fd in
-            block(signal.SIG_BLOCK, list(SIGNAL_EXIT))
+            block(signal.SIG_BLOCK, self._signals)
         try:
-            self._previous = {sig: signal.signal(sig, self._handle) for sig in SIGNAL_EXIT}
+            self._previous = {sig: signal.signal(sig, self._handle) for sig in self._signals}
             try:
                 r, w = os.pipe()
                 os.set_blocking(w, False)
@@ -96,7 +117,7 @@ class StopOnSignals:
                 threading.Thread(target=self._read, args=(r,), name="apextui-signals", daemon=True).start()
         finally:
             if block is not None:
-                block(signal.SIG_UNBLOCK, list(SIGNAL_EXIT))
+                block(signal.SIG_UNBLOCK, self._signals)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -139,7 +160,7 @@ class EarlySignal(BaseException):
 
 
 class early_signals:
-    """From the first line of `cli.main()` (and `command.main()`): SIGINT/SIGTERM raise EarlySignal (a
+    """From the first line of `cli.main()` (and `command.main()`): SIGINT/SIGTERM/SIGHUP (`taken`) raise EarlySignal (a
     BaseException, so no `except Exception` swallows it), which main turns into 130/143 with one line on stderr
     instead of a KeyboardInterrupt traceback from inside an import. StopOnSignals replaces it while work runs.
 
@@ -172,7 +193,9 @@ class early_signals:
             self._hook(unraisable)
 
     def __enter__(self) -> "early_signals":
-        self._previous = {sig: signal.signal(sig, self._handle) for sig in SIGNAL_EXIT}
+        self._previous = {sig: signal.signal(sig, self._handle) for sig in taken()}
+        for sig, handler in self._previous.items():
+            _inherited.setdefault(sig, handler)
         self._hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         return self
 
@@ -208,6 +231,8 @@ def exit_on_late_signals() -> None:
         os._exit(SIGNAL_EXIT.get(signum, EXIT_INTERRUPTED))
 
     for sig in SIGNAL_EXIT:
+        if sig == signal.SIGHUP and not callable(signal.getsignal(sig)):  # ignored (nohup), or a TUI's default
+            continue
         signal.signal(sig, _handle)
     block = getattr(signal, "pthread_sigmask", None)
     if block is not None:

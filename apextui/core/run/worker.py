@@ -66,6 +66,25 @@ def context() -> Any:
 
 
 @contextlib.contextmanager
+def _starting_processes() -> Iterator[None]:
+    """Around what may start a process (the forkserver, the resource tracker, a worker): SIGHUP blocked on this
+    thread, so that the new process inherits it blocked; a terminal that goes away sends SIGHUP to every process
+    of its foreground group, and these must outlive it until apextui has stopped its run and reported it (a blocked
+    SIGHUP sent here meanwhile waits, it is not lost). And the real stderr lent (`_real_stderr`)."""
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None:
+        with _real_stderr():
+            yield
+        return
+    old = mask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        with _real_stderr():
+            yield
+    finally:
+        mask(signal.SIG_SETMASK, old)
+
+
+@contextlib.contextmanager
 def _real_stderr() -> Iterator[None]:
     """multiprocessing hands its helper processes `sys.stderr.fileno()`; under Textual sys.stderr is a
     capture object whose fileno() is -1, which fails that. Lend it the process's real stderr meanwhile."""
@@ -90,7 +109,7 @@ def prestart() -> None:
     if ctx.get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
-        with _real_stderr():
+        with _starting_processes():
             forkserver.ensure_running()
 
 
@@ -201,7 +220,7 @@ class ProcessRunner(ForwardsSnapshots, RunControl):
         self.callback = callback
         self.steps = run_steps(preset, request.steps)
         ctx = context()
-        with _real_stderr():  # creating the event may start multiprocessing's resource tracker
+        with _starting_processes():  # creating the event may start multiprocessing's resource tracker
             self._stop = ctx.Event()
         self._recv, self._send = ctx.Pipe(duplex=False)
         fd, self.log_path = tempfile.mkstemp(prefix="apextui-worker-", suffix=".log")
@@ -222,7 +241,7 @@ class ProcessRunner(ForwardsSnapshots, RunControl):
         return self._proc.pid
 
     def start(self) -> "ProcessRunner":
-        with _real_stderr():
+        with _starting_processes():
             self._proc.start()
         self._send.close()  # the worker holds the only sending end now: its exit means EOF here
         self._reader.start()
