@@ -23,6 +23,17 @@ SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: 
 SIGNAL_WORD: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)",
                                signal.SIGHUP: "hung up (SIGHUP)"}
 _inherited: dict[int, Any] = {}  # the dispositions the process started with (early_signals records them)
+_settled = False  # the outcome is out (`settle`): signals change nothing from then on
+
+
+def settle() -> None:
+    """The outcome is printed (a headless run's `end` line): from now on SIGINT/SIGTERM/SIGHUP change neither the
+    exit status nor how the process ends; they are ignored while it finishes. Why: a signal just after `end ok`
+    gave 130/143 (counted as a stop request) or ended the process by the signal (landing in its shutdown), against
+    what the end line said. From any thread."""
+    global _settled
+    _settled = True
+
 
 
 def taken() -> list[int]:
@@ -69,6 +80,8 @@ class StopOnSignals:
         return two_signals(self.received)
 
     def _deliver(self, signum: int) -> None:
+        if _settled:  # after the end line: not a stop request, nor a quit (`settle`)
+            return
         with self._lock:
             self.received.append(signum)
             self.count = len(self.received)
@@ -98,6 +111,8 @@ class StopOnSignals:
             os.close(fd)
 
     def __enter__(self) -> "StopOnSignals":
+        global _settled
+        _settled = False  # new work: its outcome is not out yet
         self._signals = taken()
         block = getattr(signal, "pthread_sigmask", None)
         if block is not None:  # signals that come meanwhile wait, then find both the handler and the fd in
@@ -175,6 +190,8 @@ class early_signals:
         self.received: list[int] = []
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if _settled:  # the work's outcome is out (`settle`): the program only ends now
+            return
         self.received.append(signum)
         if len(self.received) == 1:
             raise EarlySignal(signum)
@@ -193,6 +210,8 @@ class early_signals:
             self._hook(unraisable)
 
     def __enter__(self) -> "early_signals":
+        global _settled
+        _settled = False
         self._previous = {sig: signal.signal(sig, self._handle) for sig in taken()}
         for sig, handler in self._previous.items():
             _inherited.setdefault(sig, handler)
@@ -219,7 +238,8 @@ class early_signals:
 
 def exit_on_late_signals() -> None:
     """After main() returned, while the interpreter shuts down (atexit, joining threads): a signal exits with
-    its code at once, instead of "Exception ignored in atexit callback ... KeyboardInterrupt"."""
+    its code at once, instead of "Exception ignored in atexit callback ... KeyboardInterrupt"; after `settle` it is
+    ignored (the outcome is out, and the exit status is the one it implies)."""
 
     def _handle(signum: int, frame: Any) -> None:
         for stream in (sys.stdout, sys.stderr):
@@ -233,11 +253,15 @@ def exit_on_late_signals() -> None:
     for sig in SIGNAL_EXIT:
         if sig == signal.SIGHUP and not callable(signal.getsignal(sig)):  # ignored (nohup), or a TUI's default
             continue
-        signal.signal(sig, _handle)
-    block = getattr(signal, "pthread_sigmask", None)
-    if block is not None:
-        # the last thing Python does before its C-level finalization is run the atexit callbacks (this one first:
-        # they run last-registered first, and those left are quick); the finalization then puts the default
-        # handlers back, and a signal landing in it (tens of ms with torch loaded) would end the process by that
-        # signal (-15) instead of with the code main returned. Blocked, it stays pending and dies with the process.
-        atexit.register(block, signal.SIG_BLOCK, set(SIGNAL_EXIT))
+        signal.signal(sig, signal.SIG_IGN if _settled else _handle)
+    # the last thing Python does before its C-level finalization is run the atexit callbacks (this one first:
+    # they run last-registered first, and those left are quick); the finalization then puts the default handlers
+    # back, and a signal landing in it (tens of ms with torch loaded) would end the process by that signal (-15)
+    # instead of with the code main returned. Ignored, it does nothing, on whichever thread it lands (blocking it
+    # covered this thread only).
+    atexit.register(_ignore_from_now)
+
+
+def _ignore_from_now() -> None:
+    for sig in SIGNAL_EXIT:
+        signal.signal(sig, signal.SIG_IGN)
