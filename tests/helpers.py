@@ -6,7 +6,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,3 +83,40 @@ def killed_watched_run(timeout: float = 60) -> tuple[Path, int]:
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
     return folder, proc.pid
+
+
+# ---- process trees: apextui's children, and whether any is left ----
+def alive(p: psutil.Process) -> bool:
+    """Still running (a zombie waiting to be reaped by whoever adopted it counts as gone)."""
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_for_worker(root: psutil.Process, timeout: float = 120) -> list[psutil.Process]:
+    """The descendants of `root` once one of them is a grandchild (the worker, forked by the forkserver)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        kids = root.children(recursive=True)
+        if any(k.ppid() != root.pid for k in kids if alive(k)):
+            return kids
+        time.sleep(0.2)
+    raise AssertionError(f"no worker process after {timeout} s: {kids}")
+
+
+def gone_within(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """The processes of `procs` still alive after waiting up to `timeout` s for all of them to end."""
+    deadline = time.monotonic() + timeout
+    while (left := [p for p in procs if alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def kill_all(procs: list[psutil.Process]) -> None:
+    for p in procs:
+        try:
+            if p.is_running():
+                p.kill()
+        except psutil.NoSuchProcess:
+            pass

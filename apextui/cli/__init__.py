@@ -31,10 +31,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .command import main as command_main
 
             code = command_main(argv)
+            if argv is None:  # the program itself, not a test calling main([...]): shutdown comes next (in the
+                exit_on_late_signals()  # `try`: a signal just before still ends with one line, no traceback)
         except EarlySignal as exc:
             code = early.finish(exc)
+            if argv is None:
+                exit_on_late_signals()
         except KeyboardInterrupt:  # a library put Python's default handler back
             code = EXIT_INTERRUPTED
-        if argv is None:  # the program itself, not a test calling main([...]): shutdown comes next
-            exit_on_late_signals()
+            if argv is None:
+                exit_on_late_signals()
     return code

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import output
+from .signals import release_hangup
 
 EXIT_OK, EXIT_ENDED_BADLY, EXIT_USAGE = 0, 1, 2
 
@@ -43,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         from ..ui.attach_app import run_attach
 
+        release_hangup()  # the viewer ends at once when its terminal goes away
         return run_attach(None)
     try:
         meta, others = store.find(args.run)
@@ -56,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         return follow_json(meta, once=args.once)
     from ..ui.attach_app import run_attach
 
+    release_hangup()
     return run_attach(meta)
 
 

@@ -302,7 +302,9 @@ def _run(what: Mode, args: argparse.Namespace, dist_env: Any) -> int:
                 return _error(f"--nproc {args.nproc}: this machine has {gpus} GPU{'s' if gpus > 1 else ''}; "
                               "use at most that many (or --device cpu)", EXIT_USAGE)
         from ..ui.app import run_app
+        from .signals import release_hangup
 
+        release_hangup()  # the app takes SIGHUP itself once it is up; until then a hang-up ends it at once
         return run_app(preset=preset, device=args.device, steps=args.steps, sample_interval=args.sample_interval,
                        load=args.load, extra=model_presets, nproc=args.nproc)
     assert preset is not None  # mode(): json and torchrun-json have --preset

@@ -12,7 +12,7 @@ from . import output
 from ..core.run.request import RunRequest
 from ..core.run import events
 from ..core.run.runner import Runner, Snapshot
-from .signals import StopOnSignals, stop_notice, twice_end
+from .signals import StopOnSignals, settle, stop_notice, twice_end
 
 if TYPE_CHECKING:
     from ..core.availability import Availability
@@ -45,6 +45,8 @@ class JsonLinePrinter:
                 return
             if any(obj.get("event") == "end" for obj in objs):  # nothing after the end line
                 objs = objs[:next(i for i, obj in enumerate(objs) if obj.get("event") == "end") + 1]
+            if objs[-1].get("event") == "end":
+                settle()  # before it is written: a signal once it can be read changes neither the status nor the end
             text = "".join(json.dumps(obj) + "\n" for obj in objs)
             self.started = self.started or any(obj.get("event") == "start" for obj in objs)
             try:
@@ -89,7 +91,11 @@ def start_contention(device: str) -> Any:
 
 
 def log(message: str) -> None:
-    print(f"apextui: {message}", file=sys.stderr, flush=True)
+    """A line on stderr; none where stderr is gone (a hung-up terminal): the run goes on to its end line."""
+    try:
+        print(f"apextui: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def run(request: RunRequest, avail: Availability | None = None) -> int:

@@ -1,6 +1,9 @@
-"""Ctrl-C and SIGTERM while the headless front ends train: the first signal asks the work to stop after its
-current step; another one reports what was measured and exits at once. A handler rather than
-KeyboardInterrupt, so nothing is interrupted half-way."""
+"""Ctrl-C, SIGTERM and SIGHUP while the headless front ends train: the first signal asks the work to stop after its
+current step; another one reports what was measured and exits at once (130, 143, 129). A handler rather than
+KeyboardInterrupt, so nothing is interrupted half-way.
+
+SIGHUP (the terminal went away) is taken like the others, except where the process inherited it ignored (`nohup`:
+it stays ignored) and in the TUIs, which take it themselves (`release_hangup`)."""
 
 from __future__ import annotations
 
@@ -14,15 +17,42 @@ TYPE_CHECKING = False  # not `typing`: cli.main imports this module before its h
 if TYPE_CHECKING:
     from typing import Any, Callable, Sequence
 
-EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
-SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED}
-SIGNAL_WORD: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
+EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_HANGUP = 130, 143, 129
+SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED,
+                               signal.SIGHUP: EXIT_HANGUP}
+SIGNAL_WORD: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)",
+                               signal.SIGHUP: "hung up (SIGHUP)"}
+_inherited: dict[int, Any] = {}  # the dispositions the process started with (early_signals records them)
+_settled = False  # the outcome is out (`settle`): signals change nothing from then on
+
+
+def settle() -> None:
+    """The outcome is printed (a headless run's `end` line): from now on SIGINT/SIGTERM/SIGHUP change neither the
+    exit status nor how the process ends; they are ignored while it finishes. Why: a signal just after `end ok`
+    gave 130/143 (counted as a stop request) or ended the process by the signal (landing in its shutdown), against
+    what the end line said. From any thread."""
+    global _settled
+    _settled = True
+
+
+
+def taken() -> list[int]:
+    """The signals of SIGNAL_EXIT that apextui handles now: all, but a SIGHUP that is ignored stays so (`nohup`)."""
+    return [sig for sig in SIGNAL_EXIT if sig != signal.SIGHUP or signal.getsignal(sig) != signal.SIG_IGN]
+
+
+def release_hangup() -> None:
+    """The TUIs, before they start: SIGHUP as the process inherited it (the TUI puts its own handler in once it is
+    up; until then a hang-up ends it at once, which no terminal left to draw on can hang), not `early_signals`'."""
+    if signal.SIGHUP in _inherited:
+        signal.signal(signal.SIGHUP, _inherited[signal.SIGHUP])
 
 
 class StopOnSignals:
-    """Within `with`: SIGINT/SIGTERM calls `first(signum)` once, then `again(signum)` and exits with 130 (SIGINT)
-    or 143 (SIGTERM). `count`, `received` (the signals, in order) and `exit_code` (of the latest signal) are kept
-    for the caller; `twice()` words the second signal's error.
+    """Within `with`: SIGINT/SIGTERM/SIGHUP calls `first(signum)` once, then `again(signum)` and exits with 130
+    (SIGINT), 143 (SIGTERM) or 129 (SIGHUP; not where it is ignored: `taken`). `count`, `received` (the signals,
+    in order) and `exit_code` (of the latest signal) are kept for the caller; `twice()` words the second signal's
+    error.
 
     Every delivery counts, and the second quits at once: Python runs its handlers only on the main thread,
     between bytecodes, and two signals of one kind that come while that thread is inside a long C call (importing
@@ -39,6 +69,7 @@ class StopOnSignals:
         import threading  # here, not at the top: this module loads before cli.main's first handlers are in
 
         self._previous: dict[int, Any] = {}
+        self._signals: list[int] = []
         self._lock = threading.Lock()
         self._via_fd = False
         self._old_wakeup = -1
@@ -49,6 +80,8 @@ class StopOnSignals:
         return two_signals(self.received)
 
     def _deliver(self, signum: int) -> None:
+        if _settled:  # after the end line: not a stop request, nor a quit (`settle`)
+            return
         with self._lock:
             self.received.append(signum)
             self.count = len(self.received)
@@ -70,7 +103,7 @@ class StopOnSignals:
         try:
             while data := os.read(fd, 64):
                 for signum in data:
-                    if signum in SIGNAL_EXIT:
+                    if signum in self._signals:
                         self._deliver(signum)
         except OSError:
             pass
@@ -78,11 +111,14 @@ class StopOnSignals:
             os.close(fd)
 
     def __enter__(self) -> "StopOnSignals":
+        global _settled
+        _settled = False  # new work: its outcome is not out yet
+        self._signals = taken()
         block = getattr(signal, "pthread_sigmask", None)
         if block is not None:  # signals that come meanwhile wait, then find both the handler and the fd in
-            block(signal.SIG_BLOCK, list(SIGNAL_EXIT))
+            block(signal.SIG_BLOCK, self._signals)
         try:
-            self._previous = {sig: signal.signal(sig, self._handle) for sig in SIGNAL_EXIT}
+            self._previous = {sig: signal.signal(sig, self._handle) for sig in self._signals}
             try:
                 r, w = os.pipe()
                 os.set_blocking(w, False)
@@ -96,7 +132,7 @@ class StopOnSignals:
                 threading.Thread(target=self._read, args=(r,), name="apextui-signals", daemon=True).start()
         finally:
             if block is not None:
-                block(signal.SIG_UNBLOCK, list(SIGNAL_EXIT))
+                block(signal.SIG_UNBLOCK, self._signals)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -139,7 +175,7 @@ class EarlySignal(BaseException):
 
 
 class early_signals:
-    """From the first line of `cli.main()` (and `command.main()`): SIGINT/SIGTERM raise EarlySignal (a
+    """From the first line of `cli.main()` (and `command.main()`): SIGINT/SIGTERM/SIGHUP (`taken`) raise EarlySignal (a
     BaseException, so no `except Exception` swallows it), which main turns into 130/143 with one line on stderr
     instead of a KeyboardInterrupt traceback from inside an import. StopOnSignals replaces it while work runs.
 
@@ -154,6 +190,8 @@ class early_signals:
         self.received: list[int] = []
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if _settled:  # the work's outcome is out (`settle`): the program only ends now
+            return
         self.received.append(signum)
         if len(self.received) == 1:
             raise EarlySignal(signum)
@@ -172,7 +210,11 @@ class early_signals:
             self._hook(unraisable)
 
     def __enter__(self) -> "early_signals":
-        self._previous = {sig: signal.signal(sig, self._handle) for sig in SIGNAL_EXIT}
+        global _settled
+        _settled = False
+        self._previous = {sig: signal.signal(sig, self._handle) for sig in taken()}
+        for sig, handler in self._previous.items():
+            _inherited.setdefault(sig, handler)
         self._hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         return self
 
@@ -196,7 +238,8 @@ class early_signals:
 
 def exit_on_late_signals() -> None:
     """After main() returned, while the interpreter shuts down (atexit, joining threads): a signal exits with
-    its code at once, instead of "Exception ignored in atexit callback ... KeyboardInterrupt"."""
+    its code at once, instead of "Exception ignored in atexit callback ... KeyboardInterrupt"; after `settle` it is
+    ignored (the outcome is out, and the exit status is the one it implies)."""
 
     def _handle(signum: int, frame: Any) -> None:
         for stream in (sys.stdout, sys.stderr):
@@ -208,11 +251,17 @@ def exit_on_late_signals() -> None:
         os._exit(SIGNAL_EXIT.get(signum, EXIT_INTERRUPTED))
 
     for sig in SIGNAL_EXIT:
-        signal.signal(sig, _handle)
-    block = getattr(signal, "pthread_sigmask", None)
-    if block is not None:
-        # the last thing Python does before its C-level finalization is run the atexit callbacks (this one first:
-        # they run last-registered first, and those left are quick); the finalization then puts the default
-        # handlers back, and a signal landing in it (tens of ms with torch loaded) would end the process by that
-        # signal (-15) instead of with the code main returned. Blocked, it stays pending and dies with the process.
-        atexit.register(block, signal.SIG_BLOCK, set(SIGNAL_EXIT))
+        if sig == signal.SIGHUP and not callable(signal.getsignal(sig)):  # ignored (nohup), or a TUI's default
+            continue
+        signal.signal(sig, signal.SIG_IGN if _settled else _handle)
+    # the last thing Python does before its C-level finalization is run the atexit callbacks (this one first:
+    # they run last-registered first, and those left are quick); the finalization then puts the default handlers
+    # back, and a signal landing in it (tens of ms with torch loaded) would end the process by that signal (-15)
+    # instead of with the code main returned. Ignored, it does nothing, on whichever thread it lands (blocking it
+    # covered this thread only).
+    atexit.register(_ignore_from_now)
+
+
+def _ignore_from_now() -> None:
+    for sig in SIGNAL_EXIT:
+        signal.signal(sig, signal.SIG_IGN)

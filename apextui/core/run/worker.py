@@ -8,8 +8,9 @@ a run allocated goes when its process exits.
 
 Workers are forked from a multiprocessing forkserver that has imported torch already, so after the
 first run a new one starts in a fraction of a second. The worker ignores SIGINT and SIGHUP (its
-parent decides when a run stops), stops by itself when its parent goes away, and writes its
-stdout/stderr to a log file, not to the terminal the TUI draws on.
+parent decides when a run stops), stops by itself when its parent stops listening, dies with its
+parent however that ends (the forkserver too: lifeline.py), and writes its stdout/stderr to a log
+file, not to the terminal the TUI draws on.
 """
 
 from __future__ import annotations
@@ -30,11 +31,14 @@ from typing import Any, Callable, Iterator
 from .request import RunRequest
 from .. import exits
 from .handle import ForwardsSnapshots, RunControl, RunnerFactory
+from .lifeline import guard_worker
 from .runner import Runner, run_steps, thread_runner_factory
 from .snapshot import Callback, FinalStatus, Snapshot
 
-# torch._dynamo: the first optimizer step imports it (~1.5 s); imported once here, not in every worker
-PRELOAD = ["torch", "torch._dynamo", "torch.optim", "apextui.core.run.runner", "apextui.core.workloads"]
+# torch._dynamo: the first optimizer step imports it (~1.5 s); imported once here, not in every worker. The guard
+# first: the server dies with apextui's process from then on, even while torch imports (lifeline.py)
+PRELOAD = ["apextui.core.run.forkserver_guard", "torch", "torch._dynamo", "torch.optim", "apextui.core.run.runner",
+           "apextui.core.workloads"]
 START_METHOD_ENV = "APEXTUI_WORKER_START"
 WHERE_ENV = "APEXTUI_WORKER"  # "thread": runs train in a thread of this process (tests, debugging)
 LOG_TAIL_LINES = 12
@@ -62,6 +66,25 @@ def context() -> Any:
 
 
 @contextlib.contextmanager
+def _starting_processes() -> Iterator[None]:
+    """Around what may start a process (the forkserver, the resource tracker, a worker): SIGHUP blocked on this
+    thread, so that the new process inherits it blocked; a terminal that goes away sends SIGHUP to every process
+    of its foreground group, and these must outlive it until apextui has stopped its run and reported it (a blocked
+    SIGHUP sent here meanwhile waits, it is not lost). And the real stderr lent (`_real_stderr`)."""
+    mask = getattr(signal, "pthread_sigmask", None)
+    if mask is None:
+        with _real_stderr():
+            yield
+        return
+    old = mask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        with _real_stderr():
+            yield
+    finally:
+        mask(signal.SIG_SETMASK, old)
+
+
+@contextlib.contextmanager
 def _real_stderr() -> Iterator[None]:
     """multiprocessing hands its helper processes `sys.stderr.fileno()`; under Textual sys.stderr is a
     capture object whose fileno() is -1, which fails that. Lend it the process's real stderr meanwhile."""
@@ -86,7 +109,7 @@ def prestart() -> None:
     if ctx.get_start_method() == "forkserver":
         from multiprocessing import forkserver
 
-        with _real_stderr():
+        with _starting_processes():
             forkserver.ensure_running()
 
 
@@ -137,6 +160,7 @@ def worker_main(request: RunRequest, conn: Connection, stop: Any, log_path: str,
     as they do in the front end's own process (its stdout carries JSON only), and torch's notes on apextui's own use
     of it to the torch-messages log (`torch_messages.diverted`); otherwise (the TUI, which draws on the terminal)
     everything goes to `log_path`."""
+    guard_worker()  # ends with its parent, even spinning in a hung user step
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     if to_stderr:
@@ -196,7 +220,7 @@ class ProcessRunner(ForwardsSnapshots, RunControl):
         self.callback = callback
         self.steps = run_steps(preset, request.steps)
         ctx = context()
-        with _real_stderr():  # creating the event may start multiprocessing's resource tracker
+        with _starting_processes():  # creating the event may start multiprocessing's resource tracker
             self._stop = ctx.Event()
         self._recv, self._send = ctx.Pipe(duplex=False)
         fd, self.log_path = tempfile.mkstemp(prefix="apextui-worker-", suffix=".log")
@@ -217,7 +241,7 @@ class ProcessRunner(ForwardsSnapshots, RunControl):
         return self._proc.pid
 
     def start(self) -> "ProcessRunner":
-        with _real_stderr():
+        with _starting_processes():
             self._proc.start()
         self._send.close()  # the worker holds the only sending end now: its exit means EOF here
         self._reader.start()
