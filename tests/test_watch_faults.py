@@ -4,6 +4,7 @@ goes on, the bad value is left out with one warning, the stream ends with its `e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import subprocess
@@ -302,3 +303,72 @@ def test_a_writer_that_falls_behind_drops_and_counts_lines_and_still_writes_the_
     scores = [e for e in evs if e["event"] == "metric" and "score" in e["values"]]
     assert len(scores) == 100
     assert end["watch"]["dropped_lines"] == 400 + (299 - len(steps))
+
+
+# ---- row 17: a full disk --------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def tmpfs(folder: Path, size: str):
+    """A small tmpfs at `folder` (a real full disk: ENOSPC from the kernel); the test is skipped where mounting is not
+    allowed (not root, no CAP_SYS_ADMIN)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"cannot mount a tmpfs: {exc}")
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {proc.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True, timeout=30)
+
+
+FILLS_THE_DISK = """
+import json, sys
+from pathlib import Path
+import apextui
+
+mon = apextui.watch(name="full-disk", where=Path(sys.argv[1]))
+metrics = {f"metric_with_a_long_name_{i:03d}": 0.001 * i for i in range(200)}
+steps = 0
+while mon.stream.failed is None and steps < 2_000_000:  # until the disk is full
+    mon.step(loss=1.0, **metrics)
+    steps += 1
+for _ in range(3000):  # and on: the training goes on
+    mon.step(loss=0.5, **metrics)
+    steps += 1
+mon.close()
+print(json.dumps({"path": str(mon.path), "steps": steps, "failed": mon.stream.failed}), flush=True)
+if sys.argv[2] == "alive":  # the run has ended, its process lives on (a notebook) until the test says
+    sys.stdin.readline()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("process", ["gone", "alive"])
+def test_a_full_disk_keeps_the_runs_own_end_and_says_where_the_stream_stopped(process, tmp_path):
+    with tmpfs(tmp_path / "small", "300k") as where:
+        train = subprocess.Popen([sys.executable, "-c", FILLS_THE_DISK, str(where), process], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(), cwd=ROOT)
+        try:
+            got = json.loads(train.stdout.readline())
+            if process == "gone":
+                assert train.wait(60) == 0
+            attach = subprocess.run([sys.executable, "-m", "apextui", "attach", got["path"], "--json"],
+                                    capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=60)
+            last = reader.last_end(Path(got["path"]))  # what the table of runs reads
+        finally:
+            if train.poll() is None:
+                train.communicate("\n", timeout=60)
+    assert got["failed"] == "No space left on device"
+    assert attach.returncode == 0, attach.stderr
+    printed = [json.loads(line) for line in attach.stdout.splitlines()]
+    notes = [e["message"] for e in printed if e["event"] == "note"]
+    end = printed[-1]
+    assert end["event"] == "end" and end["status"] == "ok" and end["summary"]["steps"] == got["steps"] - 1
+    stopped = end["watch"]["stream_stopped"]
+    assert stopped["reason"] == "disk full" and 0 < stopped["step"] < got["steps"]
+    assert notes[-1].startswith(f"stream stopped: disk full at step {stopped['step']}")
+    assert "in the middle of writing" not in attach.stderr
+    assert last == end

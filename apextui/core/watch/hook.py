@@ -139,6 +139,7 @@ class Watch:
         self._info: RunInfo | None = None
         self._start_line: dict[str, Any] | None = None
         self._written_start = False
+        self._written_step = 0  # the last step whose line the stream took (where a stopped stream stopped)
         self._setup_key: tuple[Any, ...] | None = None
         self._header = ""
         self._floats: dict[int, float] = {}  # Python-number losses at the end of a block, by step
@@ -163,6 +164,7 @@ class Watch:
                 rank = int(os.environ.get("RANK", "0") or 0)
             self.meta = store.new_run(self.name, rank, self.where)
             self.stream = Stream(Path(self.meta.path), max_bytes, opener or append, self.name)
+            self.stream.reserve()
             store.register(self.meta, self.where)
             store.prune(where=self.where)
             atexit.register(self._at_exit)
@@ -479,16 +481,41 @@ class Watch:
 
     # ---- the writer thread (the delivery's callback) -----------------------------------------------------------
     def _write(self, snap: Snapshot) -> None:
-        """The snapshot's lines to the stream; a failure here stops the stream (one warning), never the training."""
+        """The snapshot's lines to the stream; a failure here stops the stream (one warning), never the training.
+        A stopped stream's last words (where it stopped, then the run's own end) are set aside (`stream.py`)."""
         stream = self.stream
-        if stream is None or stream.failed is not None:
+        if stream is None:
             return
-        try:
-            self._write_lines(snap, stream)
-        except Exception as exc:  # noqa: BLE001
-            stream.failed = f"{type(exc).__name__}: {exc}"
-            self._warn("write", f"stopped writing the stream: {stream.failed} (training goes on)")
-            stream.close()
+        if stream.failed is None:
+            try:
+                self._write_lines(snap, stream)
+            except Exception as exc:  # noqa: BLE001
+                stream.failed = stream.reason = f"{type(exc).__name__}: {exc}"
+                self._warn("write", f"stopped writing the stream: {stream.failed} (training goes on)")
+                stream.close()
+            if stream.failed is None:
+                return
+            self._set_aside(stream, snap)
+        elif snap.finished:
+            self._set_aside(stream, snap)
+
+    def _set_aside(self, stream: Stream, snap: Snapshot) -> None:
+        n = self._written_step
+        out = [lines.note_event(n, f"stream stopped: {stream.reason} at step {n}; the training went on (its "
+                                   "lines after that step are not in the stream)")]
+        if snap.finished:
+            end = self._end_line(snap)
+            end["watch"] = {**end.get("watch", {}), "stream_stopped": {"step": n, "reason": stream.reason}}
+            if isinstance(end.get("error"), str):
+                end["error"] = end["error"][:1000]  # the room set aside is 4 KB
+            out.append(end)
+        stream.set_aside([json.dumps(o) + "\n" for o in out])
+
+    def _end_line(self, snap: Snapshot) -> dict[str, Any]:
+        end = events.end_event(snap)
+        if self._dropped:
+            end["watch"] = {"dropped_lines": self._dropped}
+        return end
 
     def _write_lines(self, snap: Snapshot, stream: Stream) -> None:
         out: list[dict[str, Any]] = []
@@ -511,13 +538,11 @@ class Watch:
             except queue.Empty:
                 break
         if snap.finished:
-            end = events.end_event(snap)
-            if self._dropped:
-                end["watch"] = {"dropped_lines": self._dropped}
-            out.append(end)
+            out.append(self._end_line(snap))
         if out:
             stream.header = self._header
-            stream.write([json.dumps(o) + "\n" for o in out])
+            if stream.write([json.dumps(o) + "\n" for o in out]) and snap.new_steps:
+                self._written_step = snap.new_steps[-1].step
 
     # ---- the end ---------------------------------------------------------------------------------------------
     def close(self, status: FinalStatus = "ok", error: str | None = None) -> None:

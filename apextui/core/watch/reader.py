@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from . import jsonline
 from .store import RunMeta, alive
-from .stream import segment_path, segments
+from .stream import segment_path, segments, set_aside_lines
 
 READ_BYTES = 4 * 2**20  # read at most this much a call, so a big stream is shown while it loads
 TAIL_BYTES = 64 * 2**10  # `last_end` reads this much of the last segment
@@ -141,7 +141,7 @@ def last_end(folder: Path) -> dict[str, Any] | None:
                 continue
             if isinstance(event, dict) and event.get("event") == "end":
                 return event
-    return None
+    return next((e for e in set_aside_lines(folder) if e.get("event") == "end"), None)  # a stream that stopped
 
 
 Outcome = Literal["ended", "gone", "stopped"]
@@ -174,6 +174,12 @@ def follow(folder: Path, meta: RunMeta, handle: Callable[[list[dict[str, Any]]],
             handle(events)
         if any(e.get("event") == "end" for e in events):
             return Ending("ended")
+        aside = set_aside_lines(folder) if not running or not events else []  # the stream stopped (disk full)
+        if aside and (not running or any(e.get("event") == "end" for e in aside)):
+            reader.partial = b""  # the write the full disk cut short
+            handle(aside)
+            if any(e.get("event") == "end" for e in aside):
+                return Ending("ended")
         if not running:
             reader.finish()
             return Ending("gone", last_write(folder))

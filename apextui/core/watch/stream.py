@@ -7,11 +7,16 @@ keeps at most about `max_bytes` on disk (its newest lines). Numbered segments ar
 follows the highest number never loses its place.
 
 Writing fails (disk full, a quota, the folder removed): the stream stops writing, warns once, and every later
-write is a no-op. The training it watches goes on.
+write is a no-op. The training it watches goes on. Its last words (where it stopped, and the run's `end` line once
+the run ends) go to `stopped.jsonl`, written in place over room kept for them when the run began (`reserve`): a
+full disk has no room left for a new file, and a reader would otherwise take a run that finished for one that
+died in the middle of a write.
 """
 
 from __future__ import annotations
 
+import errno
+import json
 import logging
 import os
 from collections.abc import Callable
@@ -21,6 +26,9 @@ from typing import IO, Any
 DEFAULT_MAX_BYTES = 256 * 2**20  # a run's stream on disk: its newest 256 MiB
 SEGMENTS = 8
 PATTERN = "events-*.jsonl"
+ASIDE = "stopped.jsonl"  # a stopped stream's last lines
+ASIDE_BYTES = 4096  # the room kept for them: a note and an end line (about 1 KB) with room to spare
+FULL = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded"}
 
 log = logging.getLogger("apextui.watch")
 
@@ -50,6 +58,24 @@ def append(path: Path) -> IO[str]:
     return open(path, "a", encoding="utf-8")
 
 
+def set_aside_lines(folder: Path) -> list[dict[str, Any]]:
+    """The lines a stream that stopped writing set aside (a `note` saying where, then the run's `end`); [] for a
+    stream that never stopped."""
+    try:
+        data = (folder / ASIDE).read_bytes()[: 4 * ASIDE_BYTES]
+    except OSError:
+        return []
+    out = []
+    for line in data.split(b"\n"):
+        try:
+            event = json.loads(line) if line.strip() else None
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(event, dict):
+            out.append(event)
+    return out
+
+
 class Stream:
     """Appends text (whole lines) to the run folder's segments; thread-safe only from one writer thread."""
 
@@ -64,6 +90,7 @@ class Stream:
         self.number = 0
         self.size = 0
         self.failed: str | None = None  # why writing stopped
+        self.reason: str | None = None  # ... in a reader's words ("disk full")
         self._file: IO[str] | None = None
 
     def write(self, lines: list[str]) -> bool:
@@ -108,8 +135,27 @@ class Stream:
     def _stop(self, exc: BaseException) -> None:
         reason = os.strerror(exc.errno) if isinstance(exc, OSError) and exc.errno else str(exc)
         self.failed = reason
+        self.reason = FULL.get(getattr(exc, "errno", None) or 0, reason)
         log.warning("apextui: stopped writing the stream of watched run %s: %s (training goes on)", self.name, reason)
         self.close()
+
+    def reserve(self) -> None:
+        """Keep room for the lines `set_aside` writes if the stream stops (spaces, overwritten in place later)."""
+        try:
+            with open(self.folder / ASIDE, "wb") as f:
+                f.write(b" " * (ASIDE_BYTES - 1) + b"\n")
+        except OSError:
+            pass
+
+    def set_aside(self, lines: list[str]) -> None:
+        """The stopped stream's last lines, over the room `reserve` kept (a full disk gives no new block; best
+        effort: nothing raises)."""
+        data = "".join(lines).encode("utf-8")
+        try:
+            with open(self.folder / ASIDE, "r+b") as f:
+                f.write(data.ljust(ASIDE_BYTES - 1) + b"\n" if len(data) < ASIDE_BYTES else data)
+        except OSError:
+            pass
 
     def close(self) -> None:
         f, self._file = self._file, None
