@@ -104,7 +104,9 @@ class AttachApp(App[int]):
         self.query_one(MonitorPanel).reset()
         self.query_one(MetricPlots).reset()
         self._metrics = {}
-        self.query_one(LiveRun).border_title = f"Run · {meta.name}"
+        live = self.query_one(LiveRun)
+        live.border_title = f"Run · {meta.name}"
+        live.show_waiting(meta.describe())  # until the reader's first snapshot (none before the run's first step)
         self._thread = threading.Thread(target=self._follow, args=(meta, self.bridge, self.replay, self._stop),
                                         name="apextui-attach", daemon=True)
         self._thread.start()

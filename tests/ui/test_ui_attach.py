@@ -199,3 +199,23 @@ async def test_attach_shows_a_run_with_damaged_lines_beside_a_damaged_run_and_na
                                           for n in app._notifications), what="the damaged line named")
         table = app.query_one(ComparisonTable)
         await wait_for(pilot, lambda: len(table.rows_data) == 2, what="both runs in the table")
+
+
+async def test_before_the_runs_first_step_the_pane_says_it_waits_for_it():
+    """Issue 41 row 18: `watch()` and no step yet (the stream is empty): the pane said "select a preset and press
+    enter"; it says it waits for the first step, then shows the steps once they come."""
+    mon = apextui.watch(name="not-yet", warmup=2)
+    try:
+        app = AttachApp(store.find("not-yet")[0], poll_s=0.05, refresh_s=0.1)
+        async with app.run_test(size=(100, 32)) as pilot:
+            await wait_for(pilot, lambda: "waiting for the first step" in static_text(app, "#run-title"),
+                           what="the waiting title")
+            assert "select a preset" not in static_text(app, "#run-title")
+            assert "not-yet" in static_text(app, "#run-title")
+            for i in range(40):
+                mon.step(loss=1.0 / (i + 1))
+            mon.close()
+            await wait_for(pilot, lambda: "finished" in static_text(app, "#run-title"), what="the end")
+            assert int(static_text(app, "#run-steps").split("·")[0]) > 0
+    finally:
+        mon.close()

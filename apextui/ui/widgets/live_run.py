@@ -147,6 +147,14 @@ class LiveRun(Vertical):
             t.append(f"\n{steps} steps (n: change)", style="dim")
         self._set("run-title", t, layout=True)
 
+    def show_waiting(self, who: str) -> None:
+        """Following a run that has written nothing yet (`apextui attach` on a watched run before its first
+        `step()`: its stream starts there): say so, with no gauges, until its first snapshot."""
+        self.set_class(False, "-running")
+        self.set_class(True, "-idle")
+        self._set("run-title", Text.assemble(("◌ waiting for the first step", "bold cyan"), "  ", (who, "bold"),
+                                             ("\nits stream starts at its first step()", "dim")), layout=True)
+
     # ---- running -------------------------------------------------------------------------
     def begin(self, preset: Preset) -> None:
         """A run of `preset` starts: name it, and clear the previous run's bar, numbers and charts
