@@ -2,7 +2,8 @@
 
 Human-readable output by default, one JSON document with --json; progress on stderr (a line per run).
 Exit codes: 0 ok, 1 every run failed, 2 usage, 3 device unavailable, 130 interrupted (Ctrl-C; 143 for
-SIGTERM), with the partial advice printed.
+SIGTERM), with the partial advice printed: one signal is enough, even while a step hangs (its worker is ended
+`run.STOP_GRACE_S` after the stop).
 """
 
 from __future__ import annotations
@@ -136,6 +137,7 @@ def run(args: argparse.Namespace, runner_factory: Any = None) -> int:
 
 def _run(args: argparse.Namespace, runner_factory: Any) -> int:
     from ..core.advise import Advisor, store
+    from ..core.advise.run import STOP_GRACE_S
     from ..core.env import DeviceUnavailable, resolve_device
     from ..core.presets import PresetError, load_all
     from ..core.run.distributed import DistEnv
@@ -181,8 +183,13 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
     if config is not None and budget is not None:
         log("error: --budget is for the search; --config measures one point against fp32 (give one of them)")
         return EXIT_USAGE
-    workloads, availability_fn, facts, search_budget = args.workloads, None, None, None
+    workloads, availability_fn, facts, search_budget, budget_started = args.workloads, None, None, None, None
     if model is not None:
+        import time
+
+        # the search's budget counts from here: loading the model and building it to check it are part of the wall
+        # time the user gave (a 60 s build with --budget 30 took 128 s)
+        budget_started = time.monotonic() if config is None else None
         from ..core.config.point import BASELINE
         from ..core.model_presets import config_preset
         from ..core.workloads.user_model import ModelSpecError
@@ -210,7 +217,7 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
         advisor = Advisor(device, steps=args.steps, repeats=args.repeats or DEFAULT_REPEATS,
                           workloads=workloads, presets=presets, runner_factory=runner_factory,
                           on_progress=ProgressPrinter(), availability_fn=availability_fn,
-                          search_budget_s=search_budget)
+                          search_budget_s=search_budget, budget_started=budget_started)
     except AdviceError as exc:
         log(f"error: {exc}")
         return EXIT_USAGE
@@ -225,11 +232,14 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
     if device == "cpu":
         log("on CPU the presets run at their small size; the Apex presets cannot run (CUDA only)")
 
-    def first(signum: int) -> None:  # the current run stops after its step; run() returns the partial advice
-        log(stop_notice(signum, "stopping after the current step, then printing the partial advice"))
+    def first(signum: int) -> None:  # the current run stops after its step (its worker is killed if it does not end
+        # within STOP_GRACE_S: a hung step never looks at the stop); run() returns the partial advice
+        log(stop_notice(signum, f"stopping after the current step (a run that has not ended {STOP_GRACE_S:.0f} s "
+                                "later is ended), then printing the partial advice"))
         advisor.stop()
 
     def again(signum: int) -> None:
+        advisor.kill_run()  # the process exits next: its worker must not go on
         advisor.interrupted = True
         _output(advisor.document(), args.json)
 

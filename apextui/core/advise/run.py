@@ -27,6 +27,9 @@ from .search import NOT_RUN, SEARCH_STEPS
 
 
 ProgressEvent = Literal["plan", "skip", "run", "run_end", "reused", "done", "search"]
+POLL_S = 0.1  # how often the thread that drives a run looks at its deadline and at the user's stop
+STOP_GRACE_S = 5.0  # after a run is asked to stop: how long it gets to end by itself before its worker is killed
+BUDGET_GRACE_S, BUDGET_GRACE_SHARE = 5.0, 0.1  # a run may outlast the budget by the larger of these (budget_grace)
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,62 @@ class Progress:
 
 
 ProgressFn = Callable[[Progress], None]
+RunAction = Literal["", "stop", "kill"]
+
+
+def budget_grace(budget_s: float) -> float:
+    """How long a run may go on past the search's budget before it is stopped: the larger of 5 s and a tenth of the
+    budget, so that a run about to end finishes, and a hung step or an 86 s compile started at 33 of 60 s does not
+    hold the search (it took 123 s on CPU)."""
+    return max(BUDGET_GRACE_S, BUDGET_GRACE_SHARE * budget_s)
+
+
+class RunWatch:
+    """When the thread driving one run must stop it and, if it does not end, kill its worker: at `deadline` (on
+    `clock`; None: none) or at the user's stop, whichever comes first, then `STOP_GRACE_S` later. A stop is
+    cooperative (the run ends after its current step) and a hung step never looks at it; a worker process can be
+    killed (`RunHandle.kill`), a thread of this process cannot."""
+
+    def __init__(self, deadline: float | None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.deadline, self.clock = deadline, clock
+        self.started = clock()
+        self.stop_at: float | None = None
+        self.by_budget = False  # the deadline stopped it (not the user)
+        self.killed = False
+
+    def poll(self, stopping: bool) -> RunAction:
+        """What to do now: "stop" once (the deadline passed, or `stopping`: the user asked), "kill" once a grace
+        after that, else ""."""
+        now = self.clock()
+        if self.stop_at is None:
+            self.by_budget = not stopping and self.deadline is not None and now >= self.deadline
+            if stopping or self.by_budget:
+                self.stop_at = now
+                return "stop"
+            return ""
+        if not self.killed and now >= self.stop_at + STOP_GRACE_S:
+            self.killed = True
+            return "kill"
+        return ""
+
+    def _ran_s(self) -> float:
+        return (self.stop_at if self.stop_at is not None else self.clock()) - self.started
+
+    def kill_words(self) -> str:
+        """Why the worker was killed, for its final snapshot."""
+        if self.by_budget:
+            return f"ended by the budget after {self._ran_s():.0f} s"
+        return f"it did not end within {STOP_GRACE_S:.0f} s of the stop (a step or a compile went on): its worker " \
+               "was ended"
+
+    def ending(self, snap: Any) -> tuple[Literal["failed", "stopped"], str] | None:
+        """The status and words of a run the budget ended, from its last snapshot (None: the budget did not end it):
+        failed where no step had finished (a hung step, or a build that takes longer than the budget), else stopped."""
+        if not self.by_budget:
+            return None
+        if not getattr(snap, "steps_done", 0):
+            return "failed", f"no step finished in {self._ran_s():.0f} s: ended by the budget"
+        return "stopped", f"ended by the budget after {self._ran_s():.0f} s"
 
 
 class Advisor:
@@ -82,7 +141,8 @@ class Advisor:
                  availability_fn: AvailabilityFn | None = None, runner_factory: RunnerFactory | None = None,
                  on_progress: ProgressFn | None = None, sample_interval: float = 1.0,
                  env: Mapping[str, Any] | None = None, use_run: bool = True,
-                 search_budget_s: float | None = None, data_parallel: bool = False) -> None:
+                 search_budget_s: float | None = None, data_parallel: bool = False,
+                 budget_started: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         if device not in DEFAULT_STEPS:
             raise AdviceError(f"device must be cpu or cuda (resolved), got {device!r}")
         if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
@@ -112,6 +172,11 @@ class Advisor:
         self.use_run = use_run
         # the model workload: a search over the configuration axes within this many seconds (None: its presets)
         self.search_budget_s = search_budget_s
+        # when the budget began to count, on `clock` (the CLI: before it loaded and built the model to check it, which
+        # counts against the budget; None: when the search starts); `clock` times the budget and every run's deadline
+        self.budget_started = budget_started
+        self.clock = clock
+        self._setup_s = 0.0  # of the budget, the seconds spent before the search started
         self.data_parallel = data_parallel  # under torchrun: the data-parallel presets run too (planning.plan)
         self._search: Any = None  # the running search.Search
         self._search_result: Any = None  # its SearchResult
@@ -135,6 +200,15 @@ class Advisor:
         if runner is not None:
             try:
                 runner.stop()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def kill_run(self) -> None:
+        """End the current run's worker at once (a second signal, which exits next: never leave it running)."""
+        runner = self._runner
+        if runner is not None:
+            try:
+                runner.kill("interrupted twice")
             except Exception:  # noqa: BLE001
                 pass
 
@@ -210,6 +284,10 @@ class Advisor:
                 doc["answer"] = w["answer"]
         if self._search_result is not None:
             doc["search"] = self._search_result.to_dict()
+            if self.budget_started is not None:  # the search had the budget less what went before it (`_run_search`)
+                s = doc["search"]
+                s.update(budget_s=self.search_budget_s, setup_s=round(self._setup_s, 3),
+                         spent_s=round(s["spent_s"] + self._setup_s, 3))
             if doc.get("answer"):  # what each part buys, and whether the answer was confirmed side by side
                 doc["answer"].update(confirmation(self._search_result))
         return doc
@@ -265,7 +343,7 @@ class Advisor:
         search = self._search
         if search is None or self.search_budget_s is None or not search.started:
             return None
-        return float(self.search_budget_s), max(0.0, search.spent)
+        return float(self.search_budget_s), max(0.0, self._setup_s + search.spent)
 
     def _emit(self, progress: Progress) -> None:
         if self.on_progress is None:
@@ -348,7 +426,12 @@ class Advisor:
             preset = preset_of(config)
             runs = self._runs.setdefault((p.workload, preset.name), [])
             counter[0] += 1
-            result = replace(self._run_one(preset, len(runs) + 1, counter[0], counter[0]), round=round)
+            deadline = self.run_deadline()
+            if deadline is not None and deadline <= self.clock():  # e.g. the model's build took the whole budget
+                result = RunResult(len(runs) + 1, "failed", error=f"not run: the budget ended first{setup_words}")
+            else:
+                result = self._run_one(preset, len(runs) + 1, counter[0], counter[0], deadline=deadline)
+            result = replace(result, round=round)
             runs.append(result)
             self._emit(Progress("run_end", index=counter[0], total=counter[0], workload=p.workload,
                                 preset=preset.name, repeat=len(runs), repeats=len(runs), status=result.status,
@@ -359,15 +442,38 @@ class Advisor:
         def say(line: str) -> None:
             self._emit(Progress("search", workload=p.workload, message=line))
 
-        self._search = Search(measure, self.search_budget_s or 0.0, available=available, on_progress=say,
-                              device=self.device)
+        budget = self.search_budget_s or 0.0
+        self._setup_s = max(0.0, self.clock() - self.budget_started) if self.budget_started is not None else 0.0
+        setup_words = ""
+        if self._setup_s >= 1.0:
+            setup_words = (f" (loading your model and building it to check it took {self._setup_s:.0f} s of the "
+                           f"{budget:.0f} s budget)")
+            say(f"search: loading your model and building it to check it took {self._setup_s:.0f} s of the "
+                f"{budget:.0f} s budget: {max(0.0, budget - self._setup_s):.0f} s left for the search")
+        self._search = Search(measure, max(0.0, budget - self._setup_s), available=available, on_progress=say,
+                              device=self.device, clock=self.clock)
         if self._cancel.is_set():
             self._search.stop()
         self._search_result = self._search.result
         self._search.run()
         return counter[0]
 
-    def _run_one(self, preset: Preset, repeat: int, index: int, total: int) -> RunResult:
+    def run_deadline(self) -> float | None:
+        """When a search's run started now must end, on `clock`: when the search said it must (`Search.run_until`:
+        an exploring run leaves the answer's confirmation its time; a confirming one, the budget's end) + `budget_grace`
+        (the budget's start: `budget_started`, else the search's); None outside a running search."""
+        search = self._search
+        if search is None or self.search_budget_s is None or not search.started:
+            return None
+        budget = float(self.search_budget_s)
+        left = budget - (self._setup_s + search.spent)  # of the whole budget
+        asked = min(search.run_until, search.budget_s) - search.spent  # what the search leaves this run
+        return self.clock() + min(left, asked) + budget_grace(budget)
+
+    def _run_one(self, preset: Preset, repeat: int, index: int, total: int,
+                 deadline: float | None = None) -> RunResult:
+        """One run of `preset`, to its end, or stopped at `deadline` (on `clock`; the search's budget) or at the
+        user's stop, and its worker killed where it does not end `STOP_GRACE_S` later (`RunWatch`)."""
         done = threading.Event()
         final: list[Any] = []
 
@@ -392,16 +498,20 @@ class Advisor:
             self._runner = runner
         if self._cancel.is_set():  # stop() came between the check in run() and now
             runner.stop()
+        watch = RunWatch(deadline, self.clock)
         try:
             run_here = getattr(runner, "run", None)  # a Runner's: not part of RunHandle (a worker has none)
             if self.use_run and callable(run_here):
-                run_here()  # trains in this thread (headless: the main thread)
+                guard = threading.Thread(target=self._guard, args=(runner, done, watch, False),
+                                         name="apextui-run-deadline", daemon=True)
+                guard.start()
+                try:
+                    run_here()  # trains in this thread (headless: the main thread)
+                finally:
+                    done.set()
             else:
                 runner.start()
-                while not done.wait(0.1):
-                    if not runner.is_alive():
-                        done.wait(1.0)
-                        break
+                self._guard(runner, done, watch, True)
                 join = getattr(runner, "join", None)
                 if callable(join):  # the worker process exits before the next run starts
                     join(RUN_JOIN_S)
@@ -414,7 +524,28 @@ class Advisor:
         snap = final[-1] if final else getattr(runner, "result", None)
         if snap is None:
             return RunResult(repeat, "failed", error="the run ended without a final result")
-        return RunResult.from_snapshot(repeat, snap)
+        result = RunResult.from_snapshot(repeat, snap)
+        ending = watch.ending(snap)
+        if ending is not None and not result.ok:  # the budget ended it: say so, whatever the runner said
+            result = replace(result, status=ending[0], error=ending[1])
+        return result
+
+    def _guard(self, runner: Any, done: threading.Event, watch: RunWatch, alive_check: bool) -> None:
+        """Until `done`: stop the run at its deadline or at the user's stop, kill its worker when it has not ended a
+        grace later (`RunWatch`); `alive_check`: also end when the runner is no longer alive (a worker that died
+        without a final snapshot)."""
+        while not done.wait(POLL_S):
+            action = watch.poll(self._cancel.is_set())
+            try:
+                if action == "stop":
+                    runner.stop()
+                elif action == "kill":
+                    runner.kill(watch.kill_words())
+            except Exception:  # noqa: BLE001 - a runner that cannot be stopped: its run ends as it will
+                pass
+            if alive_check and not runner.is_alive():
+                done.wait(1.0)
+                return
 
 
 def run_advice(device: str, steps: int | None = None, repeats: int = DEFAULT_REPEATS,
