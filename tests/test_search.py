@@ -281,26 +281,28 @@ def test_a_new_point_is_measured_only_where_a_round_of_repeats_still_fits_after_
     r = Search(fake.measure, budget_s=300, clock=fake.clock).run()
     assert any(t.phase == "repeat" for t in r.trials)
     assert r.spent_s <= 300  # every run was planned to fit
-    # the answer's figures come from the rounds: it ran in both, beside fp32 and itself without compile
-    for c in (r.winner, BASELINE, parse("precision=bf16,optimizer=fused")):
+    # the answer's figures come from the rounds: it ran in both, beside itself without compile
+    for c in (r.winner, parse("precision=bf16,optimizer=fused")):
         assert len(r._by_round(c)) == 2, c.label  # type: ignore[arg-type]
     compile_part = next(p for p in r.ablation if p.axis == "compile")
     assert compile_part.verdict == "earns" and compile_part.comparison.basis == "paired"  # type: ignore[union-attr]
 
 
-def test_exploration_keeps_back_the_confirmations_time_from_the_start():
-    """The GPT example's search on an H200 in shape (2026-12-02): after the first compile (estimated at nothing
-    before it ran: no compile had been measured) the rounds no longer fitted and the answer stood on single runs.
-    Here, with 250 s, the compile (estimated at COMPILE_PRIOR_RUNS eager runs before any ran) does not fit beside
-    the rounds of the best eager point: it is left out, and the eager answer is confirmed side by side."""
+def test_exploration_keeps_back_the_core_of_the_confirmation_and_a_tight_budget_says_what_it_left_unmeasured():
+    """The GPT example's search on an H200 in shape. 2026-12-02: after the first compile (estimated at nothing before
+    it ran) the repeats no longer fitted and the answer stood on single runs. 2026-12-03, keeping back the whole
+    confirmation (an fp32 compile among it) left every compile mode out: the answer, bf16 + fused, ran 1.8x slower than
+    the hand-written loop. Now the core is kept back (the answer and the points without each value that need no new
+    compile): with 250 s the compile runs, and its gain is confirmed side by side; what did not fit is said."""
     fake = SmallWinAtFp32(compile_cost=45.0)
-    lines: list[str] = []
-    r = Search(fake.measure, budget_s=250, clock=fake.clock, on_progress=lines.append).run()
-    assert r.winner == parse("precision=bf16,optimizer=fused") and r.confirmed
-    assert any("compile left out: its set-up" in line for line in lines)
-    assert [p.verdict for p in r.ablation] == ["earns", "earns"]
+    r = Search(fake.measure, budget_s=250, clock=fake.clock).run()
+    assert r.winner == parse("precision=bf16,optimizer=fused,compile=default")
     assert r.spent_s <= r.budget_s
-    # with room for both, the compile runs and its answer is confirmed the same way
+    verdicts = {p.axis: p.verdict for p in r.ablation}
+    assert verdicts["compile"] == "earns"  # the compile's gain, round by round against the same point eager
+    assert not r.confirmed and "not measured without" in r.unconfirmed_why
+    assert "precision=bf16" in r.unconfirmed_why  # the fp32 compile did not fit: kept, and said
+    # with room for everything, every part is confirmed side by side
     fake = SmallWinAtFp32(compile_cost=45.0)
     r = Search(fake.measure, budget_s=600, clock=fake.clock).run()
     assert r.winner == parse("precision=bf16,optimizer=fused,compile=default") and r.confirmed
