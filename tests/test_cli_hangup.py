@@ -71,3 +71,28 @@ def test_a_hang_up_of_the_terminal_ends_advise_with_the_partial_advice_and_129()
     assert "hung up (SIGHUP): stopping after the current step" in err
     assert "leaked semaphore" not in err and "Traceback" not in err and "resource_tracker" not in err, err
     assert not left, left
+
+
+def _ignore_sighup() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+
+@pytest.mark.slow
+def test_under_nohup_a_hang_up_is_still_ignored():
+    """Started with SIGHUP ignored (`nohup apextui ... &`): the run goes on to its end, as the user asked."""
+    proc = subprocess.Popen([sys.executable, "-m", "apextui", "--preset", "adamw", "--json", "--device", "cpu",
+                             "--steps", "200"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=cli_env(), cwd=ROOT, preexec_fn=_ignore_sighup)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert json.loads(first)["event"] == "start"
+        proc.send_signal(signal.SIGHUP)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    assert proc.returncode == 0, err
+    end = json.loads(out.splitlines()[-1])
+    assert end["event"] == "end" and end["status"] == "ok" and end["summary"]["steps"] == 200

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 EXIT_HANGUP = 128 + signal.SIGHUP
 EXIT_GRACE_S = 3.0  # after the save: how long the normal shutdown may take before the process is ended
-SAVE_LIMIT_S = 40.0  # the save waits for a stopped run up to QUIT_JOIN_S (30 s); past this, exit regardless
+SAVE_LIMIT_S = 40.0  # the save waits for a stopped run (quitting.end_run: 30 s at most); past this, exit regardless
 POLL_MS = 500
 # held by a hang-up's save (the loop's SIGHUP handler or the watchdog's thread, whichever comes first) and by the
 # loop while a finished run moves from "active" into the comparison table: the save sees it in one place or the

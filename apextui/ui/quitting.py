@@ -11,23 +11,43 @@ from ..core import results
 from .hangup_watchdog import EXIT_HANGUP, HANGUP_SAVE_LOCK, HangupWatchdog, terminal_fd
 from .results_actions import ResultsActions
 
-QUIT_JOIN_S = 30.0  # how long quitting waits for a stopped run to wind down
+QUIT_JOIN_S = 30.0  # how long quitting waits for a stopped run to wind down, at most
+QUIT_GRACE_S = 5.0  # a stopped run's current step gets this long; then its worker process is ended (`end_run`)
+KILL_JOIN_S = 10.0  # an ended worker: how long its last snapshot may take to arrive
 SAVE_RETRY_S = 35.0  # after a hang-up, how long the watchdog keeps trying to save (hangup_watchdog.SAVE_LIMIT_S: 40)
-__all__ = ["EXIT_HANGUP", "QUIT_JOIN_S", "Quitting"]
+ENDED_ON_QUIT = "stopped on quitting (its step did not end within the grace)"
+ENDED_ON_HANGUP = "the terminal hung up"
+__all__ = ["EXIT_HANGUP", "QUIT_JOIN_S", "Quitting", "end_run"]
+
+
+def end_run(runner: Any, reason: str, grace: float = QUIT_GRACE_S, limit: float = QUIT_JOIN_S) -> bool:
+    """Stop `runner` and wait `grace` s for its current step; then end its worker process (`kill`, with `reason`:
+    the run is kept as stopped, with the steps it had sent) and wait for its last snapshot. Why: a step that never
+    returns (a user's forward doing `while True: pass`) kept quitting waiting, then the process's exit, for good.
+    A run in a thread of this process cannot be ended: it gets up to `limit` s in all. Blocking (call it from a
+    thread); True when the run is over."""
+    runner.stop()
+    if runner.join(grace):
+        return True
+    if runner.kill(reason):
+        return bool(runner.join(KILL_JOIN_S))
+    return bool(runner.join(max(0.0, limit - grace)))
 
 
 class Quitting(ResultsActions):
     """Also `shutdown_runs` (run_app calls it however the app ended) and `last_result` (for scripts)."""
 
     async def action_quit(self) -> None:
-        """Stop an active run and wait for it (the UI keeps drawing), then exit. Again: exit now."""
+        """Stop an active run and wait for it (the UI keeps drawing; its worker ended after a grace: `end_run`),
+        then exit. Again while it waits: its worker ended now."""
         active = self.active
-        if active is not None and not self._quitting:
+        if active is not None:
+            again = self._quitting
             self._quitting = True
             active.stopping = True
-            active.runner.stop()
-            self.live.show_stopping()
-            await asyncio.to_thread(active.runner.join, QUIT_JOIN_S)
+            if not again:
+                self.live.show_stopping()
+            await asyncio.to_thread(end_run, active.runner, ENDED_ON_QUIT, 0.0 if again else QUIT_GRACE_S)
         self.save_unsaved_on_quit(active)
         self.shutdown_runs(0)
         self.exit()
@@ -80,8 +100,7 @@ class Quitting(ResultsActions):
         rows = []
         if active is not None:
             active.stopping = True
-            active.runner.stop()
-            active.runner.join(QUIT_JOIN_S)
+            end_run(active.runner, ENDED_ON_HANGUP)  # a hung step too: its worker ended, its steps kept
             final = getattr(active.runner, "result", None)
             if final is not None and self.active is active:  # its last update is not in the table yet
                 rows.append(results.row_from_snapshot(final, active.preset, self.probe.device if self.probe
@@ -103,7 +122,7 @@ class Quitting(ResultsActions):
         """The watchdog's last step: end the run's worker at once (its process would stop by itself later)."""
         active = self.active
         if active is not None and hasattr(active.runner, "kill"):
-            active.runner.kill("the terminal hung up")
+            active.runner.kill(ENDED_ON_HANGUP)
         if self.advice_job is not None:
             self.advice_job.shutdown(0)
         interleaved = getattr(self, "interleaved_job", None)
@@ -114,7 +133,8 @@ class Quitting(ResultsActions):
         end_children()  # a doctor probe still hanging (a broken Apex import)
 
     def shutdown_runs(self, timeout: float = QUIT_JOIN_S) -> bool:
-        """Stop any active run (and advice) and wait up to `timeout` s; True when nothing is left running."""
+        """Stop any active run (and advice) and wait up to `timeout` s (the run's worker ended after a grace:
+        `end_run`); True when nothing is left running."""
         advice_over = self.advice_job.shutdown(timeout) if self.advice_job is not None else True
         interleaved = getattr(self, "interleaved_job", None)
         if interleaved is not None:
@@ -122,9 +142,11 @@ class Quitting(ResultsActions):
         active = self.active
         if active is None:
             return advice_over
-        active.runner.stop()
         active.bridge.close()
-        return (bool(active.runner.join(timeout)) if timeout else not active.runner.is_alive()) and advice_over
+        if not timeout:
+            active.runner.stop()
+            return not active.runner.is_alive() and advice_over
+        return end_run(active.runner, ENDED_ON_QUIT, min(timeout, QUIT_GRACE_S), timeout) and advice_over
 
     def last_result(self) -> dict[str, Any] | None:
         """The last run finished in this session as the headless `end` event has it: its summary plus

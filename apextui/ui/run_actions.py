@@ -19,6 +19,7 @@ from .widgets.monitor_panel import MonitorPanel
 
 MAX_RUN_LOGS = 50  # the log screen (o) keeps the output of the last 50 runs (each at most 256 KiB)
 STOPPED_WHILE_COMPILING = "stopped while compiling (s pressed twice)"
+STOPPED_AT_ONCE = "stopped at once (s pressed twice): its step had not ended"
 IDLE_READINGS = "no run now · readings start with the next"
 
 
@@ -195,10 +196,13 @@ class RunActions(AppBase):
             active.stopping = True
             active.runner.stop()
             self.live.show_stopping(compiling=compiling)
-        elif compiling and active.runner.kill(STOPPED_WHILE_COMPILING):  # a worker process: ended, compile and all
-            self.notify(f"ended {active.preset.name}'s worker process while it compiled", timeout=4)
-        elif compiling:
-            self.notify("this run trains in the app's own process: it stops once compilation ends", timeout=4)
+        elif active.runner.kill(STOPPED_WHILE_COMPILING if compiling else STOPPED_AT_ONCE):
+            # a worker process: ended, compile or hung step and all; the run is kept with the steps it had sent
+            self.notify(f"ended {active.preset.name}'s worker process{' while it compiled' if compiling else ''}",
+                        timeout=4)
+        else:
+            self.notify("this run trains in the app's own process: it stops once "
+                        f"{'compilation ends' if compiling else 'its current step ends'}", timeout=4)
 
     def _compiling(self, active: ActiveRun) -> bool:
         view = self.latest_view

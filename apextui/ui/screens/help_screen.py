@@ -16,7 +16,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("tab shift+tab", "move between the panes"),
     ("enter", "presets: start the highlighted preset · comparison: the run's full record"),
     ("i", "the full record of the highlighted comparison row (as enter there)"),
-    ("s", "stop the run after its current step (s again while it compiles: end its worker)"),
+    ("s", "stop the run after its current step (s again: end its worker at once)"),
     ("m c", "presets: m marks the highlighted one · c runs the marked ones (and their baseline) interleaved, "
             "A/B/B/A with repeats, and shows their pooled intervals"),
     ("t x u [ ]", "comparison: t sorts (run order, median, speed-up, preset) · x hides the row · u shows the "
