@@ -395,6 +395,7 @@ def test_the_ascent_never_runs_a_compile_the_budget_has_no_room_for():
     assert any(c.compile == "default" for c in fake.calls)  # the cheapest compile ran, and lost
     assert not any(c.compile == "max-autotune-no-cudagraphs" for c in fake.calls)
     assert any("max_autotune left out: its set-up" in line for line in lines)
+    assert "bf16+fused+max_autotune" in [x["label"] for x in r.to_dict()["not_tried"]]
     assert r.winner is not None and r.winner.compile == "none"
     assert any(t.phase == "repeat" for t in r.trials)  # the budget it kept went to the repeats
 

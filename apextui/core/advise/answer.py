@@ -91,6 +91,9 @@ def answer_lines(doc: Mapping[str, Any]) -> list[str]:
              f"{stop}. How: {s['method']}"]
     for e in s.get("excluded", []):
         lines.append(f"  excluded {e['label']} ({e['status']}): {e['reason']}")
+    if s.get("not_tried"):
+        lines.append("  not tried, its set-up would not fit the budget: " + ", ".join(
+            f"{x['label']} (about {x['setup_estimate_s']:.0f} s)" for x in s["not_tried"]))
     if s.get("not_run"):
         lines.append(f"  not run, the budget ended first: {', '.join(x['label'] for x in s['not_run'])}")
     for x in s.get("left_out", []):

@@ -137,6 +137,8 @@ class SearchResult:
     # the Apex verdict: the point with Apex and the point without it that it is weighed against (like with like)
     apex_point: Config | None = None
     apex_counterpart: Config | None = None
+    # compiles left out because their estimated set-up (s) did not fit what was left of the budget
+    not_tried: dict[Config, float] = field(default_factory=dict)
 
     def _runs(self, config: Config) -> list[Trial]:
         return [t for t in self.trials if t.config == config and t.outcome.ok]
@@ -245,6 +247,8 @@ class SearchResult:
             "excluded": [{"label": t.config.label, "status": t.outcome.status, "reason": t.outcome.reason}
                          for t in self.excluded()],
             "not_run": [{"label": c.label, "reason": NOT_RUN} for c in self.not_run()],
+            "not_tried": [{"label": c.label, "setup_estimate_s": round(est, 1)} for c, est in self.not_tried.items()
+                          if not any(t.config == c for t in self.trials)],
             "ablation": [p.to_dict() for p in self.ablation], "dropped": [p.to_dict() for p in self.dropped],
             "confirmed": self.confirmed, "unconfirmed_why": self.unconfirmed_why or None,
             "apex_point": self.apex_point.label if self.apex_point else None,
@@ -715,6 +719,7 @@ class Search:
                 if self._stopped:
                     return current, "stopped"
                 self._say(f"search: {cand.label} left out: its set-up (about {estimate:.0f} s) does not fit the budget")
+                self.result.not_tried.setdefault(cand, estimate)
                 continue
             outcome = self._run("ascent", cand, f"from {base.label}: compile={v.name}",
                                 reserve=self._confirm_cost(current))
@@ -758,6 +763,7 @@ class Search:
                     if self._stopped or cand.compile in ("none", current.compile):
                         return current, self._why_stopped()
                     # a compile: its set-up must fit, as in `_compile`; a cheaper neighbour may still
+                    self.result.not_tried.setdefault(cand, estimate)
                     self._say(f"search: {cand.label} left out: its set-up (about {estimate:.0f} s) does not fit "
                               f"the budget")
                     continue
