@@ -228,12 +228,14 @@ def test_advise_model_searches_and_hands_back_the_snippet_and_a_preset_that_repr
     assert p.config == parse(a["config"]) and p.model.endswith("m.py:build")
     [w] = doc["workloads"]
     assert w["baseline"] == "m:build/fp32" and any(x["preset"] == a["preset"] for x in w["presets"])
-    # 3 s leave no room for the rounds: the answer says so, with the command that confirms it, and what never ran
-    assert a["confirmed"] is False and a["unconfirmed_why"] and isinstance(a["ablation"], list)
+    # confirmed side by side, or it says why not (on a slow box the budget may leave no room for the rounds)
+    assert isinstance(a["ablation"], list)
+    assert (a["confirmed"] and a["rounds"] >= 2 and not a["unconfirmed_why"]) or \
+        (not a["confirmed"] and a["unconfirmed_why"]), a
     text = "\n".join(text_lines(view(doc)))
     if sum(t["status"] == "ok" for t in s["trials"]) == 1:
         assert "no answer: the budget ended before anything but fp32 ran" in text
-        assert "--device cpu --budget 6" in text
+        assert "--device cpu --budget 16" in text
     assert all(x["reason"] == "not run: the budget ended first" for x in s["not_run"])
     assert "unavailable: None" not in text
 

@@ -156,17 +156,23 @@ def test_the_advice_writes_the_calling_its_runs_recorded_and_the_device_it_measu
     from apextui.core.model_presets import config_preset
     from test_advise import ENV, Scripted, ScriptedRunner
 
-    class Recording(ScriptedRunner):
-        def _info(self):  # fp32 has no check (it is the reference); the other run records the calling
-            check = None if self.preset.config == BASELINE else {
+    def recording(request, cb):  # a scripted run whose info carries the check: fp32 has none (it is the reference)
+        runner = ScriptedRunner(engine, request, cb)
+        scripted = runner._info
+
+        def info():
+            check = None if runner.preset.config == BASELINE else {
                 "kind": "loss_parity", "passed": True, "calling": {"inputs": "keyword", "loss": "attribute"}}
-            return replace(super()._info(), check=check)
+            return replace(scripted(), check=check)
+
+        runner._info = info
+        return runner
 
     presets = [config_preset("m.py:build", BASELINE), config_preset("m.py:build", parse("precision=bf16"))]
     engine = Scripted({presets[0].name: [10.0], presets[1].name: [4.0]})
     doc = Advisor("cpu", steps=10, repeats=2, workloads=("model",), presets=presets, env=ENV,
                   availability_fn=lambda p: Availability(True),
-                  runner_factory=lambda request, cb: Recording(engine, request, cb)).run()
+                  runner_factory=recording).run()
     code = doc["answer"]["snippet"]
     assert doc["answer"]["label"] == "bf16", doc["answer"]
     assert "loss = model(**batch).loss" in code and 'device_type="cpu"' in code, code
