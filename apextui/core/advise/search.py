@@ -385,14 +385,23 @@ class Search:
             fits.append(c)
         return tuple(fits)
 
-    def _room_for(self, estimate: float, current: Config, cand: Config | None = None, core: bool = False) -> float:
+    def _room_for(self, estimate: float, current: Config, cand: Config | None = None) -> float:
         """What a new point `cand` needs left in the budget: its own run (`estimate`) and then the confirmation of the
         best point so far (`_confirm_cost`), so that the answer is never left on single runs made one after another
         (on the H200 a last compile took the rounds' time: the answer stood on one disturbed run). Should `cand`
         become the answer, its own confirmation runs what fits, its cheapest parts first (`_round_points`), and the
-        answer says what was not measured (`SearchResult.confirmed`)."""
-        mine = self._confirm_cost(cand, core=core) if cand is not None else 0.0
-        return estimate + max(self._confirm_cost(current, core=core), mine)
+        answer says what was not measured (`SearchResult.confirmed`). The first compile and cheap moves (eager, or a
+        graph compiled already) keep back the core of the confirmation; a later new compile (another mode, another
+        precision) runs only where the whole confirmation still fits after it."""
+        pair = (current,) if cand is None else (current, cand)
+        if cand is not None and self._compile_cost is not None and self._new_graph(cand):
+            return estimate + max(self._confirm_cost(c, core=False) for c in pair)
+        return estimate + self._if_it_fits(max(self._confirm_cost(c) for c in pair))
+
+    def _if_it_fits(self, reserve: float) -> float:
+        """`reserve` where what is left of the budget holds it, else 0: a confirmation that cannot run anyway (a tiny
+        budget) is not kept back; the search explores instead, and its answer says it is unconfirmed."""
+        return reserve if self.spent + reserve <= self.budget_s else 0.0
 
     def _out_of_time(self, reserve: float = 0.0) -> bool:
         return self._stopped or self.spent + reserve >= self.budget_s
@@ -449,20 +458,25 @@ class Search:
     def _apex_pair(self, answer: Config) -> tuple[Config | None, Config | None]:
         """The Apex verdict's pair, like with like: the answer against itself without its Apex values; where it holds
         none, the answer with the Apex value whose single change ran fastest (Apex's norms, or FusedAdam in place of
-        its optimizer) against the answer. (None, None) where no Apex value ran here (not installed, say)."""
+        its optimizer) against that point without it (`ablation.without_apex`: FusedAdam against torch's fused AdamW
+        where that single change helped, not against the unfused default: on HF GPT-2 on an H200 FusedAdam was
+        "1.03x faster" than bf16's default AdamW, as fused AdamW is). (None, None) where no Apex value ran here."""
         if answer.needs_apex:
             return answer, ablation.without_apex(answer, self._rank)
         probes = [(ms, answer.with_(ax.name, v.name)) for ax in AXES for v in ax.values_for(self.workload)
                   if v.apex and (ms := self._rank(BASELINE.with_(ax.name, v.name))) is not None]
         probes = [(ms, c) for ms, c in probes if not self._failed(c)]
-        return (min(probes, key=lambda x: x[0])[1], answer) if probes else (None, None)
+        if not probes:
+            return None, None
+        probe = min(probes, key=lambda x: x[0])[1]
+        return probe, ablation.without_apex(probe, self._rank)
 
     def _round_points(self, answer: Config) -> tuple[Config, ...]:
         """What a round holds, the most important first: the answer, itself without each of its values, fp32, the
         best single change, the Apex verdict's point. Points that failed are left out."""
-        apex, _ = self._apex_pair(answer)
+        apex, counterpart = self._apex_pair(answer)
         parts = sorted(ablation.points(answer, self._rank), key=self._estimate)  # the cheapest to measure first
-        pts = [answer, *parts, BASELINE, self.result.best_single, apex]
+        pts = [answer, *parts, BASELINE, self.result.best_single, apex, counterpart]
         return tuple(c for c in dict.fromkeys(pts) if c is not None and not self._failed(c))
 
     def _estimate(self, config: Config) -> float:
@@ -612,19 +626,46 @@ class Search:
     def _why_stopped(self) -> StopReason:
         return "stopped" if self._stopped else "budget"
 
+    def _compile_room(self, current: Config) -> float:
+        """Before any compile ran: what the first compile of the best point so far and the core of its confirmation
+        need (0 once one ran, where none can run, or where it would not fit anyway). Eager exploration keeps it
+        back: on an H200 the single changes of HF GPT-2 (15-20 s a run) took the budget, and the answer, bf16
+        alone, ran 2.5x slower than bf16 + compile."""
+        if self._compile_cost is not None:
+            return 0.0
+        modes = [v for v in axis("compile").values_for(self.workload) if v.name != "none"]
+        if not modes:
+            return 0.0
+        cand = current.with_("compile", min(modes, key=lambda v: v.setup_cost).name)
+        if self._tried(cand) or self.available is not None and not getattr(self.available(cand), "ok", True):
+            return 0.0
+        need = self._estimate(cand) + self._confirm_cost(cand)
+        return need if self.spent + need <= self.budget_s else 0.0  # what cannot fit anyway is not kept back
+
+    def _keep(self, current: Config) -> float:
+        """What an eager exploring run leaves in the budget: the core of the confirmation of the best point so far, and
+        the first compile's room (`_compile_room`)."""
+        return self._if_it_fits(self._confirm_cost(current)) + self._compile_room(current)
+
     def _singles(self, eager: list[Config]) -> StopReason:
-        """Every single change that needs no compile (each a short run)."""
-        stopped = None
+        """Every single change that needs no compile (each a short run), the precision's first, while they leave the
+        first compile and the confirmation their room; those left are recorded as not run."""
+        stopped: StopReason | None = None
+        skipped = False
         for c in eager:
             avail = self.available(c) if self.available is not None else None
-            if stopped is None and self._out_of_time():
-                stopped = self._why_stopped()
-            if stopped is not None and (avail is None or avail.ok):  # recorded: it did not run, and why
+            best = self._fastest([BASELINE, *eager]) or BASELINE
+            if stopped is None and not skipped and self._out_of_time(reserve=self._estimate(c) + self._keep(best)):
+                if self._out_of_time(reserve=self._estimate(c) + self._if_it_fits(self._confirm_cost(best))):
+                    stopped = self._why_stopped()
+                else:
+                    skipped = True  # what is left goes to the compile and the rounds
+            if (stopped is not None or skipped) and (avail is None or avail.ok):  # recorded: it did not run, and why
                 self.result.trials.append(Trial(len(self.result.trials) + 1, "single", c, "single change",
                                                 Outcome("not_run", reason=NOT_RUN), self.spent))
                 continue  # out of time; an unavailable point costs nothing and is still recorded, with its reason
             self._run("single", c, f"single change: {', '.join(f'{a}={getattr(c, a)}' for a in c.changes())}", avail,
-                      reserve=self._confirm_cost(self._fastest([BASELINE, *eager]) or BASELINE))
+                      reserve=self._confirm_cost(best))
         return stopped or "converged"
 
     def _helped(self, c: Config) -> bool:
@@ -650,8 +691,11 @@ class Search:
         for _, name, value in sorted(additions):
             cand = current.with_(name, value)
             if not self._tried(cand):
-                if self._out_of_time(reserve=self._room_for(self._estimate(cand), current, cand)):
-                    return current, self._why_stopped()
+                if self._out_of_time(reserve=self._room_for(self._estimate(cand), current, cand)
+                                     + self._compile_room(current)):
+                    if self._stopped or self._out_of_time(reserve=self._room_for(self._estimate(cand), current, cand)):
+                        return current, self._why_stopped()
+                    return current, "converged"  # what is left goes to the compile
                 self._run("ascent", cand, f"from {current.label}: {name}={value} (its single change beat fp32)",
                           reserve=self._confirm_cost(current))
                 if self._ok(cand) and not self._lower(cand, current):
@@ -680,7 +724,7 @@ class Search:
             return
         cost = self._rerun_cost(cand) + self._rerun_cost(current)
         reserve = self._confirm_cost(current)
-        if self._out_of_time(reserve=cost + reserve):
+        if self._out_of_time(reserve=cost + reserve + self._compile_room(current)):
             return
         why = f"confirming {cand.label} against {current.label}: one run each was within the drift between runs"
         self._run("ascent", cand, why, reserve=reserve)
@@ -712,10 +756,7 @@ class Search:
             if self._tried(cand):
                 continue
             estimate = self._estimate(cand)
-            # the first compile (the most a step has bought: 2x on the GPT example) needs room for the core of its
-            # confirmation only; every later exploring run leaves the whole confirmation its time
-            first = self._compile_cost is None
-            if self._out_of_time(reserve=self._room_for(estimate, current, cand, core=first)):
+            if self._out_of_time(reserve=self._room_for(estimate, current, cand)):
                 if self._stopped:
                     return current, "stopped"
                 self._say(f"search: {cand.label} left out: its set-up (about {estimate:.0f} s) does not fit the budget")
@@ -742,30 +783,32 @@ class Search:
         """Coordinate ascent: from the best point, each other value of each axis not tried yet (values whose
         single change helped most first; values whose single change failed are not tried); a move only when
         faster by the noise rule; ends when a pass over every axis makes no move."""
-        failed = {(a, getattr(c, a)) for c in eager for a in c.changes() if self._tried(c) and not self._ok(c)}
+        failed = {(a, getattr(c, a)) for c in eager for a in c.changes() if self._failed(c)}
 
         def rank(ax_name: str, value: str) -> float:
             single = BASELINE.with_(ax_name, value)
             t = self.result.timing(single)
             return t.median_ms if t is not None else float("inf")
 
-        moved = True
+        moved, short = True, False
         while moved:
             moved = False
             cands = [current.with_(ax.name, v.name) for ax in AXES for v in ax.values_for(self.workload)
                      if v.name != getattr(current, ax.name) and (ax.name, v.name) not in failed]
             cands = [c for c in cands if not self._tried(c) and not self._same_as_default(c)]
-            cands.sort(key=lambda c: min(rank(a, getattr(c, a)) for a in AXIS_NAMES
-                                         if getattr(c, a) != getattr(current, a)))
+            # the values whose single change helped most first; among equals (not measured alone) the cheapest
+            cands.sort(key=lambda c: (min(rank(a, getattr(c, a)) for a in AXIS_NAMES
+                                          if getattr(c, a) != getattr(current, a)), self._estimate(c)))
             for cand in cands:
+                if self._stopped:
+                    return current, "stopped"
                 estimate = self._estimate(cand)
                 if self._out_of_time(reserve=self._room_for(estimate, current, cand)):
-                    if self._stopped or cand.compile in ("none", current.compile):
-                        return current, self._why_stopped()
-                    # a compile: its set-up must fit, as in `_compile`; a cheaper neighbour may still
-                    self.result.not_tried.setdefault(cand, estimate)
-                    self._say(f"search: {cand.label} left out: its set-up (about {estimate:.0f} s) does not fit "
-                              f"the budget")
+                    short = True  # a cheaper neighbour may still fit (a graph compiled already, an eager one)
+                    if self._new_graph(cand):
+                        self.result.not_tried.setdefault(cand, estimate)
+                        self._say(f"search: {cand.label} left out: its set-up (about {estimate:.0f} s) does not "
+                                  f"fit the budget")
                     continue
                 changed = next(a for a in AXIS_NAMES if getattr(cand, a) != getattr(current, a))
                 self._run("ascent", cand, f"from {current.label}: {changed}={getattr(cand, changed)}",
@@ -774,4 +817,4 @@ class Search:
                     self._say(f"search: {cand.label} is faster than {current.label}: moving there")
                     current, moved = cand, True
                     break
-        return current, "converged"
+        return current, "budget" if short else "converged"
