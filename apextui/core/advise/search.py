@@ -393,10 +393,9 @@ class Search:
         answer says what was not measured (`SearchResult.confirmed`). The first compile and cheap moves (eager, or a
         graph compiled already) keep back the core of the confirmation; a later new compile (another mode, another
         precision) runs only where the whole confirmation still fits after it."""
-        pair = (current,) if cand is None else (current, cand)
-        if cand is not None and self._compile_cost is not None and self._new_graph(cand):
-            return estimate + max(self._confirm_cost(c, core=False) for c in pair)
-        return estimate + self._if_it_fits(max(self._confirm_cost(c) for c in pair))
+        core = cand is None or self._compile_cost is None or not self._new_graph(cand)
+        mine = self._confirm_cost(cand, core=core) if cand is not None else 0.0  # should it become the answer
+        return estimate + max(self._if_it_fits(self._confirm_cost(current, core=core)), mine)
 
     def _if_it_fits(self, reserve: float) -> float:
         """`reserve` where what is left of the budget holds it, else 0: a confirmation that cannot run anyway (a tiny
