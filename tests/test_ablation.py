@@ -209,3 +209,35 @@ def test_on_an_h200_shaped_host_the_compile_is_reached_and_confirmed_within_the_
     compile_part = next(p for p in r.ablation if p.axis == "compile")
     assert compile_part.verdict == "earns" and compile_part.comparison.basis == "paired"  # type: ignore[union-attr]
     assert any(t.outcome.status == "not_run" for t in r.trials) or r.confirmed  # what it left, it says
+
+
+def test_an_unconfirmed_answer_claims_nothing_beyond_noise_and_a_busy_search_says_so():
+    """The new-user pass on a loaded 2-core box (2026-12-03): with no round run, the answer read "against fp32: 1.22x
+    (1.15-3.32)", a verdict on single runs minutes apart. Now a searched answer's speed-ups not measured round by
+    round are shown, never called faster; and where other work competed with any run, the answer line says so."""
+    from apextui.core.advise import Measurement, RunResult, verdict
+    from apextui.core.advise.answer import answer, answer_text, confirmation
+
+    def plain(c: Config) -> float:
+        return 50.0 if c.precision == "bf16" else 100.0
+
+    fake = Table(plain, busy=lambda c, rnd: c == BASELINE and rnd is None)
+    only_bf16 = lambda c: types.SimpleNamespace(ok=c in (BASELINE, parse("precision=bf16")), reason="not here",  # noqa: E731
+                                                fix="")
+    r = Search(fake.measure, budget_s=25, clock=fake.clock, available=only_bf16).run()  # one run each: no round
+    assert r.winner == parse("precision=bf16") and not r.confirmed and r.competed
+    runs = {c: tuple(RunResult(i, "ok", median_ms=t.outcome.timing.median_ms, median_low_ms=t.outcome.timing.low_ms,
+                               median_high_ms=t.outcome.timing.high_ms, timed_intervals=40)
+                     for i, t in enumerate((x for x in r.trials if x.config == c and x.outcome.ok), start=1))
+            for c in (BASELINE, r.winner)}
+    ms = [Measurement(c.label, c.label, "model", runs=rs, planned=len(rs)) for c, rs in runs.items()]
+    v = verdict("model", ms, baseline="fp32")
+    points = {c.label: c for c in runs}
+    assert answer(v, points)["speedup_vs_fp32_verdict"] == "faster"  # a grid's answer (pooled runs) may say so
+    a = answer(v, points, side_by_side=True)
+    assert a is not None and a["speedup_vs_fp32_verdict"] == "within_noise" and a["speedup_vs_fp32"] > 1
+    a.update(confirmation(r))
+    text = answer_text({"search": r.to_dict(), "answer": a, "device": "cpu"})
+    assert "⚠ the machine was busy while measuring: run again when it is quiet" in text
+    assert "unconfirmed: " in text and "--device cpu --budget 50" in text
+    assert "single runs only: not measured side by side" in text

@@ -174,7 +174,7 @@ def test_a_point_within_noise_of_fp32_never_wins_and_every_line_says_use_fp32():
     a = answer(v, points, model="m.py:build")
     assert a["preset"] == "fp32" and a["is_baseline"] and a["speedup_vs_fp32"] is None
     text = answer_text({"search": r.to_dict(), "answer": a})
-    assert "use your model as written (" in text and "(the fastest, bf16, is within noise of it)" in text
+    assert "use your model as written: fp32" in text and "(the fastest, bf16, is within noise of it)" in text
     assert "fastest configuration" not in text
 
 

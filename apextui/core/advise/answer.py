@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..compare import DISTURBED_WORDS, fields, format_speedup
+from ..compare import DISTURBED_WORDS, fields, format_speedup, unsure
 from ..config.calling import Calling
 from ..config.point import Config
 from ..config.snippet import preset_toml, snippet
@@ -28,10 +28,12 @@ def _best_single(v: WorkloadVerdict, points: Mapping[str, Config]) -> Measuremen
 
 
 def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | None = None, steps: int = 50,
-           calling: Calling | None = None, device: str = "cuda") -> dict[str, Any] | None:
+           calling: Calling | None = None, device: str = "cuda", side_by_side: bool = False) -> dict[str, Any] | None:
     """The answer of one verdict (None without a recommendation, or where its preset is no point). `points`:
     preset name -> its point; `model`: the user's FILE.py:FUNC (then the answer has a TOML preset); `calling` and
-    `device`: how the runs called the model and where they ran, for the snippet (`snippet.snippet`)."""
+    `device`: how the runs called the model and where they ran, for the snippet (`snippet.snippet`);
+    `side_by_side`: the answer's figures must come from interleaved rounds (a search's): a speed-up not measured
+    round by round is shown, never called faster or slower (a single run against another, minutes apart)."""
     rec, base = v.measurement(v.recommended), v.measurement(v.baseline)
     if rec is None or rec.preset not in points:
         return None
@@ -39,6 +41,8 @@ def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | Non
     single = _best_single(v, points)
     vs_base = versus(rec, base) if base is not None and base.measured and base is not rec else None
     vs_single = versus(rec, single) if single is not None and single is not rec else None
+    if side_by_side:
+        vs_base, vs_single = (unsure(c) if c is not None and c.basis != "paired" else c for c in (vs_base, vs_single))
     peaks = [r.peak_memory_bytes for r in rec.ok_runs if r.peak_memory_bytes is not None]
     fastest = v.fastest if v.fastest != rec.preset else None
     return {
@@ -109,7 +113,7 @@ def answer_lines(doc: Mapping[str, Any]) -> list[str]:
     busy = " ⚠" if a.get("competed") else ""
     if a["is_baseline"]:
         why = f" (the fastest, {a['fastest']}, is within noise of it)" if a.get("fastest") else ""
-        lines += ["", f"use your model as written ({a['summary']}){mem}{busy}",
+        lines += ["", f"use {a['summary']}{mem}{busy}",
                   f"  nothing is measurably faster{why}"]
     else:
         lines += ["", f"fastest configuration: {a['label']} ({a['summary']}){mem}{busy}",
@@ -124,8 +128,10 @@ def answer_lines(doc: Mapping[str, Any]) -> list[str]:
         lines.append(f"  unconfirmed: {a.get('unconfirmed_why')}; to confirm: {_confirm_command(doc)}")
     if a.get("ablation"):
         rounds = a.get("rounds") or 0
-        lines += ["", f"what each part buys (the answer against itself without it, side by side in {rounds} "
-                      f"interleaved round{'' if rounds == 1 else 's'}):", *(_part_line(p) for p in a["ablation"])]
+        how = (f"side by side in {rounds} interleaved round{'' if rounds == 1 else 's'}" if rounds
+               else "single runs only: not measured side by side")
+        lines += ["", f"what each part buys (the answer against itself without it, {how}):",
+                  *(_part_line(p) for p in a["ablation"])]
     for p in a.get("dropped") or []:
         lines.append(f"  taken out: {p['axis']}={p['value']} (in {p['in']}, the part bought "
                      f"{p['speedup_text'] or '-'}): {PART_WORDS[p['verdict']]}")

@@ -279,7 +279,9 @@ class Advisor:
             points = {x.name: x.point for x in mine if x.point is not None}
             model = next((x.model for x in mine if x.model), None)
             calling = recorded(r.check for m in v.measurements for r in m.runs)  # how the runs called it
-            w["answer"] = answer(v, points, model=model, steps=self.steps, calling=calling, device=self.device)
+            searched = v.workload == "model" and self._search_result is not None
+            w["answer"] = answer(v, points, model=model, steps=self.steps, calling=calling, device=self.device,
+                                 side_by_side=searched)
             if v.workload == "model":
                 doc["answer"] = w["answer"]
         if self._search_result is not None:

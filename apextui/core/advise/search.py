@@ -165,12 +165,8 @@ class SearchResult:
 
     @property
     def competed(self) -> bool:
-        """Other work competed with a run the answer's comparisons read."""
-        return any(t.outcome.competed for c in self._answer_points() for t in self._kept(c)[0])
-
-    def _answer_points(self) -> list[Config]:
-        pts = [self.winner, BASELINE, self.best_single, *(p.without for p in self.ablation)]
-        return [c for c in dict.fromkeys(pts) if c is not None]
+        """Other work competed with a run of this search (kept or left out): the answer carries the busy caution."""
+        return any(t.outcome.competed for t in self.trials)
 
     def timing(self, config: Config) -> Timing | None:
         return timing_from_runs(t.outcome.timing for t in self._kept(config)[0])  # type: ignore[misc]
