@@ -116,7 +116,8 @@ def answer_lines(doc: Mapping[str, Any]) -> list[str]:
         lines += ["", f"use {a['summary']}{mem}{busy}",
                   f"  nothing is measurably faster{why}"]
     else:
-        lines += ["", f"fastest configuration: {a['label']} ({a['summary']}){mem}{busy}",
+        head = "fastest configuration" if a.get("confirmed") is not False else "fastest so far, unconfirmed"
+        lines += ["", f"{head}: {a['label']} ({a['summary']}){mem}{busy}",
                   f"  against fp32: {a['speedup_vs_fp32_text'] or 'not measured'}",
                   (f"  against the best single change ({a['best_single_label']}): "
                    f"{a['speedup_vs_best_single_text'] or '-'}" if a["best_single"] not in (None, a["preset"])
