@@ -313,7 +313,8 @@ def render_doc(v: AdviceView, narrow: bool = False) -> Text:
     if v.answer:  # the model's search and its answer: the CLI's lines (`answer.answer_lines`)
         t.append("\n")
         for line in v.answer:
-            bold = line.startswith(("fastest configuration:", "fastest so far, unconfirmed:", "use your model as written"))
+            bold = line.startswith(("fastest configuration:", "fastest so far, unconfirmed:",
+                                    "use your model as written"))
             t.append(line + "\n", style="bold green" if bold else "")
     return t
 
