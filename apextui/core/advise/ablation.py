@@ -7,9 +7,9 @@ answer is given, it runs in interleaved rounds beside the answer without each of
 value stays only where taking it out makes the answer slower beyond noise (`compare.compare`, round by round);
 otherwise the simpler point is the answer: a tie goes to fewer changes, and to torch over Apex.
 
-"Without" a value is its axis's default, except for an Apex value: that is measured against torch's own fastest
-value of its axis (the Apex question is "does Apex's kernel beat torch's here", so FusedAdam is weighed against
-fused AdamW where that single change helped, not against the unfused default).
+"Without" a value is its axis's default, except for an Apex value: that is measured against its torch counterpart
+(`axes.Value.torch_twin`; the Apex question is "does Apex's kernel beat torch's here", so FusedAdam is weighed
+against torch's fused AdamW, not against the unfused default).
 
 Pure: timings and points in, rows out; `search.Search` runs the rounds and calls `decide`.
 """
@@ -23,10 +23,11 @@ from ..compare import Comparison, fields, format_speedup
 from ..config.axes import axis
 from ..config.point import Config
 
-PartVerdict = Literal["earns", "within_noise", "hurts", "needed", "not_measured"]
+PartVerdict = Literal["earns", "within_noise", "hurts", "needed", "not_measured", "disturbed"]
 PART_WORDS = {"earns": "earns its place", "within_noise": "within noise: taken out",
               "hurts": "slower with it: taken out", "needed": "kept: without it the point fails",
-              "not_measured": "kept, unconfirmed: not measured without it"}
+              "not_measured": "kept, unconfirmed: not measured without it",
+              "disturbed": "kept, unconfirmed: other work disturbed the runs"}
 
 Versus = Callable[[Config, Config], "Comparison | None"]
 Median = Callable[[Config], "float | None"]
@@ -44,6 +45,7 @@ class Part:
     comparison: Comparison | None
     without_ms: float | None
     without_failed: bool = False  # the point without it failed or was unavailable: the value is needed
+    disturbed: bool = False  # the comparison rests on runs other work disturbed: it decides nothing
 
     @property
     def apex(self) -> bool:
@@ -54,6 +56,8 @@ class Part:
         c = self.comparison
         if self.without_failed:
             return "needed"
+        if self.disturbed:
+            return "disturbed"
         if c is None or c.basis != "paired":  # measured only side by side in the rounds: never on single runs
             return "not_measured"
         return "earns" if c.verdict == "faster" else "hurts" if c.verdict == "slower" else "within_noise"
@@ -62,11 +66,11 @@ class Part:
     def kept(self) -> bool:
         """It stays in the answer: it earns its place, the point fails without it, or it could not be measured
         without it (then the answer is unconfirmed: `confirmed`)."""
-        return self.verdict in ("earns", "needed", "not_measured")
+        return self.verdict in ("earns", "needed", "not_measured", "disturbed")
 
     @property
     def confirmed(self) -> bool:
-        return self.verdict != "not_measured"
+        return self.verdict not in ("not_measured", "disturbed")
 
     def to_dict(self) -> dict[str, Any]:
         return {"axis": self.axis, "value": self.value, "apex": self.apex, "in": self.answer.label,
@@ -76,53 +80,44 @@ class Part:
                 "verdict": self.verdict, "kept": self.kept}
 
 
-def torch_fastest(ax: str, rank: Median) -> str:
-    """The torch-only value of axis `ax` whose single change ran fastest (`rank`: a value's single-change median,
-    None where it did not run), else the axis's default: what an Apex value of that axis is measured against."""
-    values = [v for v in axis(ax).values if not v.apex]
-    timed = [(ms, v.name) for v in values if (ms := rank(Config().with_(ax, v.name))) is not None]
-    default = axis(ax).default.name
-    base = rank(Config())
-    best = min(timed) if timed else None
-    return best[1] if best is not None and base is not None and best[0] < base else default
-
-
-def without(answer: Config, ax: str, rank: Median) -> Config:
-    """`answer` with axis `ax` set back: to its default, or for an Apex value to torch's fastest (`torch_fastest`)."""
+def without(answer: Config, ax: str) -> Config:
+    """`answer` with axis `ax` set back: to its default, or for an Apex value to its torch counterpart
+    (`axes.Value.torch_twin`: FusedAdam's is torch's fused AdamW), so that Apex is weighed against torch's own kernel
+    for the same job, never against a slower default."""
     value = axis(ax).value(getattr(answer, ax))
-    back = torch_fastest(ax, rank) if value.apex else axis(ax).default.name
-    if back == value.name:
-        back = axis(ax).default.name
+    back = (value.torch_twin or axis(ax).default.name) if value.apex else axis(ax).default.name
     return answer.with_(ax, back)
 
 
-def without_apex(answer: Config, rank: Median) -> Config:
+def without_apex(answer: Config) -> Config:
     """`answer` with every Apex value set back (`without`): the point the Apex verdict weighs it against."""
     out = answer
     for ax in answer.changes():
         if axis(ax).value(getattr(answer, ax)).apex:
-            out = without(out, ax, rank)
+            out = without(out, ax)
     return out
 
 
-def points(answer: Config, rank: Median) -> list[Config]:
+def points(answer: Config) -> list[Config]:
     """The points the answer is measured beside: the answer without each of its values, and without all its Apex
     values at once where it has more than one."""
-    out = [without(answer, ax, rank) for ax in answer.changes()]
-    no_apex = without_apex(answer, rank)
+    out = [without(answer, ax) for ax in answer.changes()]
+    no_apex = without_apex(answer)
     if no_apex != answer and no_apex not in out:
         out.append(no_apex)
     return out
 
 
-def parts(answer: Config, versus: Versus, median: Median, rank: Median,
-          failed: Callable[[Config], bool] = lambda c: False) -> list[Part]:
+def parts(answer: Config, versus: Versus, median: Median, failed: Callable[[Config], bool] = lambda c: False,
+          disturbed: Callable[[Config], bool] = lambda c: False) -> list[Part]:
     """Every value of `answer` against the answer without it, by the one noise rule (`versus(a, b)`: a against b);
-    `failed(point)`: it failed or was unavailable (and never ran ok)."""
+    `failed(point)`: it failed or was unavailable (and never ran ok); `disturbed(point)`: its runs all rest on other
+    work's disturbance (`compare.DISTURBED_RULE`)."""
     out = []
     for ax in answer.changes():
-        w = without(answer, ax, rank)
-        out.append(Part(ax, getattr(answer, ax), answer, w, versus(answer, w), median(w), failed(w)))
+        w = without(answer, ax)
+        out.append(Part(ax, getattr(answer, ax), answer, w, versus(answer, w), median(w), failed(w),
+                        disturbed(answer) or disturbed(w)))
     return out
 
 

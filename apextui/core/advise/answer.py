@@ -64,9 +64,9 @@ def confirmation(r: Any) -> dict[str, Any]:
     (`ablation`: one row per value, the point without it, its median, the part's speed-up and verdict), the values
     taken out on the way (`dropped`), whether it was confirmed side by side (and why not), and whether other work
     competed with the runs its comparisons read."""
-    return {"ablation": [p.to_dict() for p in r.ablation], "dropped": [p.to_dict() for p in r.dropped],
-            "confirmed": bool(r.confirmed), "unconfirmed_why": r.unconfirmed_why or None,
-            "rounds": len(r._by_round(r.winner)) if r.winner is not None else 0, "competed": bool(r.competed)}
+    d = r.to_dict()
+    return {**{k: d[k] for k in ("ablation", "dropped", "confirmed", "unconfirmed_why", "competed")},
+            "rounds": len(r._by_round(r.winner)) if r.winner is not None else 0}
 
 
 BUSY = "the machine was busy while measuring: run again when it is quiet"
@@ -106,8 +106,11 @@ def answer_lines(doc: Mapping[str, Any]) -> list[str]:
                      f"{DISTURBED_WORDS.get(x['why'], x['why'])}{again}")
     ok = sum(1 for t in s.get("trials", []) if t.get("status") == "ok")
     if not a or ok < 2:
-        lines.append("no answer: " + ("the budget ended before anything but fp32 ran" if ok == 1 else
-                                      "nothing ran ok") + f"; give the search more time: {_confirm_command(doc)}")
+        if ok == 1 and not s.get("not_run") and not s.get("not_tried"):  # the rest could not run here
+            lines.append("no answer: nothing but fp32 could run here (the reasons are listed above)")
+        else:
+            lines.append("no answer: " + ("the budget ended before anything but fp32 ran" if ok == 1 else
+                                          "nothing ran ok") + f"; give the search more time: {_confirm_command(doc)}")
         return lines
     mem = f", peak GPU memory {a['peak_memory_bytes'] / 2**20:.0f} MiB" if a.get("peak_memory_bytes") else ""
     busy = " ⚠" if a.get("competed") else ""

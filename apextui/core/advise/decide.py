@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..compare import unsure
 from ..presets import BASELINES
 from . import wording
 from .choice import Choice, choose
@@ -93,6 +94,8 @@ def apex_verdict(measurements: Sequence[Measurement], picked: Choice[Measurement
     if best_torch is None:
         return worded("no_torch")
     c = versus(best_apex, best_torch)
+    if like_with_like and c.basis != "paired":  # the search's pair not measured round by round: never beyond noise
+        c = unsure(c)
     kw.update(speedup=c.speedup, difference=c.difference, noise_threshold=c.noise)
     if c.within_noise:
         return worded("within_noise")

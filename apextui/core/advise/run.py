@@ -461,16 +461,18 @@ class Advisor:
         return counter[0]
 
     def run_deadline(self) -> float | None:
-        """When a search's run started now must end, on `clock`: when the search said it must (`Search.run_until`:
-        an exploring run leaves the answer's confirmation its time; a confirming one, the budget's end) + `budget_grace`
-        (the budget's start: `budget_started`, else the search's); None outside a running search."""
+        """When a search's run started now must end, on `clock`: an exploring run, when the search said it must
+        (`Search.run_until`: it leaves the answer's confirmation its time, no grace, as the search planned it); any
+        other, the budget's end + `budget_grace` (the budget's start: `budget_started`, else the search's); None outside
+        a running search."""
         search = self._search
         if search is None or self.search_budget_s is None or not search.started:
             return None
-        budget = float(self.search_budget_s)
-        left = budget - (self._setup_s + search.spent)  # of the whole budget
-        asked = min(search.run_until, search.budget_s) - search.spent  # what the search leaves this run
-        return self.clock() + min(left, asked) + budget_grace(budget)
+        budget, spent, now = float(self.search_budget_s), search.spent, self.clock()
+        left = budget - (self._setup_s + spent)  # of the whole budget
+        if search.run_until < min(search.budget_s, budget - self._setup_s) - 1e-9:  # it leaves the rounds their room
+            return now + min(left, max(0.0, search.run_until - spent))  # ended where the search's plan says
+        return now + left + budget_grace(budget)
 
     def _run_one(self, preset: Preset, repeat: int, index: int, total: int,
                  deadline: float | None = None) -> RunResult:

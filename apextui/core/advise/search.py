@@ -50,6 +50,7 @@ from .ablation import Part
 TrialStatus = Literal["ok", "failed", "check_failed", "unavailable", "not_run"]
 Phase = Literal["baseline", "single", "ascent", "repeat"]
 NOT_RUN = "not run: the budget ended first"
+BUDGET_ENDED = "ended by the budget"  # in the reason of a run the budget's deadline ended (`run.RunWatch`)
 DEFAULT_BUDGET_S = {"cuda": 300.0, "cpu": 60.0}
 # steps a search's run makes unless --steps says otherwise: fewer than a shipped preset's advice (100 on CUDA),
 # so that more points fit the budget; a GPU-bound model's 40 measured steps give a tight median already
@@ -217,6 +218,12 @@ class SearchResult:
         c = compare(ta, tb, drift=self.drift if with_drift else None, rounds=(self._by_round(a), self._by_round(b)))
         return unsure(c) if self.rests_on_disturbed(a) or self.rests_on_disturbed(b) else c
 
+    def shown(self, a: Config | None, b: Config | None) -> Comparison | None:
+        """`a` against `b` as the answer reports it: measured round by round, or never called faster or slower (its
+        figures are then single runs made minutes apart: `unsure`)."""
+        c = self.versus(a, b)
+        return unsure(c) if c is not None and c.basis != "paired" else c
+
     def to_dict(self) -> dict[str, Any]:
         w = self.winner
         points: dict[str, Any] = {}
@@ -238,8 +245,8 @@ class SearchResult:
             "winner": w.as_dict() if w else None, "winner_label": w.label if w else None,
             "runner_up": self.runner_up.label if self.runner_up else None,
             "best_single": self.best_single.label if self.best_single else None,
-            **fields(self.versus(w, BASELINE), "speedup_vs_fp32"),
-            **fields(self.versus(w, self.best_single), "speedup_vs_best_single"),
+            **fields(self.shown(w, BASELINE), "speedup_vs_fp32"),
+            **fields(self.shown(w, self.best_single), "speedup_vs_best_single"),
             "excluded": [{"label": t.config.label, "status": t.outcome.status, "reason": t.outcome.reason}
                          for t in self.excluded()],
             "not_run": [{"label": c.label, "reason": NOT_RUN} for c in self.not_run()],
@@ -249,7 +256,7 @@ class SearchResult:
             "confirmed": self.confirmed, "unconfirmed_why": self.unconfirmed_why or None,
             "apex_point": self.apex_point.label if self.apex_point else None,
             "apex_counterpart": self.apex_counterpart.label if self.apex_counterpart else None,
-            **fields(self.versus(self.apex_point, self.apex_counterpart), "apex_speedup"),
+            **fields(self.shown(self.apex_point, self.apex_counterpart), "apex_speedup"),
             "left_out": [{"index": t.index, "label": t.config.label, "round": t.round, "why": why}
                          for t, why in self.disturbed()],
             "competed": self.competed,
@@ -303,14 +310,15 @@ class Search:
         return self.clock() - self._t0
 
     def _tried(self, config: Config) -> bool:
-        return any(t.config == config for t in self.result.trials)
+        """It ran, or was found unavailable (a point the budget left unrun may still be tried later)."""
+        return any(t.config == config and t.outcome.status != "not_run" for t in self.result.trials)
 
     def _run(self, phase: Phase, config: Config, why: str, avail: Any = None, round: int | None = None,
              reserve: float = 0.0) -> Outcome:
         """Run `config` (`avail`: its availability, where the caller has looked it up already; `round`: the round
         of interleaved repeats it is part of; `reserve`: the seconds of the budget it must leave (`run_until`))."""
         index = len(self.result.trials) + 1
-        self.run_until = max(self.spent, self.budget_s - reserve)
+        self.run_until = max(self.spent, self.budget_s - self._if_it_fits(reserve))  # as the gate that let it start
         a = avail if avail is not None else self.available(config) if self.available is not None else None
         if a is not None and not a.ok:
             outcome = Outcome("unavailable", reason=a.reason, fix=a.fix)
@@ -447,30 +455,31 @@ class Search:
         return self._best_ms(config)
 
     def _failed(self, config: Config) -> bool:
+        """It failed or was unavailable, and never ran ok; a run the budget ended is no failure of the point."""
         return self._tried(config) and not self._ok(config) and any(
-            t.config == config and t.outcome.status != "not_run" for t in self.result.trials)
+            t.config == config and t.outcome.status != "not_run" and BUDGET_ENDED not in t.outcome.reason
+            for t in self.result.trials)
 
     def _apex_pair(self, answer: Config) -> tuple[Config | None, Config | None]:
-        """The Apex verdict's pair, like with like: the answer against itself without its Apex values; where it holds
-        none, the answer with the Apex value whose single change ran fastest (Apex's norms, or FusedAdam in place of
-        its optimizer) against that point without it (`ablation.without_apex`: FusedAdam against torch's fused AdamW
-        where that single change helped, not against the unfused default: on HF GPT-2 on an H200 FusedAdam was
-        "1.03x faster" than bf16's default AdamW, as fused AdamW is). (None, None) where no Apex value ran here."""
+        """The Apex verdict's pair, like with like: the answer against itself without its Apex values
+        (`ablation.without_apex`: FusedAdam against torch's fused AdamW); where it holds none, the answer with the Apex
+        value whose single change ran fastest (Apex's norms, or FusedAdam in place of its optimizer) against the answer
+        itself (on HF GPT-2 on an H200 the probe was weighed against another point, and FusedAdam read "1.03x faster"
+        than bf16's default AdamW, as fused AdamW is). (None, None) where no Apex value ran here."""
         if answer.needs_apex:
-            return answer, ablation.without_apex(answer, self._rank)
+            return answer, ablation.without_apex(answer)
         probes = [(ms, answer.with_(ax.name, v.name)) for ax in AXES for v in ax.values_for(self.workload)
                   if v.apex and (ms := self._rank(BASELINE.with_(ax.name, v.name))) is not None]
         probes = [(ms, c) for ms, c in probes if not self._failed(c)]
         if not probes:
             return None, None
-        probe = min(probes, key=lambda x: x[0])[1]
-        return probe, ablation.without_apex(probe, self._rank)
+        return min(probes, key=lambda x: x[0])[1], answer
 
     def _round_points(self, answer: Config) -> tuple[Config, ...]:
         """What a round holds, the most important first: the answer, itself without each of its values, fp32, the
         best single change, the Apex verdict's point. Points that failed are left out."""
         apex, counterpart = self._apex_pair(answer)
-        parts = sorted(ablation.points(answer, self._rank), key=self._estimate)  # the cheapest to measure first
+        parts = sorted(ablation.points(answer), key=self._estimate)  # the cheapest to measure first
         pts = [answer, *parts, BASELINE, self.result.best_single, apex, counterpart]
         return tuple(c for c in dict.fromkeys(pts) if c is not None and not self._failed(c))
 
@@ -505,7 +514,7 @@ class Search:
         back left every compile mode out: the answer, bf16 + fused AdamW, ran 1.8x slower than the hand-written
         loop."""
         parts = [c for c in self._round_points(answer)[1:] if not core or (
-            c in ablation.points(answer, self._rank) and not self._new_graph(c))]
+            c in ablation.points(answer) and not self._new_graph(c))]
         cost = self._planned_cost((answer, *parts))
         if ran and answer not in self._cost:
             cost -= self._estimate(answer) - self._again(answer)
@@ -555,15 +564,17 @@ class Search:
             self._round += 1
             held += 1
             order = fits if k % 2 else tuple(reversed(fits))  # the ascent ended on the answer: start with the others
-            for c in order:
+            for i, c in enumerate(order):
                 if self._stopped:  # Ctrl-C: no new run (each would start a worker only to stop it)
                     return held
                 if self.spent + self._estimate(c) > self.budget_s:
                     continue
                 why = f"round {k + 1}/{self.final_rounds} of the answer beside its parts: {c.label}"
                 outcome = self._run("repeat", c, why, round=self._round)
+                # again, where the rest of the rounds still fit after it (the answer's own runs come first)
+                rest = self._round_cost(order[i + 1:]) + (self.final_rounds - k - 1) * self._round_cost(fits)
                 if outcome.ok and self._disturbed_last(c) and not self._stopped \
-                        and self.spent + self._rerun_cost(c) <= self.budget_s:
+                        and self.spent + self._rerun_cost(c) + rest <= self.budget_s:
                     self._run("repeat", c, f"{why} (again: the last run was disturbed)", round=self._round)
         return held
 
@@ -577,7 +588,7 @@ class Search:
         return t.median_ms if t is not None else None
 
     def _parts(self, answer: Config) -> list[Part]:
-        return ablation.parts(answer, self.result.versus, self._median, self._rank, self._failed)
+        return ablation.parts(answer, self.result.versus, self._median, self._failed, self.result.rests_on_disturbed)
 
     def _confirm_answer(self, current: Config) -> None:
         """The answer's confirmation (module docstring, step 5): the rounds, then each value against the answer
@@ -605,9 +616,13 @@ class Search:
                 r.versus(r.apex_point, r.apex_counterpart) is None:  # its probe did not run: no Apex figure
             r.apex_point = r.apex_counterpart = None
         unmeasured = [p for p in r.ablation if not p.confirmed]
+        ran = {t.config for t in r.trials if t.outcome.ok}
         if held < min(2, self.final_rounds) or len(r._by_round(answer)) < min(2, self.final_rounds):
-            r.unconfirmed_why = ("the budget ended before the answer ran in interleaved rounds beside the points it is "
-                                 "weighed against: its figures are single runs")
+            r.unconfirmed_why = (
+                "stopped before the answer ran in interleaved rounds: its figures are single runs" if self._stopped
+                else "nothing ran but fp32: there is nothing to weigh it against" if len(ran) < 2
+                else "the budget ended before the answer ran in interleaved rounds beside the points it is weighed "
+                     "against: its figures are single runs")
         elif unmeasured:
             r.unconfirmed_why = ("not measured without " + ", ".join(f"{p.axis}={p.value}" for p in unmeasured)
                                  + " before the budget ended")
@@ -754,12 +769,13 @@ class Search:
             if self._out_of_time(reserve=self._room_for(estimate, current, cand)):
                 if self._stopped:
                     return current, "stopped"
-                self._say(f"search: {cand.label} left out: its set-up (about {estimate:.0f} s) does not fit the budget")
-                self.result.not_tried.setdefault(cand, estimate)
+                self._left_out(cand, estimate)
                 continue
             outcome = self._run("ascent", cand, f"from {base.label}: compile={v.name}",
                                 reserve=self._confirm_cost(current))
             if self._compile_cost is None and outcome.ok:
+                self._compile_cost = self._cost.get(cand)
+            elif self._compile_cost is None and BUDGET_ENDED in outcome.reason:  # ended before its end: at least that
                 self._compile_cost = self._cost.get(cand)
             if self._ok(cand) and not self._faster(cand, current):
                 self._confirm(cand, current)
@@ -767,6 +783,15 @@ class Search:
                 self._say(f"search: {cand.label} is faster than {current.label}: moving there")
                 current = cand
         return current, "converged"
+
+    def _left_out(self, cand: Config, estimate: float) -> None:
+        """A compile whose set-up would not fit the budget: said once, and recorded (`not_tried`) where it could run
+        here at all."""
+        if cand in self.result.not_tried or (self.available is not None
+                                             and not getattr(self.available(cand), "ok", True)):
+            return
+        self.result.not_tried[cand] = estimate
+        self._say(f"search: {cand.label} left out: its set-up (about {estimate:.0f} s) does not fit the budget")
 
     def _compile_estimate(self, mode: str) -> float:
         """A compile mode's run, estimated from the first compile's measured cost scaled by the modes' set-up costs
@@ -801,9 +826,7 @@ class Search:
                 if self._out_of_time(reserve=self._room_for(estimate, current, cand)):
                     short = True  # a cheaper neighbour may still fit (a graph compiled already, an eager one)
                     if self._new_graph(cand):
-                        self.result.not_tried.setdefault(cand, estimate)
-                        self._say(f"search: {cand.label} left out: its set-up (about {estimate:.0f} s) does not "
-                                  f"fit the budget")
+                        self._left_out(cand, estimate)
                     continue
                 changed = next(a for a in AXIS_NAMES if getattr(cand, a) != getattr(current, a))
                 self._run("ascent", cand, f"from {current.label}: {changed}={getattr(cand, changed)}",

@@ -39,6 +39,9 @@ class Value:
     # devices on which it is what the axis's default already does (torch AdamW is foreach on CUDA): the search
     # does not measure it there; `--config` still runs it
     default_on: tuple[str, ...] = ()
+    # an Apex value's torch counterpart on its axis (the value it is weighed against, like with like: FusedAdam against
+    # torch's fused AdamW); "" for the axis's default
+    torch_twin: str = ""
 
     def builds_on(self, workload: str) -> bool:
         return not self.workloads or workload in self.workloads
@@ -86,7 +89,7 @@ AXES: tuple[Axis, ...] = (
         Value("adamw", "torch AdamW defaults (foreach on CUDA)", ""),
         Value("foreach", "torch AdamW `foreach=True`", "foreach", default_on=("cuda",)),
         Value("fused", "torch AdamW `fused=True`", "fused"),
-        Value("apex", "apex FusedAdam (AdamW mode)", "fused_adam", apex=("FusedAdam",)),
+        Value("apex", "apex FusedAdam (AdamW mode)", "fused_adam", apex=("FusedAdam",), torch_twin="fused"),
     )),
     Axis("norms", "the model's LayerNorm / RMSNorm modules", (
         Value("torch", "the model's own norms", ""),
