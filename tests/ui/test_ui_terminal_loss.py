@@ -98,8 +98,11 @@ def test_closing_the_terminal_under_load_leaves_no_process(tmp_path):
             p.wait(max(0.1, deadline - time.monotonic()))
         left = [pid for p in procs for pid in (p.pid, *family[p.pid]) if psutil.pid_exists(pid)
                 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
-        time.sleep(1) if left else None  # the worker and the forkserver notice their parent's end
-        left = [pid for pid in left if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        end = time.monotonic() + 30  # the worker and the forkserver notice their parent's end by polling: wait for it
+        while left and time.monotonic() < end:
+            time.sleep(0.2)
+            left = [pid for pid in left if psutil.pid_exists(pid)
+                    and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
         assert left == []
         assert all(p.returncode in (129, 0) for p in procs), [p.returncode for p in procs]
     finally:
