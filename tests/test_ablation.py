@@ -283,3 +283,18 @@ def test_single_changes_left_for_the_compiles_room_are_tried_later_when_the_comp
     r = Search(fake.measure, 300, clock=fake.clock, available=available).run()
     assert parse("optimizer=fused") in fake.calls and not r.not_run()
     assert r.winner == parse("optimizer=fused") and r.spent_s <= 300
+
+
+def test_a_baseline_the_budget_ended_leaves_the_rest_recorded_as_not_run():
+    """Issue 41 row 12, re-run on the merged code: with `--budget 1` the budget's deadline ended the fp32 baseline,
+    and the search said only "the fp32 baseline failed": the points it never reached were not listed."""
+    class Ended(Table):
+        def measure(self, config: Config, why: str, round: int | None = None) -> Outcome:
+            self.now += 6.0
+            return Outcome("failed", reason="no step finished in 6 s: ended by the budget")
+
+    fake = Ended(lambda c: 1.0)
+    r = Search(fake.measure, 1, clock=fake.clock).run()
+    assert r.stopped_by == "baseline failed" and r.winner is None
+    assert {c.label for c in r.not_run()} >= {"bf16", "adamw_fused"}
+    assert all(x["reason"] == "not run: the budget ended first" for x in r.to_dict()["not_run"])

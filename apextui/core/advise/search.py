@@ -420,11 +420,19 @@ class Search:
         interleaved repeats of the top candidates (the module docstring says why in this order)."""
         self._t0 = self.clock()
         r = self.result
-        if not self._run("baseline", BASELINE, "the baseline: your model as written").ok:
+        base = self._run("baseline", BASELINE, "the baseline: your model as written")
+        singles = single_changes(BASELINE, self.workload)
+        if not base.ok:
             r.stopped_by = "baseline failed"
+            if BUDGET_ENDED in base.reason:  # the budget ended it: what it had no time for is said, not left out
+                for c in singles:
+                    if c.compile == "none" and not self._same_as_default(c):
+                        avail = self.available(c) if self.available is not None else None
+                        outcome = Outcome("not_run", reason=NOT_RUN) if avail is None or avail.ok else \
+                            Outcome("unavailable", reason=avail.reason, fix=avail.fix)
+                        r.trials.append(Trial(len(r.trials) + 1, "single", c, "single change", outcome, self.spent))
             r.spent_s = self.spent
             return r
-        singles = single_changes(BASELINE, self.workload)
         eager = [c for c in singles if c.compile == "none" and not self._same_as_default(c)]
         stopped_by = self._singles(eager)
         r.best_single = self._fastest([c for c in singles if self._ok(c)])
