@@ -358,6 +358,7 @@ def test_a_full_disk_keeps_the_runs_own_end_and_says_where_the_stream_stopped(pr
             attach = subprocess.run([sys.executable, "-m", "apextui", "attach", got["path"], "--json"],
                                     capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=60)
             last = reader.last_end(Path(got["path"]))  # what the table of runs reads
+            steps = [e["step"] for e in reader.Follower(Path(got["path"])).poll() if e.get("event") == "step"]
         finally:
             if train.poll() is None:
                 train.communicate("\n", timeout=60)
@@ -370,5 +371,8 @@ def test_a_full_disk_keeps_the_runs_own_end_and_says_where_the_stream_stopped(pr
     stopped = end["watch"]["stream_stopped"]
     assert stopped["reason"] == "disk full" and 0 < stopped["step"] < got["steps"]
     assert notes[-1].startswith(f"stream stopped: disk full at step {stopped['step']}")
+    # no line of the stream is past the step the note names (it named the last batch written whole: re-runs on the
+    # merged code found steps 60-550 past it)
+    assert steps and max(steps) <= stopped["step"]
     assert "in the middle of writing" not in attach.stderr
     assert last == end

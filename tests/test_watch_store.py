@@ -137,6 +137,9 @@ def test_a_dead_runs_pid_reused_by_another_process_is_not_alive(tmp_path):
         (folder / store.META).write_text(json.dumps(doc))
         meta = store.read_meta(folder)
         assert meta is not None and not store.alive(meta)
+        from apextui.core.watch.reader import Ending
+
+        assert "now belongs to another process" in Ending("gone").words(meta)  # not "is gone" alone: it runs
         doc["created"] = started
         (folder / store.META).write_text(json.dumps(doc))
         assert store.alive(store.read_meta(folder))

@@ -139,7 +139,10 @@ class Watch:
         self._info: RunInfo | None = None
         self._start_line: dict[str, Any] | None = None
         self._written_start = False
-        self._written_step = 0  # the last step whose line the stream took (where a stopped stream stopped)
+        self._written_step = 0  # the last step whose line the stream took
+        # where a stopped stream stopped: the last step of the batch whose write failed (a full disk takes part of a
+        # batch: the stream may hold its lines up to there, the last one cut off), else `_written_step`
+        self._stopped_step: int | None = None
         self._setup_key: tuple[Any, ...] | None = None
         self._header = ""
         self._floats: dict[int, float] = {}  # Python-number losses at the end of a block, by step
@@ -500,9 +503,9 @@ class Watch:
             self._set_aside(stream, snap)
 
     def _set_aside(self, stream: Stream, snap: Snapshot) -> None:
-        n = self._written_step
+        n = self._stopped_step if self._stopped_step is not None else self._written_step
         out = [lines.note_event(n, f"stream stopped: {stream.reason} at step {n}; the training went on (its "
-                                   "lines after that step are not in the stream)")]
+                                   "lines after that step are not in the stream, the last before it may be cut off)")]
         if snap.finished:
             end = self._end_line(snap)
             end["watch"] = {**end.get("watch", {}), "stream_stopped": {"step": n, "reason": stream.reason}}
@@ -541,8 +544,12 @@ class Watch:
             out.append(self._end_line(snap))
         if out:
             stream.header = self._header
-            if stream.write([json.dumps(o) + "\n" for o in out]) and snap.new_steps:
-                self._written_step = snap.new_steps[-1].step
+            written = stream.write([json.dumps(o) + "\n" for o in out])
+            if snap.new_steps:
+                if written:
+                    self._written_step = snap.new_steps[-1].step
+                elif self._stopped_step is None:
+                    self._stopped_step = snap.new_steps[-1].step
 
     # ---- the end ---------------------------------------------------------------------------------------------
     def close(self, status: FinalStatus = "ok", error: str | None = None) -> None:

@@ -157,7 +157,21 @@ class Ending:
 
     def words(self, meta: RunMeta) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.last_write)) if self.last_write else "unknown"
-        return f"ended without an end line: process {meta.pid} is gone; its last line was written at {when}"
+        gone = "is gone" if not _pid_in_use(meta.pid) else "is gone (its pid now belongs to another process)"
+        return f"ended without an end line: process {meta.pid} {gone}; its last line was written at {when}"
+
+
+def _pid_in_use(pid: int) -> bool:
+    """Some process has this pid now (the run's own is gone: `store.alive` said so, by its start time too)."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except (OSError, OverflowError, ValueError):
+        return False
+    return True
 
 
 def follow(folder: Path, meta: RunMeta, handle: Callable[[list[dict[str, Any]]], None],
