@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,3 +121,15 @@ def kill_all(procs: list[psutil.Process]) -> None:
                 p.kill()
         except psutil.NoSuchProcess:
             pass
+
+
+@pytest.fixture
+def one_torch_thread():
+    """One intra-op torch thread in this process: on a small shared CPU, two threads' spin-waits made tiny steps 30x
+    slower. A module takes it for every test with `pytestmark = pytest.mark.usefixtures("one_torch_thread")`."""
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)

@@ -22,19 +22,13 @@ from apextui.core.workloads import user_model
 from apextui.core.config.point import NAMED
 from apextui.core.workloads.model_workload import PARITY_STEPS, ModelWorkload
 from apextui.core.workloads.spec import MODEL
-from helpers import ROOT
+from helpers import ROOT, one_torch_thread  # noqa: F401 - the fixture, used by name below
 
 GPT, VIT = str(ROOT / "examples" / "gpt.py") + ":build", str(ROOT / "examples" / "vit.py") + ":build"
 EAGER_CPU = ("fp32", "bf16", "fp16", "adamw_foreach", "adamw_fused")  # the eager variants CPU can run
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One intra-op thread: on a small shared CPU, two threads' spin-waits made these tiny steps 30x slower."""
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_model_setup_is_public_and_every_registered_variant_is_a_named_point():

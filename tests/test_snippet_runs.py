@@ -15,7 +15,7 @@ from apextui.core.config.snippet import snippet
 from apextui.core.workloads import user_model
 from apextui.core.workloads.marker import NoMark
 from apextui.core.workloads.model_workload import ModelWorkload
-from helpers import ROOT
+from helpers import ROOT, one_torch_thread  # noqa: F401 - the fixture, used by name below
 
 EX = ROOT / "examples"
 GPT, LLAMA, VIT = (f"{EX / name}.py:build" for name in ("gpt", "llama", "vit"))
@@ -24,12 +24,7 @@ STEPS = 3
 SEED = 11  # the random stream (dropout) both loops start from
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    saved = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(saved)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def engine_losses(w: ModelWorkload) -> list[float]:
