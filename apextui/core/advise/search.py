@@ -155,11 +155,16 @@ class SearchResult:
         """The runs left out of the comparisons, with why (none of a configuration whose every run was disturbed)."""
         out = []
         for c in dict.fromkeys(t.config for t in self.trials):
-            runs = self._runs(c)
-            marks = disturbances([(t.outcome.timing, t.outcome.competed) for t in runs])  # type: ignore[misc]
-            if any(m is None for m in marks):
-                out += [(t, m) for t, m in zip(runs, marks, strict=True) if m is not None]
+            marks = self.marks(c)
+            if any(m is None for _, m in marks):
+                out += [(t, m) for t, m in marks if m is not None]
         return sorted(out, key=lambda x: x[0].index)
+
+    def marks(self, config: Config) -> list[tuple[Trial, Disturbance | None]]:
+        """`config`'s ok runs, each with why it is disturbed (`compare.disturbances`), or None."""
+        runs = self._runs(config)
+        return list(zip(runs, disturbances([(t.outcome.timing, t.outcome.competed) for t in runs]),  # type: ignore[misc]
+                        strict=True))
 
     def rests_on_disturbed(self, config: Config) -> bool:
         return self._kept(config)[1]
@@ -587,9 +592,8 @@ class Search:
         return held
 
     def _disturbed_last(self, config: Config) -> bool:
-        runs = self.result._runs(config)
-        marks = disturbances([(t.outcome.timing, t.outcome.competed) for t in runs])  # type: ignore[misc]
-        return bool(marks) and marks[-1] is not None
+        marks = self.result.marks(config)
+        return bool(marks) and marks[-1][1] is not None
 
     def _median(self, config: Config) -> float | None:
         t = self.result.timing(config)
