@@ -211,13 +211,19 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
             search_budget = budget if budget is not None else DEFAULT_BUDGET_S[device]
         presets = [*presets, *model_presets]
         workloads = (*(args.workloads or ()), "model")
+    search_factory = None
     if runner_factory is None:
         runner_factory = _runs_in_processes()
+        if search_budget is not None:  # the search's runs share one worker (core/run/reusable.py says why)
+            from ..core.run.reusable import search_runner_factory
+
+            search_factory = search_runner_factory(headless=True)
     try:
         advisor = Advisor(device, steps=args.steps, repeats=args.repeats or DEFAULT_REPEATS,
                           workloads=workloads, presets=presets, runner_factory=runner_factory,
                           on_progress=ProgressPrinter(), availability_fn=availability_fn,
-                          search_budget_s=search_budget, budget_started=budget_started)
+                          search_budget_s=search_budget, budget_started=budget_started,
+                          search_runner_factory=search_factory)
     except AdviceError as exc:
         log(f"error: {exc}")
         return EXIT_USAGE

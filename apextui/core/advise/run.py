@@ -142,7 +142,8 @@ class Advisor:
                  on_progress: ProgressFn | None = None, sample_interval: float = 1.0,
                  env: Mapping[str, Any] | None = None, use_run: bool = True,
                  search_budget_s: float | None = None, data_parallel: bool = False,
-                 budget_started: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 budget_started: float | None = None, clock: Callable[[], float] = time.monotonic,
+                 search_runner_factory: RunnerFactory | None = None) -> None:
         if device not in DEFAULT_STEPS:
             raise AdviceError(f"device must be cpu or cuda (resolved), got {device!r}")
         if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
@@ -166,6 +167,9 @@ class Advisor:
             availability_fn = lambda p: availability(p, device)  # noqa: E731
         self.availability_fn = availability_fn
         self.runner_factory = runner_factory or thread_runner_factory
+        # the model search's runs (None: `runner_factory`'s): one reusable worker (`run.reusable`), closed (its
+        # `close()`) when the search ends
+        self.search_runner_factory = search_runner_factory
         self.on_progress = on_progress
         self.sample_interval = sample_interval
         self._env = dict(env) if env is not None else None
@@ -177,6 +181,7 @@ class Advisor:
         self.budget_started = budget_started
         self.clock = clock
         self._setup_s = 0.0  # of the budget, the seconds spent before the search started
+        self._last_start_s = 0.0  # the last run's worker start (`run.reusable.ReusedRun.start_s`)
         self.data_parallel = data_parallel  # under torchrun: the data-parallel presets run too (planning.plan)
         self._search: Any = None  # the running search.Search
         self._search_result: Any = None  # its SearchResult
@@ -432,14 +437,16 @@ class Advisor:
             if deadline is not None and deadline <= self.clock():  # e.g. the model's build took the whole budget
                 result = RunResult(len(runs) + 1, "failed", error=f"not run: the budget ended first{setup_words}")
             else:
-                result = self._run_one(preset, len(runs) + 1, counter[0], counter[0], deadline=deadline)
+                result = self._run_one(preset, len(runs) + 1, counter[0], counter[0], deadline=deadline,
+                                       factory=self.search_runner_factory)
             result = replace(result, round=round)
+            start_s, self._last_start_s = self._last_start_s, 0.0
             runs.append(result)
             self._emit(Progress("run_end", index=counter[0], total=counter[0], workload=p.workload,
                                 preset=preset.name, repeat=len(runs), repeats=len(runs), status=result.status,
                                 steps_done=result.steps, steps=self.steps, elapsed_s=result.elapsed_s,
                                 compile_s=result.compile_s, result=result))
-            return outcome_of(result)
+            return replace(outcome_of(result), start_s=start_s)
 
         def say(line: str) -> None:
             self._emit(Progress("search", workload=p.workload, message=line))
@@ -457,7 +464,12 @@ class Advisor:
         if self._cancel.is_set():
             self._search.stop()
         self._search_result = self._search.result
-        self._search.run()
+        try:
+            self._search.run()
+        finally:
+            close = getattr(self.search_runner_factory, "close", None)
+            if callable(close):
+                close()
         return counter[0]
 
     def run_deadline(self) -> float | None:
@@ -475,9 +487,10 @@ class Advisor:
         return now + left + budget_grace(budget)
 
     def _run_one(self, preset: Preset, repeat: int, index: int, total: int,
-                 deadline: float | None = None) -> RunResult:
-        """One run of `preset`, to its end, or stopped at `deadline` (on `clock`; the search's budget) or at the
-        user's stop, and its worker killed where it does not end `STOP_GRACE_S` later (`RunWatch`)."""
+                 deadline: float | None = None, factory: RunnerFactory | None = None) -> RunResult:
+        """One run of `preset` (made by `factory`, else `runner_factory`), to its end, or stopped at `deadline` (on
+        `clock`; the search's budget) or at the user's stop, and its worker killed where it does not end
+        `STOP_GRACE_S` later (`RunWatch`)."""
         done = threading.Event()
         final: list[Any] = []
 
@@ -495,7 +508,8 @@ class Advisor:
         self._emit(Progress("run", index=index, total=total, workload=preset.workload, preset=preset.name,
                             repeat=repeat, repeats=self.repeats, status="starting", steps=self.steps))
         try:
-            runner = self.runner_factory(RunRequest(preset, self.device, self.steps, self.sample_interval), callback)
+            runner = (factory or self.runner_factory)(RunRequest(preset, self.device, self.steps,
+                                                                 self.sample_interval), callback)
         except Exception as exc:  # noqa: BLE001
             return RunResult(repeat, "failed", error=f"could not start: {type(exc).__name__}: {exc}")
         with self._lock:
@@ -525,6 +539,8 @@ class Advisor:
         finally:
             with self._lock:
                 self._runner = None
+        start_s = getattr(runner, "start_s", 0.0)  # a reusable worker's start, paid by its first run
+        self._last_start_s = float(start_s) if isinstance(start_s, (int, float)) else 0.0
         snap = final[-1] if final else getattr(runner, "result", None)
         if snap is None:
             return RunResult(repeat, "failed", error="the run ended without a final result")

@@ -74,6 +74,10 @@ RECOMPILE_SAVED = 0.75  # the share of a point's first compile that its later ru
 # 124 M model on an H200: about 4-6; on a 2-core CPU more: there the run's deadline, `run_until`, ends one that
 # overstays)
 COMPILE_PRIOR_RUNS = 4.0
+# and at least this many seconds: inductor's first compile costs about the same whatever an eager run costs (the GPT
+# example on an H200: 44.6 s with cold caches, its eager run 3.5-7 s in a reused worker; a tiny model on a 2-core CPU:
+# 20-90 s by the machine's load, its eager run 2-4 s)
+COMPILE_PRIOR_S = {"cuda": 45.0, "cpu": 30.0}
 GRAPH_AXES = ("precision", "norms", "compile")  # what torch.compile sees: the optimizer's step is not compiled
 
 
@@ -89,6 +93,9 @@ class Outcome:
     peak_memory_bytes: int | None = None  # torch.cuda.max_memory_allocated; None on CPU
     result: Any = None  # the run's RunResult (the advice keeps it)
     competed: bool = False  # other work competed with the run, or the GPU was throttled (`monitor.contention`)
+    # of the run's wall time, what starting a worker took that the next runs in it do not pay (`run.reusable`): left
+    # out of the run's cost, which estimates the points after it
+    start_s: float = 0.0
 
     @property
     def ok(self) -> bool:
@@ -333,10 +340,11 @@ class Search:
         self._say(f"search [{index}] {config.label}: {why} ({self.spent:.0f}/{self.budget_s:.0f} s)")
         t = self.clock()
         outcome = self.measure(config, why, round=round)
+        cost = max(0.0, self.clock() - t - outcome.start_s)
         if config in self._cost:
-            self._reruns[config] = self.clock() - t
+            self._reruns[config] = cost
         else:
-            self._cost[config] = self.clock() - t
+            self._cost[config] = cost
         compile_s = getattr(outcome.result, "compile_s", None)
         if isinstance(compile_s, (int, float)) and config not in self._compile_s:
             self._compile_s[config] = float(compile_s)
@@ -401,8 +409,9 @@ class Search:
         become the answer, its own confirmation runs what fits, its cheapest parts first (`_round_points`), and the
         answer says what was not measured (`SearchResult.confirmed`). The first compile and cheap moves (eager, or a
         graph compiled already) keep back the core of the confirmation; a later new compile (another mode, another
-        precision) runs only where the whole confirmation still fits after it."""
-        core = cand is None or self._compile_cost is None or not self._new_graph(cand)
+        precision) runs only where the whole confirmation still fits after it; another compile mode of a graph compiled
+        already keeps back the core only (`_another_mode`)."""
+        core = cand is None or self._compile_cost is None or not self._new_graph(cand) or self._another_mode(cand)
         mine = self._confirm_cost(cand, core=core) if cand is not None else 0.0  # should it become the answer
         return estimate + max(self._if_it_fits(self._confirm_cost(current, core=core)), mine)
 
@@ -508,7 +517,8 @@ class Search:
         twin = next((c for c in self._cost if all(getattr(c, a) == getattr(config, a) for a in GRAPH_AXES)), None)
         if twin is not None:
             return self._rerun_cost(twin)
-        first = self._compile_estimate(config.compile) if self._compile_cost is not None else COMPILE_PRIOR_RUNS * eager
+        first = self._compile_estimate(config.compile) if self._compile_cost is not None else \
+            max(COMPILE_PRIOR_RUNS * eager, COMPILE_PRIOR_S.get(self.device, 0.0))
         return max(first, eager)
 
     def _new_graph(self, config: Config) -> bool:
@@ -516,6 +526,15 @@ class Search:
         a compiled bf16 answer: a minute on an H200 for a 124 M model)."""
         return config.compile != "none" and config not in self._cost and not any(
             all(getattr(c, a) == getattr(config, a) for a in GRAPH_AXES) for c in self._cost)
+
+    def _another_mode(self, config: Config) -> bool:
+        """A compiled point whose graph (precision, norms) ran compiled in another mode: a mode to try on the best
+        point, which keeps back only the core of its confirmation, as the first compile does (on an H200 the GPT
+        example's whole confirmation after its first compile, an fp32 compile included, left reduce-overhead out: the
+        hand-written loop with it ran 5 % faster than the answer)."""
+        return config.compile != "none" and any(
+            c.compile != "none" and all(getattr(c, a) == getattr(config, a) for a in GRAPH_AXES if a != "compile")
+            for c in self._cost)
 
     def _confirm_cost(self, answer: Config, ran: bool = True, core: bool = True) -> float:
         """What the core of `answer`'s confirmation costs: `final_rounds` rounds of the answer and of the points without

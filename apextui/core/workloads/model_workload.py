@@ -55,6 +55,19 @@ CHECK_SEED_OFFSET = 2  # the check's random stream: torch seeded with seed + thi
 NO_LOSS = ("the model returned an output whose loss is None (a Hugging Face model computes its loss only when the "
            "batch has labels): give make_batch a `labels` entry, or a loss_fn")
 
+# the check's fp32 reference losses (and how they called the model), kept for every later run of the same model in a
+# process that runs several (`run.reusable`): fp32's steps from the same initial weights on the same stream
+_references: dict[tuple[Any, ...], tuple[tuple[float, ...], Calling | None]] = {}
+_reuse_references = False
+
+
+def reuse_references(on: bool) -> None:
+    """From now on (`on`), the check's fp32 reference steps run once per model in this process (`_fp32_losses`)."""
+    global _reuse_references
+    _reuse_references = on
+    _references.clear()
+
+
 class UserCodeError(RuntimeError):
     """The user's function, `make_batch`, model or loss raised, or gave something unusable: a run-time
     failure (the run fails); the message says which, with the tail of their traceback (so the runner prints
@@ -308,7 +321,18 @@ class ModelWorkload(Workload):
 
     def _fp32_losses(self, dropout_off: bool) -> list[float]:
         """PARITY_STEPS steps as fp32 trains (fp32, no TF32, torch AdamW defaults) from the initial weights, on the
-        check's random stream (dropout off where asked); then the weights and buffers are put back."""
+        check's random stream (dropout off where asked); then the weights and buffers are put back. Under
+        `reuse_references`, once per process for each model and dropout handling."""
+        key = (self.spec, self.device, self._check_seed, self.lr, dropout_off)
+        if _reuse_references and key in _references:
+            kept, self.calling = _references[key]
+            return list(kept)
+        losses = self._train_fp32(dropout_off)
+        if _reuse_references:
+            _references[key] = (tuple(losses), self.calling)
+        return losses
+
+    def _train_fp32(self, dropout_off: bool) -> list[float]:
         self._set_tf32(False)
         module = LossModule(self.model, self.setup.loss_fn, self.device, "none", notes_calling=True)
         opt = make_optimizer("adamw", [p for p in self.model.parameters() if p.requires_grad], self.lr)

@@ -295,18 +295,51 @@ def keep(spec: str, small: bool, seed: int, setup: ModelSetup) -> None:
     _prebuilt[(spec, small, seed)] = setup
 
 
+# ---- one build for every run of a process that runs several (`run.reusable`) --------------------------------
+_masters: dict[tuple[str, bool, int], tuple[ModelSetup, Any]] = {}
+_reuse = False
+
+
+def reuse_builds(on: bool) -> None:
+    """From now on (`on`), `build` builds each model once in this process and hands every run a copy: the same
+    initial weights, without the user's function's imports and initialisation again (a reusable search worker)."""
+    global _reuse
+    _reuse = on
+    _masters.clear()
+
+
+def _copy(master: ModelSetup, rng: Any, seed: int) -> ModelSetup:
+    """A run's own copy of a kept build, with torch's random state as the build left it (the run draws from it as
+    from a fresh build's)."""
+    import copy
+    import dataclasses
+
+    import torch
+
+    torch.manual_seed(seed)
+    torch.set_rng_state(rng)
+    return dataclasses.replace(master, model=copy.deepcopy(master.model))
+
+
 def build(spec: str, small: bool, seed: int) -> ModelSetup:
     """The model for a run: the one a check in this process built with the same seed (taken: each is used
-    once, a run changes its weights), else a fresh one (torch seeded with `seed` first)."""
+    once, a run changes its weights), else a fresh one (torch seeded with `seed` first); under `reuse_builds`, a
+    copy of the first one built here."""
     kept = _prebuilt.pop((spec, small, seed), None)
     if kept is not None:
         return kept
     import torch
 
+    if _reuse and (spec, small, seed) in _masters:
+        return _copy(*_masters[(spec, small, seed)], seed)
     fn = load_function(spec)
     torch.manual_seed(seed)
-    return call_build(fn, spec, small)
+    setup = call_build(fn, spec, small)
+    if not _reuse:
+        return setup
+    _masters[(spec, small, seed)] = (setup, torch.get_rng_state())
+    return _copy(setup, torch.get_rng_state(), seed)
 
 
 __all__ = ["ModelSetup", "ModelSpecError", "SPEC_FORM", "build", "call_build", "check_setup", "check_static", "keep",
-           "load_function", "model_name", "split_spec", "takes_small", "user_traceback"]
+           "load_function", "model_name", "reuse_builds", "split_spec", "takes_small", "user_traceback"]
