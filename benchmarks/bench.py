@@ -34,7 +34,9 @@ from apextui.bench.fresh_process import run_one
 
 ROOT = Path(__file__).resolve().parents[1]
 
-ARTICLE = {  # the original article's figures, ms/step, for the table only
+# The figures of the article "Come accelerare l'addestramento Transformer con NVIDIA Apex (FusedAdam,
+# FusedLayerNorm) e torch.amp", ms/step, for the table only.
+ARTICLE = {
     "adamw": 12.3, "fused_adam": 6.8, "layernorm": 1.25, "fused_layernorm": 0.72,
 }
 ARTICLE_NOTE = "article: fused kernels + torch.amp 2.4x faster than fp32 vanilla on a small Transformer"
