@@ -5,7 +5,7 @@
 For every preset, `apextui --preset P --json` runs in a fresh process, `--repeats` times, the presets
 interleaved round-robin so that drift (clocks, temperature) cannot decide a comparison; the spread over
 repeats is reported, and each preset's median carries the hull of its repeats' 95 % median intervals, so
-its speed-up over the baseline carries an interval and the verdict of `apextui.core.compare` (the one noise
+its speed-up over the baseline carries an interval and the verdict of `apextui.core.measure.compare` (the one noise
 rule apextui uses everywhere: `≈` marks a speed-up within noise). In the same invocation it measures the ceilings
 (a large device-to-device copy and large bf16/fp16/fp32 matmuls; `apextui.core.analysis`, which also caches them
 for apextui's runs; `--cached-ceilings` reuses the cached ones), what fraction of each step the GPU was busy
@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from apextui.core import analysis as roofline
-from apextui.core.compare import (
-    baseline_problem, compare, fields, format_speedup, from_fields, timing_from_runs, timing_from_summary)
+from apextui.core.measure.compare import (
+    baseline_problem, compare, fields, format_speedup, from_fields, timing_from_runs)
+from apextui.core.measure.summary import Summary
 from apextui.core.presets import Preset, load_builtin
 from apextui.core.workloads import spec as registry
 from apextui.bench.fresh_process import run_one
@@ -62,7 +63,7 @@ def gpu_busy_ms(preset: Preset, size: dict[str, int], steps: int = 20, warmup: i
     import torch
 
     from apextui.core.workloads import builders
-    from apextui.core.workloads.marker import NoMark
+    from apextui.core.measure.marker import NoMark
 
     w = builders.build(preset, "cuda", size, warmup + steps)
     w.warm_up()
@@ -86,12 +87,13 @@ def summarise(name: str, runs: list[dict], preset: Preset) -> dict[str, Any]:
         row["error"] = unavailable["reason"] if unavailable else failure
         return row
     medians = [s["median_ms"] for s in ok]
-    timing = timing_from_runs(t for t in map(timing_from_summary, ok) if t is not None)
+    timing = timing_from_runs(t for s in ok if (t := Summary.from_dict(s).timing) is not None)
     row.update({
         "median_ms": statistics.median(medians),
         "median_low_ms": timing.low_ms if timing else None,
         "median_high_ms": timing.high_ms if timing else None,
-        "baseline_problem": next((p for s in ok if (p := baseline_problem("ok", s))), None),  # e.g. too few steps
+        # e.g. too few steps
+        "baseline_problem": next((p for s in ok if (p := baseline_problem("ok", Summary.from_dict(s)))), None),
         "median_ms_per_run": medians,
         "spread_pct": 100 * (max(medians) - min(medians)) / statistics.median(medians),
         "p10_ms": statistics.median(s["p10_ms"] for s in ok),
@@ -115,7 +117,7 @@ def add_speedups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         base = by_variant.get((row["workload"], row["baseline"]))
         base = None if base is None or base["baseline_problem"] else base
-        mine, theirs = timing_from_summary(row), timing_from_summary(base) if base else None
+        mine, theirs = Summary.from_dict(row).timing, Summary.from_dict(base).timing if base else None
         row.update(fields(compare(mine, theirs) if mine and theirs else None))
     return rows
 

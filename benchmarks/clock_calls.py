@@ -66,7 +66,7 @@ def alone(torch: Any) -> None:
 def in_loop(torch: Any, name: str, rounds: int) -> dict[str, Any]:
     from apextui.bench import bare as bare_loop
     from apextui.core.run.timing import CudaClock
-    from apextui.core.workloads.marker import NoMark
+    from apextui.core.measure.marker import NoMark
 
     _, workload = bare_loop.build(name, "cuda", 100000)
     step, mark = workload.step, NoMark()

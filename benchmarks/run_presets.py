@@ -4,7 +4,7 @@
 
 Writes one JSON object per preset to --out ({"preset", "rc", "events": [...]}) and prints a
 Markdown table with speed-ups against each workload's baseline measured in the same invocation, with
-their 95 % interval and `≈` within noise (`apextui.core.compare`, the rule apextui uses everywhere).
+their 95 % interval and `≈` within noise (`apextui.core.measure.compare`, the rule apextui uses everywhere).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 
-from apextui.core.compare import baseline_problem, compare, format_speedup, timing_from_summary
+from apextui.core.measure.compare import baseline_problem, compare, format_speedup
+from apextui.core.measure.summary import Summary
 from apextui.core.presets import load_builtin
 from apextui.bench.fresh_process import run_one
 
@@ -30,7 +31,7 @@ def table(results: list[dict]) -> str:
     for r in results:
         start = next((e for e in r["events"] if e["event"] == "start"), {})
         end = next((e for e in r["events"] if e["event"] == "end"), None)
-        if end and end["summary"] and baseline_problem(end["status"], end["summary"]) is None:
+        if end and end["summary"] and baseline_problem(end["status"], Summary.from_dict(end["summary"])) is None:
             baselines[(start.get("workload"), start.get("variant"))] = end["summary"]
         rows.append((r, start, end))
     lines = ["| preset | rc | status | steps | median ms | p10 ms | p90 ms | throughput | vs baseline "
@@ -42,7 +43,7 @@ def table(results: list[dict]) -> str:
             continue
         s = end["summary"]
         base = baselines.get((start["workload"], start["baseline"]))
-        mine, theirs = timing_from_summary(s), timing_from_summary(base) if base else None
+        mine, theirs = Summary.from_dict(s).timing, Summary.from_dict(base).timing if base else None
         speedup = format_speedup(compare(mine, theirs) if mine and theirs else None)
         err = (s["check"] or {}).get("max_abs_err")
         lines.append(

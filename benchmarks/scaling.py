@@ -7,7 +7,7 @@ For each repeat and preset, in turn: the preset alone on one GPU (`apextui --pre
 (`apextui --nproc N --preset P --json --baseline-json` that run), so the two are measured minutes apart on the same
 machine. Every run's raw JSON lines go to --out (one file a run); the table gives each pair's scaling efficiency
 (throughput on N GPUs / (N x one GPU) = one GPU's median ms / the merged median ms, per-GPU batch fixed) with its
-95 % interval and verdict against perfect scaling (`apextui.core.compare`'s one noise rule), the slowest rank's
+95 % interval and verdict against perfect scaling (`apextui.core.measure.compare`'s one noise rule), the slowest rank's
 share and the ranks' spread. Needs N GPUs (CUDA); on CPU it runs with gloo ranks, for a dry run.
 """
 

@@ -37,7 +37,7 @@ def check(name: str, steps: int | None) -> dict[str, Any]:
 
     from apextui.core.workloads import builders
     from apextui.bench import bare as bare_loop
-    from apextui.core.workloads.marker import NoMark
+    from apextui.core.measure.marker import NoMark
     from apextui.core.presets import resolve
     from apextui.core.run.request import RunRequest
     from apextui.core.run.runner import Runner

@@ -7,7 +7,8 @@ import types
 
 from apextui.core.advise import ablation
 from apextui.core.advise.search import Outcome, Search
-from apextui.core.compare import Timing
+from apextui.core.measure.compare import Timing
+from apextui.core.measure.summary import Summary
 from apextui.core.config.point import BASELINE, Config, parse
 
 COMPILE_S = 45.0
@@ -86,7 +87,7 @@ def test_a_tie_goes_to_the_simpler_point_and_to_torch_over_apex():
 
 
 def test_to_drop_takes_apexs_value_out_before_torchs_and_keeps_what_it_could_not_measure():
-    from apextui.core.compare import Comparison
+    from apextui.core.measure.compare import Comparison
 
     answer = parse("precision=bf16,optimizer=fused,norms=apex")
 
@@ -157,7 +158,7 @@ def test_a_disturbed_run_is_run_again_in_its_round_and_left_out_of_the_compariso
 
 
 def test_a_run_far_wider_than_its_points_other_runs_is_left_out():
-    from apextui.core.compare import disturbances, kept_runs
+    from apextui.core.measure.compare import disturbances, kept_runs
 
     quiet = [(Timing(22.6, 22.5, 22.7), False)] * 3
     noisy = (Timing(30.5, 28.0, 33.0), False)
@@ -227,8 +228,9 @@ def test_an_unconfirmed_answer_claims_nothing_beyond_noise_and_a_busy_search_say
                                                 fix="")
     r = Search(fake.measure, budget_s=25, clock=fake.clock, available=only_bf16).run()  # one run each: no round
     assert r.winner == parse("precision=bf16") and not r.confirmed and r.competed
-    runs = {c: tuple(RunResult(i, "ok", median_ms=t.outcome.timing.median_ms, median_low_ms=t.outcome.timing.low_ms,
-                               median_high_ms=t.outcome.timing.high_ms, timed_intervals=40)
+    runs = {c: tuple(RunResult(i, "ok", Summary(median_ms=t.outcome.timing.median_ms,
+                                               median_low_ms=t.outcome.timing.low_ms,
+                                               median_high_ms=t.outcome.timing.high_ms, timed_intervals=40))
                      for i, t in enumerate((x for x in r.trials if x.config == c and x.outcome.ok), start=1))
             for c in (BASELINE, r.winner)}
     ms = [Measurement(c.label, c.label, "model", runs=rs, planned=len(rs)) for c, rs in runs.items()]

@@ -20,7 +20,8 @@ from apextui.core.advise import Advisor, AdviceError, Measurement, RunResult, ov
 from apextui.core.availability import Availability
 from apextui.core.presets import load_builtin, parse
 from apextui.core.run.runner import RunInfo, Snapshot
-from apextui.core.run.stats import Stats
+from apextui.core.measure.stats import Stats
+from apextui.core.measure.summary import Summary
 
 from helpers import ROOT, cli_env, run_cli
 
@@ -35,12 +36,13 @@ def m(name, medians, *, variant=None, workload="optimizer", apex=(), loss=None, 
     """A measurement whose runs had these medians (p10/p90 at -/+ spread_p); each median's 95 % interval at
     -/+ ci (None: unknown, as in advice stored before the intervals, so only the 2 % floor applies)."""
     ok = status == "ok"
-    runs = tuple(RunResult(i + 1, status, median_ms=v if ok else None,
-                           median_low_ms=v * (1 - ci) if ok and ci is not None else None,
-                           median_high_ms=v * (1 + ci) if ok and ci is not None else None,
-                           p10_ms=v * (1 - spread_p) if status == "ok" else None,
-                           p90_ms=v * (1 + spread_p) if status == "ok" else None, final_loss=loss, steps=30,
-                           measured_steps=24, error=None if status == "ok" else "RuntimeError: boom", check=check)
+    runs = tuple(RunResult(i + 1, status, Summary(median_ms=v if ok else None,
+                                                  median_low_ms=v * (1 - ci) if ok and ci is not None else None,
+                                                  median_high_ms=v * (1 + ci) if ok and ci is not None else None,
+                                                  p10_ms=v * (1 - spread_p) if status == "ok" else None,
+                                                  p90_ms=v * (1 + spread_p) if status == "ok" else None,
+                                                  final_loss=loss, steps=30, measured_steps=24, check=check),
+                           error=None if status == "ok" else "RuntimeError: boom")
                  for i, v in enumerate(medians))
     return Measurement(name, variant or name, workload, tuple(apex), runs=runs if available else (),
                        planned=(len(medians) if planned is None else planned) if available else 0,
@@ -178,7 +180,7 @@ def test_within_noise_by_the_run_to_run_spread():
 def test_a_wide_interval_is_noise_whatever_the_speedup_and_every_output_says_so():
     """The busy 2-core box: adamw_fused's median 1.42 ms had the interval 0.811–75.4 ms; the table said
     18.96× while the advice said within noise. Now the verdict, its text and the JSON agree."""
-    runs = (RunResult(1, "ok", median_ms=1.42, median_low_ms=0.811, median_high_ms=75.4, timed_intervals=10),)
+    runs = (RunResult(1, "ok", Summary(median_ms=1.42, median_low_ms=0.811, median_high_ms=75.4, timed_intervals=10)),)
     fused = Measurement("adamw_fused", "adamw_fused", "optimizer", runs=runs, planned=1)
     v = verdict("optimizer", [m("adamw", [26.9], ci=0.02), fused])
     assert v.fastest == "adamw_fused" and v.baseline_within_noise is True and v.recommended == "adamw"
@@ -273,7 +275,8 @@ def test_failed_runs_are_reported_never_counted():
     assert failed["status"] == "failed" and failed["median_ms"] is None and failed["errors"]
     # one repeat of two failed: the other counts, and the note says so
     half = Measurement("adamw_fused", "adamw_fused", "optimizer", runs=(
-        RunResult(1, "failed", error="OOM"), RunResult(2, "ok", median_ms=1.3, p10_ms=1.2, p90_ms=1.4)), planned=2)
+        RunResult(1, "failed", error="OOM"), RunResult(2, "ok", Summary(median_ms=1.3, p10_ms=1.2, p90_ms=1.4))),
+        planned=2)
     v = verdict("optimizer", [m("adamw", [3.0, 3.0]), half])
     assert v.fastest == "adamw_fused" and half.medians_ms == [1.3]
     assert any("1 of 2 runs did not finish ok" in n for n in v.notes)
@@ -678,11 +681,13 @@ def test_reuse_keeps_only_the_workloads_asked_for(tmp_path):
 def test_compile_time_is_the_cold_compile_not_the_median_of_cached_repeats():
     """On the H200 repeat 1 of torch_compile compiled in 20.1 s and repeat 2 in 0.07 s (torch's in-process
     cache): the user pays the first, so that is what the advice reports."""
-    runs = (RunResult(1, "ok", median_ms=16.4, compile_s=20.09), RunResult(2, "ok", median_ms=19.1, compile_s=0.073),
-            RunResult(3, "ok", median_ms=17.0, compile_s=0.08))
+    runs = (RunResult(1, "ok", Summary(median_ms=16.4, compile_s=20.09)),
+            RunResult(2, "ok", Summary(median_ms=19.1, compile_s=0.073)),
+            RunResult(3, "ok", Summary(median_ms=17.0, compile_s=0.08)))
     meas = Measurement("torch_compile", "torch_compile", "transformer", (), runs=runs)
     assert meas.compile_s == pytest.approx(20.09)
-    assert Measurement("fp32", "fp32", "transformer", (), runs=(RunResult(1, "ok", median_ms=33.0),)).compile_s is None
+    once = RunResult(1, "ok", Summary(median_ms=33.0))
+    assert Measurement("fp32", "fp32", "transformer", (), runs=(once,)).compile_s is None
 
 
 # ---- provenance of reused advice ------------------------------------------------------------------

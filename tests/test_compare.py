@@ -1,11 +1,13 @@
-"""The one noise rule (apextui/core/compare.py) on hand-made timings: each verdict, the floor, unknown
+"""The one noise rule (apextui/core/measure/compare.py) on hand-made timings: each verdict, the floor, unknown
 intervals, several repeats, the formatter, the JSON fields and the baseline rule."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from apextui.core.compare import (
+from apextui.core.measure.compare import (
     MIN_BASELINE_STEPS,
     NOISE_FLOOR,
     Comparison,
@@ -17,8 +19,9 @@ from apextui.core.compare import (
     format_speedup,
     from_fields,
     timing_from_runs,
-    timing_from_summary,
 )
+from apextui.core.measure.stats import StepStats
+from apextui.core.measure.summary import Summary
 
 BASE = Timing(10.0, 9.8, 10.2, n=40)
 
@@ -73,16 +76,27 @@ def test_format_none():
     assert format_speedup(None) == "—"
 
 
-def test_timing_from_summary():
-    t = timing_from_summary({"median_ms": 5.0, "median_low_ms": 4.9, "median_high_ms": 5.2, "timed_intervals": 30,
-                             "measured_steps": 300})
+def test_a_summarys_timing():
+    t = Summary(median_ms=5.0, median_low_ms=4.9, median_high_ms=5.2, timed_intervals=30, measured_steps=300).timing
     assert t == Timing(5.0, 4.9, 5.2, n=30, runs=1)
-    old = timing_from_summary({"median_ms": 5.0, "measured_steps": 40})
+    old = Summary.from_dict({"median_ms": 5.0, "measured_steps": 40}).timing  # a file written before intervals
     assert old is not None and not old.known and old.n == 40
-    assert timing_from_summary({"median_ms": None}) is None and timing_from_summary({}) is None
-    assert timing_from_summary({"median_ms": 0.0}) is None
+    assert Summary(median_ms=None).timing is None and Summary.from_dict({}).timing is None
+    assert Summary(median_ms=0.0).timing is None
     # an interval that does not hold the median is unknown, not trusted
-    assert not timing_from_summary({"median_ms": 5.0, "median_low_ms": 5.1, "median_high_ms": 5.3}).known
+    assert not Summary(median_ms=5.0, median_low_ms=5.1, median_high_ms=5.3).timing.known
+
+
+def test_statistics_timing_is_the_summarys():
+    """A run's live statistics (`Stats`, what a data-parallel run's scaling efficiency reads) and its summary give
+    the noise rule the same timing: one reading of a median and its interval."""
+    acc = StepStats(warmup=0)
+    acc.extend([10.0 + (i % 7) * 0.1 for i in range(60)])
+    st = acc.summary()
+    assert st is not None and st.timing is not None and st.timing.known and st.timing.n == 60
+    s = Summary(median_ms=st.median_ms, median_low_ms=st.median_low_ms, median_high_ms=st.median_high_ms,
+                timed_intervals=st.count, measured_steps=st.steps)
+    assert s.timing == st.timing
 
 
 def test_timing_refuses_nonsense():
@@ -123,14 +137,14 @@ def test_fields_round_trip_and_old_documents():
 
 
 def test_baseline_rule():
-    ok = {"steps": 400, "median_ms": 12.0, "measured_steps": 390}
+    ok = Summary(steps=400, median_ms=12.0, measured_steps=390)
     assert baseline_problem("ok", ok) is None
-    assert baseline_problem("stopped", dict(ok, steps=43)) == "stopped after 43 steps"
-    assert baseline_problem("failed", dict(ok, steps=5)) == "failed after 5 steps"
-    short = baseline_problem("ok", dict(ok, measured_steps=MIN_BASELINE_STEPS - 1))
+    assert baseline_problem("stopped", replace(ok, steps=43)) == "stopped after 43 steps"
+    assert baseline_problem("failed", replace(ok, steps=5)) == "failed after 5 steps"
+    short = baseline_problem("ok", replace(ok, measured_steps=MIN_BASELINE_STEPS - 1))
     assert short == f"has only {MIN_BASELINE_STEPS - 1} measured steps (a baseline needs {MIN_BASELINE_STEPS})"
-    assert baseline_problem("ok", dict(ok, measured_steps=MIN_BASELINE_STEPS)) is None
-    assert baseline_problem("ok", dict(ok, median_ms=None)) == "has no measured steps"
+    assert baseline_problem("ok", replace(ok, measured_steps=MIN_BASELINE_STEPS)) is None
+    assert baseline_problem("ok", replace(ok, median_ms=None)) == "has no measured steps"
 
 
 def test_imports_neither_torch_nor_textual():
@@ -139,7 +153,7 @@ def test_imports_neither_torch_nor_textual():
 
     from helpers import ROOT, cli_env
 
-    code = ("import sys, apextui.core.compare; "
+    code = ("import sys, apextui.core.measure.compare, apextui.core.measure.summary, apextui.core.measure.stats; "
             "print(sorted(m for m in ('torch', 'textual') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), cwd=ROOT,
                          timeout=60)
@@ -148,14 +162,14 @@ def test_imports_neither_torch_nor_textual():
 
 # ---- the drift between runs made one after another (issue 27 §1) ----------------------------------------------
 
-from apextui.core.compare import UNKNOWN_DRIFT, Drift  # noqa: E402
+from apextui.core.measure.compare import UNKNOWN_DRIFT, Drift  # noqa: E402
 from apextui.core.results import ResultRow, RunIndex  # noqa: E402
 
 
 def _run(preset: str, median: float, low: float, high: float) -> ResultRow:
     return ResultRow(preset=preset, workload="optimizer", variant=preset, device="cpu", size="cpu", amp="none",
-                     status="ok", summary={"steps": 60, "measured_steps": 50, "timed_intervals": 50,
-                                           "median_ms": median, "median_low_ms": low, "median_high_ms": high})
+                     status="ok", summary=Summary.from_dict({"steps": 60, "measured_steps": 50, "timed_intervals": 50,
+                                           "median_ms": median, "median_low_ms": low, "median_high_ms": high}))
 
 
 def test_the_same_preset_twice_on_drifting_timings_is_within_noise():

@@ -16,7 +16,7 @@ from apextui.core.workloads import warmup
 from apextui.core.run import events
 from apextui.core.availability import availability
 from apextui.core.run.runner import Runner
-from apextui.core.workloads.marker import NoMark
+from apextui.core.measure.marker import NoMark
 from apextui.core.run.request import RunRequest
 
 from helpers import json_lines, run_cli

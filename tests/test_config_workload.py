@@ -8,7 +8,7 @@ import torch
 
 from apextui.core import model_presets as mp
 from apextui.core.config.point import NAMED, parse
-from apextui.core.workloads.marker import NoMark
+from apextui.core.measure.marker import NoMark
 from apextui.core.workloads.builders import build
 from apextui.core.workloads.model_workload import ModelWorkload, fp8_layer_fits
 from helpers import TINY_MODEL

@@ -20,7 +20,8 @@ import pytest
 
 from apextui.cli.launch import strip_nproc
 from apextui.core.run.distributed import DistEnv, timeout_s
-from apextui.core.run.merge import Merger, RankEnd, overall
+from apextui.core.measure.summary import Summary
+from apextui.core.run.merge import Baseline, Merger, RankEnd, overall
 from apextui.core.run.timing import StepRecord
 from apextui.core.run.request import RunRequest
 
@@ -85,12 +86,13 @@ def test_scaling_efficiency_is_the_one_gpu_median_over_the_merged_one_with_the_n
         m.add(1, [rec(i, 10.5 + (i % 3) * 0.1)])
     m.merged()
     ends = [RankEnd(0, "ok"), RankEnd(1, "ok")]
-    base = {"median_ms": 9.5, "median_low_ms": 9.4, "median_high_ms": 9.6, "timed_intervals": 40, "source": "f"}
+    base = Baseline(Summary(median_ms=9.5, median_low_ms=9.4, median_high_ms=9.6, timed_intervals=40), "f")
     d = m.summary("gloo", 400, ends, base)
     assert d["scaling_efficiency"] == pytest.approx(9.5 / 10.6, rel=1e-3)
     assert d["scaling_efficiency_low"] < d["scaling_efficiency"] < d["scaling_efficiency_high"]
     assert d["scaling_efficiency_verdict"] == "slower"
     assert d["slowest_rank_share"] == {"0": 0.0, "1": 1.0}
+    assert d["baseline"] == {"median_ms": 9.5, "median_low_ms": 9.4, "median_high_ms": 9.6, "source": "f"}
     assert m.summary("gloo", 400, ends, None)["scaling_efficiency"] is None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from apextui.core.measure.summary import Summary
 from apextui.ui.export import CSV_COLUMNS, save_exports, to_csv, to_markdown
 from apextui.core.results import ResultRow
 
@@ -11,11 +12,11 @@ from apextui.core.results import ResultRow
 def row(preset: str, median: float, status: str = "ok", **summary) -> ResultRow:
     return ResultRow(preset=preset, workload="transformer", variant=preset, device="cuda", size="default",
                      amp="none", status=status,
-                     summary={"steps": 400, "measured_steps": 350, "median_ms": median, "p10_ms": median * 0.95,
-                              "p90_ms": median * 1.05, "median_low_ms": median * 0.99,
-                              "median_high_ms": median * 1.01, "throughput": 8192 / median * 1000,
-                              "throughput_unit": "tokens/s", "final_loss": 1.0681, "loss_floor": 1.0475,
-                              "compile_s": None, **summary})
+                     summary=Summary.from_dict({
+                         "steps": 400, "measured_steps": 350, "median_ms": median, "p10_ms": median * 0.95,
+                         "p90_ms": median * 1.05, "median_low_ms": median * 0.99, "median_high_ms": median * 1.01,
+                         "throughput": 8192 / median * 1000, "throughput_unit": "tokens/s", "final_loss": 1.0681,
+                         "loss_floor": 1.0475, "compile_s": None, **summary}))
 
 
 ROWS = [row("fp32", 12.0), row("fused_amp", 5.0, error=None), row("torch_amp", 6.0, status="stopped")]
@@ -68,7 +69,7 @@ def test_markdown_numbers_repeated_runs_and_puts_their_drift_in_the_interval():
 
 def test_markdown_escapes_pipes_and_shows_the_norm_check():
     r = ResultRow(preset="a|b", workload="norm", variant="fused_layernorm", device="cpu", size="cpu", amp="none",
-                  status="ok", summary={"median_ms": 0.5, "check": {"max_abs_err": 2.4e-7, "passed": True}})
+                  status="ok", summary=Summary(median_ms=0.5, check={"max_abs_err": 2.4e-7, "passed": True}))
     line = to_markdown([r]).splitlines()[2]
     assert line == "| 1 | a\\|b | cpu | ok | 0.500 | — | — | — | — | 2.4e-07 |"
 

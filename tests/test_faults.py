@@ -27,7 +27,7 @@ from apextui.core.run import runner as runner_mod
 from apextui.core.monitor.nvml import Nvml
 from apextui.core.run.runner import MAX_CONSECUTIVE_SKIPS, Runner, Snapshot
 from apextui.core.monitor.sampler import Sampler
-from apextui.core.run.stats import EXACT_STEPS, StepStats, percentile
+from apextui.core.measure.stats import EXACT_STEPS, StepStats, percentile
 from apextui.core.run.timing import StepRecord
 from apextui.core.run.request import RunRequest
 

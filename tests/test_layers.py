@@ -33,7 +33,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("config.axes", "config.point", "config.snippet", "config.calling"),  # the configuration axes and points, the
     # model's calling convention: data, read by the registry
     ("analysis",),  # work models, ceilings, the GPU-busy profile, the bottleneck
-    ("monitor", "env", "compare", "workloads.marker", "run.failure", "run.summary"),  # leaves the layers above share
+    ("monitor", "env", "measure"),  # leaves the layers above share: monitoring; a run's statistics, its summary and
+    # the noise rule; the marker a step is handed
     ("number_format", "files", "atomic", "exits"),
 )
 
@@ -217,6 +218,6 @@ def test_the_checks_see_a_cycle_through_a_function_and_ignore_type_checking(tmp_
 
 @pytest.mark.parametrize("module, layer", [("apextui.core.workloads.spec", "workloads.spec"),
                                            ("apextui.core.workloads.optimizer", "workloads"),
-                                           ("apextui.core.run.failure", "run.failure")])
+                                           ("apextui.core.config.checks", "config")])
 def test_a_module_takes_its_longest_matching_layer(module, layer):
     assert layer in LAYERS[layer_of(module)]

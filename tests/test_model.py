@@ -16,7 +16,7 @@ from torch.nn import functional as F
 import apextui
 from apextui.core import model_presets as mp
 from apextui.core.presets import PresetError, parse
-from apextui.core.workloads.marker import NoMark
+from apextui.core.measure.marker import NoMark
 from apextui.core.workloads import model_workload as model_mod
 from apextui.core.workloads import user_model
 from apextui.core.config.point import NAMED

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from apextui.core.measure.summary import Summary
 from apextui.ui import history, run_log
 from apextui.core.results import ResultRow, load_results
 from apextui.ui.run_log import RunLog
@@ -45,7 +46,7 @@ def test_run_log_keeps_only_the_tail(tmp_path: Path, monkeypatch):
 
 def row(median: float = 10.0) -> ResultRow:
     return ResultRow(preset="fp32", workload="transformer", variant="fp32", device="cpu", size="cpu", amp="none",
-                     status="ok", summary={"steps": 50, "median_ms": median})
+                     status="ok", summary=Summary.from_dict({"steps": 50, "median_ms": median}))
 
 
 def test_history_saves_to_the_user_data_folder_and_lists_newest_first(tmp_path: Path, monkeypatch):

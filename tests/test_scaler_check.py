@@ -79,7 +79,8 @@ def test_a_wrong_fp16_variant_still_fails_when_its_scaler_skips(tmp_path, huge_s
 def test_the_search_names_the_skipped_steps_in_a_failure(tmp_path, huge_scale):
     from apextui.core.advise.records import RunResult
     from apextui.core.advise.run import outcome_of
+    from apextui.core.measure.summary import Summary
 
     check = ModelWorkload(spec(tmp_path, 2.0), "fp16", "cpu", lr=1e-3, seed=0, steps=1).check
-    out = outcome_of(RunResult(1, "ok", median_ms=1.0, timed_intervals=10, check=check))
+    out = outcome_of(RunResult(1, "ok", Summary(median_ms=1.0, timed_intervals=10, check=check)))
     assert out.status == "check_failed" and "GradScaler skipped steps 1-5" in out.reason, out.reason

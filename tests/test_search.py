@@ -6,7 +6,8 @@ from __future__ import annotations
 import types
 
 from apextui.core.advise.search import STOP_WORDS, Outcome, Search
-from apextui.core.compare import Timing, compare
+from apextui.core.measure.compare import Timing, compare
+from apextui.core.measure.summary import Summary
 from apextui.core.config.point import BASELINE, Config, parse, single_changes
 
 # ms/step factors per axis value; combined they multiply, except compile, which only pays off in bf16
@@ -111,8 +112,9 @@ def verdict_of(r) -> tuple:
     points = {t.config.label: t.config for t in r.trials}
     ms = []
     for label, c in points.items():
-        runs = tuple(RunResult(i, "ok", median_ms=t.outcome.timing.median_ms, median_low_ms=t.outcome.timing.low_ms,
-                               median_high_ms=t.outcome.timing.high_ms, timed_intervals=10)
+        runs = tuple(RunResult(i, "ok", Summary(median_ms=t.outcome.timing.median_ms,
+                                                median_low_ms=t.outcome.timing.low_ms,
+                                                median_high_ms=t.outcome.timing.high_ms, timed_intervals=10))
                      for i, t in enumerate(x for x in r.trials if x.config == c and x.outcome.ok))
         ms.append(Measurement(label, label, "model", needs_apex=c.needs_apex, runs=runs, planned=len(runs))
                   if runs else Measurement(label, label, "model", available=False, reason="excluded"))

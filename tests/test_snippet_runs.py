@@ -13,7 +13,7 @@ from apextui.core.config.calling import Calling, recorded
 from apextui.core.config.point import parse
 from apextui.core.config.snippet import snippet
 from apextui.core.workloads import user_model
-from apextui.core.workloads.marker import NoMark
+from apextui.core.measure.marker import NoMark
 from apextui.core.workloads.model_workload import ModelWorkload
 from helpers import ROOT, one_torch_thread  # noqa: F401 - the fixture, used by name below
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from apextui.core.run.stats import StepStats, percentile, summarize
+from apextui.core.measure.stats import StepStats, percentile, summarize
 
 
 def test_percentile_interpolates_between_ranks():

@@ -6,7 +6,7 @@ from __future__ import annotations
 from apextui.core import presets
 from apextui.core.run import events
 from apextui.core.run.runner import Runner
-from apextui.core.run.summary import Summary
+from apextui.core.measure.summary import Summary
 from apextui.core.run.request import RunRequest
 
 

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from apextui.core.workloads.norm import NormWorkload
-from apextui.core.workloads.marker import NoMark
+from apextui.core.measure.marker import NoMark
 from apextui.core.workloads.optimizer import OptimizerWorkload
 
 SIZE = {"batch": 2, "seq": 8, "hidden": 32}

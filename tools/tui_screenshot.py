@@ -242,7 +242,7 @@ async def shoot_preset(pilot: Any, app: Any, name: str, args: argparse.Namespace
 
 
 def print_table(app: Any) -> None:
-    from apextui.core.compare import format_speedup
+    from apextui.core.measure.compare import format_speedup
     from apextui.core.results import comparison
 
     rows = app.table.rows_data

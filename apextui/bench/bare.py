@@ -49,7 +49,7 @@ def build(preset_name: str, device: str, steps: int, warm_up: bool = True) -> tu
 def plain_steps(step: Callable[[Any], Any], steps: int, mark: Any = None) -> Any:
     """`steps` calls of a workload's `step`, untimed and unsynchronised; the last one's (loss, scale)."""
     if mark is None:
-        from apextui.core.workloads.marker import NoMark  # the workloads call `clock.mark()`; here nobody listens
+        from apextui.core.measure.marker import NoMark  # the workloads call `clock.mark()`; here nobody listens
 
         mark = NoMark()
     out = None
@@ -60,7 +60,7 @@ def plain_steps(step: Callable[[Any], Any], steps: int, mark: Any = None) -> Any
 
 def timed_steps(workload: Any, steps: int, device: str) -> float:
     """ms/step of `steps` plain steps between two synchronisations (the loop's wall time)."""
-    from apextui.core.workloads.marker import NoMark
+    from apextui.core.measure.marker import NoMark
 
     mark = NoMark()
     step = workload.step
@@ -75,7 +75,7 @@ def event_timed_steps(workload: Any, steps: int, device: str) -> tuple[float, An
     """(ms/step, the last step's (loss, scale)) of `steps` plain steps after a synchronisation: on CUDA the
     time between a CUDA event before them and one after (the GPU's time, no final wait in it), on CPU their
     wall time."""
-    from apextui.core.workloads.marker import NoMark
+    from apextui.core.measure.marker import NoMark
 
     mark = NoMark()
     step = workload.step

@@ -18,15 +18,16 @@ from ..core.run.request import RunRequest
 from ..core.presets import Preset
 from ..core.run import events
 from ..core.run.distributed import Channel, Coordinator, DistEnv, Group
+from ..core.run.merge import Baseline
 from ..core.run.data_parallel import MAX_GRACE_S, Collector, Reporter, data_parallel_problem, log
 from ..core.run.runner import Runner, run_steps, warmup_steps
 from .json_run import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, JsonLinePrinter
 from .signals import StopOnSignals, stop_notice, twice_end
 
-def read_baseline(path: str, preset: Preset, device: str) -> dict[str, Any]:
-    """The one-GPU run of `preset` in `path` (a `--json` output or a results file) as a summary with its source;
+def read_baseline(path: str, preset: Preset, device: str) -> Baseline:
+    """The one-GPU run of `preset` in `path` (a `--json` output or a results file): its summary and its source;
     ValueError with one line when there is none that can be a baseline."""
-    from ..core.compare import baseline_problem
+    from ..core.measure.compare import baseline_problem
     from ..core.results import ResultsError, load_results
 
     try:
@@ -43,7 +44,7 @@ def read_baseline(path: str, preset: Preset, device: str) -> dict[str, Any]:
     problem = baseline_problem(row.status, row.summary)
     if problem:
         raise ValueError(f"--baseline-json: the run of {preset.name} in {path} {problem}; it cannot be a baseline")
-    return {**row.summary.to_dict(), "source": str(path)}
+    return Baseline(row.summary, str(path))
 
 
 def run(request: RunRequest, env: DistEnv) -> int:

@@ -3,7 +3,7 @@
 A row's numbers are `apextui.core.run.events.summary(snapshot)`, a `Summary`: its `to_dict()` is the
 object the headless `end` event carries, so saved results and `--json` output agree.
 `load_results` reads both this module's files and headless JSON-lines output.
-Speed-ups and their verdicts come from `core.compare` (the one noise rule), against
+Speed-ups and their verdicts come from `core.measure.compare` (the one noise rule), against
 a baseline that `compare.baseline_problem` allows: a stopped, failed or short run
 is never used as one silently (`baseline_note` says which was passed over and why).
 """
@@ -21,12 +21,12 @@ from typing import Any, Iterable, Mapping, Sequence
 from apextui.core.atomic import write_atomic, write_new_numbered
 from apextui.core import files
 from apextui.core.run import events
-from apextui.core.compare import SINGLE_RUNS_NOTE, Comparison, Drift, Timing, _positive, baseline_problem, compare, \
-    fields, timing_from_summary
+from apextui.core.measure.compare import SINGLE_RUNS_NOTE, Comparison, Drift, Timing, baseline_problem, compare, \
+    fields, positive
 from apextui.core.monitor.contention import competing
 from apextui.core.presets import BASELINES, Preset
+from apextui.core.measure.summary import Summary
 from apextui.core.run.snapshot import Snapshot
-from apextui.core.run.summary import Summary
 
 RESULTS_KIND = "apextui-results"
 RESULTS_SCHEMA = 1
@@ -49,15 +49,11 @@ class ResultRow:
     size: str  # "default" | "cpu"
     amp: str
     status: str  # "ok" | "stopped" | "failed"
-    summary: Summary  # events.summary(); a dict (a file's, a test's) is read with Summary.from_dict
+    summary: Summary  # events.summary(), or a file's (`Summary.from_dict`)
     error: str | None = None
     source: str = SESSION  # "session", or the file it was loaded from
     env: Mapping[str, Any] | None = None
     model: str | None = None  # workload "model": the user's FILE.py:FUNC (runs of two models never compare)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.summary, Summary):
-            object.__setattr__(self, "summary", Summary.from_dict(self.summary))
 
     @property
     def baseline(self) -> str:
@@ -147,7 +143,7 @@ class RunIndex:
             key = r.comparable_key
             n = counts[(r.preset, key)] = counts.get((r.preset, key), 0) + 1
             self._numbers[id(r)] = n
-            median = _positive(r.summary.median_ms)  # a usable median by the rule `timing_from_summary` reads
+            median = positive(r.summary.median_ms)  # a usable median by the rule `Summary.timing` reads
             if r.status == "ok" and median is not None:
                 repeats.setdefault(key, {}).setdefault(r.preset, []).append(Timing(median))
             if r.is_baseline:
@@ -179,7 +175,7 @@ class RunIndex:
         return self._drift.get(row.comparable_key, Drift())
 
     def comparison(self, row: ResultRow) -> Comparison | None:
-        """This run against its baseline (`core.compare`: speed-up, interval, verdict, with the group's drift
+        """This run against its baseline (`core.measure.compare`: speed-up, interval, verdict, with the group's drift
         between runs in the interval: every row is a single run, made before or after its baseline); None without
         one, None for the baseline itself, and None for a failed run: the steps it timed before it failed measure
         nothing one should act on."""
@@ -198,7 +194,7 @@ class RunIndex:
 
     def _timing(self, row: ResultRow) -> Timing | None:
         if id(row) not in self._timings:
-            self._timings[id(row)] = timing_from_summary(row.summary)
+            self._timings[id(row)] = row.summary.timing
         return self._timings[id(row)]
 
     def drift_notes(self) -> list[str]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from apextui.core.atomic import write_atomic
-from apextui.core.compare import format_speedup, from_fields
+from apextui.core.measure.compare import format_speedup, from_fields
 
 from ..core.results import ResultRow, RunIndex, results_document
 from . import widget_format as fmt

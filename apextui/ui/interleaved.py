@@ -1,12 +1,12 @@
 """`c`: an interleaved comparison of the presets marked in the picker (`m`), A/B/B/A with repeats.
 
 Why: the comparison table's rows are single runs made one after another, and the host drifts between them (the
-same preset measured 65.3 and 36.6 ms/step minutes apart on a busy box); `core.compare` widens their intervals by
-that drift. Interleaving the runs (repeat 1 in order, repeat 2 reversed, ...) spreads the drift over every preset
-alike, and the hull of each preset's repeats holds it. The runs are `core.advise.Advisor`'s (its interleaving, its
-pooled intervals, the one noise rule): this module only runs it in a background thread with the marked presets and
-their workload's baseline, never stores the result as the machine's advice, and puts every run it made in the
-comparison table as well. `lines` is what the result screen shows.
+same preset measured 65.3 and 36.6 ms/step minutes apart on a busy box); `core.measure.compare` widens their
+intervals by that drift. Interleaving the runs (repeat 1 in order, repeat 2 reversed, ...) spreads the drift over
+every preset alike, and the hull of each preset's repeats holds it. The runs are `core.advise.Advisor`'s (its
+interleaving, its pooled intervals, the one noise rule): this module only runs it in a background thread with the
+marked presets and their workload's baseline, never stores the result as the machine's advice, and puts every run
+it made in the comparison table as well. `lines` is what the result screen shows.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from apextui.core.advise import DEFAULT_REPEATS
-from apextui.core.compare import format_speedup, from_fields
+from apextui.core.measure.compare import format_speedup, from_fields
 from apextui.core.number_format import ms as fmt_ms
 from apextui.core.presets import BASELINES, Preset
 from apextui.core.results import ResultRow, row_from_snapshot

@@ -21,7 +21,7 @@ from ui_fakes import (
     wait_for,
 )
 
-from apextui.core.compare import format_speedup
+from apextui.core.measure.compare import format_speedup
 from apextui.ui.widget_format import verdict_mark
 from apextui.core.env import DeviceUnavailable
 from apextui.core.presets import load_builtin, resolve
@@ -76,7 +76,7 @@ async def test_enter_runs_highlighted_preset_and_table_row():
         cells = [str(c) for c in table.get_row_at(1)]
         sp = table.get_column_index("speedup")
         assert cells[0] == "fused_amp"
-        # speed-up against fp32, with its 95 % interval (core.compare), green: beyond noise
+        # speed-up against fp32, with its 95 % interval (core.measure.compare), green: beyond noise
         c = comparison(amp, table.rows_data)
         assert cells[sp] == "▲" + format_speedup(c)
         assert cells[sp].startswith(f"▲{fp32.median_ms / amp.median_ms:.2f}× (")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from ui_fakes import highlight, no_gpu_report, provider, static_text, wait_for
 
-from apextui.core.compare import format_speedup
+from apextui.core.measure.compare import format_speedup
 from apextui.ui.widgets.comparison_table import COMPETED
 from apextui.ui.widget_format import verdict_mark
 from apextui.core.results import comparison
@@ -87,7 +87,7 @@ async def test_real_optimizer_runs_and_speedup(apps):
         assert base.summary.steps == 30 and base.summary.measured_steps == 30 - base.summary.warmup
         sp = table.get_column_index("speedup")
         assert str(table.get_row_at(0)[sp]).removesuffix(COMPETED) == "base"
-        # the speed-up with its interval and verdict (core.compare): on a busy 2-core box it may be ≈ noise, and
+        # the speed-up with its interval and verdict (core.measure.compare): on a busy 2-core box it may be ≈ noise, and
         # marked ⚠ when the contention check saw other work competing
         shown = str(table.get_row_at(1)[sp]).removesuffix(COMPETED)
         c = comparison(fused, table.rows_data)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from apextui.core.compare import UNKNOWN_DRIFT
+from apextui.core.measure.compare import UNKNOWN_DRIFT
 from ui_fakes import FakeRunner, gpu_report, no_gpu_report
 
 from apextui.core.presets import resolve

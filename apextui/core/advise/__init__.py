@@ -51,7 +51,7 @@ that document, for the CLI and the TUI), `run` (the `Advisor`, which makes the r
 
 from __future__ import annotations
 
-from ..compare import NOISE_FLOOR, NOISE_RULE
+from ..measure.compare import NOISE_FLOOR, NOISE_RULE
 from .cache import advice_file, apex_fingerprint, environment, find_reusable, load_store, store
 from .decide import apex_verdict, overall_apex, verdict
 from .document import document

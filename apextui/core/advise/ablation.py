@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
-from ..compare import Comparison, fields, format_speedup
+from ..measure.compare import Comparison, fields, format_speedup
 from ..config.axes import axis
 from ..config.point import Config
 

@@ -9,7 +9,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
-from ..compare import NOISE_RULE, format_speedup, from_fields
+from ..measure.compare import NOISE_RULE, format_speedup, from_fields
 from ..number_format import DASH
 from ..number_format import ms as _ms
 from .records import AdviceStatus, ApexStatus, MachineApexStatus, PresetStatus, WorkloadStatus

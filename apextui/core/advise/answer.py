@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..compare import DISTURBED_WORDS, fields, format_speedup, unsure
+from ..measure.compare import DISTURBED_WORDS, fields, format_speedup, unsure
 from ..config.calling import Calling
 from ..config.point import Config
 from ..config.snippet import preset_toml, snippet
@@ -43,7 +43,7 @@ def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | Non
     vs_single = versus(rec, single) if single is not None and single is not rec else None
     if side_by_side:
         vs_base, vs_single = (unsure(c) if c is not None and c.basis != "paired" else c for c in (vs_base, vs_single))
-    peaks = [r.peak_memory_bytes for r in rec.ok_runs if r.peak_memory_bytes is not None]
+    peaks = [p for r in rec.ok_runs if (p := r.summary.peak_memory_bytes) is not None]
     fastest = v.fastest if v.fastest != rec.preset else None
     return {
         "preset": rec.preset, "config": point.as_dict(), "label": point.label, "summary": point.summary(),

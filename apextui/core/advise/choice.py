@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Generic, Sequence, TypeVar
 
-from ..compare import Comparison, Drift, Timing, compare
+from ..measure.compare import Comparison, Drift, Timing, compare
 
 T = TypeVar("T")
 

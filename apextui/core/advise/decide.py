@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..compare import unsure
+from ..measure.compare import unsure
 from ..presets import BASELINES
 from . import wording
 from .choice import Choice, choose

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
-from ..compare import NOISE_FLOOR, NOISE_RULE
+from ..measure.compare import NOISE_FLOOR, NOISE_RULE
 from .decide import overall_apex
 from .records import KIND, LOSS_RULE, LOSS_TOLERANCE, SCHEMA, WorkloadVerdict
 from .wording import trust_note

@@ -5,14 +5,14 @@ Statuses are `Literal`s so a misspelt one is a type error, not a silent miss.
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Literal, Mapping
 
 from ..workloads.spec import WORKLOADS
-from ..compare import Comparison, Disturbance, Drift, Timing, compare, disturbances, fields, kept_runs, \
-    timing_from_runs, timing_from_summary, unsure
+from ..measure.compare import Comparison, Disturbance, Drift, Timing, compare, disturbances, fields, kept_runs, \
+    timing_from_runs, unsure
+from ..measure.summary import Summary
 
 KIND = "apextui-advice"
 SCHEMA = 1
@@ -43,12 +43,6 @@ class AdviceError(ValueError):
 
 
 # ---- measured results -----------------------------------------------------------------------------
-def _float(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 def _median(values: Iterable[float | None]) -> float | None:
     kept = [v for v in values if v is not None]
     return statistics.median(kept) if kept else None
@@ -60,31 +54,26 @@ def _round(value: float | None, digits: int = 4) -> float | None:
 
 @dataclass(frozen=True)
 class RunResult:
-    """One run of one preset: its status and the summary numbers it reported (`events.summary`)."""
+    """One run of one preset: its status and what it measured (`summary`, `events.summary`: empty for a run that
+    never started); the advice's JSON writes a few of the summary's figures (`to_dict`)."""
 
     repeat: int
     status: RunStatus
-    median_ms: float | None = None
-    median_low_ms: float | None = None  # the median's 95 % interval (None in advice stored before it)
-    median_high_ms: float | None = None
-    timed_intervals: int = 0
-    p10_ms: float | None = None
-    p90_ms: float | None = None
-    final_loss: float | None = None
-    compile_s: float | None = None
-    steps: int = 0
-    measured_steps: int = 0
-    elapsed_s: float | None = None
+    summary: Summary = field(default_factory=Summary)
     error: str | None = None
-    bottleneck: Mapping[str, Any] | None = None  # {"label", "reason", "figures"}
-    roofline: Mapping[str, Any] | None = None
-    gpu_busy: float | None = None
-    check: Mapping[str, Any] | None = None  # fused norms: accuracy check against torch
-    peak_memory_bytes: int | None = None  # torch.cuda.max_memory_allocated (CUDA), None on CPU
-    contention: str | None = None  # the run's contention level (monitor/contention.py): busy/throttled: marked
     # the round of interleaved repeats (ABBA) it ran in: runs of one round ran side by side and are compared round by
     # round (`compare.compare_paired`); None: not part of a round (a search's first run of a point)
     round: int | None = None
+
+    @property
+    def median_ms(self) -> float | None:
+        return self.summary.median_ms
+
+    @property
+    def contention(self) -> str | None:
+        """The run's contention level (monitor/contention.py: "busy"/"throttled" runs are marked), None unread."""
+        level = self.summary.contention.get("level") if self.summary.contention else None
+        return level if isinstance(level, str) else None
 
     @property
     def competed(self) -> bool:
@@ -97,52 +86,30 @@ class RunResult:
 
     @property
     def check_failed(self) -> bool:
-        return bool(self.check) and self.check.get("passed") is False  # type: ignore[union-attr]
+        check = self.summary.check
+        return bool(check) and check.get("passed") is False  # type: ignore[union-attr]
 
     @property
     def timing(self) -> Timing | None:
-        return timing_from_summary(self.to_dict()) if self.ok else None
-
-    @classmethod
-    def from_summary(cls, repeat: int, status: RunStatus, summary: Mapping[str, Any],
-                     error: str | None = None) -> "RunResult":
-        s = summary
-        return cls(
-            repeat=repeat, status=status, median_ms=_float(s.get("median_ms")),
-            median_low_ms=_float(s.get("median_low_ms")), median_high_ms=_float(s.get("median_high_ms")),
-            timed_intervals=int(s.get("timed_intervals") or 0), p10_ms=_float(s.get("p10_ms")),
-            p90_ms=_float(s.get("p90_ms")), final_loss=_float(s.get("final_loss")),
-            compile_s=_float(s.get("compile_s")), steps=int(s.get("steps") or 0),
-            measured_steps=int(s.get("measured_steps") or 0), elapsed_s=_float(s.get("elapsed_s")), error=error,
-            bottleneck=s.get("bottleneck") if isinstance(s.get("bottleneck"), Mapping) else None,
-            roofline=s.get("roofline") if isinstance(s.get("roofline"), Mapping) else None,
-            gpu_busy=_float(s.get("gpu_busy")), check=s.get("check") if isinstance(s.get("check"), Mapping) else None,
-            peak_memory_bytes=s.get("peak_memory_bytes") if isinstance(s.get("peak_memory_bytes"), int) else None,
-            contention=_level(s.get("contention")),
-        )
+        return self.summary.timing if self.ok else None
 
     @classmethod
     def from_snapshot(cls, repeat: int, snap: Any) -> "RunResult":
         from ..run import events
 
-        return cls.from_summary(repeat, snap.status, events.summary(snap).to_dict(), snap.error)
+        return cls(repeat, snap.status, events.summary(snap), snap.error)
 
     def to_dict(self) -> dict[str, Any]:
+        s = self.summary
         return {
-            "repeat": self.repeat, "status": self.status, "error": self.error, "median_ms": self.median_ms,
-            "median_low_ms": self.median_low_ms, "median_high_ms": self.median_high_ms,
-            "timed_intervals": self.timed_intervals, "p10_ms": self.p10_ms, "p90_ms": self.p90_ms, "steps": self.steps,
-            "measured_steps": self.measured_steps, "final_loss": self.final_loss, "compile_s": self.compile_s,
-            "elapsed_s": self.elapsed_s, "gpu_busy": self.gpu_busy,
-            "bottleneck": (self.bottleneck or {}).get("label"), "peak_memory_bytes": self.peak_memory_bytes,
+            "repeat": self.repeat, "status": self.status, "error": self.error, "median_ms": s.median_ms,
+            "median_low_ms": s.median_low_ms, "median_high_ms": s.median_high_ms,
+            "timed_intervals": s.timed_intervals or 0, "p10_ms": s.p10_ms, "p90_ms": s.p90_ms, "steps": s.steps or 0,
+            "measured_steps": s.measured_steps or 0, "final_loss": s.final_loss, "compile_s": s.compile_s,
+            "elapsed_s": s.elapsed_s, "gpu_busy": s.gpu_busy,
+            "bottleneck": (s.bottleneck or {}).get("label"), "peak_memory_bytes": s.peak_memory_bytes,
             "contention": {"level": self.contention} if self.contention else None, "round": self.round,
         }
-
-
-def _level(record: Any) -> str | None:
-    """A summary's contention record (or a stored run's) -> its level."""
-    level = record.get("level") if isinstance(record, Mapping) else None
-    return level if isinstance(level, str) else None
 
 
 PARITY_KEYS = ("kind", "against", "steps", "max_abs_err", "tolerance", "relative_tolerance", "dropout", "passed",
@@ -152,7 +119,7 @@ PARITY_KEYS = ("kind", "against", "steps", "max_abs_err", "tolerance", "relative
 def parity_fields(m: Measurement) -> dict[str, Any] | None:
     """The correctness check's numbers of a measurement (the first failed run's, else the first run's), for
     `advise --json`; None where no run had a check (the baseline)."""
-    checks = [r.check for r in m.runs if r.check]
+    checks = [r.summary.check for r in m.runs if r.summary.check]
     if not checks:
         return None
     check = next((c for c in checks if c.get("passed") is False), checks[0])
@@ -227,11 +194,11 @@ class Measurement:
 
     @property
     def p10_ms(self) -> float | None:
-        return _median(r.p10_ms for r in self.ok_runs)
+        return _median(r.summary.p10_ms for r in self.ok_runs)
 
     @property
     def p90_ms(self) -> float | None:
-        return _median(r.p90_ms for r in self.ok_runs)
+        return _median(r.summary.p90_ms for r in self.ok_runs)
 
     @property
     def spread(self) -> float | None:
@@ -244,13 +211,13 @@ class Measurement:
 
     @property
     def final_loss(self) -> float | None:
-        return _median(r.final_loss for r in self.ok_runs)
+        return _median(r.summary.final_loss for r in self.ok_runs)
 
     @property
     def compile_s(self) -> float | None:
         """The longest (cold) compile: later repeats in one process reuse torch's compile cache and take
         a fraction of a second, which is not what a user's first run pays."""
-        times = [r.compile_s for r in self.ok_runs if r.compile_s is not None]
+        times = [t for r in self.ok_runs if (t := r.summary.compile_s) is not None]
         return max(times) if times else None
 
     @property
@@ -386,9 +353,9 @@ class WorkloadVerdict:
                 "speedup_competed": vs_base is not None and base is not None
                 and any(r.competed for r in (*m.ok_runs, *base.ok_runs)),
                 "parity": parity_fields(m),
-                "bottleneck": dict(rep.bottleneck) if rep is not None and rep.bottleneck else None,
-                "roofline": dict(rep.roofline) if rep is not None and rep.roofline else None,
-                "gpu_busy": rep.gpu_busy if rep is not None else None,
+                "bottleneck": dict(rep.summary.bottleneck) if rep is not None and rep.summary.bottleneck else None,
+                "roofline": dict(rep.summary.roofline) if rep is not None and rep.summary.roofline else None,
+                "gpu_busy": rep.summary.gpu_busy if rep is not None else None,
                 "evidence_run": rep.repeat if rep is not None else None,
                 "errors": m.errors,
                 "runs": [r.to_dict() for r in m.runs],

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
 
-from ..compare import Drift
+from ..measure.compare import Drift
 from ..number_format import ms as _ms
 from ..presets import Preset
 from ..run.handle import RunnerFactory
@@ -59,13 +59,13 @@ class Progress:
         """One line for a log (the CLI prints it for each run's end, skip and plan)."""
         where = f"[{self.index}/{self.total}] {self.workload} {self.preset} repeat {self.repeat}/{self.repeats}"
         if self.event == "run_end" and self.result is not None:
-            r = self.result
-            comp = f", compiled in {r.compile_s:.1f} s (not in ms/step)" if r.compile_s is not None else ""
+            r, s = self.result, self.result.summary
+            comp = f", compiled in {s.compile_s:.1f} s (not in ms/step)" if s.compile_s is not None else ""
             if r.ok:
-                return (f"{where}: ok, median {_ms(r.median_ms)} ms/step (p10 {_ms(r.p10_ms)}, "
-                        f"p90 {_ms(r.p90_ms)}) over {r.measured_steps} steps{comp}")
+                return (f"{where}: ok, median {_ms(s.median_ms)} ms/step (p10 {_ms(s.p10_ms)}, "
+                        f"p90 {_ms(s.p90_ms)}) over {s.measured_steps or 0} steps{comp}")
             err = f": {(r.error or '').splitlines()[0][:200]}" if r.error else ""
-            return f"{where}: {r.status} after {r.steps} steps{err}"
+            return f"{where}: {r.status} after {s.steps or 0} steps{err}"
         if self.event == "run":
             what = "compiling…" if self.status == "compiling" else f"{self.status} {self.steps_done}/{self.steps}"
             return f"{where}: {what}"
@@ -283,7 +283,7 @@ class Advisor:
             mine = [x for x in (*self.presets, *self._search_presets.values()) if x.workload == v.workload]
             points = {x.name: x.point for x in mine if x.point is not None}
             model = next((x.model for x in mine if x.model), None)
-            calling = recorded(r.check for m in v.measurements for r in m.runs)  # how the runs called it
+            calling = recorded(r.summary.check for m in v.measurements for r in m.runs)  # how the runs called it
             searched = v.workload == "model" and self._search_result is not None
             w["answer"] = answer(v, points, model=model, steps=self.steps, calling=calling, device=self.device,
                                  side_by_side=searched)
@@ -400,8 +400,9 @@ class Advisor:
                     self._runs.setdefault((p.workload, preset.name), []).append(result)
                     self._emit(Progress("run_end", index=index, total=total, workload=p.workload,
                                         preset=preset.name, repeat=repeat, repeats=self.repeats,
-                                        status=result.status, steps_done=result.steps, steps=self.steps,
-                                        elapsed_s=result.elapsed_s, compile_s=result.compile_s, result=result))
+                                        status=result.status, steps_done=result.summary.steps or 0, steps=self.steps,
+                                        elapsed_s=result.summary.elapsed_s, compile_s=result.summary.compile_s,
+                                        result=result))
         if self._cancel.is_set():
             self.interrupted = True
         self.finished = time.time()
@@ -444,8 +445,8 @@ class Advisor:
             runs.append(result)
             self._emit(Progress("run_end", index=counter[0], total=counter[0], workload=p.workload,
                                 preset=preset.name, repeat=len(runs), repeats=len(runs), status=result.status,
-                                steps_done=result.steps, steps=self.steps, elapsed_s=result.elapsed_s,
-                                compile_s=result.compile_s, result=result))
+                                steps_done=result.summary.steps or 0, steps=self.steps,
+                                elapsed_s=result.summary.elapsed_s, compile_s=result.summary.compile_s, result=result))
             return replace(outcome_of(result), start_s=start_s)
 
         def say(line: str) -> None:
@@ -580,17 +581,17 @@ def outcome_of(result: RunResult) -> Any:
     """A run's result as the search reads it: ok, failed, or failed its correctness check (with the numbers)."""
     from .search import Outcome
 
+    check, peak = result.summary.check, result.summary.peak_memory_bytes
     if result.ok and result.check_failed:
-        check = dict(result.check or {})
-        err, tol = check.get("max_abs_err", float("nan")), check.get("tolerance", float("nan"))
+        numbers = dict(check or {})
+        err, tol = numbers.get("max_abs_err", float("nan")), numbers.get("tolerance", float("nan"))
         why = f"failed the correctness check: its loss differs from fp32's by {err:.3g} (tolerance {tol:.3g})"
-        if check.get("scaler_skipped") and check.get("note"):  # compared only up to GradScaler's first skip: say so
-            why += f"; {check['note']}"
-        return Outcome("check_failed", timing=result.timing, reason=why, check=result.check,
-                       peak_memory_bytes=result.peak_memory_bytes, result=result, competed=result.competed)
-    if result.ok:
-        return Outcome("ok", timing=result.timing, check=result.check, peak_memory_bytes=result.peak_memory_bytes,
+        if numbers.get("scaler_skipped") and numbers.get("note"):  # compared only up to GradScaler's first skip: say so
+            why += f"; {numbers['note']}"
+        return Outcome("check_failed", timing=result.timing, reason=why, check=check, peak_memory_bytes=peak,
                        result=result, competed=result.competed)
+    if result.ok:
+        return Outcome("ok", timing=result.timing, check=check, peak_memory_bytes=peak, result=result,
+                       competed=result.competed)
     error = (result.error or result.status).splitlines()[0][:300]
-    return Outcome("failed", reason=error, check=result.check, peak_memory_bytes=result.peak_memory_bytes,
-                   result=result)
+    return Outcome("failed", reason=error, check=check, peak_memory_bytes=peak, result=result)

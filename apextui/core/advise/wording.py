@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
-from ..compare import NOISE_FLOOR, SINGLE_RUNS_NOTE, Comparison, format_speedup
+from ..measure.compare import NOISE_FLOOR, SINGLE_RUNS_NOTE, Comparison, format_speedup
 from ..number_format import ms as _ms
 from ..number_format import pct as _pct
 from .search import SEARCH_STEPS
@@ -89,7 +89,7 @@ def _roofline_text(p: Mapping[str, Any]) -> str:
 
 # ---- the verdicts' words ---------------------------------------------------------------------------
 def check_flag(m: Measurement) -> str:
-    failed = next((r.check for r in m.ok_runs if r.check_failed), None) or {}
+    failed = next((r.summary.check for r in m.ok_runs if r.check_failed), None) or {}
     if failed.get("kind") == "loss_parity":  # the user's model: its losses against fp32's over the first steps
         swap = failed.get("norm_swap") or {}
         what = failed.get("message") or (

@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from ..workloads.marker import NoMark
+from ..measure.marker import NoMark
 from . import torch_messages
 from .ceilings import Ceilings, CeilingsUnavailable, get_ceilings
 

@@ -10,13 +10,13 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from ..presets import Preset
 from .distributed import Channel, Coordinator, Group
-from .merge import Merger, RankEnd, from_row, merged_snapshot, overall, to_row
+from .merge import Baseline, Merger, RankEnd, from_row, merged_snapshot, overall, to_row
 from .request import RunRequest
 from .runner import Runner, Snapshot, run_steps, warmup_steps
 
@@ -50,7 +50,7 @@ class Collector:
     with the `end` line after `grace` seconds."""
 
     def __init__(self, channel: Channel, world_size: int, warmup: int, printer: Callable[[Snapshot], None],
-                 backend: str, baseline: Mapping[str, Any] | None, grace: float) -> None:
+                 backend: str, baseline: Baseline | None, grace: float) -> None:
         self.channel, self.world_size, self.printer = channel, world_size, printer  # printer: any consumer
         self.final: Snapshot | None = None
         self.backend, self.baseline, self.grace = backend, baseline, grace

@@ -16,7 +16,7 @@ from ..analysis import Probe, UtilAverage, analyse_run
 from ..monitor.sampler import Sampler
 from .divergence import SkipCounter
 from .snapshot import Callback, RunInfo, Snapshot, Status
-from .stats import StepStats
+from ..measure.stats import StepStats
 from .timing import StepRecord
 
 Inbox = queue.SimpleQueue[tuple[str, Any]]

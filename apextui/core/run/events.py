@@ -10,7 +10,7 @@ from ..monitor.sampler import GpuReading, MonitorReading
 from ..presets import Preset
 from .snapshot import RunInfo, Snapshot
 from ..workloads.user_model import model_name
-from .summary import Summary
+from ..measure.summary import Summary
 from .timing import StepRecord
 
 SCHEMA_VERSION = 1

@@ -24,7 +24,7 @@ from .merge import MergedRecord
 from .request import RunRequest
 from .handle import ForwardsSnapshots
 from .runner import Callback, RunControl, RunInfo, Snapshot, run_steps
-from .stats import StepStats
+from ..measure.stats import StepStats
 from .worker import _log_tail, describe_exit
 
 EXIT_GRACE_S = 30.0  # after the end line, how long the launcher and its ranks get to exit before they are killed

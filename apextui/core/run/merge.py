@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
-from ..compare import Timing, compare, fields, timing_from_summary
+from ..measure.compare import Timing, compare, fields
+from ..measure.stats import StepStats
+from ..measure.summary import Summary
 from .runner import FinalStatus, Snapshot
-from .stats import StepStats
 from .timing import StepRecord
 
 # markers of an error that a rank got *because* another one failed (a collective that broke or timed out):
@@ -44,6 +45,15 @@ def to_row(rec: StepRecord) -> list[Any]:
 def from_row(row: Sequence[Any]) -> StepRecord:
     step, steps, ms, loss, opt_ms, scale = row
     return StepRecord(step=int(step), ms=float(ms), loss=loss, opt_ms=opt_ms, loss_scale=scale, steps=int(steps))
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The single-process run a data-parallel run's scaling efficiency is measured against (`--baseline-json`): its
+    summary, and the file it was read from."""
+
+    summary: Summary
+    source: str
 
 
 @dataclass(frozen=True)
@@ -123,7 +133,7 @@ class Merger:
         return tuple(out)
 
     def summary(self, backend: str, units_per_step: int, ends: Sequence[RankEnd],
-                baseline: Mapping[str, Any] | None) -> dict[str, Any]:
+                baseline: Baseline | None) -> dict[str, Any]:
         """The `distributed` object of the `end` summary (docs/json.md)."""
         measured = sum(self.slowest_counts)
         st = self.stats.summary()
@@ -135,9 +145,8 @@ class Merger:
             ranks.append({**(end.to_dict() if end else {"rank": r, "status": None, "error": None, "steps": None}),
                           "median_ms": round(rs.median_ms, 4) if rs else None})
         efficiency = None
-        mine = timing_from_summary({"median_ms": st.median_ms, "median_low_ms": st.median_low_ms,
-                                    "median_high_ms": st.median_high_ms, "timed_intervals": st.count}) if st else None
-        base = timing_from_summary(baseline) if baseline else None
+        mine = st.timing if st is not None else None
+        base = baseline.summary.timing if baseline is not None else None
         if mine is not None and base is not None:
             # weak scaling: the same per-GPU batch, so throughput(N) / (N x throughput(1)) = ms(1) / ms(N)
             efficiency = compare(mine, base)
@@ -154,11 +163,11 @@ class Merger:
         }
 
 
-def _baseline_fields(baseline: Mapping[str, Any] | None, timing: Timing | None) -> dict[str, Any] | None:
+def _baseline_fields(baseline: Baseline | None, timing: Timing | None) -> dict[str, Any] | None:
     if baseline is None:
         return None
     return {"median_ms": timing.median_ms if timing else None, "median_low_ms": timing.low_ms if timing else None,
-            "median_high_ms": timing.high_ms if timing else None, "source": baseline.get("source")}
+            "median_high_ms": timing.high_ms if timing else None, "source": baseline.source}
 
 
 def merged_snapshot(local: Snapshot, merger: Merger, new: tuple[MergedRecord, ...], world_size: int,
@@ -176,4 +185,4 @@ def merged_snapshot(local: Snapshot, merger: Merger, new: tuple[MergedRecord, ..
     )
 
 
-__all__ = ["MergedRecord", "Merger", "RankEnd", "from_row", "merged_snapshot", "overall", "to_row"]
+__all__ = ["Baseline", "MergedRecord", "Merger", "RankEnd", "from_row", "merged_snapshot", "overall", "to_row"]

@@ -24,7 +24,7 @@ from ..presets import Preset
 from ..monitor.sampler import GpuScope
 from .delivery import Delivery
 from .divergence import MAX_CONSECUTIVE_SKIPS, LossGuard
-from .failure import describe_failure
+from ..workloads.failure import describe_failure
 from .frozen_heap import FrozenHeap
 from .handle import RunControl, RunHandle, RunnerFactory
 from .request import RunRequest

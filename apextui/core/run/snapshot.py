@@ -8,7 +8,7 @@ from typing import Any, Callable, Literal, Mapping
 
 from ..analysis import PerStepWork, RunAnalysis, Work
 from ..monitor.sampler import MonitorReading
-from .stats import Stats
+from ..measure.stats import Stats
 from .timing import StepRecord
 
 # A run's status, as its snapshots carry it: "compiling" is torch.compile / CUDA-graph capture (before info),

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from ..monitor.sampler import GPU_METRICS, METRIC_UNITS, NO_GPU, GpuReading, MonitorReading
 from ..run.merge import MergedRecord
 from ..run.snapshot import RunInfo, Snapshot, Status
-from ..run.stats import StepStats
+from ..measure.stats import StepStats
 from ..run.timing import StepRecord
 from .lines import WORKLOAD
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..compare import baseline_problem
+from ..measure.compare import baseline_problem
 from ..results import SESSION, ResultRow
 from ..run import events
-from ..run.summary import Summary
+from ..measure.summary import Summary
 from . import jsonline
 from .lines import WORKLOAD
 from .reader import Follower, last_end
@@ -92,7 +92,7 @@ class Table:
         chosen: dict[str, str] = {}
         for m, e, device in found:
             raw = e.get("summary")
-            summary: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            summary = Summary.from_dict(raw if isinstance(raw, dict) else {})
             if device not in chosen and baseline_problem(str(e.get("status")), summary) is None:
                 chosen[device] = m.path
         picked = next((d for m, _, d in found if m.path == baseline), None)

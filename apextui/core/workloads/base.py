@@ -8,7 +8,7 @@ from typing import Any, ContextManager, Mapping
 import torch
 
 from ..analysis import PerStepWork, Work
-from .marker import Marker
+from ..measure.marker import Marker
 
 
 class Workload(PerStepWork):

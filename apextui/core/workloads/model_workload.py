@@ -34,11 +34,11 @@ import torch
 from torch import nn
 
 from .warmup import WARMUP_STEPS
-from ..run.failure import is_out_of_memory
+from .failure import is_out_of_memory
 from . import user_model
 from . import dropout
 from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
-from .marker import Marker, NoMark
+from ..measure.marker import Marker, NoMark
 from .norm_swap import count_norms, find_norms, swap_norms
 from ..config.calling import Calling, InputForm, LossForm
 from ..config.point import BASELINE, NAMED, Config

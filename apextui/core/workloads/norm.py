@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from .base import Workload, autocast
-from .marker import Marker
+from ..measure.marker import Marker
 from .spec import NORM
 
 TOLERANCE_FP32 = 1e-3

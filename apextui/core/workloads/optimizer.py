@@ -11,7 +11,7 @@ from torch import nn
 from .warmup import WARMUP_STEPS, TrainingState
 from . import parallel
 from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
-from .marker import Marker
+from ..measure.marker import Marker
 from .spec import OPTIMIZER
 
 # variants whose optimizer step is replayed from a CUDA graph (those the registry says need CUDA graphs)

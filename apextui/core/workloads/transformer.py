@@ -12,7 +12,7 @@ from torch.nn import functional as F
 from .warmup import WARMUP_STEPS, TrainingState, compile_warmup
 from ..analysis import transformer_work
 from . import markov, parallel
-from .marker import Marker, NoMark
+from ..measure.marker import Marker, NoMark
 from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
 from .optimizer import make_optimizer
 from ..config.point import Config

@@ -1,6 +1,6 @@
 """Every run of this session (and loaded ones) against the baseline of its workload.
 
-Speed-ups are `core.compare`'s: ≈ when within noise, coloured only beyond noise; a failed run has none
+Speed-ups are `core.measure.compare`'s: ≈ when within noise, coloured only beyond noise; a failed run has none
 (`results.comparison`) and shows "failed" there. The columns follow the table's width (`tier`): narrow
 (a 60-column terminal) keeps preset, median, speed-up, loss and max error under short headers; from `NORMAL`
 the device and p10–p90 join and the loss shows its floor; from `WIDE` the speed-up shows its 95 % interval;
@@ -26,7 +26,7 @@ from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
-from apextui.core.compare import format_speedup
+from apextui.core.measure.compare import format_speedup
 
 from ...core.results import SESSION, ResultRow, RunIndex
 from .. import widget_format as fmt

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from .compare import Timing
+
 ANALYSIS_KEYS = ("gpu_busy", "gpu_busy_source", "gpu_busy_note", "gpu_kernel_ms", "roofline", "bottleneck")
 
 
@@ -51,6 +53,13 @@ class Summary:
     peak_memory_bytes: int | None = None  # a CUDA run's torch.cuda.max_memory_allocated(); None on CPU
     contention: Mapping[str, Any] | None = None  # other work competing over the run (monitor/contention.py)
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a loaded summary this version does not know
+
+    @property
+    def timing(self) -> Timing | None:
+        """What the noise rule reads of this run: its median and the median's interval (`Timing.read`: None without
+        a usable median; an interval missing or not holding the median is unknown), over its timed intervals."""
+        return Timing.read(self.median_ms, self.median_low_ms, self.median_high_ms,
+                           self.timed_intervals or self.measured_steps or 0)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object (docs/json.md): every key but `distributed`, which is there only when set, in the order

@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Mapping, Sequence, get_args
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence, get_args
 
-from .run.summary import Summary
+if TYPE_CHECKING:  # a summary derives its timing from `Timing.read`: this module never needs it at run time
+    from .summary import Summary
 
 NOISE_FLOOR = 0.02  # two medians closer than 2 % are never called different, however narrow their intervals
 MIN_BASELINE_STEPS = 20  # a baseline's median needs this many measured steps: fewer are mostly noise
@@ -68,24 +69,25 @@ class Timing:
     def known(self) -> bool:
         return self.low_ms is not None
 
+    @classmethod
+    def read(cls, median_ms: float | None, low_ms: float | None = None, high_ms: float | None = None,
+             n: int = 0) -> "Timing | None":
+        """A run's timing from figures it reported (`Summary.timing`, `Stats.timing`); None without a usable median.
+        A missing or inconsistent interval is unknown, never zero width."""
+        median = positive(median_ms)
+        if median is None:
+            return None
+        low, high = positive(low_ms), positive(high_ms)
+        if low is None or high is None or not low <= median <= high:
+            low = high = None
+        return cls(median, low, high, n=n)
 
-def _positive(value: Any) -> float | None:
+
+def positive(value: Any) -> float | None:
+    """`value` as a float where it is a finite positive number (a usable median), else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) and value > 0 else None
-
-
-def timing_from_summary(summary: Summary | Mapping[str, Any]) -> Timing | None:
-    """A run's timing from its summary (`events.summary`, a saved row; an advice entry's dict is read as one);
-    None without a usable median. A missing or inconsistent interval is unknown."""
-    s = summary if isinstance(summary, Summary) else Summary.from_dict(summary)
-    median = _positive(s.median_ms)
-    if median is None:
-        return None
-    low, high = _positive(s.median_low_ms), _positive(s.median_high_ms)
-    if low is None or high is None or not low <= median <= high:
-        low = high = None
-    return Timing(median, low, high, n=s.timed_intervals or s.measured_steps or 0)
 
 
 def timing_from_runs(timings: Iterable[Timing]) -> Timing | None:
@@ -323,22 +325,21 @@ def fields(c: Comparison | None, prefix: str = "speedup", basis: bool = False) -
 def from_fields(d: Mapping[str, Any], prefix: str = "speedup") -> Comparison | None:
     """The comparison stored by `fields`; a document written before verdicts were stored gets the rule
     applied to what it has (an unknown interval: the floor only)."""
-    s = _positive(d.get(prefix))
+    s = positive(d.get(prefix))
     if s is None:
         return None
-    low, high = _positive(d.get(f"{prefix}_low")), _positive(d.get(f"{prefix}_high"))
+    low, high = positive(d.get(f"{prefix}_low")), positive(d.get(f"{prefix}_high"))
     basis = d.get(f"{prefix}_basis")
     c = Comparison.of(s, low, high, basis=basis if basis in BASES else "runs")
     stored = d.get(f"{prefix}_verdict")
     return Comparison(c.speedup, c.low, c.high, stored, c.floor, c.basis) if stored in VERDICTS else c
 
 
-def baseline_problem(status: str, summary: Summary | Mapping[str, Any]) -> str | None:
+def baseline_problem(status: str, s: Summary) -> str | None:
     """Why a run cannot be a baseline (BASELINE_RULE), or None when it can: 'stopped after 43 steps'."""
-    s = summary if isinstance(summary, Summary) else Summary.from_dict(summary)
     if status != "ok":
         return f"{status} after {s.steps} steps" if s.steps is not None else status
-    if _positive(s.median_ms) is None:
+    if positive(s.median_ms) is None:
         return "has no measured steps"
     measured = s.measured_steps
     if measured is not None and measured < MIN_BASELINE_STEPS:

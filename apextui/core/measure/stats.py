@@ -8,6 +8,8 @@ import random
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from .compare import Timing
+
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """The q-th percentile (0..100) of already sorted values, linear interpolation
@@ -57,6 +59,11 @@ class Stats:
     median_low_ms: float = math.nan
     median_high_ms: float = math.nan
     block_steps: int = 1  # steps in the longest timed interval: > 1 when short steps were timed in blocks
+
+    @property
+    def timing(self) -> Timing | None:
+        """What the noise rule reads of these statistics (`Timing.read`), unrounded."""
+        return Timing.read(self.median_ms, self.median_low_ms, self.median_high_ms, self.count)
 
     def throughput(self, units_per_step: int) -> float:
         """Units (samples or tokens) per second at the median step time."""
