@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from apextui.core.atomic import write_atomic
-from apextui.core.measure.compare import format_speedup, from_fields
+from apextui.core.measure.compare import format_speedup
 
 from ..core.results import ResultRow, RunIndex, results_document
 from . import widget_format as fmt
@@ -67,33 +67,30 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _md_row(entry: Mapping[str, Any], is_base: bool, number: int) -> tuple[str, ...]:
-    s = entry.get("summary") or {}
-    check = s.get("check") if isinstance(s.get("check"), Mapping) else None
-    p10, p90 = s.get("p10_ms"), s.get("p90_ms")
-    spread = f"{fmt.ms(p10)}–{fmt.ms(p90)}" if p10 is not None and p90 is not None else fmt.DASH
-    if is_base:
+def _md_row(row: ResultRow, index: RunIndex) -> tuple[str, ...]:
+    s = row.summary
+    spread = f"{fmt.ms(s.p10_ms)}–{fmt.ms(s.p90_ms)}" if s.p10_ms is not None and s.p90_ms is not None else fmt.DASH
+    if index.is_base(row):
         speedup = "base"
     else:
-        comparison = from_fields(entry)
+        comparison = index.comparison(row)
         speedup = format_speedup(comparison) if comparison else fmt.DASH
-    unit = s.get("throughput_unit") or ""
     loss = fmt.DASH
-    if s.get("final_loss") is not None:
-        loss = f"{s['final_loss']:.3f}" + (f"/{s['loss_floor']:.3f}" if s.get("loss_floor") is not None else "")
-    err = fmt.error(check.get("max_abs_err")) if check else fmt.DASH
-    return (str(number), str(entry["preset"]), str(entry["device"]), str(entry["status"]), fmt.ms(s.get("median_ms")),
-            spread, speedup, fmt.si(s.get("throughput"), unit), loss, err)
+    if s.final_loss is not None:
+        loss = f"{s.final_loss:.3f}" + (f"/{s.loss_floor:.3f}" if s.loss_floor is not None else "")
+    err = fmt.error(row.max_error) if row.check else fmt.DASH
+    return (str(index.number(row)), row.preset, row.device, row.status, fmt.ms(s.median_ms), spread, speedup,
+            fmt.si(s.throughput, s.throughput_unit or ""), loss, err)
 
 
 def to_markdown(rows: Sequence[ResultRow]) -> str:
     """A GitHub Markdown table of the runs, formatted as the comparison table shows them (the run column: the
-    run's name, 'fp32 run 2', as every screen names it), then the drift notes the table's subtitle has."""
+    run's name, 'fp32 run 2', as every screen names it; the speed-up the table's, `RunIndex.comparison`), then the
+    drift notes the table's subtitle has."""
     lines = ["| " + " | ".join(MD_HEADER) + " |", "| " + " | ".join("---" for _ in MD_HEADER) + " |"]
     index = RunIndex(rows)
-    for row, entry in zip(rows, _entries(rows), strict=True):
-        cells = _md_row(entry, index.is_base(row), index.number(row))
-        lines.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+    for row in rows:
+        lines.append("| " + " | ".join(_md_cell(c) for c in _md_row(row, index)) + " |")
     notes = index.drift_notes()
     if notes:
         lines += ["", *(f"- {_md_cell(n)}" for n in notes)]
