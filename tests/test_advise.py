@@ -20,6 +20,7 @@ from apextui.core.advise import Advisor, AdviceError, Measurement, RunResult, ov
 from apextui.core.availability import Availability
 from apextui.core.presets import load_builtin, parse
 from apextui.core.run.runner import RunInfo, Snapshot
+from apextui.core.measure.compare import Timing
 from apextui.core.measure.stats import Stats
 from apextui.core.measure.summary import Summary
 
@@ -141,6 +142,27 @@ def advisor(script, *, workloads=("optimizer",), repeats=2, availability_fn=None
 
 
 # ---- the verdict rules ---------------------------------------------------------------------------
+def test_a_run_result_carries_its_runs_summary_and_writes_the_advice_fields_from_it():
+    """One measurement value: the run's `Summary` (the `end` line's) is what a RunResult holds and what the noise
+    rule reads (its timing); the advice's JSON run entry is written from it, with the keys it always had."""
+    from apextui.core.run import events
+
+    info = RunInfo(preset="fp32", workload="transformer", variant="fp32", device="cpu", size_name="cpu", size={},
+                   steps=30, warmup=6, amp="none", units="samples", units_per_step=16, baseline="fp32")
+    snap = Snapshot(status="ok", info=info, steps_done=30, new_steps=(), stats=stats(10.0), throughput=None,
+                    skipped_steps=0, monitor=None, elapsed_s=0.5, final_loss=2.5)
+    r = RunResult.from_snapshot(1, snap)
+    assert r.summary == events.summary(snap) and r.ok and r.median_ms == 10.0
+    assert r.timing == r.summary.timing == Timing(10.0, 9.8, 10.2, n=24)
+    assert r.to_dict() == {
+        "repeat": 1, "status": "ok", "error": None, "median_ms": 10.0, "median_low_ms": 9.8, "median_high_ms": 10.2,
+        "timed_intervals": 24, "p10_ms": 9.0, "p90_ms": 12.0, "steps": 30, "measured_steps": 24, "final_loss": 2.5,
+        "compile_s": None, "elapsed_s": 0.5, "gpu_busy": None, "bottleneck": None, "peak_memory_bytes": None,
+        "contention": None, "round": None}
+    never = RunResult(2, "failed", error="could not start")  # a run that never started: an empty summary
+    assert never.timing is None and never.to_dict()["steps"] == 0 and never.to_dict()["timed_intervals"] == 0
+
+
 def test_a_clear_win():
     v = verdict("optimizer", [m("adamw", [3.0, 3.02]), m("adamw_fused", [1.30, 1.31]), unavailable("fused_adam")])
     assert v.fastest == "adamw_fused" and v.runner_up == "adamw" and v.recommended == "adamw_fused"

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from apextui.core.advise import DEFAULT_REPEATS
-from apextui.core.measure.compare import format_speedup, from_fields
+from apextui.core.advise import DEFAULT_REPEATS, WorkloadVerdict, versus
+from apextui.core.measure.compare import format_speedup
 from apextui.core.number_format import ms as fmt_ms
 from apextui.core.presets import BASELINES, Preset
 from apextui.core.results import ResultRow, row_from_snapshot
@@ -51,6 +51,7 @@ class InterleavedJob(AdviceJob):
                  sample_interval: float = 1.0, on_row: Callable[[ResultRow], None] | None = None,
                  env: Mapping[str, Any] | None = None) -> None:
         self.on_row = on_row
+        self.verdicts: list[WorkloadVerdict] = []  # the measured result (`lines`), once run
         super().__init__(device=device, presets=presets, availability=availability,
                          runner_factory=self._factory(runner_factory), steps=steps, repeats=repeats,
                          workloads=list(dict.fromkeys(p.workload for p in presets)), sample_interval=sample_interval,
@@ -75,6 +76,7 @@ class InterleavedJob(AdviceJob):
         """Measure; unlike the advice, the result is not the machine's advice and is never stored."""
         try:
             self.doc = self.advisor.run()
+            self.verdicts = self.advisor.verdicts()
         except Exception as exc:  # noqa: BLE001 - shown to the user, never kills the app
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
@@ -88,29 +90,29 @@ class InterleavedJob(AdviceJob):
                 f"repeat {latest.repeat}/{latest.repeats} · {latest.status}")
 
 
-def lines(doc: Mapping[str, Any]) -> list[str]:
+def lines(doc: Mapping[str, Any], verdicts: Sequence[WorkloadVerdict]) -> list[str]:
     """The result: per workload, each preset's median (of its repeats) and interval, and its speed-up against the
-    baseline with the interval that holds the run-to-run spread (`compare.timing_from_runs` via the advice)."""
+    baseline with the interval that holds the run-to-run spread (`compare.timing_from_runs` via the advice). The
+    numbers are the verdicts' own (`records.versus`), not the document's fields read back; the heading is the
+    document's settings."""
     s = doc.get("settings") or {}
     out = [f"interleaved A/B/B/A: {s.get('repeats')} repeat(s) × {s.get('steps')} steps on {doc.get('device')}"
            + (" (PARTIAL: stopped)" if doc.get("status") == "partial" else "")]
-    for w in doc.get("workloads") or []:
+    for w in verdicts:
         out.append("")
-        out.append(f"{w.get('workload')} (against {w.get('baseline')})")
-        for p in w.get("presets") or []:
-            if p.get("median_ms") is None:
-                why = p.get("reason") or p.get("status") or "not measured"
-                out.append(f"  {p.get('preset')}: {why}")
+        out.append(f"{w.workload} (against {w.baseline})")
+        base = w.measurement(w.baseline)
+        for m in w.measurements:
+            timing = m.timing
+            if m.median_ms is None or timing is None:
+                out.append(f"  {m.preset}: {m.reason or m.status or 'not measured'}")
                 continue
-            low, high = p.get("median_low_ms"), p.get("median_high_ms")
-            interval = f" ({fmt_ms(low)}–{fmt_ms(high)})" if low is not None and high is not None else ""
-            if p.get("preset") == w.get("baseline"):
+            interval = f" ({fmt_ms(timing.low_ms)}–{fmt_ms(timing.high_ms)})" if timing.known else ""
+            if m.preset == w.baseline:
                 up = "base"
             else:
-                c = from_fields(p, "speedup_vs_baseline")
-                up = format_speedup(c) if c is not None else "—"
-            out.append(f"  {p.get('preset')}: {fmt_ms(p.get('median_ms'))} ms{interval} over {p.get('repeats')} "
-                       f"run(s) · {up}")
+                up = format_speedup(versus(m, base)) if base is not None and base.measured else "—"
+            out.append(f"  {m.preset}: {fmt_ms(m.median_ms)} ms{interval} over {len(m.ok_runs)} run(s) · {up}")
     out.append("")
     out.append("≈ within noise; each interval holds every repeat's own noise and the spread between the repeats")
     return out

@@ -24,4 +24,4 @@ class InterleavedScreen(TextScreen):
     def body(self) -> Static:
         if self.job.error:
             return Static(Text(f"the comparison failed: {self.job.error}", style="bold red"), id=self.BODY_ID)
-        return Static(Text("\n".join(lines(self.job.doc or {}))), id=self.BODY_ID)
+        return Static(Text("\n".join(lines(self.job.doc or {}, self.job.verdicts))), id=self.BODY_ID)
