@@ -5,6 +5,9 @@ each used to decide noise their own way, and on a busy machine they disagreed ab
 (the table showed 18.96× where the advice said "within noise"). Here a speed-up carries the 95 % interval
 that follows from the two medians' intervals (`stats.median_interval`), one rule reads it, and one
 formatter shows it. No Textual and no torch: the CLI, the TUI and the benchmark scripts all import it.
+
+What the rule reads of a run is its `Timing` (a median, its interval, how many values): a run's `Summary.timing`
+(a finished run, a saved row, an advice's run) or `Stats.timing` (a run's live statistics), both `Timing.read`.
 """
 
 from __future__ import annotations

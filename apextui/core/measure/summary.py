@@ -1,7 +1,9 @@
-"""A run's summary, typed: what the headless `end` line's `summary` object (docs/json.md), a saved results row and
-the comparisons read. The engine and the comparisons use its attributes; dicts only at the edges (`to_dict` for
-the JSON line and the results file, `from_dict` for a file or a `--json` output, tolerant of old and foreign
-ones: a missing or ill-typed value is None, a key it does not know is kept and written back)."""
+"""A run's summary, typed: the one value a finished run's measurement travels as, from the runner (`events.summary`)
+to the `end` line's `summary` object (docs/json.md), a saved results row (`ResultRow.summary`), an advice's run
+(`RunResult.summary`) and the noise rule (`timing`). The engine and the comparisons use its attributes; dicts only
+at the edges (`to_dict` for the JSON line and the results file, `from_dict` for a file or a `--json` output,
+tolerant of old and foreign ones: a missing or ill-typed value is None, a key it does not know is kept and written
+back)."""
 
 from __future__ import annotations
 
