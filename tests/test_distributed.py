@@ -96,6 +96,28 @@ def test_scaling_efficiency_is_the_one_gpu_median_over_the_merged_one_with_the_n
     assert m.summary("gloo", 400, ends, None)["scaling_efficiency"] is None
 
 
+def test_the_baseline_json_is_read_as_its_runs_summary_with_its_source(tmp_path) -> None:
+    """`--baseline-json`: the single-process run's `Summary` as the file holds it, and the file it came from (what
+    the `distributed.baseline` object names); a run that cannot be a baseline is refused in one line."""
+    from apextui.cli.torchrun import read_baseline
+    from apextui.core.presets import load_builtin
+
+    preset = next(p for p in load_builtin() if p.name == "fp32")
+    start = {"event": "start", "preset": "fp32", "workload": preset.workload, "variant": preset.variant,
+             "device": "cpu", "size": "cpu", "amp": "none"}
+    summary = {"steps": 45, "measured_steps": 40, "timed_intervals": 40, "median_ms": 9.5, "median_low_ms": 9.4,
+               "median_high_ms": 9.6}
+    path = tmp_path / "one.jsonl"
+    path.write_text("\n".join(json.dumps(e) for e in (start, {"event": "end", "status": "ok", "summary": summary})))
+    base = read_baseline(str(path), preset, "cpu")
+    assert base == Baseline(Summary.from_dict(summary), str(path)) and base.summary.timing.known
+    short = tmp_path / "short.jsonl"
+    short.write_text("\n".join(json.dumps(e) for e in (start, {"event": "end", "status": "stopped",
+                                                                 "summary": dict(summary, steps=3)})))
+    with pytest.raises(ValueError, match="stopped after 3 steps; it cannot be a baseline"):
+        read_baseline(str(short), preset, "cpu")
+
+
 def test_a_rank_that_failed_by_itself_is_named_before_the_ranks_it_took_down() -> None:
     status, error = overall([RankEnd(0, "failed", "RuntimeError: Connection closed by peer (at step 5)"),
                              RankEnd(1, "failed", "ValueError: injected fault (at step 5)")])
