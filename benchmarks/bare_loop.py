@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from apextui.bench.bare import bare_block, build
+from benchlib.bare import bare_block, build
 
 
 def main(argv: list[str] | None = None) -> int:

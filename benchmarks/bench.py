@@ -31,7 +31,7 @@ from apextui.core.measure.compare import (
 from apextui.core.measure.summary import Summary
 from apextui.core.presets import Preset, load_builtin
 from apextui.core.workloads import spec as registry
-from apextui.bench.fresh_process import run_one
+from benchlib.fresh_process import run_one
 
 ROOT = Path(__file__).resolve().parents[1]
 

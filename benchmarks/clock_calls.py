@@ -6,7 +6,7 @@ Part 1, alone: the CPU and wall time of single calls from Python on an idle GPU 
 a tiny kernel, `Event.record()` with and without a stream, `torch.cuda.current_stream()`, the 4-byte copy of
 a loss into pinned memory, and a few others. It shows what looking the stream up costs each record.
 
-Part 2, in the loop: per preset, blocks of about 300 ms of plain steps (`apextui.bench.bare`), in rotating
+Part 2, in the loop: per preset, blocks of about 300 ms of plain steps (`benchlib.bare`), in rotating
 order, round after round: `bare`; `rec` (one event record after each step); `copy` (one loss copy after each
 step; a 0-d tensor on the GPU where the step returns no loss); `both`. Per variant: ms/step (wall and the
 training thread's CPU time), its ratio to the round's bare block, and the calls' own time a step. Then the
@@ -64,7 +64,7 @@ def alone(torch: Any) -> None:
 
 
 def in_loop(torch: Any, name: str, rounds: int) -> dict[str, Any]:
-    from apextui.bench import bare as bare_loop
+    from benchlib import bare as bare_loop
     from apextui.core.run.timing import CudaClock
     from apextui.core.measure.marker import NoMark
 

@@ -47,7 +47,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("kernel_breakdown: needs a CUDA GPU", file=sys.stderr)
         return 3
-    from apextui.bench import bare as bare_loop
+    from benchlib import bare as bare_loop
     from apextui.core.presets import resolve
 
     for item in args.inductor:

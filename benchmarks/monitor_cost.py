@@ -10,7 +10,7 @@
 (and compiled or captured) once; then, round after round, three blocks run on it in rotating order (bare, json, tui;
 json, tui, bare; tui, bare, json; ...), so drift slower than a block hits all three alike:
 
-  bare: `apextui.bench.bare.bare_block`: `--warmup` untimed steps, a synchronisation, S steps with nothing else in
+  bare: `benchlib.bare.bare_block`: `--warmup` untimed steps, a synchronisation, S steps with nothing else in
         the loop, a synchronisation; ms/step = wall time / S. Nothing of apextui's runner runs.
   json: a real `Runner` run of warmup + S steps (its clock, block timing, sampler and delivery threads)
         whose snapshots go to the JSON-lines printer of `apextui --json`, writing to a file.
@@ -22,7 +22,7 @@ Per round and preset two ratios, each against the round's bare block:
   reported / bare: the median ms/step apextui reports (what the user reads); target within 3 %.
   wall / bare:     the monitored loop's own rate (its measured steps' total time / steps): the monitor's
                    overhead; targets <= 1 % (json) and <= 2 % (tui).
-Summaries are geometric means over rounds with 95 % bootstrap intervals (`apextui.bench.measure.geomean_ci`).
+Summaries are geometric means over rounds with 95 % bootstrap intervals (`benchlib.measure.geomean_ci`).
 
 **In separate processes** (`--separate N`, N pairs a preset, alternating ABAB...): `bare_loop.py` as a
 process of its own, then `apextui --preset P --json --steps W+S` as another: what a user does who
@@ -55,8 +55,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from apextui.bench import bare as bare_loop
-from apextui.bench.measure import HostUse, TimedClock, geomean_ci, gil_handoff_s, monitor_budget
+from benchlib import bare as bare_loop
+from benchlib.measure import HostUse, TimedClock, geomean_ci, gil_handoff_s, monitor_budget
 
 HERE = Path(__file__).resolve().parent
 

@@ -7,7 +7,7 @@
 Per preset the workload is built once; then, round after round, one block of each variant runs on it in rotating
 order (the same warm-up and measured steps each), and each variant's ms/step is divided by the round's bare block:
 
-  bare     `apextui.bench.bare.bare_block`: the user's loop, nothing of apextui in it.
+  bare     `benchlib.bare.bare_block`: the user's loop, nothing of apextui in it.
   again    a second bare block (an A/A control): what the design alone shows where nothing differs, e.g. an
            effect of a block's place in the round (the order rotates, so each variant follows the same one
            in most rounds).
@@ -24,7 +24,7 @@ order (the same warm-up and measured steps each), and each variant's ms/step is 
            check of the monitor budget below (its budget must rise by about `--burn`, and its time with it).
 
 Also per block: the training thread's voluntary context switches (each a wait: for the GPU, or for the GIL held
-by another thread), its CPU time, and the monitor budget (`apextui.bench.measure.monitor_budget`: the clock's
+by another thread), its CPU time, and the monitor budget (`benchlib.measure.monitor_budget`: the clock's
 calls, the other threads' CPU time and the extra waits, a share of the block, against the round's bare block).
 Summaries: geometric mean over rounds of variant / bare, with 95 % bootstrap intervals, beside the mean budget.
 Writes DIR/monitor_parts.json.
@@ -43,8 +43,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from apextui.bench import bare as bare_loop
-from apextui.bench.measure import HostUse, TimedClock, geomean_ci, gil_handoff_s, monitor_budget
+from benchlib import bare as bare_loop
+from benchlib.measure import HostUse, TimedClock, geomean_ci, gil_handoff_s, monitor_budget
 
 HERE = Path(__file__).resolve().parent
 
@@ -271,7 +271,7 @@ def table(results: dict[str, Any]) -> str:
         lines.append(f"| {name} | {s['bare_median_ms']:.4g} | " + " | ".join(cells) + f" | {sw} |")
     return "\n".join(lines + ["", "Each cell: variant / bare, geometric mean over rounds (95 % bootstrap interval); "
                               "budget: the most the monitor can have taken, a share of the block (mean over rounds; "
-                              "`apextui.bench.measure.monitor_budget`)."])
+                              "`benchlib.measure.monitor_budget`)."])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def bare(preset_name: str, steps: int, device: str) -> dict[str, Any]:
-    """(a): a plain loop over the workload's step function (`apextui.bench.bare`), compiled or captured first
+    """(a): a plain loop over the workload's step function (`benchlib.bare`), compiled or captured first
     as the runner does before its clock starts; the measured steps timed by CUDA events (wall time on CPU)."""
-    from apextui.bench import bare as bare_loop
+    from benchlib import bare as bare_loop
 
     preset, w = bare_loop.build(preset_name, device, steps)
     warmup = preset.warmup if preset.warmup < steps else steps // 5

@@ -44,9 +44,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from apextui.core.run.request import RunRequest
-from apextui.core.run.runner import Runner, Snapshot
-from apextui.bench.measure import TimedClock, geomean_ci  # noqa: F401 - geomean_ci: this script's summary
-from apextui.bench import bare as bare_loop
+from apextui.core.run.runner import Runner
+from apextui.core.run.snapshot import Snapshot
+from benchlib.measure import TimedClock, geomean_ci  # noqa: F401 - geomean_ci: this script's summary
+from benchlib import bare as bare_loop
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,7 +103,7 @@ Block = dict[str, float]  # ms and main_cpu_ms (per step), other_cpu_s, wall_s, 
 
 
 def bare_block(workload: Any, steps: int, device: str) -> Block:
-    """`steps` plain steps (`apextui.bench.bare`): ms/step, and the CPU time of the process's other threads
+    """`steps` plain steps (`benchlib.bare`): ms/step, and the CPU time of the process's other threads
     meanwhile."""
     with CpuMeter() as meter:
         bare_loop.synchronize(device)  # before the training thread's CPU clock starts, as a monitored block's

@@ -18,7 +18,7 @@ from pathlib import Path
 from apextui.core.measure.compare import baseline_problem, compare, format_speedup
 from apextui.core.measure.summary import Summary
 from apextui.core.presets import load_builtin
-from apextui.bench.fresh_process import run_one
+from benchlib.fresh_process import run_one
 
 
 def fmt(value, spec: str = ".3f") -> str:

@@ -18,7 +18,7 @@ import json
 import statistics
 from pathlib import Path
 
-from apextui.bench.fresh_process import run_one
+from benchlib.fresh_process import run_one
 
 DEFAULT_PRESETS = "fp32,torch_amp,ddp_adamw_fused,ddp_fused_adam,distributed_fused_adam,fsdp2_adamw_fused"
 

@@ -36,7 +36,7 @@ def check(name: str, steps: int | None) -> dict[str, Any]:
     import torch
 
     from apextui.core.workloads import builders
-    from apextui.bench import bare as bare_loop
+    from benchlib import bare as bare_loop
     from apextui.core.measure.marker import NoMark
     from apextui.core.presets import resolve
     from apextui.core.run.request import RunRequest

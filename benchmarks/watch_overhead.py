@@ -12,7 +12,7 @@ Two loops, each built once and warmed up:
 Then, round after round, a block of steps runs bare and a block runs with `mon.step(loss=loss, tokens=...)`
 after each step, in alternating order (AB, BA, AB, ...), so drift slower than a block hits both alike; each
 round gives one ratio (watched ms/step / bare ms/step) and the loop's overhead is their geometric mean with its
-95 % bootstrap interval (`apextui.bench.measure.geomean_ci`). A block is timed from a synchronisation before it
+95 % bootstrap interval (`benchlib.measure.geomean_ci`). A block is timed from a synchronisation before it
 to one after it (perf_counter; nothing inside the loop), its steps sized from the warm-up to last `--block-s`
 seconds. One watched run lives through every round, as in real training: its sampler and writer threads also
 run during the bare blocks (they are idle but for one sample a second), so what is measured is `mon.step` and
@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 import apextui
-from apextui.bench.measure import geomean_ci
+from benchlib.measure import geomean_ci
 from apextui.core.watch import reader
 
 TARGETS = {"gpt": 1.01, "small": 1.02}

@@ -13,6 +13,13 @@ import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def benchmarks_on_path() -> None:
+    """benchmarks/ on the import path, as a script run from there has it: its shared `benchlib` importable."""
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.append(str(BENCHMARKS))
 
 
 def cli_env() -> dict[str, str]:

@@ -128,5 +128,4 @@ def fake_nvml(count: int, *, failing: frozenset[int] | set[int] = frozenset(),
     m.nvmlDeviceGetComputeRunningProcesses = device(lambda h: [
         types.SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in m.processes[h.index]])
     m.nvmlDeviceGetCurrentClocksEventReasons = device(lambda h: m.clock_events[h.index])
-    m.nvmlDeviceGetMaxClockInfo = device(lambda h, clock: 1980)
     return m

@@ -218,7 +218,7 @@ def test_an_unconfirmed_answer_claims_nothing_beyond_noise_and_a_busy_search_say
     (1.15-3.32)", a verdict on single runs minutes apart. Now a searched answer's speed-ups not measured round by
     round are shown, never called faster; and where other work competed with any run, the answer line says so."""
     from apextui.core.advise import Measurement, RunResult, verdict
-    from apextui.core.advise.answer import answer, answer_text, confirmation
+    from apextui.core.advise.answer import answer, answer_lines, confirmation
 
     def plain(c: Config) -> float:
         return 50.0 if c.precision == "bf16" else 100.0
@@ -240,7 +240,7 @@ def test_an_unconfirmed_answer_claims_nothing_beyond_noise_and_a_busy_search_say
     a = answer(v, points, side_by_side=True)
     assert a is not None and a["speedup_vs_fp32_verdict"] == "within_noise" and a["speedup_vs_fp32"] > 1
     a.update(confirmation(r))
-    text = answer_text({"search": r.to_dict(), "answer": a, "device": "cpu"})
+    text = "\n".join(answer_lines({"search": r.to_dict(), "answer": a, "device": "cpu"}))
     assert "⚠ the machine was busy while measuring: run again when it is quiet" in text
     assert "unconfirmed: " in text and "--device cpu --budget 50" in text
     assert "single runs only: not measured side by side" in text

@@ -19,7 +19,7 @@ from apextui.core.advise import run as advise_run
 from apextui.core.advise import Advisor, AdviceError, Measurement, RunResult, overall_apex, verdict
 from apextui.core.availability import Availability
 from apextui.core.presets import load_builtin, parse
-from apextui.core.run.runner import RunInfo, Snapshot
+from apextui.core.run.snapshot import RunInfo, Snapshot
 from apextui.core.measure.compare import Timing
 from apextui.core.measure.stats import Stats
 from apextui.core.measure.summary import Summary

@@ -18,7 +18,7 @@ from apextui.core.advise import run as advise_run
 from apextui.core.advise.run import STOP_GRACE_S, RunWatch, budget_grace
 from apextui.core.availability import Availability
 from apextui.core.model_presets import presets_for
-from apextui.core.run.runner import Snapshot
+from apextui.core.run.snapshot import Snapshot
 
 
 class Clock:

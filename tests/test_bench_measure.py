@@ -1,4 +1,4 @@
-"""apextui.bench.measure: the host-use account behind the monitor budget, and the budget's arithmetic."""
+"""benchmarks/benchlib/measure.py: the host-use account behind the monitor budget, and the budget's arithmetic."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import time
 
 import pytest
 
-from apextui.bench.measure import HostUse, geomean_ci, gil_handoff_s, monitor_budget
+from helpers import benchmarks_on_path
+
+benchmarks_on_path()
+from benchlib.measure import HostUse, geomean_ci, gil_handoff_s, monitor_budget  # noqa: E402 - after the path
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="switches and run-queue wait read /proc")
 

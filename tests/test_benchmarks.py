@@ -11,9 +11,10 @@ import sys
 
 import pytest
 
-from helpers import ROOT, cli_env
+from helpers import ROOT, benchmarks_on_path, cli_env
 
 pytest.importorskip("torch")
+benchmarks_on_path()  # the scripts import `benchlib`, beside them
 
 
 def load(name: str):

@@ -25,7 +25,9 @@ from apextui.core.workloads import builders
 from apextui.core.workloads.base import Workload
 from apextui.core.run import runner as runner_mod
 from apextui.core.monitor.nvml import Nvml
-from apextui.core.run.runner import MAX_CONSECUTIVE_SKIPS, Runner, Snapshot
+from apextui.core.run.runner import Runner
+from apextui.core.run.divergence import MAX_CONSECUTIVE_SKIPS
+from apextui.core.run.snapshot import Snapshot
 from apextui.core.monitor.sampler import Sampler
 from apextui.core.measure.stats import EXACT_STEPS, StepStats, percentile
 from apextui.core.run.timing import StepRecord

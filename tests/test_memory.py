@@ -54,14 +54,14 @@ def test_a_preset_that_fits_or_unknown_free_memory_is_not_refused(monkeypatch):
 
 @pytest.mark.slow
 def test_headless_refuses_before_building_and_force_overrides(monkeypatch, capsys):
-    from apextui.cli import json_run as headless
+    from apextui.cli import json_run
     from apextui.core.run.request import RunRequest
 
     monkeypatch.setattr(memory, "free_bytes", lambda device: 1)  # nothing fits
-    assert headless.run(RunRequest(presets.resolve("adamw"), "cpu", 3)) == 2
+    assert json_run.run(RunRequest(presets.resolve("adamw"), "cpu", 3)) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.startswith("apextui: error: preset 'adamw' needs about") and err.count("\n") == 1
-    assert headless.run(RunRequest(presets.resolve("adamw"), "cpu", 3, force=True)) == 0
+    assert json_run.run(RunRequest(presets.resolve("adamw"), "cpu", 3, force=True)) == 0
     assert '"event": "end"' in capsys.readouterr().out
 
 

@@ -10,7 +10,8 @@ import pytest
 from apextui.core import presets
 from apextui.core.workloads import builders
 from apextui.core.workloads.base import Workload
-from apextui.core.run.runner import Runner, Snapshot
+from apextui.core.run.runner import Runner
+from apextui.core.run.snapshot import Snapshot
 from apextui.core.run.request import RunRequest
 
 

@@ -125,7 +125,7 @@ def test_the_answer_gives_the_winner_its_speed_ups_the_snippet_and_a_preset_that
     import tomllib
 
     from apextui.core import presets
-    from apextui.core.advise.answer import answer, answer_text
+    from apextui.core.advise.answer import answer, answer_lines
 
     fake = Fake()
     r = Search(fake.measure, budget_s=10_000, clock=fake.clock, available=unavailable_fp8).run()
@@ -136,7 +136,7 @@ def test_the_answer_gives_the_winner_its_speed_ups_the_snippet_and_a_preset_that
     assert a["best_single"] == "bf16" and a["speedup_vs_best_single_verdict"] == "faster"
     assert a["peak_memory_bytes"] is None and a["speedup_vs_fp32_verdict"] == "faster"
     assert presets.parse(tomllib.loads(a["toml"]), name="x").config == r.winner
-    text = answer_text({"search": r.to_dict(), "answer": a})
+    text = "\n".join(answer_lines({"search": r.to_dict(), "answer": a}))
     assert "fastest configuration: bf16+fused+compile" in text and "against the best single change (bf16)" in text
     assert "compiled = torch.compile(model)" in text and "excluded fp8 (unavailable): fp8 needs torchao" in text
     assert f"of a 10000 s budget, {STOP_WORDS[r.stopped_by]}. How: " in text  # what ended it, in words
@@ -144,7 +144,8 @@ def test_the_answer_gives_the_winner_its_speed_ups_the_snippet_and_a_preset_that
     assert answer(verdict_of(failed)[0], verdict_of(failed)[1]) is None
     quick = Fake()
     short = Search(quick.measure, budget_s=35, clock=quick.clock).run()
-    assert short.stopped_by == "budget" and "ended by its budget" in answer_text({"search": short.to_dict()})
+    assert short.stopped_by == "budget"
+    assert "ended by its budget" in "\n".join(answer_lines({"search": short.to_dict()}))
 
 
 class NothingHelps(Fake):
@@ -162,7 +163,7 @@ def test_a_point_within_noise_of_fp32_never_wins_and_every_line_says_use_fp32():
     verdict says is not better. bf16 is 1 % faster than fp32 (within the 2 % floor), nothing else helps: the
     search's winner, the verdict, the Apex line and the answer all say fp32."""
     from apextui.core.advise import overall_apex
-    from apextui.core.advise.answer import answer, answer_text
+    from apextui.core.advise.answer import answer, answer_lines
 
     fake = NothingHelps()
     r = Search(fake.measure, budget_s=10_000, clock=fake.clock, available=unavailable_fp8).run()
@@ -175,7 +176,7 @@ def test_a_point_within_noise_of_fp32_never_wins_and_every_line_says_use_fp32():
     assert overall_apex([v.to_dict()])["status"] == "not_worth_it"
     a = answer(v, points, model="m.py:build")
     assert a["preset"] == "fp32" and a["is_baseline"] and a["speedup_vs_fp32"] is None
-    text = answer_text({"search": r.to_dict(), "answer": a})
+    text = "\n".join(answer_lines({"search": r.to_dict(), "answer": a}))
     assert "use your model as written: fp32" in text and "(the fastest, bf16, is within noise of it)" in text
     assert "fastest configuration" not in text
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from apextui.core.measure.stats import StepStats, percentile, summarize
+from apextui.core.measure.stats import StepStats, percentile
 
 
 def test_percentile_interpolates_between_ranks():
@@ -24,7 +24,9 @@ def test_percentile_rejects_bad_input():
 def test_warmup_steps_are_excluded():
     # two slow warm-up steps, then 1..9 ms (unsorted on purpose)
     times = [100.0, 50.0, 5.0, 1.0, 9.0, 3.0, 7.0, 2.0, 8.0, 4.0, 6.0]
-    s = summarize(times, warmup=2)
+    acc = StepStats(warmup=2)
+    acc.extend(times)
+    s = acc.summary()
     assert s.count == 9
     assert s.median_ms == 5.0
     assert s.p10_ms == pytest.approx(1.8)  # (9-1)*0.1 = 0.8 -> 1 + 0.8*(2-1)

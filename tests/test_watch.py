@@ -266,13 +266,13 @@ def test_finished_watched_runs_compare_against_the_oldest_by_the_one_noise_rule_
         with apextui.watch(name=name, warmup=2) as mon:
             train(mon, 60)
         runs.append(str(mon.path))
-    found = rows.watched_rows()
+    found = rows.Table().rows()
     assert [m.path for m, _ in found] == runs
     table = [r for _, r in found]
     index = RunIndex(table)
     assert index.baseline(table[1]) is table[0] and table[0].variant == ""
     assert index.comparison(table[1]).verdict in ("faster", "slower", "within_noise")
-    moved = [r for _, r in rows.watched_rows(baseline=runs[1])]
+    moved = [r for _, r in rows.Table().rows(baseline=runs[1])]
     assert RunIndex(moved).baseline(moved[0]) is moved[1]
     live = apextui.watch(name="third", warmup=2)  # a live run joins with its figures so far, never as the baseline
     try:
@@ -281,7 +281,7 @@ def test_finished_watched_runs_compare_against_the_oldest_by_the_one_noise_rule_
         live.step(loss=0.5)  # past the hand-over interval: the blocks so far go to the writer thread
         deadline = time.monotonic() + 20  # the writer thread's lines reach the disk late on a loaded box
         while True:
-            table = [r for _, r in rows.watched_rows()]
+            table = [r for _, r in rows.Table().rows()]
             if len(table) == 3 or time.monotonic() > deadline:
                 break
             time.sleep(0.1)

@@ -14,7 +14,7 @@ import worker_fakes
 from apextui.core.run.request import RunRequest
 from apextui.core.run import worker
 from apextui.core.presets import resolve
-from apextui.core.run.runner import Snapshot
+from apextui.core.run.snapshot import Snapshot
 from apextui.core.run.worker import ProcessRunner
 
 

@@ -30,12 +30,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
+from apextui.core.exits import EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_USAGE
 from apextui.core.presets import BASELINES, PresetError, resolve
 from apextui.ui import widget_format as fmt
 from apextui.ui.app import make_app
 from apextui.ui.keys import highlight_preset
 
-EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 1, 2, 3
 MIN_COLS, MIN_ROWS = 40, 12
 
 

@@ -17,9 +17,9 @@ from .argtypes import add_shared_options, int_in, seconds_in
 from ..core.advise.search import DEFAULT_BUDGET_S, SEARCH_STEPS
 from ..core.advise import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, AdviceError, parse_workloads
 from ..core.workloads.spec import SHIPPED
-from .signals import EXIT_INTERRUPTED, StopOnSignals, stop_notice
+from ..core.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
+from .signals import StopOnSignals, stop_notice
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
 
 def _workloads(text: str) -> tuple[str, ...]:
@@ -135,11 +135,9 @@ def run(args: argparse.Namespace, runner_factory: Any = None) -> int:
         return EXIT_INTERRUPTED
 
 
-def _run(args: argparse.Namespace, runner_factory: Any) -> int:
-    from ..core.advise import Advisor, store
-    from ..core.advise.run import STOP_GRACE_S
-    from ..core.env import DeviceUnavailable, resolve_device
-    from ..core.presets import PresetError, load_all
+def _elsewhere(args: argparse.Namespace) -> int | None:
+    """`apextui advise` that runs elsewhere than in this process alone: `--nproc N` (the ranks started here) or
+    under torchrun (every rank); its exit code, or None for a run here."""
     from ..core.run.distributed import DistEnv
 
     try:
@@ -159,15 +157,88 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
             log("error: --reuse is for advice measured on one GPU; a data-parallel advice is always measured")
             return EXIT_USAGE
         return _run_distributed(args, dist_env)
+    return None
 
-    try:
-        device = resolve_device(args.device)
-    except DeviceUnavailable as exc:
-        log(f"error: {exc}")
-        if args.json:
-            _print(json.dumps({"kind": "apextui-advice", "schema": 1, "status": "unavailable", "device": args.device,
-                               "reason": str(exc), "fix": "use --device auto or --device cpu"}))
-        return EXIT_UNAVAILABLE
+
+def _unavailable(args: argparse.Namespace, reason: str, fix: str) -> int:
+    """The device asked for is not here: one line on stderr and, with --json, the advice's document saying so."""
+    log(f"error: {reason}")
+    if args.json:
+        _print(json.dumps({"kind": "apextui-advice", "schema": 1, "status": "unavailable", "device": args.device,
+                           "reason": reason, "fix": fix}))
+    return EXIT_UNAVAILABLE
+
+
+def _option_problem(args: argparse.Namespace) -> str | None:
+    """Options that make no advice together: the line that says why, or None."""
+    config, budget = getattr(args, "config", None), getattr(args, "budget", None)
+    if getattr(args, "model", None) is None and (config is not None or budget is not None):
+        return f"{'--config' if config is not None else '--budget'} goes with --model FILE.py:FUNC"
+    if config is not None and budget is not None:
+        return "--budget is for the search; --config measures one point against fp32 (give one of them)"
+    return None
+
+
+def _model_runs(args: argparse.Namespace, device: str, presets: list[Any]) -> dict[str, Any] | int:
+    """With `--model`: the Advisor's arguments for the user's model (its presets added to `presets`, their
+    availability, the search's budget), and `facts` (the model, named in the advice); or an exit code."""
+    import time
+
+    from ..core.config.point import BASELINE
+    from ..core.model_presets import config_preset
+    from ..core.workloads.user_model import ModelSpecError
+    from .model_option import config_of, model_for_advice, usage
+
+    model, config, budget = args.model, getattr(args, "config", None), getattr(args, "budget", None)
+    # the search's budget counts from here: loading the model and building it to check it are part of the wall
+    # time the user gave (a 60 s build with --budget 30 took 128 s)
+    budget_started = time.monotonic() if config is None else None
+    got = model_for_advice(model, device, args.reuse)
+    if isinstance(got, int):
+        return got
+    facts, model_presets, availability_fn = got
+    search_budget = None
+    if config is not None:
+        try:
+            point = config_of(config)
+        except ModelSpecError as exc:
+            return usage(exc)
+        model_presets = [p for p in model_presets if p.config == BASELINE]
+        if point != BASELINE:
+            model_presets.append(config_preset(model, point))
+    else:
+        search_budget = budget if budget is not None else DEFAULT_BUDGET_S[device]
+    return {"facts": facts, "presets": [*presets, *model_presets], "workloads": (*(args.workloads or ()), "model"),
+            "availability_fn": availability_fn, "search_budget_s": search_budget, "budget_started": budget_started}
+
+
+def _reused(advisor: Any, args: argparse.Namespace) -> int | None:
+    """`--reuse`: the advice stored for this environment, printed (its exit code); None when there is none to
+    reuse (said on stderr): then it is measured."""
+    doc, why = advisor.reusable(steps=args.steps, repeats=args.repeats)
+    if doc is None:
+        log(f"--reuse: nothing to reuse: {why}; measuring now")
+        return None
+    log(f"{doc['reuse_note']}; run without --reuse to measure again")
+    if doc.get("trust_note"):
+        log(f"warning: {doc['trust_note']}")
+    return EXIT_OK if _output(doc, args.json) else EXIT_FAILED
+
+
+def _run(args: argparse.Namespace, runner_factory: Any) -> int:
+    from functools import partial
+
+    from ..core.advise import Advisor, store
+    from ..core.advise.run import STOP_GRACE_S
+    from ..core.presets import PresetError, load_all
+    from . import refusals
+
+    code = _elsewhere(args)
+    if code is not None:
+        return code
+    device = refusals.resolve(args.device, partial(_unavailable, args))
+    if isinstance(device, int):
+        return device
     try:
         presets, errors = load_all()
     except PresetError as exc:
@@ -175,66 +246,35 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
         return EXIT_USAGE
     for e in errors:
         log(f"warning: skipped a user preset: {e.message}")
-    model = getattr(args, "model", None)
-    config, budget = getattr(args, "config", None), getattr(args, "budget", None)
-    if model is None and (config is not None or budget is not None):
-        log(f"error: {'--config' if config is not None else '--budget'} goes with --model FILE.py:FUNC")
+    problem = _option_problem(args)
+    if problem is not None:
+        log(f"error: {problem}")
         return EXIT_USAGE
-    if config is not None and budget is not None:
-        log("error: --budget is for the search; --config measures one point against fp32 (give one of them)")
-        return EXIT_USAGE
-    workloads, availability_fn, facts, search_budget, budget_started = args.workloads, None, None, None, None
-    if model is not None:
-        import time
-
-        # the search's budget counts from here: loading the model and building it to check it are part of the wall
-        # time the user gave (a 60 s build with --budget 30 took 128 s)
-        budget_started = time.monotonic() if config is None else None
-        from ..core.config.point import BASELINE
-        from ..core.model_presets import config_preset
-        from ..core.workloads.user_model import ModelSpecError
-        from .model_option import config_of, model_for_advice, usage
-
-        got = model_for_advice(model, device, args.reuse)
+    runs: dict[str, Any] = {"facts": None, "presets": presets, "workloads": args.workloads}
+    if getattr(args, "model", None) is not None:
+        got = _model_runs(args, device, presets)
         if isinstance(got, int):
             return got
-        facts, model_presets, availability_fn = got
-        if config is not None:
-            try:
-                point = config_of(config)
-            except ModelSpecError as exc:
-                return usage(exc)
-            model_presets = [p for p in model_presets if p.config == BASELINE]
-            if point != BASELINE:
-                model_presets.append(config_preset(model, point))
-        else:
-            search_budget = budget if budget is not None else DEFAULT_BUDGET_S[device]
-        presets = [*presets, *model_presets]
-        workloads = (*(args.workloads or ()), "model")
+        runs = got
+    facts = runs.pop("facts")
     search_factory = None
     if runner_factory is None:
         runner_factory = _runs_in_processes()
-        if search_budget is not None:  # the search's runs share one worker (core/run/reusable.py says why)
+        if runs.get("search_budget_s") is not None:  # a search: its runs share one worker (core/run/reusable.py)
             from ..core.run.reusable import search_runner_factory
 
             search_factory = search_runner_factory(headless=True)
     try:
         advisor = Advisor(device, steps=args.steps, repeats=args.repeats or DEFAULT_REPEATS,
-                          workloads=workloads, presets=presets, runner_factory=runner_factory,
-                          on_progress=ProgressPrinter(), availability_fn=availability_fn,
-                          search_budget_s=search_budget, budget_started=budget_started,
-                          search_runner_factory=search_factory)
+                          runner_factory=runner_factory, on_progress=ProgressPrinter(),
+                          search_runner_factory=search_factory, **runs)
     except AdviceError as exc:
         log(f"error: {exc}")
         return EXIT_USAGE
     if args.reuse:
-        doc, why = advisor.reusable(steps=args.steps, repeats=args.repeats)
-        if doc is not None:
-            log(f"{doc['reuse_note']}; run without --reuse to measure again")
-            if doc.get("trust_note"):
-                log(f"warning: {doc['trust_note']}")
-            return EXIT_OK if _output(doc, args.json) else EXIT_FAILED
-        log(f"--reuse: nothing to reuse: {why}; measuring now")
+        reused = _reused(advisor, args)
+        if reused is not None:
+            return reused
     if device == "cpu":
         log("on CPU the presets run at their small size; the Apex presets cannot run (CUDA only)")
 
@@ -289,20 +329,28 @@ def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:
     rank's ms), with the one noise rule. Not stored: the stored advice is a one-GPU machine's."""
     from ..core.advise import Advisor
     from ..core.availability import Availability, availability
-    from ..core.env import DeviceUnavailable, resolve_device
     from ..core.presets import PresetError, load_all
     from ..core.run.distributed import Group, timeout_s
     from ..core.run.data_parallel import MAX_GRACE_S, DataParallelRuns, data_parallel_problem
+    from . import refusals
 
     rank0 = dist_env.rank == 0
+
+    def refused(reason: str, fix: str) -> int:
+        if rank0:
+            log(f"error: {reason}")
+        return EXIT_UNAVAILABLE
+
+    device = refusals.resolve(args.device, refused)
+    if isinstance(device, int):
+        return device
     try:
-        device = resolve_device(args.device)
         presets, _ = load_all()
         timeout = timeout_s()
-    except (DeviceUnavailable, PresetError, ValueError) as exc:
+    except (PresetError, ValueError) as exc:
         if rank0:
             log(f"error: {exc}")
-        return EXIT_UNAVAILABLE if isinstance(exc, DeviceUnavailable) else EXIT_USAGE
+        return EXIT_USAGE
 
     def available(preset: Any) -> Availability:
         problem = data_parallel_problem(preset)

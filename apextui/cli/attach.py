@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from . import output
+from ..core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from .signals import release_hangup
 
-EXIT_OK, EXIT_ENDED_BADLY, EXIT_USAGE = 0, 1, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,7 +85,7 @@ def follow_json(meta: Any, once: bool = False) -> int:
         end = {**events.end_event(replay.snapshot()),
                "watch": {"ended_without_end": True, "last_write": ending.last_write}}
         output.write(json.dumps(end, allow_nan=False) + "\n")
-        return EXIT_ENDED_BADLY
+        return EXIT_FAILED
     if ending.outcome == "stopped":
         return EXIT_OK
-    return EXIT_OK if replay.status == "ok" else EXIT_ENDED_BADLY
+    return EXIT_OK if replay.status == "ok" else EXIT_FAILED

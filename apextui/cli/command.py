@@ -8,15 +8,15 @@ import os
 import sys
 from pathlib import Path
 from dataclasses import replace
+from functools import partial
 from typing import Any, Literal, Sequence, cast
 
 from . import output
 from ..core.env import DEVICE_CHOICES
-from ..core.run.request import RunRequest
+from ..core.exits import EXIT_UNAVAILABLE, EXIT_USAGE
+from ..core.run.request import RunRequest, RunSettings
 from .argtypes import OneLineParser, add_shared_options, seconds_in
 from ..core.workloads.user_model import ModelSpecError
-
-EXIT_USAGE, EXIT_UNAVAILABLE = 2, 3
 
 
 SAMPLE_INTERVAL_RANGE = (0.01, 86400.0)  # seconds
@@ -256,7 +256,6 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
 def _run(what: Mode, args: argparse.Namespace, dist_env: Any) -> int:
     """The modes that run a preset (`launch`, `json`, `torchrun-json`) or open the TUI: the preset and the
     model's code are checked (without running it) before anything starts."""
-    from ..core.env import DeviceUnavailable, resolve_device
     from ..core.presets import PresetError, resolve
 
     model_presets, preset = [], None
@@ -305,25 +304,21 @@ def _run(what: Mode, args: argparse.Namespace, dist_env: Any) -> int:
         from .signals import release_hangup
 
         release_hangup()  # the app takes SIGHUP itself once it is up; until then a hang-up ends it at once
-        return run_app(preset=preset, device=args.device, steps=args.steps, sample_interval=args.sample_interval,
+        return run_app(RunSettings(args.device, args.steps, args.sample_interval), preset=preset,
                        load=args.load, extra=model_presets, nproc=args.nproc)
     assert preset is not None  # mode(): json and torchrun-json have --preset
-    from . import json_run as headless
+    from . import json_run, refusals
 
     request = RunRequest(preset, args.device, args.steps, args.sample_interval, args.force, args.baseline_json)
     if preset.model is not None:  # a preset file naming your model
         from .model_option import run_preset
 
         return run_preset(request)
-    try:
-        device = resolve_device(args.device)
-    except DeviceUnavailable as exc:
-        headless.log(str(exc))
-        output.write(json.dumps({"event": "unavailable", "preset": preset.name, "device": args.device,
-                                 "reason": str(exc), "fix": "use --device auto or --device cpu"}) + "\n")
-        return EXIT_UNAVAILABLE
+    device = refusals.resolve(args.device, partial(refusals.unavailable, request))
+    if isinstance(device, int):
+        return device
     if what == "torchrun-json":
-        from . import torchrun as distributed
+        from . import torchrun
 
-        return distributed.run(replace(request, device=device), dist_env)
-    return headless.run(replace(request, device=device))
+        return torchrun.run(replace(request, device=device), dist_env)
+    return json_run.run(replace(request, device=device))

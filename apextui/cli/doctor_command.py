@@ -10,6 +10,7 @@ import sys
 from typing import Any, TextIO
 
 from apextui.core.apex.doctor import DoctorReport, run_doctor
+from apextui.core.exits import EXIT_HANGUP
 from apextui.core.apex.doctor_lines import Segment, render_lines  # noqa: F401 - Segment: re-exported for callers
 
 def use_color(stream: TextIO, color: bool | None = None) -> bool:
@@ -35,9 +36,6 @@ def print_human(report: DoctorReport, stream: TextIO, color: bool) -> None:
     console = Console(file=stream, force_terminal=True, highlight=False, soft_wrap=True)
     for line in lines:
         console.print(Text.assemble(*[(t, s or "") for t, s in line]))
-
-
-EXIT_HANGUP = 128 + signal.SIGHUP  # as the TUI's after a hang-up
 
 
 def _hung_up(signum: int, frame: Any) -> None:

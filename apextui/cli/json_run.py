@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import json
-import sys
 import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from . import output
+from ..core.exits import EXIT_CHECK_FAILED, EXIT_FAILED, EXIT_OK
 from ..core.run.request import RunRequest
 from ..core.run import events
-from ..core.run.runner import Runner, Snapshot
-from .signals import StopOnSignals, settle, stop_notice, twice_end
+from ..core.run.runner import Runner
+from ..core.run.snapshot import Snapshot
+from .refusals import log, refusal
+from .signals import StopOnSignals, settle, stop_notice, twice_error
 
 if TYPE_CHECKING:
     from ..core.availability import Availability
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
-EXIT_CHECK_FAILED = 4  # the run finished, but its result failed the correctness check (`end.check_error`)
 
 
 class JsonLinePrinter:
@@ -90,35 +90,17 @@ def start_contention(device: str) -> Any:
         return None
 
 
-def log(message: str) -> None:
-    """A line on stderr; none where stderr is gone (a hung-up terminal): the run goes on to its end line."""
-    try:
-        print(f"apextui: {message}", file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass
-
-
 def run(request: RunRequest, avail: Availability | None = None) -> int:
     """Run `request` (its device already resolved); return the process exit code. Unless `request.force`, a
     preset whose memory estimate does not fit in what is free is refused (exit 2) before anything is built.
     `avail`: its availability where the caller knows more than `availability` (the user's model)."""
-    from ..core import memory
     from ..core.availability import availability
-    from ..core.env import describe
 
-    preset, device, steps, force = request.preset, request.device, request.steps, request.force
+    preset = request.preset
     printer = JsonLinePrinter()
-    avail = avail if avail is not None else availability(preset, device)
-    if not avail.ok:
-        log(f"preset {preset.name!r} is unavailable on {device}: {avail.reason}")
-        if avail.fix:
-            log(f"fix: {avail.fix}")
-        printer.emit(events.unavailable_event(preset, device, avail.reason, avail.fix))
-        return printer.failure.report() if printer.failure is not None else EXIT_UNAVAILABLE
-    too_big = None if force else memory.refusal(preset, device, steps if steps is not None else preset.steps)
-    if too_big:
-        print(f"apextui: error: {too_big}", file=sys.stderr, flush=True)
-        return EXIT_USAGE
+    refused = refusal(request, avail if avail is not None else availability(preset, request.device), printer)
+    if refused is not None:
+        return refused
 
     compiling = threading.Event()  # set before the "compiling" line is logged: a signal after it sees it
 
@@ -148,7 +130,7 @@ def run(request: RunRequest, avail: Availability | None = None) -> int:
         stop()
 
     def again(signum: int) -> None:
-        end = twice_end(signum, signals.twice())
+        error = twice_error(signum, signals.twice())
         if not printer.lock.acquire(timeout=1.0):  # held by a stuck write: quit without the end line
             return
         try:
@@ -157,12 +139,12 @@ def run(request: RunRequest, avail: Availability | None = None) -> int:
         finally:
             printer.lock.release()
         if before_start:
-            log(f"{end['error']} before the run started: nothing measured")
+            log(f"{error} before the run started: nothing measured")
             return
         if printer.last is not None:  # what was measured so far is still reported
-            printer.emit(events.end_event(replace(printer.last, status="stopped", new_steps=(), error=end["error"])))
+            printer.emit(events.end_event(replace(printer.last, status="stopped", new_steps=(), error=error)))
         else:  # before the first snapshot (e.g. while the workload is built): an end line, no figures
-            printer.emit(end)
+            printer.emit(events.end_line("stopped", error))
 
     # handlers first: from the `start` line on, every signal leads to an `end` line; none before it
     signals = StopOnSignals(first, again)
@@ -172,17 +154,29 @@ def run(request: RunRequest, avail: Availability | None = None) -> int:
         runner = Runner(request, consume)
         if stop_early.is_set():
             runner.stop()
-        busy = start_contention(device)
-        printer.emit(events.start_event(preset, device, runner.steps, runner.warmup, describe(device), busy))
-        if busy is not None and busy.competing:
-            log(f"warning: the machine is {busy.level} ({'; '.join(busy.reasons)}): timings may not compare")
-        if device == "cpu" and preset.model is not None:
-            log(f"running {preset.name} on CPU at your function's small size (small=True, where it takes it)")
-        elif device == "cpu":
-            log(f"running {preset.name} on CPU with its small size {dict(preset.cpu_size)}")
+        _start(printer, runner)
         if not printer.broken:
             runner.run()  # trains in this (main) thread; the first signal stops it after the current step
-    result = runner.result
+    return _exit_code(printer, signals, runner.result, preset.name)
+
+
+def _start(printer: JsonLinePrinter, runner: Runner) -> None:
+    """The `start` line, with whether other work competes as the run starts, and what stderr says of it."""
+    from ..core.env import describe
+
+    preset, device = runner.preset, runner.device
+    busy = start_contention(device)
+    printer.emit(events.start_event(preset, device, runner.steps, runner.warmup, describe(device), busy))
+    if busy is not None and busy.competing:
+        log(f"warning: the machine is {busy.level} ({'; '.join(busy.reasons)}): timings may not compare")
+    if device == "cpu" and preset.model is not None:
+        log(f"running {preset.name} on CPU at your function's small size (small=True, where it takes it)")
+    elif device == "cpu":
+        log(f"running {preset.name} on CPU with its small size {dict(preset.cpu_size)}")
+
+
+def _exit_code(printer: JsonLinePrinter, signals: StopOnSignals, result: Snapshot | None, name: str) -> int:
+    """The run's exit code (docs/cli.md): stdout's failure first, then a signal, the run's status, its check."""
     if printer.failure is not None:
         return printer.failure.report()
     if printer.broken:
@@ -194,6 +188,6 @@ def run(request: RunRequest, avail: Availability | None = None) -> int:
         return EXIT_FAILED
     failed_check = events.check_error(result.info.check if result.info else None)
     if failed_check:
-        log(f"error: {preset.name} {failed_check}")
+        log(f"error: {name} {failed_check}")
         return EXIT_CHECK_FAILED
     return EXIT_OK

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from . import output
+from ..core.exits import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 from ..core.run.request import RunRequest
 from ..core.workloads.user_model import ModelSpecError
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
 
 def error(message: str, code: int, detail: str = "") -> int:
@@ -90,25 +91,19 @@ def run_preset(request: RunRequest) -> int:
     """A model preset headless (from --model, or a preset file naming a `model`; `request.device` as asked):
     usage errors first (exit 2), then availability (exit 3), then the run (in this process; its failure
     exits 1)."""
-    preset, requested_device = request.preset, request.device
     from ..core import model_presets as mp
-    from ..core.env import DeviceUnavailable, resolve_device
     from ..core.workloads import user_model
-    from . import json_run as headless
+    from . import json_run, refusals
 
-    spec = preset.model
+    preset, spec = request.preset, request.preset.model
     assert spec is not None, "run_preset takes a preset of the user's model"  # its callers check preset.model
     try:
         fn = user_model.load_function(spec)
     except ModelSpecError as exc:
         return usage(exc)
-    try:
-        device = resolve_device(requested_device)
-    except DeviceUnavailable as exc:
-        headless.log(str(exc))
-        output.write(json.dumps({"event": "unavailable", "preset": preset.name, "device": requested_device,
-                                 "reason": str(exc), "fix": "use --device auto or --device cpu"}) + "\n")
-        return EXIT_UNAVAILABLE
+    device = refusals.resolve(request.device, partial(refusals.unavailable, request))
+    if isinstance(device, int):
+        return device
     avail = mp.model_availability(preset, device)
     if avail.ok:
         try:
@@ -117,8 +112,8 @@ def run_preset(request: RunRequest) -> int:
         except ModelSpecError as exc:
             return usage(exc)
         except Exception as exc:  # noqa: BLE001 - their function raised: the run builds it again and fails
-            headless.log(f"your function raised {_first_line(exc)}; the run reports it")
-    return headless.run(replace(request, device=device, steps=request.steps if request.steps is not None
+            refusals.log(f"your function raised {_first_line(exc)}; the run reports it")
+    return json_run.run(replace(request, device=device, steps=request.steps if request.steps is not None
                                 else preset.steps), avail=avail)
 
 

@@ -12,7 +12,7 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator, TextIO
 
-EXIT_WRITE_FAILED, EXIT_BROKEN_PIPE = 1, 141
+from ..core.exits import EXIT_BROKEN_PIPE, EXIT_FAILED
 
 _private: TextIO | None = None  # while `json_stdout` holds: the real stdout, written by apextui alone
 
@@ -105,7 +105,7 @@ def write(text: str) -> None:
     """Write `text` to stdout and flush; raise OutputFailed when it cannot be written."""
     out = _private if _private is not None else sys.stdout
     if out is None:
-        raise OutputFailed(EXIT_WRITE_FAILED, "cannot write to stdout: it is closed")
+        raise OutputFailed(EXIT_FAILED, "cannot write to stdout: it is closed")
     try:
         try:
             out.write(text)
@@ -119,4 +119,4 @@ def write(text: str) -> None:
     except (OSError, ValueError) as exc:  # ENOSPC, EIO...; ValueError: I/O on a closed file
         silence_stdout()
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise OutputFailed(EXIT_WRITE_FAILED, f"cannot write to stdout: {reason}") from None
+        raise OutputFailed(EXIT_FAILED, f"cannot write to stdout: {reason}") from None

@@ -13,11 +13,12 @@ import os
 import sys
 import signal
 
+from ..core.exits import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED
+
 TYPE_CHECKING = False  # not `typing`: cli.main imports this module before its handlers are in
 if TYPE_CHECKING:
     from typing import Any, Callable, Sequence
 
-EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_HANGUP = 130, 143, 129
 SIGNAL_EXIT: dict[int, int] = {signal.SIGINT: EXIT_INTERRUPTED, signal.SIGTERM: EXIT_TERMINATED,
                                signal.SIGHUP: EXIT_HANGUP}
 SIGNAL_WORD: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)",
@@ -158,11 +159,10 @@ def stop_notice(signum: int, doing: str) -> str:
     return f"{SIGNAL_WORD.get(signum, 'interrupted')}: {doing} ({again} to quit at once)"
 
 
-def twice_end(signum: int, error: str | None = None) -> dict[str, Any]:
-    """The `end` line (docs/json.md) of a run quit by a second signal before it had anything to report; `error`:
-    the signals received, by name (`StopOnSignals.twice`), else the second one's word, twice."""
-    return {"event": "end", "status": "stopped", "error": error or f"{SIGNAL_WORD.get(signum, 'interrupted')} twice",
-            "summary": None}
+def twice_error(signum: int, error: str | None = None) -> str:
+    """The `end` line's error of a run quit by a second signal: `error`, the signals received by name
+    (`StopOnSignals.twice`), else the second one's word, twice."""
+    return error or f"{SIGNAL_WORD.get(signum, 'interrupted')} twice"
 
 
 class EarlySignal(BaseException):

@@ -21,8 +21,10 @@ from ..core.run.distributed import Channel, Coordinator, DistEnv, Group
 from ..core.run.merge import Baseline
 from ..core.run.data_parallel import MAX_GRACE_S, Collector, Reporter, data_parallel_problem, log
 from ..core.run.runner import Runner, run_steps, warmup_steps
-from .json_run import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE, JsonLinePrinter
-from .signals import StopOnSignals, stop_notice, twice_end
+from ..core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from .json_run import JsonLinePrinter
+from .refusals import refusal
+from .signals import StopOnSignals, stop_notice, twice_error
 
 def read_baseline(path: str, preset: Preset, device: str) -> Baseline:
     """The one-GPU run of `preset` in `path` (a `--json` output or a results file): its summary and its source;
@@ -47,38 +49,40 @@ def read_baseline(path: str, preset: Preset, device: str) -> Baseline:
     return Baseline(row.summary, str(path))
 
 
+def _checked(request: RunRequest, env: DistEnv, printer: JsonLinePrinter | None) -> tuple[float, Any] | int:
+    """Before the rank joins the others: the collective timeout and the one-GPU baseline (`--baseline-json`), or
+    the exit code of a refusal (a bad option, an unavailable preset, one that does not fit), written."""
+    from ..core.availability import Availability, availability
+    from ..core.run.distributed import timeout_s
+
+    preset = request.preset
+    try:
+        timeout = timeout_s()
+        baseline = read_baseline(request.baseline_path, preset, request.device) if request.baseline_path else None
+    except ValueError as exc:
+        if env.rank == 0:
+            print(f"apextui: error: {exc}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    problem = data_parallel_problem(preset)
+    avail = (Availability(False, problem, "run it without torchrun") if problem
+             else availability(preset, request.device))
+    refused = refusal(request, avail, printer, lambda message: log(env.rank, message))
+    return refused if refused is not None else (timeout, baseline)
+
+
 def run(request: RunRequest, env: DistEnv) -> int:
     """One rank of a data-parallel run of `request` (its device resolved); the exit code (0, 1, 2, 3, 130, 143
     as a single run's)."""
-    from ..core import memory
-    from ..core.availability import availability
     from ..core.env import describe
-    from ..core.run.distributed import backend_for, timeout_s
+    from ..core.run.distributed import backend_for
 
-    preset, device, steps, force, baseline_path = (
-        request.preset, request.device, request.steps, request.force, request.baseline_path)
-
+    preset, device = request.preset, request.device
     rank0 = env.rank == 0
     printer = JsonLinePrinter() if rank0 else None
-    try:
-        timeout = timeout_s()
-        baseline = read_baseline(baseline_path, preset, device) if baseline_path else None
-    except ValueError as exc:
-        if rank0:
-            print(f"apextui: error: {exc}", file=sys.stderr, flush=True)
-        return EXIT_USAGE
-    avail = availability(preset, device)
-    problem = data_parallel_problem(preset)
-    if problem or not avail.ok:
-        if printer is not None:
-            reason, fix = (problem, "run it without torchrun") if problem else (avail.reason, avail.fix)
-            log(0, f"preset {preset.name!r} is unavailable: {reason}")
-            printer.emit(events.unavailable_event(preset, device, reason, fix))
-        return EXIT_UNAVAILABLE
-    too_big = None if force else memory.refusal(preset, device, steps if steps is not None else preset.steps)
-    if too_big:
-        log(env.rank, f"error: {too_big}")
-        return EXIT_USAGE
+    checked = _checked(request, env, printer)
+    if isinstance(checked, int):
+        return checked
+    timeout, baseline = checked
 
     runner: Runner | None = None
     stop_early = threading.Event()
@@ -96,23 +100,23 @@ def run(request: RunRequest, env: DistEnv) -> int:
         if collector is not None:
             collector.finish(final=collector.local, waited=True)
         elif printer is not None:
-            printer.emit(twice_end(signum))
+            printer.emit(events.end_line("stopped", twice_error(signum)))
 
     with StopOnSignals(first, again) as signals:
-        steps_n = run_steps(preset, steps)
+        steps_n = run_steps(preset, request.steps)
         warmup = warmup_steps(preset, steps_n)
         if printer is not None:
-            start = events.start_event(preset, device, steps_n, warmup, describe(device))
-            start["distributed"] = {"world_size": env.world_size, "backend": backend_for(device),
-                                    "local_world_size": int(os.environ.get("LOCAL_WORLD_SIZE", env.world_size))}
-            printer.emit(start)
+            printer.emit(events.start_event(
+                preset, device, steps_n, warmup, describe(device),
+                distributed={"world_size": env.world_size, "backend": backend_for(device),
+                             "local_world_size": int(os.environ.get("LOCAL_WORLD_SIZE", env.world_size))}))
         try:
             group = Group(env, device, timeout)
         except Exception as exc:  # noqa: BLE001 - rendezvous or init timed out, a bad address
             error = f"could not join the other ranks: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
             log(env.rank, error)
             if printer is not None:
-                printer.emit({"event": "end", "status": "failed", "error": error, "summary": None})
+                printer.emit(events.end_line("failed", error))
             return EXIT_FAILED
         try:
             channel = Channel(group.store, env.world_size)

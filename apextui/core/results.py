@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from apextui.core.atomic import write_atomic, write_new_numbered
+from apextui.core.atomic import write_new_numbered
 from apextui.core import files
 from apextui.core.run import events
 from apextui.core.measure.compare import SINGLE_RUNS_NOTE, Comparison, Drift, Timing, baseline_problem, compare, \
@@ -239,11 +239,6 @@ class RunIndex:
         return list(notes.values())
 
 
-def baseline_row(row: ResultRow, rows: Sequence[ResultRow]) -> ResultRow | None:
-    """`RunIndex.baseline` for one row (a scan of `rows`: for many rows, make one RunIndex)."""
-    return RunIndex(rows).baseline(row)
-
-
 def comparison(row: ResultRow, rows: Sequence[ResultRow]) -> Comparison | None:
     """`RunIndex.comparison` for one row (a scan of `rows`: for many rows, make one RunIndex)."""
     return RunIndex(rows).comparison(row)
@@ -264,16 +259,11 @@ def baseline_note(row: ResultRow, rows: Sequence[ResultRow]) -> str | None:
     return RunIndex(rows).note(row)
 
 
-def baseline_notes(rows: Sequence[ResultRow]) -> list[str]:
-    """`RunIndex.notes` of `rows`."""
-    return RunIndex(rows).notes()
-
-
 # ---- files ------------------------------------------------------------------------------------
 
 
 def results_document(rows: Iterable[ResultRow], env: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON document `save_results` writes (session rows only carry the session env)."""
+    """The JSON document a results file holds (session rows only carry the session env)."""
     index = RunIndex(rows)
     return {
         "kind": RESULTS_KIND,
@@ -296,10 +286,9 @@ def default_results_path(directory: str | Path = ".") -> Path:
     return Path(directory) / f"apextui-results-{time.strftime('%Y%m%d-%H%M%S')}.json"
 
 
-def save_results(rows: Sequence[ResultRow], path: str | Path, env: Mapping[str, Any] | None = None) -> Path:
-    """Write the rows atomically (`core.atomic.write_atomic`): whatever fails, the file at `path` is left as
-    it was and no temporary file remains; the exception propagates."""
-    return write_atomic(path, json.dumps(results_document(rows, env), indent=2) + "\n")
+def results_text(rows: Iterable[ResultRow], env: Mapping[str, Any] | None = None) -> str:
+    """The text of a results file: `results_document`, indented (TypeError for a row that cannot be JSON)."""
+    return json.dumps(results_document(rows, env), indent=2) + "\n"
 
 
 def fallback_dir() -> Path:
@@ -333,7 +322,7 @@ def save_first(rows: Sequence[ResultRow], places: Sequence[tuple[Path, bool]],
                env: Mapping[str, Any] | None = None) -> Saved:
     """A new results file in the first of `places` (folder, whether to make it) that can be written; `Saved`
     says why the ones before it could not."""
-    text = json.dumps(results_document(rows, env), indent=2) + "\n"
+    text = results_text(rows, env)
     failed: list[str] = []
     tried: set[Path] = set()
     for folder, make in places:
@@ -356,7 +345,7 @@ def save_first(rows: Sequence[ResultRow], places: Sequence[tuple[Path, bool]],
 
 
 def load_results(path: str | Path) -> list[ResultRow]:
-    """Rows from a file saved with `save_results`, or from headless `--json` output.
+    """Rows from a results file (`save_session`), or from headless `--json` output.
 
     Anything wrong with the file (missing, not a regular file, over `MAX_RESULTS_BYTES`, unreadable,
     empty, not UTF-8, not JSON, truncated, the wrong shape, no runs) raises `ResultsError`, and nothing

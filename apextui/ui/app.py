@@ -25,6 +25,7 @@ import gc
 import signal
 import sys
 import threading
+from dataclasses import replace
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import ClassVar
@@ -37,8 +38,10 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import OptionList
 
+from apextui.core.exits import EXIT_UNAVAILABLE
 from apextui.core.presets import Preset
-from apextui.core.run.runner import RunnerFactory
+from apextui.core.run.handle import RunnerFactory
+from apextui.core.run.request import RunSettings
 from apextui.core.run.worker import env_runner_factory, process_runner_factory as default_runner_factory
 
 from .app_base import REFRESH_S, SPARK_REFRESH_S, ActiveRun, AppBase
@@ -46,8 +49,8 @@ from .doctor_view import ReportProvider, default_report_provider
 from .hangup_watchdog import resume_only_after_suspend
 from .interleaved_actions import InterleavedActions
 from .messages import DoctorFailed, DoctorReady, ProbeDone, ProbeFailed
-from .probe import EXIT_UNAVAILABLE, ProbeFn, probe_environment
-from .quitting import EXIT_HANGUP, QUIT_JOIN_S, Quitting
+from .probe import ProbeFn, probe_environment
+from .quitting import QUIT_JOIN_S, Quitting
 from .run_actions import MAX_RUN_LOGS, STOPPED_WHILE_COMPILING, RunActions
 from .screen_actions import ScreenActions
 from .widgets.comparison_table import ComparisonTable
@@ -59,7 +62,7 @@ from .widgets.preset_picker import PresetPicker
 from .widgets.status_pane import StatusPane
 
 __all__ = [
-    "EXIT_HANGUP", "MAX_RUN_LOGS", "QUIT_JOIN_S", "REFRESH_S", "SPARK_REFRESH_S", "STOPPED_WHILE_COMPILING",
+    "MAX_RUN_LOGS", "QUIT_JOIN_S", "REFRESH_S", "SPARK_REFRESH_S", "STOPPED_WHILE_COMPILING",
     "ActiveRun", "ApexTuiApp", "default_runner_factory", "env_runner_factory", "freeze_gc_once", "make_app",
     "run_app",
 ]
@@ -202,7 +205,7 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
         from apextui.core.env import DeviceUnavailable
 
         try:
-            probe = self.probe_fn(self.requested_device, self.presets)
+            probe = self.probe_fn(self.settings.device, self.presets)
         except DeviceUnavailable as exc:
             self._post_from_thread(ProbeFailed(str(exc), EXIT_UNAVAILABLE))
             return
@@ -231,7 +234,7 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
         probe = self.probe = message.probe
         self.query_one(StatusPane).set_device(probe.device_line, gpu=probe.gpu)
         self.picker.set_availability(probe.availability, probe.device)
-        if probe.device == "cpu" and self.requested_device != "cpu":
+        if probe.device == "cpu" and self.settings.device != "cpu":
             self.notify(probe.device_note, title="no GPU", severity="warning", timeout=8)
         self._show_highlighted()
         self._start_pending()
@@ -286,12 +289,12 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
         def chosen(choice: StepsChoice) -> None:
             if choice is None:
                 return
-            self.steps = choice[1]
-            self.notify(f"next runs: {self.steps} steps" if self.steps else "next runs: each preset's own steps",
-                        timeout=3)
+            self.settings = replace(self.settings, steps=choice[1])
+            steps = self.settings.steps
+            self.notify(f"next runs: {steps} steps" if steps else "next runs: each preset's own steps", timeout=3)
             self._show_highlighted()
 
-        self.push_screen(StepsScreen(self.steps), chosen)
+        self.push_screen(StepsScreen(self.settings.steps), chosen)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
         if self.active is None:
@@ -337,7 +340,7 @@ def make_app(*, preset: Preset | None = None, device: str = "auto", steps: int |
         report_provider=report_provider or default_report_provider,
         runner_factory=runner_factory or env_runner_factory(),
         probe=probe or probe_environment,
-        device=device, steps=steps, sample_interval=sample_interval,
+        settings=RunSettings(device, steps, sample_interval),
         preselect=preset.name if preset else highlight,
         autostart=(preset is not None) if autostart is None else autostart,
         load=load, save_dir=save_dir, refresh_interval=refresh_interval, spark_interval=spark_interval,
@@ -345,10 +348,10 @@ def make_app(*, preset: Preset | None = None, device: str = "auto", steps: int |
     )
 
 
-def run_app(preset: Preset | None = None, device: str = "auto", steps: int | None = None,
-            sample_interval: float = 1.0, load: Sequence[str | Path] = (), extra: Sequence[Preset] = (),
-            nproc: int | None = None) -> int:
-    """Run the TUI in this terminal; the process exit code (0, or 3 when --device cuda is unavailable).
+def run_app(settings: RunSettings, preset: Preset | None = None, load: Sequence[str | Path] = (),
+            extra: Sequence[Preset] = (), nproc: int | None = None) -> int:
+    """Run the TUI in this terminal, every run as `settings` asks; the process exit code (0, or 3 when --device
+    cuda is unavailable).
     `extra`: presets listed after the shipped and the user's ones (the variants of `--model`); `nproc`: every
     run data-parallel on that many ranks (core/run/launched.py)."""
     presets, errors = None, None
@@ -362,7 +365,8 @@ def run_app(preset: Preset | None = None, device: str = "auto", steps: int | Non
         from apextui.core.run.launched import launched_factory
 
         factory = launched_factory(nproc)
-    app = make_app(preset=preset, device=device, steps=steps, sample_interval=sample_interval, load=load,
+    app = make_app(preset=preset, device=settings.device, steps=settings.steps,
+                   sample_interval=settings.sample_interval, load=load,
                    presets=presets, preset_errors=errors, runner_factory=factory,
                    highlight=extra[0].name if extra else None)  # --model: the cursor on the model's group
     if app.runner_factory is default_runner_factory:

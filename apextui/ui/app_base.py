@@ -16,7 +16,8 @@ from textual.app import App
 from textual.timer import Timer
 
 from apextui.core.presets import Preset
-from apextui.core.run.runner import RunHandle, RunnerFactory
+from apextui.core.run.handle import RunHandle, RunnerFactory
+from apextui.core.run.request import RunSettings
 
 from . import contrast, scrollbars
 from .bridge import RunBridge, RunView
@@ -44,8 +45,8 @@ class AppBase(App[None]):
     """Settings and state; the panes; toasts without duplicates. No key bindings or actions here."""
 
     def __init__(self, *, presets: Sequence[Preset], report_provider: ReportProvider,
-                 runner_factory: RunnerFactory, probe: ProbeFn, device: str = "auto",
-                 steps: int | None = None, sample_interval: float = 1.0, preselect: str | None = None,
+                 runner_factory: RunnerFactory, probe: ProbeFn, settings: RunSettings,
+                 preselect: str | None = None,
                  autostart: bool = False, load: Iterable[str | Path] = (), save_dir: str | Path = ".",
                  refresh_interval: float = REFRESH_S, spark_interval: float = SPARK_REFRESH_S,
                  preset_errors: Iterable[tuple[str, str]] = ()) -> None:
@@ -59,9 +60,7 @@ class AppBase(App[None]):
         self.report_provider = report_provider
         self.runner_factory = runner_factory
         self.probe_fn = probe
-        self.requested_device = device
-        self.steps = steps
-        self.sample_interval = sample_interval
+        self.settings = settings  # --device as asked, --steps (n changes it), --sample-interval
         self.preselect = preselect
         self.autostart = autostart
         self.load_paths = [Path(p) for p in load]
@@ -123,9 +122,8 @@ class AppBase(App[None]):
         waiting = None
         if preset is not None and self._pending_start == preset.name:  # not "enter: start": it will start
             waiting = "device probe" if self.probe is None else "Apex doctor"
-        steps = self.steps or (preset.steps if preset is not None else None)
         self.live.show_preset(preset, avail, self.probe.device if self.probe else None, waiting=waiting,
-                              steps=steps if self.steps else None)
+                              steps=self.settings.steps)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # s and w stay enabled with nothing to stop or save: pressed, they say so (a disabled key said nothing)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from textual.message import Message
 
 from apextui.core.monitor.sampler import METRIC_UNITS
-from apextui.core.run.runner import Snapshot
+from apextui.core.run.snapshot import Snapshot
 
 from .messages import RunUpdated
 

@@ -19,7 +19,8 @@ import threading
 import time
 from typing import Any, Callable
 
-EXIT_HANGUP = 128 + signal.SIGHUP
+from apextui.core.exits import EXIT_HANGUP
+
 EXIT_GRACE_S = 3.0  # after the save: how long the normal shutdown may take before the process is ended
 SAVE_LIMIT_S = 40.0  # the save waits for a stopped run (quitting.end_run: 30 s at most); past this, exit regardless
 POLL_MS = 500

@@ -44,7 +44,8 @@ class InterleavedActions(AppBase):
 
         self.interleaved_job = InterleavedJob(
             device=self.probe.device, presets=presets, availability=self.probe.availability,
-            runner_factory=self.runner_factory, steps=self.steps, sample_interval=self.sample_interval,
+            runner_factory=self.runner_factory, steps=self.settings.steps,
+            sample_interval=self.settings.sample_interval,
             on_row=on_row, env=self.probe.env if self.probe else None).start()
         self.notify(f"interleaved comparison of {', '.join(p.name for p in presets)}: "
                     f"{self.interleaved_job.advisor.total_runs} runs", timeout=4)

@@ -13,9 +13,6 @@ from typing import Any
 from apextui.core.availability import Availability
 from apextui.core.presets import Preset
 
-EXIT_UNAVAILABLE = 3  # same as the CLI's
-
-
 @dataclass(frozen=True)
 class Probe:
     device: str  # "cuda" | "cpu"

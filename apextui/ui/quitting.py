@@ -8,7 +8,8 @@ import time
 from typing import Any
 
 from ..core import results
-from .hangup_watchdog import EXIT_HANGUP, HANGUP_SAVE_LOCK, HangupWatchdog, terminal_fd
+from ..core.exits import EXIT_HANGUP
+from .hangup_watchdog import HANGUP_SAVE_LOCK, HangupWatchdog, terminal_fd
 from .results_actions import ResultsActions
 
 QUIT_JOIN_S = 30.0  # how long quitting waits for a stopped run to wind down, at most
@@ -17,7 +18,7 @@ KILL_JOIN_S = 10.0  # an ended worker: how long its last snapshot may take to ar
 SAVE_RETRY_S = 35.0  # after a hang-up, how long the watchdog keeps trying to save (hangup_watchdog.SAVE_LIMIT_S: 40)
 ENDED_ON_QUIT = "stopped on quitting (its step did not end within the grace)"
 ENDED_ON_HANGUP = "the terminal hung up"
-__all__ = ["EXIT_HANGUP", "QUIT_JOIN_S", "Quitting", "end_run"]
+__all__ = ["QUIT_JOIN_S", "Quitting", "end_run"]
 
 
 def end_run(runner: Any, reason: str, grace: float = QUIT_GRACE_S, limit: float = QUIT_JOIN_S) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 
 from ..core import results
-from ..core.run.request import RunRequest
 from .app_base import ActiveRun, AppBase
 from .bridge import RunBridge, RunView
 from .hangup_watchdog import HANGUP_SAVE_LOCK
@@ -61,7 +60,8 @@ class RunActions(AppBase):
             return False
         from apextui.core.memory import refusal
 
-        too_big = refusal(preset, self.probe.device, self.steps or preset.steps)
+        request = self.settings.request(preset, self.probe.device)
+        too_big = refusal(preset, request.device, request.steps or preset.steps)
         if too_big:
             self.notify(too_big.replace(", or --force to run anyway", ""), title="does not fit",
                         severity="error", timeout=15)
@@ -70,7 +70,6 @@ class RunActions(AppBase):
         bridge = RunBridge(self._run_id, self.post_message, min_interval=self.refresh_interval)
         log: RunLog | None = None
         try:
-            request = RunRequest(preset, self.probe.device, self.steps, self.sample_interval)
             runner = self.runner_factory(request, bridge)
             # named as the table, the details and the files name it: this preset's next run number here
             number = 1 + sum(1 for r in self.table.rows_data

@@ -177,7 +177,8 @@ async def test_real_machine_without_gpu_or_apex(apps):
 
 @pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU")
 def test_run_app_device_cuda_without_gpu_returns_3():
-    code = "import sys; from apextui.ui.app import run_app; sys.exit(run_app(device='cuda'))"
+    code = ("import sys; from apextui.ui.app import run_app; from apextui.core.run.request import RunSettings; "
+            "sys.exit(run_app(RunSettings(device='cuda')))")
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
                           cwd=ROOT, stdin=subprocess.DEVNULL, check=False)

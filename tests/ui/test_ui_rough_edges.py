@@ -130,7 +130,7 @@ async def test_r_runs_the_highlighted_rows_preset_again_and_n_sets_the_steps():
         for key in ("ctrl+u", "1", "2", "0", "enter"):
             await pilot.press(key)
         await pilot.pause()
-        assert app.steps == 120 and type(app.screen).__name__ != "StepsScreen"
+        assert app.settings.steps == 120 and type(app.screen).__name__ != "StepsScreen"
         await pilot.press("r")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 4, 5, "fp32 again")
     assert engine.runners[-1].preset.name == "fp32" and engine.runners[-1].steps == 120

@@ -15,13 +15,12 @@ from apextui.core.presets import resolve
 from apextui.core.results import (
     ResultRow,
     ResultsError,
-    baseline_notes,
-    baseline_row,
+    RunIndex,
     comparison,
     load_results,
     results_document,
     row_from_snapshot,
-    save_results,
+    save_session,
 )
 from apextui.core.run import events
 from apextui.ui import doctor_view, widget_format as fmt
@@ -165,18 +164,18 @@ def test_a_stopped_or_short_baseline_is_never_used_silently():
     assert stopped.status == "stopped" and stopped.median_ms is not None
     amp = finished_row("torch_amp")
     rows = [stopped, amp]
-    assert baseline_row(amp, rows) is None and comparison(amp, rows) is None
-    assert baseline_notes(rows) == ["no speed-up: fp32 run 1 stopped after 43 steps: not a baseline"]
+    assert RunIndex(rows).baseline(amp) is None and comparison(amp, rows) is None
+    assert RunIndex(rows).notes() == ["no speed-up: fp32 run 1 stopped after 43 steps: not a baseline"]
     short = finished_row("fp32", steps=30)  # 20 warm-up steps: 10 measured
     rows = [stopped, amp, short]
-    assert baseline_row(amp, rows) is None
-    assert baseline_notes(rows) == [("no speed-up: fp32 run 1 stopped after 43 steps: not a baseline; fp32 run 2 "
+    assert RunIndex(rows).baseline(amp) is None
+    assert RunIndex(rows).notes() == [("no speed-up: fp32 run 1 stopped after 43 steps: not a baseline; fp32 run 2 "
                                     "has only 10 measured steps (a baseline needs 20): not a baseline")]
     ok = finished_row("fp32")
     rows = [stopped, amp, ok]
-    assert baseline_row(amp, rows) is ok
+    assert RunIndex(rows).baseline(amp) is ok
     assert comparison(amp, rows).speedup == pytest.approx(ok.median_ms / amp.median_ms)
-    assert baseline_notes(rows) == ["vs fp32 run 2; fp32 run 1 stopped after 43 steps: not a baseline"]
+    assert RunIndex(rows).notes() == ["vs fp32 run 2; fp32 run 1 stopped after 43 steps: not a baseline"]
     runs = results_document(rows)["runs"]
     assert runs[1]["baseline_run"] == "fp32 run 2" and runs[1]["speedup_verdict"] == "faster"
     assert runs[1]["speedup"] == round(ok.median_ms / amp.median_ms, 4)
@@ -190,7 +189,7 @@ def test_a_stopped_or_short_baseline_is_never_used_silently():
 
 def test_save_and_load_round_trip(tmp_path):
     rows = [finished_row("layernorm"), finished_row("fused_layernorm")]
-    path = save_results(rows, tmp_path / "r.json", env={"gpu": "NVIDIA H200"})
+    path = save_session(rows, tmp_path, env={"gpu": "NVIDIA H200"}).path
     doc = json.loads(path.read_text())
     assert doc["kind"] == "apextui-results" and doc["env"] == {"gpu": "NVIDIA H200"}
     assert doc["runs"][0]["summary"] == rows[0].summary.to_dict()

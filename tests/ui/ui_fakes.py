@@ -26,7 +26,7 @@ from apextui.core.monitor.sampler import MonitorReading
 from apextui.core.monitor.topology import Topology
 from apextui.core.presets import Preset
 from apextui.core.run.request import RunRequest
-from apextui.core.run.runner import RunInfo, Snapshot
+from apextui.core.run.snapshot import RunInfo, Snapshot
 from apextui.core.measure.stats import StepStats
 from apextui.core.run.timing import StepRecord
 from apextui.ui.probe import Probe

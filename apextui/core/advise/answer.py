@@ -3,7 +3,8 @@
 (fp32) and against the best single change (the one noise rule), its peak memory, the code to paste into a
 training script and, for the user's model, a preset TOML that reproduces it. Any workload whose presets are
 points gets one: the user's model (its search) and the shipped Transformer (its presets). JSON-ready (each
-workload's `answer`; `advise --json`'s top-level `answer` is the model's) and as text (`answer_text`)."""
+workload's `answer`; `advise --json`'s top-level `answer` is the model's) and as lines (`answer_lines`, the advice
+screen's and the text report's)."""
 
 from __future__ import annotations
 
@@ -154,9 +155,3 @@ def _confirm_command(doc: Mapping[str, Any]) -> str:
     budget = 2 * float(s.get("budget_s") or 0) or 600
     device = " --device cpu" if doc.get("device") == "cpu" else ""
     return f"apextui advise --model {model or 'FILE.py:FUNC'}{device} --budget {budget:.0f}"
-
-
-def answer_text(doc: Mapping[str, Any]) -> str:
-    """`answer_lines` as text ('' without a search)."""
-    lines = answer_lines(doc)
-    return "\n".join(lines) + "\n" if lines else ""

@@ -143,9 +143,6 @@ class DoctorReport:
         """No problem found."""
         return not self.problems
 
-    def extension(self, name: str) -> ExtensionStatus | None:
-        return next((e for e in self.extensions if e.name == name), None)
-
     def feature(self, name: str) -> FeatureStatus | None:
         return next((f for f in self.features if f.name == name), None)
 

@@ -150,10 +150,3 @@ class StepStats:
             median_high_ms=high,
             block_steps=self._block,
         )
-
-
-def summarize(step_ms: Sequence[float], warmup: int) -> Stats | None:
-    """Statistics of `step_ms` without its first `warmup` entries."""
-    acc = StepStats(warmup)
-    acc.extend(step_ms)
-    return acc.summary()

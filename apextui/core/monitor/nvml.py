@@ -273,11 +273,6 @@ class Nvml:
 
         return self._call(read)
 
-    def max_sm_clock(self) -> Metric:
-        """The SM clock's maximum in MHz (what `sm_clock` is held below when throttled)."""
-        return self._call(lambda n, h: float(n.nvmlDeviceGetMaxClockInfo(h, n.NVML_CLOCK_SM)))
-
-
 def _answer(fn: Callable[[], Any], default: Any = None) -> Any:
     """`fn()`, or `default` when NVML cannot answer it (a lost GPU still raises, to end the question)."""
     try:

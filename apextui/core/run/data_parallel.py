@@ -14,15 +14,16 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from ..exits import EXIT_FAILED
 from ..presets import Preset
 from .distributed import Channel, Coordinator, Group
 from .merge import Baseline, Merger, RankEnd, from_row, merged_snapshot, overall, to_row
 from .request import RunRequest
-from .runner import Runner, Snapshot, run_steps, warmup_steps
+from .runner import Runner, run_steps, warmup_steps
+from .snapshot import Snapshot
 
 POLL_S = 0.25  # how often rank 0 reads the other ranks' records (the runner's own hand-over interval)
 MAX_GRACE_S = 15.0  # after its own run, rank 0 waits at most this long (or the collective timeout) for the others
-EXIT_STUCK = 1  # the exit code when rank 0 ends itself, stuck after another rank failed (the CLI's EXIT_FAILED)
 
 
 def log(rank: int, message: str) -> None:
@@ -110,7 +111,7 @@ class Collector:
             if stuck and (self.local is None or not self.local.finished):
                 log(0, f"another rank failed and this one did not stop within {self.grace:.0f} s: ending it")
                 self.finish(final=self.local, waited=True)
-                os._exit(EXIT_STUCK)
+                os._exit(EXIT_FAILED)  # rank 0 ends itself, stuck after another rank failed
 
     def finish(self, final: Snapshot | None, waited: bool = False) -> str:
         """After rank 0's run (or when it is stuck): wait up to `grace` for the other ranks' ends, print the

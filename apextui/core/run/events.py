@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Mapping
 
+from ..config.point import Config
 from ..monitor.contention import Contention
 from ..monitor.sampler import GpuReading, MonitorReading
 from ..presets import Preset
@@ -24,31 +25,39 @@ def _num(value: float | None, digits: int = 4) -> float | None:
     return round(float(value), digits)
 
 
-def start_event(preset: Preset, device: str, steps: int, warmup: int, env: dict[str, Any],
-                contention: Contention | None = None) -> dict[str, Any]:
-    """`contention`: was other work competing as the run started (`monitor.contention`; null when not read)."""
-    size_name = "cpu" if device == "cpu" else "default"
+def start_line(*, preset: str, workload: str, variant: str, device: str, steps: int | None, warmup: int,
+               env: Mapping[str, Any], preset_file: str | None = None, model: dict[str, Any] | None = None,
+               baseline: str | None = None, size: str = "default", size_params: Mapping[str, Any] | None = None,
+               amp: str = "none", config: Config | None = None, note: str | None = None,
+               contention: Contention | None = None, **extra: Any) -> dict[str, Any]:
+    """The `start` line (docs/json.md), the one place its keys are written: a preset's run (`start_event`) and a
+    watched run (`watch/lines.py`) fill it; `config`: the preset whose point it names, if any; `extra`: what a
+    kind of run adds (`watch`, `distributed`)."""
     return {
-        "event": "start",
-        "schema": SCHEMA_VERSION,
-        "preset": preset.name,
-        "preset_file": preset.path if preset.path != preset.model else None,  # a generated model preset: none
-        "model": model_fields(preset),
-        "workload": preset.workload,
-        "variant": preset.variant,
-        "baseline": preset.baseline,
-        "device": device,
-        "size": size_name,
-        "size_params": dict(preset.cpu_size if size_name == "cpu" else preset.size),
-        "steps": steps,
-        "warmup": warmup,
-        "amp": preset.amp,
-        "config": preset.config.as_dict() if preset.config is not None else None,
-        "config_label": preset.config.label if preset.config is not None else None,
-        "note": None if device != "cpu" else CPU_NOTE if preset.model is None else CPU_NOTE_MODEL,
-        "env": env,
+        "event": "start", "schema": SCHEMA_VERSION, "preset": preset, "preset_file": preset_file, "model": model,
+        "workload": workload, "variant": variant, "baseline": baseline, "device": device, "size": size,
+        "size_params": dict(size_params or {}), "steps": steps, "warmup": warmup, "amp": amp,
+        "config": config.as_dict() if config is not None else None,
+        "config_label": config.label if config is not None else None,
+        "note": note, "env": dict(env),
+        # `contention`: was other work competing as the run started (`monitor.contention`; null when not read)
         "contention": contention.to_dict() if contention is not None else None,
+        **extra,
     }
+
+
+def start_event(preset: Preset, device: str, steps: int, warmup: int, env: Mapping[str, Any],
+                contention: Contention | None = None, **extra: Any) -> dict[str, Any]:
+    """A preset's `start` line; `extra`: e.g. a data-parallel run's `distributed`."""
+    size_name = "cpu" if device == "cpu" else "default"
+    return start_line(
+        preset=preset.name, workload=preset.workload, variant=preset.variant, device=device, steps=steps,
+        warmup=warmup, env=env,
+        preset_file=preset.path if preset.path != preset.model else None,  # a generated model preset: none
+        model=model_fields(preset), baseline=preset.baseline, size=size_name,
+        size_params=preset.cpu_size if size_name == "cpu" else preset.size, amp=preset.amp, config=preset.config,
+        note=None if device != "cpu" else CPU_NOTE if preset.model is None else CPU_NOTE_MODEL,
+        contention=contention, **extra)
 
 
 def model_fields(preset: Preset) -> dict[str, Any] | None:
@@ -185,11 +194,23 @@ def check_error(check: Any) -> str | None:
     return f"failed the correctness check against {check.get('against', 'the baseline')}: {what}"
 
 
+def end_line(status: str, error: str | None, summary: Summary | None = None,
+             check_error: str | None = None) -> dict[str, Any]:
+    """The `end` line (docs/json.md), the one place its keys are written; `summary` None: a run that ended before
+    it had anything to report (a second signal, ranks that never joined)."""
+    return {"event": "end", "status": status, "error": error, "check_error": check_error,
+            "summary": summary.to_dict() if summary is not None else None}
+
+
 def end_event(snap: Snapshot) -> dict[str, Any]:
-    """`check_error`: a failed correctness check (the run measured fine, its result is wrong: exit 4)."""
-    return {"event": "end", "status": snap.status, "error": snap.error,
-            "check_error": check_error(snap.info.check if snap.info else None), "summary": summary(snap).to_dict()}
+    """A run's `end` line from its final snapshot; `check_error`: a failed correctness check (the run measured
+    fine, its result is wrong: exit 4)."""
+    return end_line(snap.status, snap.error, summary(snap), check_error(snap.info.check if snap.info else None))
+
+
+DEVICE_FIX = "use --device auto or --device cpu"  # the fix of a device that is not there (`--device cuda`)
 
 
 def unavailable_event(preset: Preset, device: str, reason: str, fix: str) -> dict[str, Any]:
+    """The `unavailable` line (docs/json.md): `preset` cannot run on `device` (as asked, if it did not resolve)."""
     return {"event": "unavailable", "preset": preset.name, "device": device, "reason": reason, "fix": fix}

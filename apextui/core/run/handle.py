@@ -7,16 +7,28 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Protocol
 
+from ..presets import Preset
 from .request import RunRequest
 from .snapshot import Snapshot
 
 
 class RunControl:
     """Stop and wait, alike for a run in this process (`Runner`) and in a worker (`ProcessRunner`): each
-    sets `_stop` (an Event the training loop polls) and `_finished` (set once the final snapshot is out)."""
+    sets `_stop` (an Event the training loop polls) and `_finished` (set once the final snapshot is out). Each
+    keeps its `request` whole; `preset` and `device` read it."""
 
+    request: RunRequest
     _stop: Any
     _finished: threading.Event
+
+    @property
+    def preset(self) -> Preset:
+        return self.request.preset
+
+    @property
+    def device(self) -> str:
+        """As the request has it (resolved: every front end resolves the device before it asks for a run)."""
+        return self.request.device
 
     def stop(self) -> None:
         """Ask the run to stop after the current step; safe from any thread."""

@@ -17,47 +17,29 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from .merge import MergedRecord
+from .handle import ForwardsSnapshots, RunControl
+from .replay import Replay
 from .request import RunRequest
-from .handle import ForwardsSnapshots
-from .runner import Callback, RunControl, RunInfo, Snapshot, run_steps
-from ..measure.stats import StepStats
+from .runner import run_steps
+from .snapshot import Callback, Snapshot
 from .worker import _log_tail, describe_exit
 
 EXIT_GRACE_S = 30.0  # after the end line, how long the launcher and its ranks get to exit before they are killed
-
-
-def info_from(start: Mapping[str, Any], setup: Mapping[str, Any]) -> RunInfo:
-    """The run's info from its `start` and `setup` lines (docs/json.md)."""
-    return RunInfo(
-        preset=start["preset"], workload=start["workload"], variant=start["variant"], device=start["device"],
-        size_name=start["size"], size=dict(start["size_params"]), steps=start["steps"], warmup=start["warmup"],
-        amp=start["amp"], units=setup["units"], units_per_step=setup["units_per_step"], baseline=start["baseline"],
-        loss_floor=setup.get("loss_floor"), check=setup.get("check"), uses_grad_scaler=bool(setup.get("grad_scaler")),
-        params=setup.get("params"), compile_s=setup.get("compile_s"),
-    )
-
-
-def record_from(line: Mapping[str, Any]) -> MergedRecord:
-    return MergedRecord(step=line["step"], ms=line["ms"], loss=line.get("loss"), opt_ms=line.get("opt_ms"),
-                        loss_scale=line.get("loss_scale"), steps=line["steps"],
-                        rank_ms=tuple(line.get("rank_ms") or ()), slowest_rank=line.get("slowest_rank") or 0,
-                        throughput=line.get("throughput"))
 
 
 class LaunchedRunner(ForwardsSnapshots, RunControl):
     """`RunHandle` of a data-parallel run on `nproc` ranks, in a launcher process (see the module docstring)."""
 
     def __init__(self, request: RunRequest, callback: Callback, *, nproc: int) -> None:
-        preset, device = request.preset, request.device
         self.request = request
-        self.nproc, self.preset, self.device, self.callback = nproc, preset, device, callback
-        self.steps = run_steps(preset, request.steps)
-        self.cmd = [sys.executable, "-m", "apextui", "--nproc", str(nproc), "--preset", preset.path, "--json",
-                    "--device", device, "--steps", str(self.steps), "--sample-interval", str(request.sample_interval)]
+        self.nproc, self.callback = nproc, callback
+        self.steps = run_steps(request.preset, request.steps)
+        self.cmd = [sys.executable, "-m", "apextui", "--nproc", str(nproc), "--preset", request.preset.path, "--json",
+                    "--device", request.device, "--steps", str(self.steps),
+                    "--sample-interval", str(request.sample_interval)]
         self._stop = threading.Event()
         self._finished = threading.Event()
         self._proc: subprocess.Popen[str] | None = None
@@ -101,52 +83,22 @@ class LaunchedRunner(ForwardsSnapshots, RunControl):
 
     def _read_loop(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
-        start: dict[str, Any] = {}
-        info: RunInfo | None = None
-        stats: StepStats | None = None
-        done, loss, scale = 0, None, None
+        replay = Replay()  # the stream's one reader (also `apextui attach`'s)
         try:
             for text in self._proc.stdout:
                 try:
                     line = json.loads(text)
                 except ValueError:
                     continue
+                if not isinstance(line, dict):
+                    continue
+                replay.add([line])
                 kind = line.get("event")
-                if kind == "start":
-                    start = line
-                    stats = StepStats(line["warmup"])
-                    continue
                 if kind == "unavailable":
-                    self._deliver(self._empty("failed", f"unavailable: {line.get('reason')}"))
+                    self._deliver(self._empty("failed", replay.error or "unavailable"))
                     break
-                new: tuple[MergedRecord, ...] = ()
-                status: Any = "running"
-                error = None
-                if kind == "setup":
-                    info = info_from(start, line)
-                elif kind == "step" and stats is not None:
-                    rec = record_from(line)
-                    stats.add(rec.ms, rec.steps)
-                    done += rec.steps
-                    loss = rec.loss if rec.loss is not None else loss
-                    scale = rec.loss_scale if rec.loss_scale is not None else scale
-                    new = (rec,)
-                elif kind == "end":
-                    status, error = line["status"], line.get("error")
-                    summary = line.get("summary") or {}
-                    done = summary.get("steps") or done
-                else:
-                    continue
-                st = stats.summary() if stats is not None else None
-                summary = line.get("summary") if kind == "end" else None
-                self._deliver(Snapshot(
-                    status=status, info=info, steps_done=done, new_steps=new, stats=st,
-                    throughput=st.throughput(info.units_per_step) if st and info else None,
-                    skipped_steps=(summary or {}).get("skipped_steps") or 0, monitor=None,
-                    elapsed_s=time.perf_counter() - self._t0,
-                    error=error, final_loss=loss, loss_scale=scale,
-                    distributed=(summary or {}).get("distributed"),
-                ))
+                if kind in ("setup", "step", "end"):  # a snapshot a line, once the run's info is known
+                    self._deliver(replay.snapshot_at(time.perf_counter() - self._t0))
                 if kind == "end":
                     break
             try:

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from ..measure.compare import Timing, compare, fields
 from ..measure.stats import StepStats
 from ..measure.summary import Summary
-from .runner import FinalStatus, Snapshot
+from .snapshot import FinalStatus, Snapshot
 from .timing import StepRecord
 
 # markers of an error that a rank got *because* another one failed (a collective that broke or timed out):

@@ -21,3 +21,18 @@ class RunRequest:
     sample_interval: float = 1.0
     force: bool = False
     baseline_path: str | None = None
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What every run one front end starts has in common, before a preset is picked: the TUI's `--device` as asked,
+    `--steps` (None: each preset's own; the TUI's `n` changes it) and `--sample-interval`. `request` makes a
+    run's `RunRequest` from it, so the three travel as one value rather than loose through the app."""
+
+    device: str = "auto"
+    steps: int | None = None
+    sample_interval: float = 1.0
+
+    def request(self, preset: Preset, device: str) -> RunRequest:
+        """`preset`'s request on `device` (the resolved one)."""
+        return RunRequest(preset, device, self.steps, self.sample_interval)

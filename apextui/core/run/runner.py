@@ -23,19 +23,14 @@ from ..monitor.sampler import Sampler
 from ..presets import Preset
 from ..monitor.sampler import GpuScope
 from .delivery import Delivery
-from .divergence import MAX_CONSECUTIVE_SKIPS, LossGuard
+from .divergence import LossGuard
 from ..workloads.failure import describe_failure
 from .frozen_heap import FrozenHeap
-from .handle import RunControl, RunHandle, RunnerFactory
+from .handle import RunControl
 from .request import RunRequest
 from ..workloads import builders
-from .snapshot import TERMINAL, Callback, FinalStatus, RunInfo, Snapshot, Status
+from .snapshot import Callback, FinalStatus, RunInfo, Snapshot
 from .timing import CpuClock, CudaClock
-
-# What other modules import from here, where these lived before the split.
-__all__ = ["HARVEST_INTERVAL_S", "MAX_CONSECUTIVE_SKIPS", "TERMINAL", "Callback", "FinalStatus", "RunControl",
-           "RunHandle", "RunInfo", "Runner", "RunnerFactory", "Snapshot", "Status", "release_memory", "run_steps",
-           "thread_runner_factory"]
 
 # How often the training thread hands finished steps over. Each hand-over wakes the delivery thread, which
 # then holds the GIL (statistics, a snapshot, the consumer's JSON lines or pickle) while the training
@@ -78,23 +73,19 @@ class Runner(RunControl):
     def __init__(self, request: RunRequest, callback: Callback, *, sampler: Sampler | None = None,
                  analyse: bool = True, profile_steps: int = PROFILE_STEPS, gpu_scope: GpuScope = "run",
                  coordinator: Any = None) -> None:
-        preset, device = request.preset, request.device
         self.request = request
-        self.preset = preset
         # a data-parallel run's ranks agree on when to stop and on the blocks (distributed.Coordinator)
         self.coordinator = coordinator
         self.analyse = analyse  # after an ok run: GPU-busy profile window + ceilings (core/analysis/)
         self.profile_steps = profile_steps
-        self.device = device
         self.callback = callback
-        self.steps = run_steps(preset, request.steps)
-        self.warmup = warmup_steps(preset, self.steps)
+        self.steps = run_steps(request.preset, request.steps)
+        self.warmup = warmup_steps(request.preset, self.steps)
         self.sampler = sampler
-        self.sample_interval = request.sample_interval
         self.gpu_scope = gpu_scope  # the GPUs the sampler reads: the run's, or every one (the TUI's pane)
         self._stop = threading.Event()
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-        self._delivery = Delivery(self._inbox, callback, self.warmup, device, lambda: self.sampler)
+        self._delivery = Delivery(self._inbox, callback, self.warmup, request.device, lambda: self.sampler)
         self._finished = self._delivery.finished
         # not daemons: the interpreter must not exit while torch is still tearing a workload down in
         # them (that aborts the process with "terminate called without an active exception")
@@ -242,7 +233,7 @@ class Runner(RunControl):
             torch.cuda.reset_peak_memory_stats()
         if self.sampler is None:
             gpu = self.device == "cuda"
-            self.sampler = Sampler(self.sample_interval, gpu=gpu, pci_bus_id=pci_bus_id() if gpu else None,
+            self.sampler = Sampler(self.request.sample_interval, gpu=gpu, pci_bus_id=pci_bus_id() if gpu else None,
                                    scope=self.gpu_scope)
         self.sampler.start()
         compile_s = None

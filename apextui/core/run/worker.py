@@ -213,12 +213,9 @@ class ProcessRunner(ForwardsSnapshots, RunControl):
 
     def __init__(self, request: RunRequest, callback: Callback, *, target: Callable[..., None] | None = None,
                  to_stderr: bool = False) -> None:
-        preset = request.preset
         self.request = request
-        self.preset = preset
-        self.device = request.device
         self.callback = callback
-        self.steps = run_steps(preset, request.steps)
+        self.steps = run_steps(request.preset, request.steps)
         ctx = context()
         with _starting_processes():  # creating the event may start multiprocessing's resource tracker
             self._stop = ctx.Event()
@@ -226,7 +223,7 @@ class ProcessRunner(ForwardsSnapshots, RunControl):
         fd, self.log_path = tempfile.mkstemp(prefix="apextui-worker-", suffix=".log")
         os.close(fd)
         self._proc = ctx.Process(
-            target=target or worker_main, name=f"apextui-worker-{preset.name}",
+            target=target or worker_main, name=f"apextui-worker-{request.preset.name}",
             args=(dataclasses.replace(request, steps=self.steps), self._send, self._stop, self.log_path),
             kwargs={"to_stderr": True} if to_stderr else {},
         )

@@ -21,16 +21,12 @@ WORKLOAD = "watch"
 
 
 def start_event(meta: RunMeta, device: str, steps: int | None, warmup: int, env: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        "event": "start", "schema": events.SCHEMA_VERSION, "preset": meta.name, "preset_file": None, "model": None,
-        "workload": WORKLOAD, "variant": meta.name, "baseline": None, "device": device, "size": "default",
-        "size_params": {}, "steps": steps, "warmup": warmup, "amp": "none", "config": None, "config_label": None,
-        "note": None, "env": dict(env),
-        # no 0.2 s contention check at the start of the user's training; the step lines carry the sampler's
-        "contention": None,
-        "watch": {"name": meta.name, "pid": meta.pid, "host": meta.host, "start": meta.start, "rank": meta.rank,
-                  "argv": list(sys.argv)},
-    }
+    """No 0.2 s contention check at the start of the user's training (`contention` null): the step lines carry
+    the sampler's."""
+    return events.start_line(
+        preset=meta.name, workload=WORKLOAD, variant=meta.name, device=device, steps=steps, warmup=warmup, env=env,
+        watch={"name": meta.name, "pid": meta.pid, "host": meta.host, "start": meta.start, "rank": meta.rank,
+               "argv": list(sys.argv)})
 
 
 def setup_event(info: RunInfo) -> dict[str, Any]:

@@ -110,8 +110,3 @@ class Table:
         return meta, ResultRow(preset=f"{meta.name} {meta.started[5:16]} {LIVE_MARK}", workload=WORKLOAD,
                                variant=meta.name, device=snap.info.device, size="default", amp="none", status="ok",
                                summary=events.summary(snap), source=SESSION)
-
-
-def watched_rows(where: Path | None = None, baseline: str | None = None) -> list[tuple[RunMeta, ResultRow]]:
-    """`Table.rows` once: the finished runs, then the live ones."""
-    return Table(where).rows(baseline)

@@ -178,9 +178,9 @@ def start_job(app: Any, *, reuse: bool = True, workloads: Sequence[str] | None =
     model = any(p.workload == "model" for p in app.presets)  # --model: its search, as `advise --model` runs it
     app.advice_job = AdviceJob(
         device=device, presets=app.presets, availability=app.probe.availability,
-        runner_factory=app.runner_factory, steps=steps if steps is not None else app.steps, repeats=repeats,
+        runner_factory=app.runner_factory, steps=steps if steps is not None else app.settings.steps, repeats=repeats,
         workloads=workloads if workloads is not None or not model else ("model",),
-        sample_interval=app.sample_interval, reuse=reuse, env=env,
+        sample_interval=app.settings.sample_interval, reuse=reuse, env=env,
         search_budget_s=(budget if budget is not None else DEFAULT_BUDGET_S[device]) if model else None,
     ).start()
     _watch(app, app.advice_job)

@@ -17,7 +17,7 @@ from textual.widgets import ProgressBar, Static
 from apextui.core.availability import Availability
 from apextui.core.monitor.contention import competing, describe
 from apextui.core.presets import Preset
-from apextui.core.run.runner import RunInfo
+from apextui.core.run.snapshot import RunInfo
 
 from .. import widget_format as fmt
 from ..bridge import RunView
