@@ -3,12 +3,10 @@ the TUI's data-parallel run (`launched.py`) and `apextui attach` (`watch/replay.
 
 from __future__ import annotations
 
-import io
 import json
 
 import pytest
 
-from apextui.cli.json_run import JsonLinePrinter
 from apextui.core import presets
 from apextui.core.run import events
 from apextui.core.run.merge import MergedRecord
@@ -20,14 +18,22 @@ from apextui.core.run.timing import StepRecord
 
 @pytest.fixture(scope="module")
 def written() -> tuple[list[dict], object]:
-    """A real CPU run of a small preset: the lines the `--json` printer wrote, and the run's final snapshot."""
-    out = io.StringIO()
+    """A real CPU run of a small preset: the lines the `--json` printer writes (the events it writes, as JSON, not
+    the printer itself: its end line settles this process's signal handling), and the run's final snapshot."""
     preset = presets.resolve("layernorm")
-    printer = JsonLinePrinter(out)
-    runner = Runner(RunRequest(preset, "cpu", 12), printer, analyse=False)
-    printer.emit(events.start_event(preset, "cpu", runner.steps, runner.warmup, {}))
+    lines: list[dict] = []
+
+    def write(snap) -> None:
+        if snap.info is not None and not any(e["event"] == "setup" for e in lines):
+            lines.append(events.setup_event(snap.info))
+        lines.extend(events.step_event(rec, events.monitor_fields(snap.monitor)) for rec in snap.new_steps)
+        if snap.finished:
+            lines.append(events.end_event(snap))
+
+    runner = Runner(RunRequest(preset, "cpu", 12), write, analyse=False)
+    lines.append(events.start_event(preset, "cpu", runner.steps, runner.warmup, {}))
     final = runner.run()
-    return [json.loads(line) for line in out.getvalue().splitlines()], final
+    return [json.loads(json.dumps(e)) for e in lines], final
 
 
 def test_the_lines_read_back_are_the_run_as_its_runner_saw_it(written):

@@ -78,15 +78,17 @@ def _error(message: str, code: int) -> int:
 
 def cmd_list(as_json: bool, requested_device: str) -> int:
     from ..core.availability import availability
-    from ..core.env import DeviceUnavailable, resolve_device
     from ..core.presets import PresetError, builtin_dir, load_all, user_dir
     from ..core.workloads.spec import WORKLOADS
+    from .refusals import resolve
 
+    device = resolve(requested_device, lambda reason, fix: _error(reason, EXIT_UNAVAILABLE))
+    if isinstance(device, int):
+        return device
     try:
-        device = resolve_device(requested_device)
         presets, errors = load_all()  # a bad user file is reported below, never fatal; a bad shipped one is
-    except (DeviceUnavailable, PresetError) as exc:
-        return _error(str(exc), EXIT_USAGE if isinstance(exc, PresetError) else EXIT_UNAVAILABLE)
+    except PresetError as exc:
+        return _error(str(exc), EXIT_USAGE)
     shipped = builtin_dir()
     rows: list[dict[str, Any]] = []
     for p in presets:

@@ -120,12 +120,11 @@ def run_preset(request: RunRequest) -> int:
 def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
     """`apextui list --model M`: the model's variants and whether each can run here."""
     from ..core import model_presets as mp
-    from ..core.env import DeviceUnavailable, resolve_device
+    from .refusals import resolve
 
-    try:
-        device = resolve_device(requested_device)
-    except DeviceUnavailable as exc:
-        return error(str(exc), EXIT_UNAVAILABLE)
+    device = resolve(requested_device, lambda reason, fix: error(reason, EXIT_UNAVAILABLE))
+    if isinstance(device, int):
+        return device
     try:
         found = presets(spec)
         facts = mp.probe(spec, device)
