@@ -1,6 +1,5 @@
-"""Results files: written atomically (`atomic.write_atomic`, which the advice cache, the watch index and the
-exports use too: a crash mid-save leaves the previous file and no temporary file), and any broken file gives a
-ResultsError naming the path and what is wrong."""
+"""Results files: written atomically (a crash mid-save leaves the previous file and no temporary file),
+and any broken file gives a ResultsError naming the path and what is wrong."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ from hypothesis import strategies as st
 from apextui.core.measure.summary import Summary
 from apextui.core import atomic
 from apextui.core import results
-from apextui.core.results import ResultRow, ResultsError, load_results, results_text
+from apextui.core.results import ResultRow, ResultsError, load_results, save_results
 
 
 def row(preset: str = "fp32", variant: str = "fp32", median: float = 10.0, **summary) -> ResultRow:
@@ -29,13 +28,9 @@ ROWS_A = [row(), row("fused_amp", "fused_amp", 5.0)]
 ROWS_B = [row(median=20.0)]
 
 
-def save(rows: list[ResultRow], path: Path, env: dict | None = None) -> Path:
-    """A results file's text written over `path` in one step, as every file apextui replaces is written."""
-    return atomic.write_atomic(path, results_text(rows, env))
-
-
 def saved(path: Path) -> Path:
-    return save(ROWS_A, path, env={"gpu": "H200"})
+    save_results(ROWS_A, path, env={"gpu": "H200"})
+    return path
 
 
 def only_file(path: Path) -> None:
@@ -52,7 +47,7 @@ def medians(path: Path) -> list[float]:
 def test_save_round_trips_and_replaces(tmp_path: Path):
     path = saved(tmp_path / "r.json")
     assert medians(path) == [10.0, 5.0]
-    save(ROWS_B, path)
+    save_results(ROWS_B, path)
     assert medians(path) == [20.0]
     only_file(path)
     assert json.loads(path.read_text())["kind"] == "apextui-results"
@@ -71,7 +66,7 @@ def test_unserialisable_rows_leave_the_previous_file(tmp_path: Path):
     path = saved(tmp_path / "r.json")
     before = path.read_bytes()
     with pytest.raises(TypeError):
-        save([row(odd=object())], path)  # a real serialisation error (a key kept as given), no mock
+        save_results([row(odd=object())], path)  # a real serialisation error (a key kept as given), no mock
     assert path.read_bytes() == before
     only_file(path)
 
@@ -109,7 +104,7 @@ def test_a_crash_in_the_middle_of_the_write_leaves_the_previous_file(tmp_path: P
 
     monkeypatch.setattr(atomic.os, "fdopen", lambda *a, **k: HalfWriter(real_fdopen(*a, **k)))
     with pytest.raises(Boom):
-        save(ROWS_B, path)
+        save_results(ROWS_B, path)
     assert written, "the write really started"
     assert path.read_bytes() == before
     only_file(path)
@@ -125,7 +120,7 @@ def test_a_failing_fsync_or_rename_leaves_the_previous_file(tmp_path: Path, monk
 
     monkeypatch.setattr(atomic.os, step, fail)
     with pytest.raises(OSError, match="No space left"):
-        save(ROWS_B, path)
+        save_results(ROWS_B, path)
     assert path.read_bytes() == before
     only_file(path)
 
@@ -139,7 +134,7 @@ def test_keyboard_interrupt_during_the_save_leaves_no_temporary_file(tmp_path: P
 
     monkeypatch.setattr(atomic.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        save(ROWS_B, path)
+        save_results(ROWS_B, path)
     assert path.read_bytes() == before
     only_file(path)
 
@@ -158,7 +153,7 @@ def test_the_temporary_file_is_fsynced_then_renamed_within_the_folder(tmp_path: 
 
     monkeypatch.setattr(atomic.os, "fsync", fsync)
     monkeypatch.setattr(atomic.os, "replace", replace)
-    save(ROWS_A, tmp_path / "r.json")
+    save_results(ROWS_A, tmp_path / "r.json")
     # the file's data is on disk before the rename, complete; then the folder entry
     assert calls[:2] == [("fsync", True), ("replace", True, True)]
     assert calls[2:] == [("fsync", False)]
@@ -167,7 +162,7 @@ def test_the_temporary_file_is_fsynced_then_renamed_within_the_folder(tmp_path: 
 
 def test_saving_into_a_missing_folder_is_an_os_error(tmp_path: Path):
     with pytest.raises(FileNotFoundError):
-        save(ROWS_A, tmp_path / "nope" / "r.json")
+        save_results(ROWS_A, tmp_path / "nope" / "r.json")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -259,11 +259,7 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
     facts = runs.pop("facts")
     search_factory = None
     if runner_factory is None:
-        runner_factory = _runs_in_processes()
-        if runs.get("search_budget_s") is not None:  # a search: its runs share one worker (core/run/reusable.py)
-            from ..core.run.reusable import search_runner_factory
-
-            search_factory = search_runner_factory(headless=True)
+        runner_factory, search_factory = _runs_in_processes(search=runs.get("search_budget_s") is not None)
     try:
         advisor = Advisor(device, steps=args.steps, repeats=args.repeats or DEFAULT_REPEATS,
                           runner_factory=runner_factory, on_progress=ProgressPrinter(),
@@ -312,15 +308,20 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
     return EXIT_OK
 
 
-def _runs_in_processes() -> Any:
+def _runs_in_processes(search: bool) -> tuple[Any, Any]:
     """Each run in a worker process of its own, as the TUI's (`worker.headless_runner_factory` says why);
-    $APEXTUI_WORKER=thread keeps them in this process."""
+    $APEXTUI_WORKER=thread keeps them in this process. With `search` (`--model`'s search) also the factory of
+    the search's runs, which share one worker (core/run/reusable.py says why); else None."""
     from ..core.run.worker import env_runner_factory, prestart, thread_runner_factory
 
     factory = env_runner_factory(headless=True)
     if factory is not thread_runner_factory:
         prestart()  # the server imports torch once; every run's process is forked from it
-    return factory
+    if not search:
+        return factory, None
+    from ..core.run.reusable import search_runner_factory
+
+    return factory, search_runner_factory(headless=True)
 
 
 def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from apextui.core.atomic import write_new_numbered
+from apextui.core.atomic import write_atomic, write_new_numbered
 from apextui.core import files
 from apextui.core.run import events
 from apextui.core.measure.compare import SINGLE_RUNS_NOTE, Comparison, Drift, Timing, baseline_problem, compare, \
@@ -289,6 +289,13 @@ def default_results_path(directory: str | Path = ".") -> Path:
 def results_text(rows: Iterable[ResultRow], env: Mapping[str, Any] | None = None) -> str:
     """The text of a results file: `results_document`, indented (TypeError for a row that cannot be JSON)."""
     return json.dumps(results_document(rows, env), indent=2) + "\n"
+
+
+def save_results(rows: Sequence[ResultRow], path: str | Path, env: Mapping[str, Any] | None = None) -> Path:
+    """Write the rows to the file `path` names (tools/tui_screenshot.py's `--results FILE`), atomically
+    (`core.atomic.write_atomic`): whatever fails, the file at `path` is left as it was and no temporary file
+    remains; the exception propagates. The TUI saves to a new file instead (`save_session`)."""
+    return write_atomic(path, results_text(rows, env))
 
 
 def fallback_dir() -> Path:
