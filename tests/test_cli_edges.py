@@ -235,7 +235,9 @@ def test_second_signal_just_after_start_still_prints_an_end_line(sig, code):
 
 def test_two_signals_during_a_long_c_call_are_both_counted_and_the_second_quits_at_once():
     """Two SIGINTs 10 ms apart while the main thread is inside one long C call (as importing torch or building
-    a model is): Python would run its handler once, after the call; StopOnSignals counts both and quits then."""
+    a model is): Python would run its handler once, after the call; StopOnSignals counts both and quits then.
+    The C call would last an hour or more (2e9 PBKDF2 rounds): quitting at once is told from quitting after it by the
+    process ending at all within the timeout, not by a number of seconds a loaded machine could exceed."""
     script = (
         "import hashlib, os, signal, sys, threading, time\n"
         "from apextui.cli.signals import StopOnSignals\n"
@@ -246,16 +248,12 @@ def test_two_signals_during_a_long_c_call_are_both_counted_and_the_second_quits_
         "    time.sleep(0.01); os.kill(os.getpid(), signal.SIGTERM)\n"
         "with StopOnSignals(first, again) as sig:\n"
         "    threading.Thread(target=send).start()\n"
-        "    t0 = time.monotonic()\n"
-        "    hashlib.pbkdf2_hmac('sha256', b'x', b'y', 30_000_000)  # seconds inside C\n"
-        "print('not quit', time.monotonic() - t0, flush=True)\n"
+        "    hashlib.pbkdf2_hmac('sha256', b'x', b'y', 2_000_000_000)  # an hour or more inside C\n"
+        "print('not quit', flush=True)\n"
     )
-    t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=cli_env())
-    took = time.monotonic() - t0
     assert proc.returncode == 143, proc.stdout + proc.stderr
     assert proc.stdout.splitlines() == [f"first {int(signal.SIGINT)}", f"again {int(signal.SIGTERM)}"]
-    assert took < 5, took
 
 
 def test_twice_names_the_signals_received():

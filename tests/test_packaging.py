@@ -12,7 +12,9 @@ import pytest
 
 from helpers import ROOT
 
-pytestmark = pytest.mark.slow  # every test here takes over ~1.5 s (a subprocess, a real run)
+# every test here takes over ~1.5 s (a subprocess, a real run); one xdist worker builds the wheel once (two builds
+# at once in the one source tree would share its build/ folder)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ async def test_main_screen_says_the_advice_is_measuring():
         await until_ready(pilot, app)
         job = SimpleNamespace(running=True, state=lambda: (None, 2, 12, []), shutdown=lambda timeout: True)
         app.advice_job = job
-        await wait_for(pilot, lambda: "advice measuring" in (app.live.border_subtitle or ""), 3, "the badge")
+        await wait_for(pilot, lambda: "advice measuring" in (app.live.border_subtitle or ""), what="the badge")
         assert "2/12" in app.live.border_subtitle and "a: show" in app.live.border_subtitle
         job.running = False
-        await wait_for(pilot, lambda: not app.live.border_subtitle, 3, "the badge to go")
+        await wait_for(pilot, lambda: not app.live.border_subtitle, what="the badge to go")

@@ -74,14 +74,14 @@ async def test_a_measures_with_the_apps_runner_shows_progress_then_verdicts(monk
         await until_ready(pilot, app)
         await pilot.press("a")
         assert isinstance(app.screen, AdviseScreen)
-        await wait_for(pilot, lambda: engine.held is not None and "50/100" in status(app), 10, "progress")
+        await wait_for(pilot, lambda: engine.held is not None and "50/100" in status(app), what="progress")
         text = status(app)
         assert f"run 2/{total}" in text and "optimizer · adamw_fused · repeat 1/2" in text and "running" in text
         assert f"[1/{total}] optimizer adamw repeat 1/2: ok" in body(app)  # the evidence so far
         assert not app.start_preset("fp32")  # the app trains one thing at a time
         engine.held.release()
         job = app.advice_job
-        await wait_for(pilot, lambda: job.done and "➜ use" in body(app), 20, "the verdicts")
+        await wait_for(pilot, lambda: job.done and "➜ use" in body(app), what="the verdicts")
         doc = job.doc
         assert doc["status"] == "complete" and doc["runs"] == {"total": total, "ok": total, "failed": 0, "stopped": 0}
         assert len(engine.runners) == total and all(r.device == "cuda" and r.steps == 100 for r in engine.runners)
@@ -106,14 +106,14 @@ async def test_escape_leaves_it_measuring_then_the_app_says_it_is_ready():
     async with app.run_test(size=SIZE) as pilot:
         await until_ready(pilot, app)
         open_advice(app, workloads=("optimizer",), env=ENV)
-        await wait_for(pilot, lambda: engine.held is not None, 10, "the first run")
+        await wait_for(pilot, lambda: engine.held is not None, what="the first run")
         await pilot.press("escape")
         assert not isinstance(app.screen, AdviseScreen) and app.advice_job.running
         engine.held.release()
-        await wait_for(pilot, lambda: any("advice is ready" in n.message for n in app._notifications), 10,
-                       "the notification")
+        await wait_for(pilot, lambda: any("advice is ready" in n.message for n in app._notifications),
+                       what="the notification")
         await pilot.press("a")  # shows the finished advice, measures nothing new
-        await wait_for(pilot, lambda: "➜ use" in body(app), 5, "the verdict")
+        await wait_for(pilot, lambda: "➜ use" in body(app), what="the verdict")
         assert len(engine.runners) == 8
 
 
@@ -123,10 +123,10 @@ async def test_s_stops_the_advice_and_keeps_a_partial_verdict():
     async with app.run_test(size=SIZE) as pilot:
         await until_ready(pilot, app)
         open_advice(app, workloads=("optimizer", "norm"), env=ENV)
-        await wait_for(pilot, lambda: engine.held is not None, 10, "the held run")
+        await wait_for(pilot, lambda: engine.held is not None, what="the held run")
         await pilot.press("s")
         job = app.advice_job
-        await wait_for(pilot, lambda: job.done and "PARTIAL" in status(app), 10, "the partial advice")
+        await wait_for(pilot, lambda: job.done and "PARTIAL" in status(app), what="the partial advice")
         assert engine.held.stopped and len(engine.runners) == 2  # nothing starts after the stop
         doc = job.doc
         assert doc["status"] == "partial" and doc["runs"]["stopped"] == 1
@@ -142,7 +142,7 @@ async def test_stored_advice_is_reused_then_r_measures_again():
     async with app.run_test(size=SIZE) as pilot:
         await until_ready(pilot, app)
         open_advice(app, workloads=("optimizer",), env=ENV)
-        await wait_for(pilot, lambda: app.advice_job is not None and app.advice_job.done, 10, "the first advice")
+        await wait_for(pilot, lambda: app.advice_job is not None and app.advice_job.done, what="the first advice")
         assert len(engine.runners) == 8
     engine2 = FakeEngine()
     app2 = article_app(engine2)
@@ -150,11 +150,11 @@ async def test_stored_advice_is_reused_then_r_measures_again():
         await until_ready(pilot, app2)
         open_advice(app2, workloads=("optimizer",), env=ENV)
         await wait_for(pilot, lambda: app2.advice_job is not None and app2.advice_job.done
-                       and "reused" in status(app2), 10, "the reused advice")
+                       and "reused" in status(app2), what="the reused advice")
         assert engine2.runners == [] and app2.advice_job.doc["reused"] is True
         assert "➜ use fused_adam" in body(app2)
         await pilot.press("r")
-        await wait_for(pilot, lambda: app2.advice_job.done and len(engine2.runners) == 8, 10, "measured again")
+        await wait_for(pilot, lambda: app2.advice_job.done and len(engine2.runners) == 8, what="measured again")
         assert app2.advice_job.doc["reused"] is False
 
 
@@ -165,11 +165,11 @@ async def test_waits_for_the_probe_and_refuses_while_a_run_is_active():
         await until_ready(pilot, app)
         app.start_preset("fp32")
         await pilot.press("a")
-        await wait_for(pilot, lambda: "fp32 is running" in status(app), 5, "the refusal")
+        await wait_for(pilot, lambda: "fp32 is running" in status(app), what="the refusal")
         assert app.advice_job is None and len(engine.runners) == 1
         await pilot.press("escape")
         engine.runners[0].release()
-        await wait_for(pilot, lambda: app.active is None, 5, "the run's end")
+        await wait_for(pilot, lambda: app.active is None, what="the run's end")
 
 
 async def test_real_optimizer_advice_on_cpu_in_the_worker_process():
@@ -190,7 +190,7 @@ async def test_real_optimizer_advice_on_cpu_in_the_worker_process():
             assert set(ran) == {"adamw", "adamw_fused"}, opt["presets"]
             assert all(p["runs"][0]["steps"] == 15 and p["median_ms"] > 0 for p in ran.values())
             assert opt["apex"]["status"] == "not_measurable" and opt["apex"]["best_apex_ms"] is None
-            await wait_for(pilot, lambda: "➜ use" in body(app), 5, "the verdict on screen")
+            await wait_for(pilot, lambda: "➜ use" in body(app), what="the verdict on screen")
             assert "Apex cannot be measured here" in body(app)
     finally:
         app.shutdown_runs(30)
@@ -203,17 +203,17 @@ async def test_reused_advice_shows_when_and_how_it_was_measured_and_flags_too_fe
     async with app.run_test(size=SIZE) as pilot:
         await until_ready(pilot, app)
         open_advice(app, workloads=("optimizer",), env=ENV, steps=8)
-        await wait_for(pilot, lambda: app.advice_job is not None and app.advice_job.done, 10, "the 8-step advice")
+        await wait_for(pilot, lambda: app.advice_job is not None and app.advice_job.done, what="the 8-step advice")
         assert all(r.steps == 8 for r in engine.runners)
-        await wait_for(pilot, lambda: "too few steps to trust: 8 steps a run" in status(app), 5,
-                       "the warning on the measured advice")
+        await wait_for(pilot, lambda: "too few steps to trust: 8 steps a run" in status(app),
+                       what="the warning on the measured advice")
         measured_at = app.advice_job.doc["measured_at"]
     app2 = article_app(FakeEngine())
     async with app2.run_test(size=SIZE) as pilot:
         await until_ready(pilot, app2)
         open_advice(app2, workloads=("optimizer",), env=ENV)
         await wait_for(pilot, lambda: app2.advice_job is not None and app2.advice_job.done
-                       and "reused" in status(app2), 10, "the reused advice")
+                       and "reused" in status(app2), what="the reused advice")
         shown = status(app2)
         assert (f"reused advice measured {measured_at} (just now) with 8 steps × 2 repeats a preset on cuda "
                 "(NVIDIA H200)") in shown

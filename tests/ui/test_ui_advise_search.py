@@ -40,14 +40,14 @@ async def test_the_compile_timer_counts_on_while_no_update_comes():
     async with app.run_test(size=SIZE) as pilot:
         await until_ready(pilot, app)
         open_advice(app, workloads=("optimizer",))
-        await wait_for(pilot, lambda: app.advice_job is not None and "compiling" in status(app), 10, "compiling")
+        await wait_for(pilot, lambda: app.advice_job is not None and "compiling" in status(app), what="compiling")
         job = app.advice_job
         assert "optimizer · adamw · repeat 1/2 · compiling… 0 s" in status(app)
         start = time.monotonic()
         job.clock = lambda: time.monotonic() - start + job.latest_at + 100.0  # 100 s on, and no update came
-        await wait_for(pilot, lambda: "compiling… 100 s" in status(app), 5, "the compile timer counting on")
+        await wait_for(pilot, lambda: "compiling… 100 s" in status(app), what="the compile timer counting on")
         await pilot.press("s")
-        await wait_for(pilot, lambda: job.done, 10, "the stopped advice")
+        await wait_for(pilot, lambda: job.done, what="the stopped advice")
 
 
 async def test_the_search_shows_its_point_and_the_budget_used_and_left():
@@ -59,17 +59,17 @@ async def test_the_search_shows_its_point_and_the_budget_used_and_left():
     async with app.run_test(size=SIZE) as pilot:
         await until_ready(pilot, app)
         open_advice(app, budget=60)
-        await wait_for(pilot, lambda: app.advice_job is not None and "compiling" in status(app), 10, "compiling")
+        await wait_for(pilot, lambda: app.advice_job is not None and "compiling" in status(app), what="compiling")
         job = app.advice_job
         assert job.searches and job.advisor.workloads == ("model",)
         shown = status(app)
         assert "search run 1 m:build/fp32" in shown and "compiling… 0 s" in shown and "of 60 s" in shown
         start = time.monotonic()
         job.clock = lambda: time.monotonic() - start + job.latest_at + 100.0  # 100 s on, and no update came
-        await wait_for(pilot, lambda: "compiling… 100 s" in status(app), 5, "the compile timer counting on")
+        await wait_for(pilot, lambda: "compiling… 100 s" in status(app), what="the compile timer counting on")
         assert "budget 60 of 60 s (0 s left)" in status(app)
         await pilot.press("s")
-        await wait_for(pilot, lambda: job.done, 10, "the stopped search")
+        await wait_for(pilot, lambda: job.done, what="the stopped search")
         assert engine.runners[0].stopped and len(engine.runners) == 1
 
 
@@ -92,7 +92,7 @@ async def test_the_advice_screen_runs_the_model_search_and_shows_the_clis_answer
         assert any(line.startswith("search [1] fp32: the baseline") for line in job.lines)
         assert doc["answer"] is not None and doc["answer"]["preset"] == doc["workloads"][0]["recommended"]
         last = answer_lines(doc)[-1].strip()  # the snippet's last line, or "no answer: …" where 1 s ran fp32 alone
-        await wait_for(pilot, lambda: last in body(app), 30, "the answer on screen")
+        await wait_for(pilot, lambda: last in body(app), what="the answer on screen")
         shown = body(app)
         for line in answer_lines(doc):
             assert line.strip() in shown

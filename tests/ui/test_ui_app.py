@@ -67,10 +67,10 @@ async def test_enter_runs_highlighted_preset_and_table_row():
         await highlight(pilot, app, "fp32")
         await pilot.press("enter")
         table = app.query_one(ComparisonTable)
-        await wait_for(pilot, lambda: len(table.rows_data) == 1, 5, "fp32 row")
+        await wait_for(pilot, lambda: len(table.rows_data) == 1, what="fp32 row")
         await highlight(pilot, app, "fused_amp")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: len(table.rows_data) == 2, 5, "fused_amp row")
+        await wait_for(pilot, lambda: len(table.rows_data) == 2, what="fused_amp row")
         fp32, amp = table.rows_data
         assert (fp32.preset, fp32.status, amp.preset, amp.status) == ("fp32", "ok", "fused_amp", "ok")
         cells = [str(c) for c in table.get_row_at(1)]
@@ -94,14 +94,14 @@ async def test_stop_key_stops_the_run():
         await until_ready(pilot, app)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: app.latest_view is not None and app.latest_view.snapshot.steps_done == 120,
-                       5, "120 steps")
+                       what="120 steps")
         assert "120/400" in static_text(app, "#run-steps")
         # the floor bounds the expected loss: the pane sets it against the smoothed loss, the batch's below
         view = app.latest_view
         assert static_text(app, "#loss-value") == f"avg {view.smooth_loss:.4f}\nbatch {view.last_loss:.4f}"
         assert static_text(app, "#loss-floor") == "floor 1.0475"
         await pilot.press("s")
-        await wait_for(pilot, lambda: app.active is None, 5, "stopped")
+        await wait_for(pilot, lambda: app.active is None, what="stopped")
         assert engine.runners[0].stopped
         row = app.query_one(ComparisonTable).rows_data[-1]
         assert row.status == "stopped" and row.summary.steps == 120
@@ -116,16 +116,16 @@ async def test_a_stopped_baseline_is_not_used_and_the_table_says_why():
         table = app.query_one(ComparisonTable)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: app.latest_view is not None and app.latest_view.snapshot.steps_done == 43,
-                       5, "43 steps")
+                       what="43 steps")
         await pilot.press("s")
-        await wait_for(pilot, lambda: app.active is None, 5, "stopped")
+        await wait_for(pilot, lambda: app.active is None, what="stopped")
         app.start_preset("torch_amp")
-        await wait_for(pilot, lambda: len(table.rows_data) == 2, 5, "torch_amp row")
+        await wait_for(pilot, lambda: len(table.rows_data) == 2, what="torch_amp row")
         assert str(table.get_row_at(1)[table.get_column_index("speedup")]) == "—"  # none against a stopped run
         assert table.border_subtitle.startswith("no speed-up: fp32 run 1 stopped after 43 steps: not a baseline")
         engine.hold.clear()
         app.start_preset("fp32")
-        await wait_for(pilot, lambda: len(table.rows_data) == 3, 5, "the second fp32 row")
+        await wait_for(pilot, lambda: len(table.rows_data) == 3, what="the second fp32 row")
         assert table.border_subtitle == ("vs fp32 run 2; fp32 run 1 stopped after 43 steps: not a baseline · "
                                          "transformer on cuda: single runs, one after another: drift unknown · "
                                          "▲ faster ▼ slower ≈ within noise")
@@ -147,7 +147,7 @@ async def test_a_second_start_is_refused_while_running():
         await pilot.pause()
         assert any("press s to stop" in n.message for n in app._notifications)
         engine.runners[0].release()
-        await wait_for(pilot, lambda: app.active is None, 5, "run end")
+        await wait_for(pilot, lambda: app.active is None, what="run end")
 
 
 async def test_unavailable_preset_is_refused_with_reason_and_fix():
@@ -175,12 +175,12 @@ async def test_starts_with_neither_gpu_nor_apex_and_says_so():
         runnable = [p.name for p in picker.presets if picker.is_available(p.name)]
         assert runnable == [p.name for p in load_builtin() if not p.needs_apex]
         app.start_preset("layernorm")
-        await wait_for(pilot, lambda: app._drawn_view is not None, 5, "layernorm drawn")
+        await wait_for(pilot, lambda: app._drawn_view is not None, what="layernorm drawn")
         await pilot.pause()
         assert engine.runners[0].device == "cpu"
         assert "GPU n/a: running on CPU" in static_text(app, "#gpu-na")  # while the run lasts
         engine.runners[0].release()
-        await wait_for(pilot, lambda: app.query_one(ComparisonTable).rows_data, 5, "layernorm row")
+        await wait_for(pilot, lambda: app.query_one(ComparisonTable).rows_data, what="layernorm row")
 
 
 async def test_cli_preset_is_preselected_and_started_after_the_probe():
@@ -194,7 +194,7 @@ async def test_cli_preset_is_preselected_and_started_after_the_probe():
         assert not engine.runners  # nothing starts before the device is known
         gate.set()
         # 5 s timed out once under load
-        await wait_for(pilot, lambda: app.query_one(ComparisonTable).rows_data, 20, "autostarted run")
+        await wait_for(pilot, lambda: app.query_one(ComparisonTable).rows_data, what="autostarted run")
         assert engine.runners[0].preset.name == "adamw_fused" and engine.runners[0].steps == 25
 
 
@@ -204,7 +204,7 @@ async def test_device_cuda_unavailable_exits_3():
 
     app = make_app(device="cuda", report_provider=provider(gpu_report()), probe=probe, runner_factory=FakeEngine())
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.return_code is not None, 5, "exit")
+        await wait_for(pilot, lambda: app.return_code is not None, what="exit")
     assert app.return_code == 3
 
 
@@ -241,7 +241,7 @@ async def test_doctor_failure_is_shown():
 
     app = make_app(report_provider=broken, probe=fake_probe("cuda"), runner_factory=FakeEngine())
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.report_error is not None, 5, "doctor error")
+        await wait_for(pilot, lambda: app.report_error is not None, what="doctor error")
         assert "doctor failed: RuntimeError: child process died" in static_text(app, "#status-body")
 
 
@@ -254,9 +254,9 @@ async def test_save_load_and_screenshot_keys(tmp_path):
         assert not list(tmp_path.glob("*.json"))
         app.start_preset("layernorm")
         app.query_one(PresetPicker).focus()
-        await wait_for(pilot, lambda: app.active is None and app.query_one(ComparisonTable).rows_data, 5, "run")
+        await wait_for(pilot, lambda: app.active is None and app.query_one(ComparisonTable).rows_data, what="run")
         app.start_preset("fused_layernorm")
-        await wait_for(pilot, lambda: len(app.query_one(ComparisonTable).rows_data) == 2, 5, "second run")
+        await wait_for(pilot, lambda: len(app.query_one(ComparisonTable).rows_data) == 2, what="second run")
         await pilot.press("w")
         saved = list(tmp_path.glob("apextui-results-*.json"))
         assert len(saved) == 1
@@ -350,7 +350,7 @@ async def test_updates_are_coalesced_and_rate_limited():
         while flood.is_alive():
             await pilot.pause(0.05)
         runner.release()
-        await wait_for(pilot, lambda: app.active is None, 10, "end")
+        await wait_for(pilot, lambda: app.active is None, what="end")
         elapsed = time.monotonic() - t0
         assert app.latest_view.snapshot.steps_done == 3000
         posted = app.latest_view.updates  # snapshots folded in
@@ -369,12 +369,12 @@ async def test_runs_wait_for_the_doctor():
     app = make_app(device="cuda", report_provider=provider(gpu_report(), gate), probe=fake_probe("cuda"),
                    runner_factory=engine)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.probe is not None, 5, "probe")
+        await wait_for(pilot, lambda: app.probe is not None, what="probe")
         assert not app.start_preset("fp32")
         await pilot.pause()
         assert not engine.runners and any("Apex doctor finishes" in n.message for n in app._notifications)
         gate.set()
-        await wait_for(pilot, lambda: app.table.rows_data, 5, "the queued run")
+        await wait_for(pilot, lambda: app.table.rows_data, what="the queued run")
         assert engine.runners[0].preset.name == "fp32"
 
 
@@ -385,7 +385,7 @@ async def test_a_broken_probe_is_reported_and_runs_refused():
     engine = FakeEngine()
     app = make_app(report_provider=provider(gpu_report()), probe=probe, runner_factory=engine)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.probe_error is not None, 5, "probe error")
+        await wait_for(pilot, lambda: app.probe_error is not None, what="probe error")
         assert "libcudart" in static_text(app, "#status-body")
         assert not app.start_preset("fp32") and not engine.runners
         assert app.return_code is None  # only an unusable --device cuda ends the app
@@ -398,7 +398,7 @@ async def test_preset_file_from_the_command_line_joins_the_picker(tmp_path):
     engine = FakeEngine()
     app = gpu_app(engine, preset=resolve(str(path)))
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.table.rows_data, 5, "the preset file's run")
+        await wait_for(pilot, lambda: app.table.rows_data, what="the preset file's run")
         picker = app.query_one(PresetPicker)
         names = [p.name for p in picker.presets]
         last_transformer = max(i for i, n in enumerate(names) if n != "my_fp32"

@@ -55,7 +55,7 @@ async def test_loss_chart_in_the_app_uses_its_whole_width_at_80x24():
     async with app.run_test(size=(80, 24)) as pilot:
         await until_ready(pilot, app)
         app.start_preset("fp32")
-        await wait_for(pilot, lambda: len(app.query_one("#loss-spark", AxisChart).data) > 0, 10, "losses")
+        await wait_for(pilot, lambda: len(app.query_one("#loss-spark", AxisChart).data) > 0, what="losses")
         await pilot.pause(0.2)
         chart = app.query_one("#loss-spark", AxisChart)
         width = chart.content_size.width

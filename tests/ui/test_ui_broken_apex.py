@@ -56,5 +56,5 @@ async def test_the_doctor_reports_a_raising_apex_and_the_app_keeps_running(kind,
         assert "apex" not in sys.modules  # the app's process never imported it
         await highlight(pilot, app, "adamw")
         await pilot.press("enter")
-        await wait_for(pilot, lambda: len(app.query_one(ComparisonTable).rows_data) == 1, 30, "the adamw run")
+        await wait_for(pilot, lambda: len(app.query_one(ComparisonTable).rows_data) == 1, what="the adamw run")
         assert engine.runners[0].preset.name == "adamw"

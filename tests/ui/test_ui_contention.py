@@ -28,15 +28,14 @@ async def test_a_busy_run_is_marked_on_the_run_pane_and_beside_its_speedup(tmp_p
     app = gpu_app(engine, save_dir=tmp_path)
     async with running(app, (120, 40)) as pilot:
         app.start_preset("fp32")  # quiet
-        await wait_for(pilot, lambda: app.active is None, 5, "fp32")
+        await wait_for(pilot, lambda: app.active is None, what="fp32")
         engine.monitor = busy_reading
         app.start_preset("fused_amp")
-        await wait_for(pilot, lambda: "⚠ busy: other work 1.9/2 CPU cores" in static_text(app, "#run-title"), 5,
-                       "the busy warning while running")
+        await wait_for(pilot, lambda: "⚠ busy: other work 1.9/2 CPU cores" in static_text(app, "#run-title"),
+                       what="the busy warning while running")
         engine.runners[-1].release()
-        await wait_for(pilot, lambda: app.active is None, 5, "fused_amp")
-        await pilot.pause(0.6)
-        assert "⚠ busy in" in static_text(app, "#run-title")
+        await wait_for(pilot, lambda: app.active is None, what="fused_amp")
+        await wait_for(pilot, lambda: "⚠ busy in" in static_text(app, "#run-title"), what="the busy mark after the run")
         table = app.query_one(ComparisonTable)
         fp32_cell, amp_cell = (str(table.get_row_at(i)[5]) for i in range(2))
         assert fp32_cell == "base" and amp_cell.endswith(COMPETED)
@@ -59,7 +58,7 @@ async def test_the_marked_presets_run_interleaved_and_show_pooled_intervals(tmp_
             await pilot.press("m")
         assert app.picker.marked == ["adamw_fused", "fused_adam"]
         await pilot.press("c")
-        await wait_for(pilot, lambda: isinstance(app.screen, InterleavedScreen), 20, "the comparison's result")
+        await wait_for(pilot, lambda: isinstance(app.screen, InterleavedScreen), what="the comparison's result")
         order = [r.preset.name for r in engine.runners]
         assert order == ["adamw_fused", "fused_adam", "adamw", "adamw", "fused_adam", "adamw_fused"]  # A B C C B A
         body = static_text(app.screen, "#interleaved-body")

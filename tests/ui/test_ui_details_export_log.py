@@ -32,7 +32,7 @@ async def two_runs(pilot, app) -> None:
     await until_ready(pilot, app)
     for n, name in enumerate(("layernorm", "fused_layernorm"), 1):
         app.start_preset(name)
-        await wait_for(pilot, lambda n=n: len(app.table.rows_data) == n, 5, name)
+        await wait_for(pilot, lambda n=n: len(app.table.rows_data) == n, what=name)
 
 
 async def test_enter_on_a_comparison_row_shows_everything_the_json_has():
@@ -118,11 +118,11 @@ async def test_o_shows_the_worker_output_while_running_and_after_the_log_is_dele
         assert isinstance(app.screen, LogScreen)
         assert "no run yet" in log_text(app.run_logs).plain
         app.start_preset("layernorm")  # ends at once: its log is deleted
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "layernorm")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="layernorm")
         app.start_preset("fp32")  # held at step 50: its log is still being written
-        await wait_for(pilot, lambda: app.active is not None and app.active.preset.name == "fp32", 5, "fp32 runs")
+        await wait_for(pilot, lambda: app.active is not None and app.active.preset.name == "fp32", what="fp32 runs")
         append(tmp_path / "apextui-worker-fp32.log", "FutureWarning: torch.cuda.amp.GradScaler is deprecated\n")
-        await wait_for(pilot, lambda: "GradScaler" in log_text(app.run_logs).plain, 5, "the new line on screen")
+        await wait_for(pilot, lambda: "GradScaler" in log_text(app.run_logs).plain, what="the new line on screen")
         text = log_text(app.run_logs).plain
         assert "── layernorm run 1 · ended ──\ncompiling layernorm...\nUserWarning" in text
         assert "── fp32 run 1 · running ──\ncompiling fp32...\nFutureWarning" in text
@@ -132,8 +132,8 @@ async def test_o_shows_the_worker_output_while_running_and_after_the_log_is_dele
         app.screen.refresh_log()
         assert app.screen.redraws == redraws  # nothing new: no redraw
         app.action_stop()
-        await wait_for(pilot, lambda: app.active is None, 5, "fp32 stopped")
-        await wait_for(pilot, lambda: "fp32 run 1 · ended" in log_text(app.run_logs).plain, 5, "ended")
+        await wait_for(pilot, lambda: app.active is None, what="fp32 stopped")
+        await wait_for(pilot, lambda: "fp32 run 1 · ended" in log_text(app.run_logs).plain, what="ended")
 
 
 async def test_l_offers_recent_results_from_the_history(tmp_path: Path):

@@ -24,7 +24,7 @@ async def run_all(pilot, app, names) -> None:
     """Run each preset in turn to its end (a row each)."""
     for n, name in enumerate(names, len(app.table.rows_data) + 1):
         app.start_preset(name)
-        await wait_for(pilot, lambda n=n: len(app.table.rows_data) == n, 10, name)
+        await wait_for(pilot, lambda n=n: len(app.table.rows_data) == n, what=name)
 
 
 async def test_a_failed_run_says_failed_where_its_speedup_would_be(tmp_path):
@@ -36,7 +36,7 @@ async def test_a_failed_run_says_failed_where_its_speedup_would_be(tmp_path):
         assert speedup_cells(app) == {"fp32": "base", "fused_amp ✗": "failed", "fused_fp32": "≈1.15×"}
         assert comparison(rows[1], rows) is None and comparison(rows[2], rows) is not None
         await pilot.press("w")  # the saved JSON agrees: no speed-up for the failed run
-        await wait_for(pilot, lambda: any(tmp_path.glob("apextui-results-*.json")), 5, "the saved file")
+        await wait_for(pilot, lambda: any(tmp_path.glob("apextui-results-*.json")), what="the saved file")
         saved = json.loads(next(tmp_path.glob("apextui-results-*.json")).read_text())
         assert [(r["preset"], r["speedup"]) for r in saved["runs"]][1] == ("fused_amp", None)
 

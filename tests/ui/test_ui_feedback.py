@@ -64,7 +64,7 @@ async def test_repeated_keys_do_not_stack_identical_toasts(tmp_path):
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await until_ready(pilot, app)
         app.start_preset("fp32")
-        await wait_for(pilot, lambda: app.active is not None, 5, "fp32 running")
+        await wait_for(pilot, lambda: app.active is not None, what="fp32 running")
         app.clear_notifications()
         for _ in range(5):
             app.start_preset("fp32")  # what Enter does on the picker
@@ -81,13 +81,14 @@ async def test_save_toast_keeps_the_file_name_on_one_line(tmp_path, monkeypatch)
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await until_ready(pilot, app)
         app.start_preset("fp32")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32 row")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="fp32 row")
         app.clear_notifications()
         await pilot.press("w")
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: any(tmp_path.glob("apextui-results-*.json")), what="the saved file")
         (saved,) = tmp_path.glob("apextui-results-*.json")
-        lines = screen_lines(app)
-        assert any(saved.name in line for line in lines), "\n".join(lines)
+        # a name cut across two lines never shows whole: the wait times out and the test fails
+        await wait_for(pilot, lambda: any(saved.name in line for line in screen_lines(app)),
+                       what=f"{saved.name} on one line of the screen")
 
 
 async def test_w_after_l_saves_only_this_sessions_runs_and_l_twice_adds_nothing(tmp_path, monkeypatch):
@@ -96,7 +97,7 @@ async def test_w_after_l_saves_only_this_sessions_runs_and_l_twice_adds_nothing(
     async with app.run_test(size=(80, 24)) as pilot:
         await until_ready(pilot, app)
         app.start_preset("fp32")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32 row")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="fp32 row")
         await pilot.press("w")
         await pilot.pause()
         (first,) = tmp_path.glob("apextui-results-*.json")

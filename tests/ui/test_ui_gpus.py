@@ -41,10 +41,10 @@ def session(monitor: Callable[[int, bool], MonitorReading]):
                    runner_factory=FakeEngine(hold={"fused_amp": 150}, monitor=monitor))
 
     async def run_before(pilot) -> None:
-        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, 10, "probe and report")
+        await wait_for(pilot, lambda: app.probe is not None and app.report is not None, what="probe and report")
         app.start_preset("fused_amp")
         await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.snapshot.steps_done == 150,
-                       10, "fused_amp at step 150")
+                       what="fused_amp at step 150")
         app.clear_notifications()
         await pilot.pause()
 

@@ -156,7 +156,7 @@ async def test_start_and_stop_100_times_leaks_nothing(tmp_path):
             # the app to go idle, which last up to 1 s a key while a run is drawn; the waits below are the conditions
             for i in range(100):
                 app.simulate_key("enter")
-                await wait_for(pilot, lambda: app.active is not None, 30, f"run {i} to start")
+                await wait_for(pilot, lambda: app.active is not None, what=f"run {i} to start")
                 app.simulate_key("s")
                 await wait_for(pilot, lambda: app.active is None, 60, f"run {i} to stop")
             rows = app.table.rows_data

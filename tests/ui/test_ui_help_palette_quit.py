@@ -44,7 +44,7 @@ async def test_ctrl_c_quits_at_once_without_runs():
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
         await pilot.press("ctrl+c")
-        await wait_for(pilot, lambda: app.return_code is not None, 5, "exit")  # set by app.exit()
+        await wait_for(pilot, lambda: app.return_code is not None, what="exit")  # set by app.exit()
     assert app.return_code == 0 and app.quit_saved is None
     assert history.recent_results() == []  # nothing to save: no file
 
@@ -56,7 +56,7 @@ async def test_ctrl_c_stops_the_run_and_saves_unsaved_runs_to_the_history(tmp_pa
     async with app.run_test(size=SIZE) as pilot:
         await until_ready(pilot, app)
         app.start_preset("fp32")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="fp32")
         app.start_preset("fused_amp")
         await pilot.press("ctrl+c")
         await pilot.pause()
@@ -74,7 +74,7 @@ async def test_quit_after_w_saves_nothing_more(tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await until_ready(pilot, app)
         app.start_preset("fp32")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="fp32")
         await pilot.press("w")
         saved = list(tmp_path.glob("apextui-results-*.json"))
         assert len(saved) == 1
@@ -101,7 +101,7 @@ async def test_command_palette_has_every_action_and_starts_a_preset():
             await pilot.press("space" if ch == " " else ch)
         await pilot.pause(0.5)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fused_amp via the palette")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="fused_amp via the palette")
         assert app.table.rows_data[0].preset == "fused_amp"
         await pilot.press("ctrl+p")  # an action by name: the run's details
         await pilot.pause()
@@ -109,7 +109,7 @@ async def test_command_palette_has_every_action_and_starts_a_preset():
             await pilot.press("space" if ch == " " else ch)
         await pilot.pause(0.5)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetailsScreen", 5, "details via the palette")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetailsScreen", what="details via the palette")
 
 
 async def test_help_says_what_quitting_does():

@@ -163,13 +163,13 @@ async def test_s_twice_ends_a_hung_worker_and_keeps_the_run(tmp_path):
                    save_dir=tmp_path)
     try:
         async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: app.probe is not None, 30, "probe")
+            await wait_for(pilot, lambda: app.probe is not None, what="probe")
             assert app.start_preset("hostile:forward_hang/fp32")
             await wait_for(pilot, hung.exists, 120, "the model's hang")
             worker = psutil.Process(app.active.runner.pid)
             await pilot.press("s")
             await pilot.press("s")
-            await wait_for(pilot, lambda: app.active is None, 30, "the run to end")
+            await wait_for(pilot, lambda: app.active is None, what="the run to end")
             (row,) = app.table.rows_data
             assert row.status == "stopped" and row.summary.steps > 0, row
             assert not gone_within([worker], 30)

@@ -18,7 +18,7 @@ async def test_a_preset_too_big_for_the_free_memory_is_not_started(monkeypatch):
     async with app.run_test(size=(100, 30)) as pilot:
         await until_ready(pilot, app)
         assert app.start_preset("fp32") is False and not engine.runners and app.active is None
-        await wait_for(pilot, lambda: any(n.title == "does not fit" for n in app._notifications), 5, "notice")
+        await wait_for(pilot, lambda: any(n.title == "does not fit" for n in app._notifications), what="notice")
         notes = [n for n in app._notifications if n.title == "does not fit"]
         assert notes and "needs about" in notes[0].message and "of GPU memory" in notes[0].message
         assert "--force" not in notes[0].message  # a CLI flag: no use in the TUI

@@ -26,7 +26,7 @@ async def test_model_variants_in_the_picker_run_in_the_worker_and_land_in_the_ta
     app = make_app(presets=presets, report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex(),
                    runner_factory=default_runner_factory, device="cpu", steps=4, autostart=False)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.probe is not None, 30, "probe")
+        await wait_for(pilot, lambda: app.probe is not None, what="probe")
         picker = app.query_one(PresetPicker)
         heads = [str(o.prompt) for o in picker.options if o.id and o.id.startswith(GROUP_PREFIX)]
         assert "model  vs fp32" in heads  # two models: the group keeps the workload's name
@@ -56,7 +56,7 @@ async def test_model_opens_with_the_cursor_on_the_models_group_and_starts_nothin
     app = make_app(presets=presets, report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex(),
                    device="cpu", highlight="gpt:build/fp32")
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.probe is not None, 30, "probe")
+        await wait_for(pilot, lambda: app.probe is not None, what="probe")
         picker = app.query_one(PresetPicker)
         assert picker.highlighted_preset is not None and picker.highlighted_preset.name == "gpt:build/fp32"
         ids = [o.id for o in picker.options]

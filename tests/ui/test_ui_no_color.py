@@ -41,4 +41,4 @@ async def test_the_app_uses_the_readable_filter_under_no_color(monkeypatch):
     assert any(isinstance(f, ReadableMonochrome) for f in app._filters)
     assert not any(type(f) is Monochrome for f in app._filters)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.report is not None, 10, "report")
+        await wait_for(pilot, lambda: app.report is not None, what="report")

@@ -52,11 +52,11 @@ async def test_waiting_preset_says_it_will_start_not_enter_start():
                    probe=fake_probe("cuda"), runner_factory=FakeEngine())
     try:
         async with app.run_test(size=(80, 24)) as pilot:
-            await wait_for(pilot, lambda: app.probe is not None, 10, "probe")
+            await wait_for(pilot, lambda: app.probe is not None, what="probe")
             await pilot.pause(0.1)
             text = static_text(app, "#run-title")
             assert "starts as soon as the Apex doctor finishes" in text and "enter: start" not in text
             gate.set()
-            await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "adamw to run by itself")
+            await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="adamw to run by itself")
     finally:
         gate.set()

@@ -105,7 +105,7 @@ async def test_real_quit_during_run_stops_the_runner(apps):
                        60, "steps")
         runner = app.active.runner
         await pilot.press("q")
-        await wait_for(pilot, lambda: not runner.is_alive(), 30, "runner to end")
+        await wait_for(pilot, lambda: not runner.is_alive(), what="runner to end")
     assert not runner.is_alive()
     assert runner.result is not None and runner.result.status == "stopped"
 

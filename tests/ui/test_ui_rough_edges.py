@@ -20,7 +20,7 @@ async def fp32_saved(pilot, app) -> None:
     """fp32 run, then saved with w."""
     await until_ready(pilot, app)
     app.start_preset("fp32")
-    await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32")
+    await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="fp32")
     await pilot.press("w")
 
 
@@ -40,11 +40,11 @@ async def test_w_then_more_runs_then_quit_lists_each_run_once_in_the_history(tmp
     async with app.run_test(size=(100, 30)) as pilot:
         await fp32_saved(pilot, app)
         app.start_preset("fused_amp")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 2, 5, "fused_amp")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 2, what="fused_amp")
         await pilot.press("w")  # a second save: its copy replaces the first one's
         assert len(history.recent_results()) == 1
         app.start_preset("fused_fp32")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 3, 5, "fused_fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 3, what="fused_fp32")
         await pilot.press("q")
         await pilot.pause()
     assert app.quit_saved is not None
@@ -60,7 +60,7 @@ async def test_w_e_and_p_name_their_files_by_full_path(tmp_path):
     async with app.run_test(size=(100, 30), notifications=True) as pilot:
         await until_ready(pilot, app)
         app.start_preset("fp32")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="fp32")
         for key in "wep":
             await pilot.press(key)
         await pilot.pause()
@@ -79,12 +79,12 @@ async def test_idle_footer_has_no_stop_and_the_process_pane_no_stale_readings():
         await pilot.pause()
         assert "stop" not in footer()
         app.start_preset("fp32")
-        await wait_for(pilot, lambda: app._drawn_view is not None, 5, "fp32 drawn")
+        await wait_for(pilot, lambda: app._drawn_view is not None, what="fp32 drawn")
         await pilot.pause()
         assert "stop" in footer()
         assert "CPU" in static_text(app, "#m-cpu_pct .metric-value")
         app.active.runner.release()
-        await wait_for(pilot, lambda: app.active is None, 5, "fp32 ended")
+        await wait_for(pilot, lambda: app.active is None, what="fp32 ended")
         await pilot.pause()
         assert "stop" not in footer()
         assert not app.query_one("#host-grid").display  # no CPU/RSS of a run that has ended
@@ -113,11 +113,11 @@ async def test_r_runs_the_highlighted_rows_preset_again_and_n_sets_the_steps():
     async with app.run_test(size=(100, 30)) as pilot:
         await until_ready(pilot, app)
         app.start_preset("fp32")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 5, "fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="fp32")
         app.start_preset("fused_amp")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 2, 5, "fused_amp")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 2, what="fused_amp")
         await pilot.press("r")  # the cursor is on the run that just ended
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 3, 5, "fused_amp again")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 3, what="fused_amp again")
         assert [r.preset for r in app.table.rows_data] == ["fp32", "fused_amp", "fused_amp"]
         app.table.move_cursor(row=0)
         await pilot.press("n")
@@ -132,7 +132,7 @@ async def test_r_runs_the_highlighted_rows_preset_again_and_n_sets_the_steps():
         await pilot.pause()
         assert app.settings.steps == 120 and type(app.screen).__name__ != "StepsScreen"
         await pilot.press("r")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 4, 5, "fp32 again")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 4, what="fp32 again")
     assert engine.runners[-1].preset.name == "fp32" and engine.runners[-1].steps == 120
     assert engine.runners[1].steps != 120
 
@@ -193,7 +193,7 @@ async def test_faster_and_slower_speed_ups_differ_by_a_symbol_as_well_as_colour(
         await until_ready(pilot, app)
         for name in ("fp32", "fused_amp"):
             app.start_preset(name)
-            await wait_for(pilot, lambda n=name: app.table.rows_data and app.table.rows_data[-1].preset == n, 5, name)
+            await wait_for(pilot, lambda n=name: app.table.rows_data and app.table.rows_data[-1].preset == n, what=name)
         await pilot.pause()
         cell = str(app.table.get_cell_at((1, [c.key for c in app.table.columns.values()].index("speedup"))))
     assert cell.startswith(fmt.VERDICT_MARK["faster"]) and fmt.verdict_mark("slower") == "▼"

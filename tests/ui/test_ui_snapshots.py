@@ -22,10 +22,10 @@ def gpu_session(log_dir=None):
         await until_ready(pilot, app)
         for n, name in enumerate(("fp32", "fused_fp32"), 1):
             app.start_preset(name)
-            await wait_for(pilot, lambda n=n: len(app.table.rows_data) == n, 10, name)
+            await wait_for(pilot, lambda n=n: len(app.table.rows_data) == n, what=name)
         app.start_preset("fused_amp")
         await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.snapshot.steps_done == 150,
-                       10, "fused_amp at step 150")
+                       what="fused_amp at step 150")
         if log_dir is not None:  # the pane reads the logs twice a second: read them now, or a loaded box races it
             from apextui.ui.widgets.log_pane import LogPane
 
@@ -35,7 +35,7 @@ def gpu_session(log_dir=None):
                 pane.refresh_log()
                 return any(log.title.startswith("fused_amp") and "GradScaler" in log.text for log in app.run_logs)
 
-            await wait_for(pilot, shown, 10, "fused_amp's worker output in the log pane")
+            await wait_for(pilot, shown, what="fused_amp's worker output in the log pane")
         app.clear_notifications()
         await pilot.pause()
 
@@ -49,10 +49,10 @@ def cpu_session():
     async def run_before(pilot) -> None:
         await until_ready(pilot, app)
         app.start_preset("adamw")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "adamw")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="adamw")
         app.start_preset("fp32")
         await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.snapshot.steps_done == 150,
-                       10, "fp32 at step 150")
+                       what="fp32 at step 150")
         app.clear_notifications()
         await pilot.pause()
 
@@ -137,9 +137,9 @@ def test_log_screen_80x24(snap_compare, tmp_path):
     async def open_log(pilot) -> None:
         await until_ready(pilot, app)
         app.start_preset("fp32")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="fp32")
         app.start_preset("fused_amp")
-        await wait_for(pilot, lambda: app.active is not None, 10, "fused_amp running")
+        await wait_for(pilot, lambda: app.active is not None, what="fused_amp running")
         app.clear_notifications()
         await pilot.press("o")
         await pilot.pause(0.2)
@@ -158,10 +158,10 @@ def test_compiling_80x24(snap_compare):
     async def run_before(pilot) -> None:
         await until_ready(pilot, app)
         app.start_preset("fp32")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="fp32")
         app.start_preset("torch_compile")
         await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.snapshot.status == "compiling",
-                       10, "compiling drawn")
+                       what="compiling drawn")
         app.live._ticker.pause()  # the clock drawn once, at 12 s, after every pending redraw is done
         await pilot.pause(1.2)
         app.live._started = time.monotonic() - 12.2
@@ -200,7 +200,7 @@ def test_advice_measuring_80x24(snap_compare, monkeypatch):
         await until_ready(pilot, app)
         await pilot.press("a")
         await wait_for(pilot, lambda: isinstance(app.screen, AdviseScreen) and held
-                       and "50/100" in str(app.screen.query_one("#advise-status").render()), 10, "advice progress")
+                       and "50/100" in str(app.screen.query_one("#advise-status").render()), what="advice progress")
         app.screen.query_one("#advise-progress #bar")._clock = MockClock(1.0)
         app.clear_notifications()
         await pilot.pause()
@@ -220,9 +220,9 @@ def test_failed_run_80x24(snap_compare):
     async def run_before(pilot) -> None:
         await until_ready(pilot, app)
         app.start_preset("fp32")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, 10, "fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="fp32")
         app.start_preset("fused_amp")
-        await wait_for(pilot, lambda: len(app.table.rows_data) == 2, 10, "fused_amp failed")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 2, what="fused_amp failed")
         app.clear_notifications()
         await pilot.pause()
 
@@ -245,7 +245,7 @@ def test_stopping_while_compiling_80x24(snap_compare):
         await until_ready(pilot, app)
         app.start_preset("torch_compile")
         await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.snapshot.status == "compiling",
-                       10, "compiling drawn")
+                       what="compiling drawn")
         app.live._ticker.pause()
         await pilot.press("s")
         await pilot.pause(0.6)
@@ -271,7 +271,7 @@ def test_no_gpu_after_the_run_80x24(snap_compare):
         await until_ready(pilot, app)
         for n, name in enumerate(("adamw", "adamw_fused"), 1):
             app.start_preset(name)
-            await wait_for(pilot, lambda n=n: len(app.table.rows_data) == n, 10, name)
+            await wait_for(pilot, lambda n=n: len(app.table.rows_data) == n, what=name)
         app.clear_notifications()
         await pilot.pause()
 

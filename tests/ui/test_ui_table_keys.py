@@ -25,7 +25,7 @@ async def test_down_and_end_reach_the_last_row_above_the_scrollbar(size, tmp_pat
         await until_ready(pilot, app)
         for name in PRESETS:
             app.start_preset(name)
-            await wait_for(pilot, lambda: app.active is None, 5, name)
+            await wait_for(pilot, lambda: app.active is None, what=name)
         app.action_save()
         (saved,) = tmp_path.glob("apextui-results-*.json")
         app.load_results(saved)  # rows labelled f1: a wider preset column

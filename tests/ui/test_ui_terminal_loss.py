@@ -30,10 +30,9 @@ def test_a_blocked_shutdown_is_ended_after_the_save():
         "w.trigger()\n"
         "threading.Event().wait()  # blocked, as App._shutdown was\n"
     )
-    t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30, env=ENV)
+    # blocked for good without the watchdog: ending within the timeout (a bound on a hang, not a speed) is the test
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=ENV)
     assert proc.returncode == 129, proc.stderr
-    assert time.monotonic() - t0 < 15
     assert proc.stdout == "killed\n" and "apextui: terminal hung up; saved 2 run(s) to /x" in proc.stderr
 
 
@@ -93,7 +92,7 @@ def test_closing_the_terminal_under_load_leaves_no_process(tmp_path):
         family = {p.pid: [c.pid for c in psutil.Process(p.pid).children(recursive=True)] for p in procs}
         for master in masters:
             os.close(master)  # the terminal goes away: the kernel sends SIGHUP to its foreground processes
-        deadline = time.monotonic() + 12
+        deadline = time.monotonic() + 60  # a bound on a hang: the TUIs end within seconds unless the box is loaded
         for p in procs:
             p.wait(max(0.1, deadline - time.monotonic()))
         left = [pid for p in procs for pid in (p.pid, *family[p.pid]) if psutil.pid_exists(pid)
@@ -144,10 +143,11 @@ def test_a_sigcont_restarts_the_driver_only_after_its_own_suspend():
 
 @pytest.mark.slow
 def test_closing_the_terminal_ends_the_tui_without_the_watchdog(tmp_path):
-    """Textual's own shutdown finishes after a hang-up: with the watchdog's forced exit 40 s away, the TUI still
-    exits 129 within seconds. Before, the hang-up's SIGCONT restarted Textual's driver, whose new writer thread
-    died on the gone terminal, and the shutdown blocked in Queue.put until the watchdog ended the process."""
-    wrapper = ("import sys; import apextui.ui.hangup_watchdog as w; w.EXIT_GRACE_S = 40.0; "
+    """Textual's own shutdown finishes after a hang-up: with the watchdog's forced exit 10 minutes away, the TUI
+    still exits 129 within the 2 minutes that bound a hang (seconds on a quiet box). Before, the hang-up's SIGCONT
+    restarted Textual's driver, whose new writer thread died on the gone terminal, and the shutdown blocked in
+    Queue.put until the watchdog ended the process."""
+    wrapper = ("import sys; import apextui.ui.hangup_watchdog as w; w.EXIT_GRACE_S = 600.0; "
                "from apextui.cli import main; sys.argv[0] = 'apextui'; sys.exit(main())")
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, b"\x18\x00\x50\x00\x00\x00\x00\x00")  # 24x80
@@ -159,9 +159,8 @@ def test_closing_the_terminal_ends_the_tui_without_the_watchdog(tmp_path):
     try:
         assert _read_until(master, b"/10000000", 90), "the run never showed its steps"
         os.close(master)
-        t0 = time.monotonic()
-        proc.wait(35)
-        assert proc.returncode == 129 and time.monotonic() - t0 < 20
+        proc.wait(120)  # TimeoutExpired (the test fails) where the shutdown blocked until the watchdog
+        assert proc.returncode == 129
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -75,7 +75,7 @@ async def test_bad_user_presets_are_shown_and_the_app_runs_a_good_one(user_prese
         await highlight(pilot, app, "tiny_norm")
         await pilot.press("enter")
         table = app.query_one(ComparisonTable)
-        await wait_for(pilot, lambda: len(table.rows_data) == 1, 10, "tiny_norm row")
+        await wait_for(pilot, lambda: len(table.rows_data) == 1, what="tiny_norm row")
         assert (table.rows_data[0].preset, table.rows_data[0].status) == ("tiny_norm", "ok")
 
 

@@ -375,8 +375,10 @@ class LoggingEngine(FakeEngine):
 # ---- pilot helpers ---------------------------------------------------------------------------
 
 
-async def wait_for(pilot: Any, condition: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    """Let the app run until `condition()` holds (polling every 20 ms), or fail after `timeout` s."""
+async def wait_for(pilot: Any, condition: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
+    """Let the app run until `condition()` holds (polling every 20 ms), or fail after `timeout` s. The timeout only
+    bounds a hang: leave the default (a loaded 2-core box with another test process beside it is slow, never
+    wrong); pass a longer one for real runs."""
     import time
 
     deadline = time.monotonic() + timeout
