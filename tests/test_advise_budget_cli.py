@@ -110,9 +110,11 @@ def finish(proc: subprocess.Popen[str], timeout: float, seen: set[int],
 
 
 def test_a_hung_step_is_ended_by_the_budget_and_no_process_is_left(tmp_path):
-    proc = start_advise(tmp_path, HUNG, "--budget", "20")
+    # 60 s: the budget counts advise's start-up (torch's import, the model check, the worker's start), which
+    # took 20 s on a loaded 2-core box before the hung step was reached; the step hangs, so this costs no CPU
+    proc = start_advise(tmp_path, HUNG, "--budget", "60")
     seen: set[int] = set()
-    out, err = finish(proc, 120, seen)
+    out, err = finish(proc, 300, seen)
     assert proc.returncode == 1, err  # every run failed (docs/advise.md)
     assert "no step finished in" in err and "ended by the budget" in err, err
     t = json.loads(out)["search"]["trials"][0]
@@ -129,7 +131,7 @@ def test_one_signal_ends_advise_while_a_step_hangs(tmp_path, sig, code):
         if "hung in forward" in line:
             proc.send_signal(sig)
 
-    out, err = finish(proc, 120, seen, on_line)
+    out, err = finish(proc, 300, seen, on_line)
     assert "hung in forward" in err
     assert proc.returncode == code, err
     assert json.loads(out)["status"] == "partial"
@@ -145,7 +147,7 @@ def test_the_models_build_counts_against_the_budget(tmp_path):
     the baseline is ended by it, the record says how much went before the search."""
     proc = start_advise(tmp_path, SLOW_BUILD, "--budget", "10")
     seen: set[int] = set()
-    out, err = finish(proc, 120, seen)
+    out, err = finish(proc, 300, seen)
     assert proc.returncode == 1, err
     s = json.loads(out)["search"]
     assert s["budget_s"] == 10 and s["setup_s"] >= 15

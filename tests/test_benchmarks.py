@@ -58,7 +58,8 @@ def test_monitor_cost_runs_bare_json_and_tui_blocks_and_separate_processes_on_cp
             assert r[f"{kind}_budget_total"] == pytest.approx(r[f"{kind}_budget_clock"] + r[f"{kind}_budget_gil"])
             assert r[f"{kind}_budget_clock"] > 0 and r[f"{kind}_use_wall_s"] > 0
     assert set(res["summary"]["gc_ms_a_block"]) == {"bare", "json", "tui"}
-    assert 0 < res["gil_handoff_s"] < 0.01 and "json_budget" in res["summary"]
+    # measured (per hop: its arithmetic is tested on a fake clock in test_bench_measure); its size is the machine's
+    assert 0 < res["gil_handoff_s"] < 1 and "json_budget" in res["summary"]
     s = res["summary"]
     ratios = [r["json_wall_ms"] / r["bare_ms"] for r in res["rounds"]]
     assert s["json_wall"]["geomean"] == pytest.approx(math.exp(sum(map(math.log, ratios)) / 2))
