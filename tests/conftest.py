@@ -1,6 +1,8 @@
 """Every test (and every CLI subprocess it starts) sees an empty user preset folder, its own ceilings
 cache and its own data folder (run history, hang-up saves), whatever the developer keeps in
-~/.config/apextui, ~/.cache/apextui and ~/.local/share/apextui."""
+~/.config/apextui, ~/.cache/apextui and ~/.local/share/apextui; and no COLUMNS or LINES, as in a plain
+`pytest` run without a terminal (pytest-xdist's workers have COLUMNS=80 and LINES=24 in their environment: the
+text advice then wrapped at 80 columns under `-n auto` only)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ def _private_user_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("APEXTUI_PRESET_DIR", str(tmp_path_factory.mktemp("user-presets")))
     monkeypatch.setenv("APEXTUI_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data")))
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
 
 
 # Fixtures that take over ~1.5 s once (test_doctor's `probes`: every fake Apex tree probed in child processes): a
