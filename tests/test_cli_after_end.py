@@ -18,14 +18,28 @@ from helpers import ROOT, cli_env
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_signals_from_the_end_line_on_leave_the_exit_status_0(sig):
     """The signal is sent the moment the `end ok` line is read, then again every few milliseconds until the process
-    has exited: one lands in each stage of the shutdown (the run's last joins, the return, atexit, finalization)."""
+    has exited: one lands in each stage of the shutdown (the run's last joins, the return, atexit, finalization).
+    On a loaded box this process may be off the CPU until the run has exited: that run proves nothing, so it is run
+    again (up to 5 times) until a signal did land after its end line."""
+    for _ in range(5):
+        sent, returncode, err, rest = _signalled_after_the_end(sig)
+        assert returncode == 0, (returncode, sent, err)
+        assert "Traceback" not in err and rest == ""
+        if sent:
+            return
+    pytest.fail("in 5 runs the process had always exited before a signal could be sent after its end line")
+
+
+def _signalled_after_the_end(sig: int) -> tuple[int, int | None, str, str]:
+    """One run, `sig` sent from its `end` line on until it exits: (signals sent, exit status, stderr, stdout after
+    the end line)."""
     proc = subprocess.Popen([sys.executable, "-m", "apextui", "--preset", "adamw", "--json", "--device", "cpu",
                              "--steps", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=cli_env(), cwd=ROOT)
     sent = 0
     try:
         assert proc.stdout is not None and proc.stderr is not None
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300  # bounds a hang only
         end = None
         while end is None and time.monotonic() < deadline:
             line = proc.stdout.readline()
@@ -33,6 +47,7 @@ def test_signals_from_the_end_line_on_leave_the_exit_status_0(sig):
             if json.loads(line)["event"] == "end":
                 end = json.loads(line)
         assert end is not None and end["status"] == "ok", end
+        deadline = time.monotonic() + 60
         while proc.poll() is None and time.monotonic() < deadline:
             proc.send_signal(sig)
             sent += 1
@@ -42,6 +57,4 @@ def test_signals_from_the_end_line_on_leave_the_exit_status_0(sig):
         if proc.poll() is None:
             proc.kill()
         proc.wait(30)
-    assert sent >= 1
-    assert proc.returncode == 0, (proc.returncode, sent, err)
-    assert "Traceback" not in err and proc.stdout.read() == ""
+    return sent, proc.returncode, err, proc.stdout.read()
