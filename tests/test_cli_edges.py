@@ -269,14 +269,23 @@ def test_twice_names_the_signals_received():
 @pytest.mark.slow
 def test_two_signals_at_start_up_never_give_an_end_without_a_start():
     """INT then TERM 10 ms apart at moments through start-up: no JSON at all, or `start` first and one `end`
-    naming both signals; never a traceback."""
-    for delay in (0.2, 0.5, 0.9, 1.4, 2.0):
+    naming both signals; never a traceback. A signal that lands while Python itself still starts (`site`: no
+    apextui code has run, as in test_sigint_while_importing_exits_130_without_traceback) is out of apextui's reach;
+    on a loaded box the first moments can all be that early, so later ones are tried until one is apextui's."""
+    delays, reached = [0.2, 0.5, 0.9, 1.4, 2.0], 0
+    while delays:
+        delay = delays.pop(0)
         proc = _popen(["--preset", "adamw", "--json", "--steps", "100000", "--device", "cpu"])
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         time.sleep(0.01)
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=120)
+        if "init_import_site" in err and "/apextui/" not in err:  # Python's own start-up had it
+            if not delays and not reached and delay < 60:
+                delays.append(delay * 2)
+            continue
+        reached += 1
         assert proc.returncode in (130, 143), (delay, err)
         assert "Traceback" not in err, (delay, err)
         events = [json.loads(line) for line in out.splitlines()]
@@ -285,3 +294,4 @@ def test_two_signals_at_start_up_never_give_an_end_without_a_start():
             assert [e["event"] for e in events].count("end") == 1
             if events[-1]["error"] is not None:
                 assert events[-1]["error"] == "interrupted, then terminated (SIGTERM)", (delay, events[-1])
+    assert reached, "every signal landed in Python's own start-up, before any apextui code"
