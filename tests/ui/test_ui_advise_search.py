@@ -4,7 +4,6 @@ on between updates (it froze at `compiling… 3 s` for two minutes: a compile se
 
 from __future__ import annotations
 
-import time
 
 import pytest
 from ui_fakes import FakeEngine, cpu_app, static_text, until_ready, wait_for
@@ -42,9 +41,11 @@ async def test_the_compile_timer_counts_on_while_no_update_comes():
         open_advice(app, workloads=("optimizer",))
         await wait_for(pilot, lambda: app.advice_job is not None and "compiling" in status(app), what="compiling")
         job = app.advice_job
-        assert "optimizer · adamw · repeat 1/2 · compiling… 0 s" in status(app)
-        start = time.monotonic()
-        job.clock = lambda: time.monotonic() - start + job.latest_at + 100.0  # 100 s on, and no update came
+        job.clock = lambda: job.latest_at  # the clock held at the update (a loaded box drew it a second late)
+        await wait_for(pilot, lambda: "optimizer · adamw · repeat 1/2 · compiling… 0 s" in status(app),
+                       what="compiling at 0 s")
+        job.clock = lambda: job.latest_at + 100.0  # 100 s on, and no update came (a still clock: a running one
+        # showed 101 s where a loaded box drew the screen a second late)
         await wait_for(pilot, lambda: "compiling… 100 s" in status(app), what="the compile timer counting on")
         await pilot.press("s")
         await wait_for(pilot, lambda: job.done, what="the stopped advice")
@@ -62,10 +63,12 @@ async def test_the_search_shows_its_point_and_the_budget_used_and_left():
         await wait_for(pilot, lambda: app.advice_job is not None and "compiling" in status(app), what="compiling")
         job = app.advice_job
         assert job.searches and job.advisor.workloads == ("model",)
-        shown = status(app)
-        assert "search run 1 m:build/fp32" in shown and "compiling… 0 s" in shown and "of 60 s" in shown
-        start = time.monotonic()
-        job.clock = lambda: time.monotonic() - start + job.latest_at + 100.0  # 100 s on, and no update came
+        job.clock = lambda: job.latest_at  # the clock held at the update (a loaded box drew it a second late)
+        await wait_for(pilot, lambda: all(part in status(app) for part in ("search run 1 m:build/fp32",
+                                                                           "compiling… 0 s", "of 60 s")),
+                       what="the point, compiling at 0 s, the budget")
+        job.clock = lambda: job.latest_at + 100.0  # 100 s on, and no update came (a still clock: a running one
+        # showed 101 s where a loaded box drew the screen a second late)
         await wait_for(pilot, lambda: "compiling… 100 s" in status(app), what="the compile timer counting on")
         assert "budget 60 of 60 s (0 s left)" in status(app)
         await pilot.press("s")
@@ -90,7 +93,8 @@ async def test_the_advice_screen_runs_the_model_search_and_shows_the_clis_answer
         assert doc is not None, job.error
         assert doc["search"]["trials"][0]["phase"] == "baseline" and doc["search"]["budget_s"] == 1
         assert any(line.startswith("search [1] fp32: the baseline") for line in job.lines)
-        assert doc["answer"] is not None and doc["answer"]["preset"] == doc["workloads"][0]["recommended"]
+        if doc["answer"] is not None:  # None where the 1 s budget ended inside fp32's run (a loaded box)
+            assert doc["answer"]["preset"] == doc["workloads"][0]["recommended"]
         last = answer_lines(doc)[-1].strip()  # the snippet's last line, or "no answer: …" where 1 s ran fp32 alone
         await wait_for(pilot, lambda: last in body(app), what="the answer on screen")
         shown = body(app)
