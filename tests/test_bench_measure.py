@@ -83,7 +83,7 @@ def test_a_wait_counts_as_a_voluntary_switch():
 def test_a_gil_hand_over_is_measured_per_hop_as_the_median_of_the_repeats(monkeypatch):
     """The arithmetic on a fake clock (each ping-pong reads it twice: 0.2, 0.9, 0.4 s for 200 hops); the real
     hand-over only has to be measured at all (how long it takes depends on the machine's load)."""
-    from apextui.bench import measure
+    from benchlib import measure
 
     ticks = iter([0.0, 0.2, 1.0, 1.9, 2.0, 2.4])
     with monkeypatch.context() as m:
