@@ -28,6 +28,18 @@ def _private_user_dirs(tmp_path_factory, monkeypatch):
     monkeypatch.delenv("LINES", raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _signals_unsettled():
+    """A headless run in this process (test_runner's JsonLinePrinter) settles the process's signal handling for
+    good (`cli.signals.settle`: signals after the end line change nothing); each test starts unsettled, as a new
+    process does, whatever ran before it in this worker."""
+    from apextui.cli import signals
+
+    signals._settled = False
+    yield
+    signals._settled = False
+
+
 # Fixtures that take over ~1.5 s once (test_doctor's `probes`: every fake Apex tree probed in child processes): a
 # test that uses one is slow, whichever test of its module happens to pay for it.
 SLOW_FIXTURES = frozenset({"probes"})
