@@ -69,7 +69,7 @@ def test_a_training_loop_streams_the_json_shapes_and_attach_json_reads_them_back
     assert set(steps[0]) == set(events.step_event(StepRecord(1, 1.0), events.monitor_fields(None)))
     assert sum(e["steps"] for e in steps) == 299  # every call but the first, which starts the clock
     assert steps[-1]["step"] == 300 and steps[-1]["loss"] == pytest.approx(losses[-1], abs=1e-6)
-    assert end["status"] == "ok" and end["summary"]["steps"] == 299 and end["summary"]["throughput_unit"] == "tokens/s"
+    assert end["status"] == "ok" and end["summary"]["steps"] == 300 and end["summary"]["throughput_unit"] == "tokens/s"
     metrics = [e for e in evs if e["event"] == "metric"]
     assert metrics and metrics[-1]["values"] == {"lr": 0.05, "grad_norm": 1.5} and metrics[-1]["step"] == 300
     assert store.live_runs() == []  # closed: out of the index
@@ -122,7 +122,7 @@ def test_step_from_another_thread_is_ignored_with_one_warning(caplog):
     assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
     assert "called from thread" in caplog.records[0].message and len(caplog.records) == 1
     evs = stream_events(mon)
-    assert evs[-1]["summary"]["steps"] == 39 and mon.live is False
+    assert evs[-1]["summary"]["steps"] == 40 and mon.live is False
 
 
 def test_step_before_any_cuda_work_on_a_cpu_machine_times_with_the_host_clock():
@@ -131,7 +131,7 @@ def test_step_before_any_cuda_work_on_a_cpu_machine_times_with_the_host_clock():
     train(mon, 20)
     mon.close()
     evs = stream_events(mon)
-    assert evs[0]["device"] == "cpu" and evs[-1]["status"] == "ok" and evs[-1]["summary"]["steps"] == 20
+    assert evs[0]["device"] == "cpu" and evs[-1]["status"] == "ok" and evs[-1]["summary"]["steps"] == 21
 
 
 class FullDisk:
@@ -359,7 +359,7 @@ def test_a_damaged_stream_of_other_shapes_is_read_without_a_traceback(tmp_path, 
     assert "Traceback" not in capfd.readouterr().err
     replay = Replay()
     replay.add(lines)
-    assert replay.snapshot().steps_done == 1 and replay.metrics == {}
+    assert replay.snapshot().steps_done == 2 and replay.metrics == {}  # step 2: two steps done
     assert [r.status for _, r in Table(tmp_path).rows()] == ["ok"]
 
 
@@ -409,3 +409,21 @@ def test_the_monitors_own_set_up_is_not_in_the_first_timed_interval(monkeypatch)
             mon.step(loss=1.0)
     steps = [e for e in stream_events(mon) if e["event"] == "step"]
     assert steps[0]["step"] == 2 and steps[0]["ms"] < 2000  # the probe alone took 2000
+
+
+def test_600_steps_read_back_as_600_done_and_599_timed(capfd):
+    """The first `mon.step` starts the clock: it is done (counted) but never timed. The end line, `attach --json`
+    read back into the run pane's snapshot (its progress `600/600`) all count it."""
+    with apextui.watch(name="six-hundred", steps=600) as mon:
+        train(mon, 600)
+    evs = stream_events(mon)
+    steps = [e for e in evs if e["event"] == "step"]
+    assert sum(e["steps"] for e in steps) == 599 and steps[-1]["step"] == 600  # 599 timed
+    end = evs[-1]
+    assert end["summary"]["steps"] == 600 and end["summary"]["measured_steps"] == 599 - end["summary"]["warmup"]
+    capfd.readouterr()
+    assert main(["attach", "six-hundred", "--json"]) == 0
+    replay = Replay()
+    replay.add([json.loads(line) for line in capfd.readouterr().out.splitlines()])
+    snap = replay.snapshot()
+    assert (snap.steps_done, snap.info.steps) == (600, 600)

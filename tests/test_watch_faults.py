@@ -64,7 +64,7 @@ def test_a_non_scalar_loss_is_left_out_with_one_warning_and_the_run_ends_ok(case
     assert len(warned) == 1 and "elements" in warned[0] and "left out" in warned[0], warned
     evs = stream_events(mon)
     end = evs[-1]
-    assert end["event"] == "end" and end["status"] == "ok" and end["summary"]["steps"] == 99
+    assert end["event"] == "end" and end["status"] == "ok" and end["summary"]["steps"] == 100
     steps = [e for e in evs if e["event"] == "step"]
     assert steps[-1]["step"] == 100 and steps[-1]["loss"] is None
     if case == "only the last":
@@ -95,7 +95,7 @@ def test_a_bad_loss_is_left_out_with_one_warning_and_the_monitor_goes_on(kind, c
     assert len(warned) == 1 and "loss" in warned[0] and "left out" in warned[0], warned
     assert mon.live is False and mon.failure is None
     evs = stream_events(mon)
-    assert evs[-1]["event"] == "end" and evs[-1]["status"] == "ok" and evs[-1]["summary"]["steps"] == 49
+    assert evs[-1]["event"] == "end" and evs[-1]["status"] == "ok" and evs[-1]["summary"]["steps"] == 50
     assert all(e["loss"] is None for e in evs if e["event"] == "step")
     assert [e for e in evs if e["event"] == "metric"][-1]["values"] == {"lr": 0.01}  # the rest goes on
 
@@ -109,7 +109,7 @@ def test_a_bad_metric_is_left_out_with_one_warning_and_the_monitor_goes_on(kind,
     warned = warnings_of(caplog)
     assert len(warned) == 1 and "'bad'" in warned[0] and "left out" in warned[0], warned
     evs = stream_events(mon)
-    assert evs[-1]["status"] == "ok" and evs[-1]["summary"]["steps"] == 49
+    assert evs[-1]["status"] == "ok" and evs[-1]["summary"]["steps"] == 50
     metrics = [e["values"] for e in evs if e["event"] == "metric"]
     assert metrics and all("bad" not in v for v in metrics) and {"lr": 0.01} in metrics and {"score": 0.5} in metrics
     assert all(e["loss"] is not None for e in evs if e["event"] == "step")
@@ -124,7 +124,7 @@ def test_bad_tokens_are_left_out_with_one_warning_and_give_no_throughput(kind, c
     assert len(warned) == 1 and "tokens=" in warned[0], warned
     evs = stream_events(mon)
     end = evs[-1]
-    assert end["status"] == "ok" and end["summary"]["steps"] == 49
+    assert end["status"] == "ok" and end["summary"]["steps"] == 50
     assert end["summary"]["throughput_unit"] != "tokens/s"
     assert all(e.get("units") != "tokens" for e in evs if e["event"] == "setup")
 
@@ -176,7 +176,7 @@ def test_a_forked_child_that_exits_leaves_the_parents_run_live(how, tmp_path):
     assert got["child"] == 0 and got["live"] == [got["path"]]  # still live while the parent trains
     evs = reader.Follower(Path(got["path"])).poll()
     assert [e["event"] for e in evs].count("end") == 1
-    assert evs[-1]["status"] == "ok" and evs[-1]["summary"]["steps"] == 59  # the parent's steps alone
+    assert evs[-1]["status"] == "ok" and evs[-1]["summary"]["steps"] == 60  # the parent's steps alone
     assert store.live_runs(tmp_path) == []
 
 
@@ -265,7 +265,7 @@ def test_close_while_threads_log_in_a_loop_writes_the_end_line(caplog):
             t.join(30)
     assert not errors and warnings_of(caplog) == []
     evs = stream_events(mon)  # every line whole and JSON
-    assert evs[-1]["event"] == "end" and evs[-1]["status"] == "ok" and evs[-1]["summary"]["steps"] == steps - 1
+    assert evs[-1]["event"] == "end" and evs[-1]["status"] == "ok" and evs[-1]["summary"]["steps"] == steps
 
 
 def test_a_writer_that_falls_behind_drops_and_counts_lines_and_still_writes_the_end(monkeypatch):
@@ -298,7 +298,7 @@ def test_a_writer_that_falls_behind_drops_and_counts_lines_and_still_writes_the_
     mon.close()
     evs = stream_events(mon)
     end, steps = evs[-1], [e for e in evs if e["event"] == "step"]
-    assert end["event"] == "end" and end["status"] == "ok" and end["summary"]["steps"] == 299
+    assert end["event"] == "end" and end["status"] == "ok" and end["summary"]["steps"] == 300
     assert sum(e["steps"] for e in steps) == 299 and len(steps) < 299
     scores = [e for e in evs if e["event"] == "metric" and "score" in e["values"]]
     assert len(scores) == 100
@@ -367,7 +367,7 @@ def test_a_full_disk_keeps_the_runs_own_end_and_says_where_the_stream_stopped(pr
     printed = [json.loads(line) for line in attach.stdout.splitlines()]
     notes = [e["message"] for e in printed if e["event"] == "note"]
     end = printed[-1]
-    assert end["event"] == "end" and end["status"] == "ok" and end["summary"]["steps"] == got["steps"] - 1
+    assert end["event"] == "end" and end["status"] == "ok" and end["summary"]["steps"] == got["steps"]
     stopped = end["watch"]["stream_stopped"]
     assert stopped["reason"] == "disk full" and 0 < stopped["step"] < got["steps"]
     assert notes[-1].startswith(f"stream stopped: disk full at step {stopped['step']}")

@@ -82,7 +82,9 @@ class Delivery:
                     if rec.loss is not None:
                         final_loss = rec.loss
                     skips.add(rec)
-                    done += rec.steps
+                    # a record's step number counts every step up to it, timed or not: a watched loop's first
+                    # step (it starts the clock) is done but never timed
+                    done = max(done + rec.steps, rec.step)
                 if done > self.warmup and sampler is not None:
                     gpu_util.start(time.time())
                     gpu_util.add(sampler.latest)

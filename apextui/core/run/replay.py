@@ -99,7 +99,9 @@ class Replay:
                 if rec is None:
                     continue
                 self.stats.add(rec.ms, rec.steps)
-                self.done += rec.steps
+                # a step line's number counts every step up to it, timed or not (a watched loop's first step
+                # starts the clock, done and never timed)
+                self.done = max(self.done + rec.steps, rec.step)
                 self.final_loss = rec.loss if rec.loss is not None else self.final_loss
                 self.loss_scale = rec.loss_scale if rec.loss_scale is not None else self.loss_scale
                 self._new.append(rec)
