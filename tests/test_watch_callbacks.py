@@ -138,3 +138,23 @@ print(callback.mon.path, flush=True)
     assert proc.returncode == 0, proc.stderr
     end = reader.last_end(Path(proc.stdout.strip().splitlines()[-1]))
     assert end is not None and end["status"] == "failed" and "on_train_end" in end["error"]
+
+
+@pytest.mark.slow  # importing transformers' Trainer alone takes seconds
+def test_the_transformers_callback_puts_each_logged_loss_in_its_own_steps_line_never_in_a_metric(tmp_path):
+    """The Trainer logs a step's loss just after that step's end: the loss logged at step 8 (the last) is step 8's,
+    in its step line and the summary's final loss, not a `metric` (a one-point "loss" plot); 8 steps are 8 done."""
+    transformers = pytest.importorskip("transformers")
+    from apextui.integrations.hf import WatchCallback
+
+    callback = WatchCallback(name="hf-losses")
+    trainer = tiny_trainer(transformers, tmp_path, callback)
+    trainer.train()
+    logged = {h["step"]: h["loss"] for h in trainer.state.log_history if "loss" in h}
+    assert sorted(logged) == [2, 4, 6, 8]
+    evs = stream(callback.mon)
+    steps = {e["step"]: e["loss"] for e in evs if e["event"] == "step" and e["loss"] is not None}
+    assert steps == pytest.approx(logged, abs=1e-6)
+    assert all("loss" not in e["values"] for e in evs if e["event"] == "metric")
+    end = evs[-1]
+    assert end["summary"]["final_loss"] == pytest.approx(logged[8], abs=1e-6) and end["summary"]["steps"] == 8

@@ -6,9 +6,12 @@ trainer = Trainer(model=model, args=args, train_dataset=ds, callbacks=[WatchCall
 ```
 
 Each optimizer step is a step (`on_step_end`). The Trainer computes the loss, learning rate and grad norm only at
-its logging steps (`logging_steps`), as Python numbers: they go with the next step (the loss into its step line,
-the others as `metric`s), the last ones at the end. Throughput: the tokens the Trainer counts
-(`include_num_input_tokens_seen=True`), else samples (batch size x gradient accumulation x processes).
+its logging steps (`logging_steps`), as Python numbers, in `on_log` just after that step's `on_step_end`: a step the
+Trainer is about to log (`control.should_log`) is handed to the monitor in `on_log`, with its own loss in its step
+line and the others as `metric`s (the final step's loss too: never a `metric`). Values logged after a step's end
+(logging by epoch) go with the next step; at the end, the learning rate and grad norm as `metric`s, the loss
+left out (it is no metric: a one-point "loss" plot beside the loss curve). Throughput: the tokens the Trainer
+counts (`include_num_input_tokens_seen=True`), else samples (batch size x gradient accumulation x processes).
 
 A `train()` that raises never calls `on_train_end`, and a Trainer callback has no exception hook (Lightning's has
 `on_exception`). When the caller catches the error (a sweep goes on to its next trial), the run would stay live
@@ -39,6 +42,7 @@ class WatchCallback(TrainerCallback):
         self.mon: Watch | None = None
         self._pending: dict[str, float] = {}
         self._tokens = 0
+        self._deferred: dict[str, Any] | None = None  # the step waiting for its log: its token or sample count
         self._earlier_exc: BaseException | None = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -48,6 +52,7 @@ class WatchCallback(TrainerCallback):
         name = self.name or getattr(args, "run_name", None) or "trainer"
         steps = state.max_steps if getattr(state, "max_steps", 0) > 0 else None
         self.mon = Watch(str(name), steps=steps, **self.options)
+        self._pending, self._deferred = {}, None
         self._tokens = int(getattr(state, "num_input_tokens_seen", 0) or 0)
         self._earlier_exc = getattr(sys, "last_value", None)
         _open[threading.get_ident()] = self
@@ -56,16 +61,29 @@ class WatchCallback(TrainerCallback):
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.mon is None:
             return
-        pending, self._pending = self._pending, {}
-        loss = pending.pop("loss", None)
+        self._flush()  # a step the Trainer meant to log and never did
         seen = int(getattr(state, "num_input_tokens_seen", 0) or 0)
         if seen > self._tokens:
-            self.mon.step(loss=loss, tokens=seen - self._tokens, **pending)
+            count: dict[str, Any] = {"tokens": seen - self._tokens}
             self._tokens = seen
         else:
-            samples = (args.per_device_train_batch_size * args.gradient_accumulation_steps
-                       * max(1, getattr(args, "world_size", 1)))
-            self.mon.step(loss=loss, samples=samples, **pending)
+            count = {"samples": args.per_device_train_batch_size * args.gradient_accumulation_steps
+                     * max(1, getattr(args, "world_size", 1))}
+        self._deferred = count
+        if not getattr(control, "should_log", False):  # no log of this step follows: it is done now
+            self._flush()
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._flush()
+
+    def _flush(self) -> None:
+        """The step waiting for its log, handed to the monitor with what was logged since."""
+        count, self._deferred = self._deferred, None
+        if count is None or self.mon is None:
+            return
+        pending, self._pending = self._pending, {}
+        loss = pending.pop("loss", None)
+        self.mon.step(loss=loss, **count, **pending)
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
                **kwargs: Any) -> None:
@@ -73,10 +91,13 @@ class WatchCallback(TrainerCallback):
             value = (logs or {}).get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 self._pending[key] = float(value)
+        self._flush()
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.mon is None:
             return
+        self._flush()
+        self._pending.pop("loss", None)  # logged after the last step's end: no step line to carry it
         if self._pending:
             self.mon.log(**self._pending)
             self._pending = {}
