@@ -24,7 +24,7 @@ CSV_COLUMNS = (
     "run", "preset", "workload", "variant", "baseline", "device", "size", "amp", "status", "steps", "measured_steps",
     "median_ms", "p10_ms", "p90_ms", "mean_ms", "opt_median_ms", "compile_s", "throughput", "throughput_unit",
     "speedup", "speedup_low", "speedup_high", "speedup_verdict", "speedup_basis", "baseline_run", "final_loss",
-    "loss_floor", "max_abs_err", "check_passed", "bottleneck", "source", "error",
+    "loss_floor", "max_abs_err", "check_passed", "bottleneck", "source", "error", "speedup_competed",
 )
 MD_HEADER = ("run", "preset", "device", "status", "median ms", "p10–p90 ms", "speed-up", "throughput", "loss/floor",
              "max err")
@@ -67,6 +67,11 @@ def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _competed(row: ResultRow, index: RunIndex) -> bool:
+    """The table's ⚠: other work competed with the run or its baseline (never on a failed run: no speed-up)."""
+    return row.status != "failed" and index.competed(row)
+
+
 def _md_row(row: ResultRow, index: RunIndex) -> tuple[str, ...]:
     s = row.summary
     spread = f"{fmt.ms(s.p10_ms)}–{fmt.ms(s.p90_ms)}" if s.p10_ms is not None and s.p90_ms is not None else fmt.DASH
@@ -75,6 +80,8 @@ def _md_row(row: ResultRow, index: RunIndex) -> tuple[str, ...]:
     else:
         comparison = index.comparison(row)
         speedup = format_speedup(comparison) if comparison else fmt.DASH
+    if _competed(row, index):
+        speedup += fmt.COMPETED
     loss = fmt.DASH
     if s.final_loss is not None:
         loss = f"{s.final_loss:.3f}" + (f"/{s.loss_floor:.3f}" if s.loss_floor is not None else "")
@@ -91,7 +98,7 @@ def to_markdown(rows: Sequence[ResultRow]) -> str:
     index = RunIndex(rows)
     for row in rows:
         lines.append("| " + " | ".join(_md_cell(c) for c in _md_row(row, index)) + " |")
-    notes = index.drift_notes()
+    notes = index.drift_notes() + ([fmt.COMPETED_NOTE] if any(_competed(r, index) for r in rows) else [])
     if notes:
         lines += ["", *(f"- {_md_cell(n)}" for n in notes)]
     return "\n".join(lines) + "\n"

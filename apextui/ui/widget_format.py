@@ -11,6 +11,8 @@ __all__ = ["DASH", "VERDICT_MARK", "LEGEND", "ms", "si", "verdict_mark"]
 # who cannot tell the two colours apart, the symbol alone tells them apart (within noise has its ≈ already)
 VERDICT_MARK = {"faster": "▲", "slower": "▼"}
 LEGEND = "▲ faster ▼ slower ≈ within noise"
+COMPETED = " ⚠"  # after a speed-up (the table and the exports): other work competed with the run or its baseline
+COMPETED_NOTE = "⚠ measured while other work competed"
 
 
 def verdict_mark(verdict: str | None) -> str:

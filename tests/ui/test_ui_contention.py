@@ -10,7 +10,8 @@ import pytest
 from ui_fakes import FakeEngine, gpu_app, reading, running, static_text, wait_for
 
 from apextui.core.monitor.contention import Contention, ContentionTally
-from apextui.ui.widgets.comparison_table import COMPETED, ComparisonTable
+from apextui.ui.widget_format import COMPETED
+from apextui.ui.widgets.comparison_table import ComparisonTable
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 
@@ -42,6 +43,29 @@ async def test_a_busy_run_is_marked_on_the_run_pane_and_beside_its_speedup(tmp_p
         assert "measured while other work competed" in str(table.border_subtitle)
         assert table.rows_data[1].summary.contention["level"] == "busy"
         assert table.rows_data[0].summary.contention is None  # the fake's quiet readings carry none
+
+
+async def test_the_exports_keep_the_competed_mark_the_screen_shows(tmp_path):
+    """`e`: the Markdown's speed-up cell has the screen's ⚠ and its notes the screen's caveat; the CSV its
+    `speedup_competed` column (the baseline's quiet run False, the busy one True)."""
+    import csv
+
+    engine = FakeEngine()
+    app = gpu_app(engine, save_dir=tmp_path)
+    async with running(app, (120, 40)) as pilot:
+        app.start_preset("fp32")  # quiet
+        await wait_for(pilot, lambda: app.active is None and len(app.table.rows_data) == 1, 30, "fp32")
+        engine.monitor = busy_reading
+        app.start_preset("fused_amp")
+        await wait_for(pilot, lambda: app.active is None and len(app.table.rows_data) == 2, 30, "fused_amp")
+        await pilot.press("e")
+        await wait_for(pilot, lambda: len(list(tmp_path.glob("apextui-results-*"))) == 2, 30, "the exports")
+    md = next(tmp_path.glob("apextui-results-*.md")).read_text().splitlines()
+    amp = next(line for line in md if "| fused_amp |" in line)
+    assert amp.split(" | ")[6].endswith(COMPETED) and "| base |" in md[2]
+    assert "- ⚠ measured while other work competed" in md
+    rows = list(csv.DictReader(next(tmp_path.glob("apextui-results-*.csv")).open()))
+    assert [(r["preset"], r["speedup_competed"]) for r in rows] == [("fp32", "False"), ("fused_amp", "True")]
 
 
 async def test_the_marked_presets_run_interleaved_and_show_pooled_intervals(tmp_path):

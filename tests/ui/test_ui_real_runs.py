@@ -12,7 +12,7 @@ import pytest
 from ui_fakes import highlight, no_gpu_report, provider, static_text, wait_for
 
 from apextui.core.measure.compare import format_speedup
-from apextui.ui.widgets.comparison_table import COMPETED
+from apextui.ui.widget_format import COMPETED
 from apextui.ui.widget_format import verdict_mark
 from apextui.core.results import comparison
 from apextui.ui.app import make_app

@@ -55,7 +55,6 @@ COLUMNS = (
 )
 STATUS_MARK = {"ok": "", "stopped": " ■", "failed": " ✗"}
 VERDICT_STYLE = {"faster": "bold green", "slower": "bold red"}  # within noise: no colour
-COMPETED = " ⚠"  # after a speed-up: other work competed with the run or its baseline
 PAGE_ROWS = 100  # rows on one page of the table (Textual measures each: 100 cost a few ms)
 
 SortKey = Literal["run order", "median", "speed-up", "preset"]
@@ -90,7 +89,7 @@ def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = 
         up_text = Text(fmt.verdict_mark(c.verdict if c else None) + format_speedup(c, level < WIDE),
                        style=VERDICT_STYLE.get(c.verdict, "") if c else "dim")
     if row.status != "failed" and index.competed(row):
-        up_text.append(COMPETED, style="bold yellow")
+        up_text.append(fmt.COMPETED, style="bold yellow")
     if row.final_loss is not None:
         loss = Text(f"{row.final_loss:.3f}")
         if row.loss_floor is not None and level > NARROW:
@@ -307,7 +306,7 @@ class ComparisonTable(DataTable):
         notes = index.notes()
         drift = index.drift_notes()
         if any(index.competed(self.rows_data[i]) for i in self.shown):
-            parts.append("⚠ measured while other work competed")
+            parts.append(fmt.COMPETED_NOTE)
         named = sorted((files or {}).items(), key=lambda kv: kv[1])
         if notes or named or drift:  # the legend stays, short, after the notes (loading a file used to replace it)
             parts.extend([*notes, *drift, fmt.LEGEND, *(f"f{n} {Path(f).name}" for f, n in named)])
