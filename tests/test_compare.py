@@ -191,6 +191,26 @@ def test_the_same_preset_twice_on_drifting_timings_is_within_noise():
     assert fused is not None and fused.verdict == "faster" and fused.low < 1.4 and fused.high > 4.55
 
 
+def test_the_baseline_is_the_fastest_undisturbed_baseline_run_not_the_latest():
+    """BASELINE_CHOICE: a layernorm run at a flat 24.0 ms after runs of 0.13 ms is not the baseline (the latest run
+    was, and gave fused_layernorm ≈189×); nor is a faster run other work competed with."""
+    def norm(variant: str, median: float, **extra) -> ResultRow:
+        return ResultRow(preset=variant, workload="norm", variant=variant, device="cpu", size="cpu", amp="none",
+                         status="ok", summary={"steps": 60, "measured_steps": 50, "timed_intervals": 50,
+                                               "median_ms": median, "median_low_ms": median * 0.98,
+                                               "median_high_ms": median * 1.02, **extra})
+
+    busy = {"contention": {"level": "busy", "samples": 4, "busy_samples": 4}}
+    rows = [norm("layernorm", 0.13), norm("layernorm", 0.12, **busy), norm("fused_layernorm", 0.127),
+            norm("layernorm", 24.0)]
+    index = RunIndex(rows)
+    assert index.baseline(rows[2]) is rows[0] and index.is_base(rows[0]) and not index.is_base(rows[3])
+    assert index.comparison(rows[2]).speedup == pytest.approx(0.13 / 0.127)
+    assert index.label(index.baseline(rows[2])) == "layernorm run 1"
+    quiet = [rows[0], rows[3], norm("layernorm", 0.13)]  # equals: the latest of them
+    assert RunIndex(quiet).baseline(quiet[0]) is quiet[2]
+
+
 def test_a_real_3x_difference_is_still_found_with_drift_unknown_or_seen():
     base, fast = Timing(30.0, 29.4, 30.6), Timing(10.0, 9.8, 10.2)
     c = compare(fast, base, drift=Drift())
