@@ -23,21 +23,24 @@ from apextui.core.run.request import RunRequest
 
 from .screens.advise_screen import AdviceJob
 
-MIN_PRESETS = 2
+MIN_PRESETS = 2  # with their baselines: one marked preset runs against its workload's baseline
 
 
 def selection(marked: Sequence[str], presets: Sequence[Preset]) -> tuple[list[Preset], str | None]:
-    """The presets to interleave: the marked ones and, where missing, their workload's baseline; or why not."""
+    """The presets to interleave: the marked ones and, where missing, their workload's baseline; or why not (one
+    marked preset is enough: it runs against its baseline; the baseline alone has nothing to be compared with)."""
     by_name = {p.name: p for p in presets}
     chosen = [by_name[n] for n in marked if n in by_name]
-    if len(chosen) < MIN_PRESETS:
-        return [], f"mark {MIN_PRESETS} or more presets with m in the preset list, then press c"
     for workload in dict.fromkeys(p.workload for p in chosen):
         base = BASELINES.get(workload)
         if base and not any(p.variant == base for p in chosen if p.workload == workload):
             found = next((p for p in presets if p.workload == workload and p.variant == base), None)
             if found is not None:
                 chosen.append(found)
+    if len(chosen) < MIN_PRESETS:
+        alone = f"{chosen[0].name} is its workload's baseline: " if chosen else ""
+        return [], f"{alone}mark a preset (or several) with m in the preset list, then press c: each runs against " \
+                   "its workload's baseline"
     return chosen, None
 
 

@@ -95,3 +95,28 @@ async def test_the_marked_presets_run_interleaved_and_show_pooled_intervals(tmp_
         assert [str(table.get_row_at(i)[1]) for i in range(6)] == ["1", "1", "1", "2", "2", "2"]
         await pilot.press("escape")
         assert app.active is None and not app.interleaved_job.running
+
+
+async def test_c_with_one_marked_preset_runs_it_against_its_baseline(tmp_path):
+    """The help says c runs the marked presets "and their baseline": one marked preset is enough. The baseline
+    alone has nothing to be compared with: one line says so."""
+    from ui_fakes import highlight
+
+    from apextui.ui.screens.interleaved_screen import InterleavedScreen
+
+    engine = FakeEngine()
+    app = gpu_app(engine, save_dir=tmp_path, steps=40)
+    async with running(app, (120, 40)) as pilot:
+        await highlight(pilot, app, "adamw")
+        await pilot.press("m", "c")
+        await wait_for(pilot, lambda: any("is its workload's baseline" in n.message for n in app._notifications),
+                       20, "the baseline alone refused")
+        assert not engine.runners
+        await pilot.press("m")  # unmarked
+        await highlight(pilot, app, "adamw_fused")
+        await pilot.press("m")
+        assert app.picker.marked == ["adamw_fused"]
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, InterleavedScreen), 30, "the comparison's result")
+        assert [r.preset.name for r in engine.runners] == ["adamw_fused", "adamw", "adamw", "adamw_fused"]
+        await pilot.press("escape")
