@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from textual.message import Message
 
 from apextui.core.monitor.sampler import METRIC_UNITS
+from apextui.core.measure.stats import Downsampled
 from apextui.core.run.snapshot import Snapshot
 
 from .messages import RunUpdated
 
-LOSS_POINTS = 256  # whole-run loss curve, averaged down as the run grows
+LOSS_POINTS = 256  # whole-run loss curve, averaged down as the run grows (`Downsampled`)
 STEP_POINTS = 240  # most recent step times
 MONITOR_POINTS = 120  # most recent monitor readings (2 minutes at 1 s)
 LOSS_SMOOTHING_STEPS = 20  # the smoothed loss averages over about this many steps
@@ -51,34 +52,6 @@ class LossAverage:
             self.value = loss
             return
         self.value += (1.0 - (1.0 - self.alpha) ** max(1, steps)) * (loss - self.value)
-
-
-class Downsampled:
-    """A whole-series history of bounded size: when full, neighbours are averaged and the stride doubles."""
-
-    def __init__(self, cap: int = LOSS_POINTS) -> None:
-        self.cap = max(2, cap - cap % 2)
-        self.stride = 1
-        self.values: list[float] = []
-        self._acc = 0.0
-        self._n = 0
-
-    def add(self, value: float) -> None:
-        self._acc += value
-        self._n += 1
-        if self._n < self.stride:
-            return
-        self.values.append(self._acc / self._n)
-        self._acc, self._n = 0.0, 0
-        if len(self.values) >= self.cap:
-            v = self.values
-            self.values = [(v[i] + v[i + 1]) / 2 for i in range(0, len(v) - 1, 2)]
-            self.stride *= 2
-
-    def snapshot(self) -> tuple[float, ...]:
-        if self._n:
-            return (*self.values, self._acc / self._n)
-        return tuple(self.values)
 
 
 @dataclass(frozen=True)

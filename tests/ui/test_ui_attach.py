@@ -219,3 +219,29 @@ async def test_before_the_runs_first_step_the_pane_says_it_waits_for_it():
             assert int(static_text(app, "#run-steps").split("·")[0]) > 0
     finally:
         mon.close()
+
+
+async def test_a_metric_plot_shows_the_whole_run_from_its_start_downsampled():
+    """Re-attached to a finished run whose learning rate followed a cosine schedule from 1e-3 over 1,000 steps:
+    the lr plot starts at the schedule's start (it kept the newest 240 values, from 0.000343), in bounded room."""
+    import math
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(16, 1)
+    x, y = torch.randn(32, 16), torch.randn(32, 1)
+    steps = 1000
+    lrs = [0.5e-3 * (1 + math.cos(math.pi * i / steps)) for i in range(steps)]
+    with apextui.watch(name="cosine", warmup=2) as mon:
+        for lr in lrs:
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            mon.step(loss=loss.detach(), samples=32)
+            mon.log(lr=lr)  # one metric line a step
+    app = AttachApp(store.find("cosine")[0], poll_s=0.05, refresh_s=0.1)
+    async with app.run_test(size=(120, 32)) as pilot:
+        plots = app.query_one(MetricPlots)
+        await wait_for(pilot, lambda: "finished" in static_text(app, "#run-title"), what="the end")
+        await wait_for(pilot, lambda: plots.names == ["lr"] and plots._shown.get("lr"), what="the lr plot")
+        shown = plots._shown["lr"]
+        assert len(shown) <= 241 and shown[0] > 0.99e-3 and shown[-1] < 1e-6  # from 1e-3 down to about 0
+        assert list(shown) == sorted(shown, reverse=True)  # the whole schedule, in order

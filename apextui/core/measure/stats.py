@@ -1,4 +1,5 @@
-"""Step-time statistics: warm-up exclusion, percentiles, throughput."""
+"""Step-time statistics: warm-up exclusion, percentiles, throughput; and `Downsampled`, a whole series in bounded
+room (the loss curve, a watched run's metrics)."""
 
 from __future__ import annotations
 
@@ -150,3 +151,33 @@ class StepStats:
             median_high_ms=high,
             block_steps=self._block,
         )
+
+
+class Downsampled:
+    """A whole-series history of bounded size: when full, neighbours are averaged and the stride doubles. Why: a
+    plot of a run's series shows it from its start (a window of the newest values cut a learning-rate schedule's
+    start off), at a cost that never grows with the run."""
+
+    def __init__(self, cap: int = 256) -> None:
+        self.cap = max(2, cap - cap % 2)
+        self.stride = 1
+        self.values: list[float] = []
+        self._acc = 0.0
+        self._n = 0
+
+    def add(self, value: float) -> None:
+        self._acc += value
+        self._n += 1
+        if self._n < self.stride:
+            return
+        self.values.append(self._acc / self._n)
+        self._acc, self._n = 0.0, 0
+        if len(self.values) >= self.cap:
+            v = self.values
+            self.values = [(v[i] + v[i + 1]) / 2 for i in range(0, len(v) - 1, 2)]
+            self.stride *= 2
+
+    def snapshot(self) -> tuple[float, ...]:
+        if self._n:
+            return (*self.values, self._acc / self._n)
+        return tuple(self.values)

@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from ..measure.stats import Downsampled
 from ..monitor.sampler import GPU_METRICS, METRIC_UNITS, NO_GPU, GpuReading, MonitorReading
 from ..run import replay
 from ..run.merge import MergedRecord
 from ..run.replay import integer, number
 from ..run.snapshot import Snapshot
 
-METRIC_POINTS = 240  # each extra metric: its most recent values
+METRIC_POINTS = 240  # each extra metric: its whole series, averaged down as the run grows (`Downsampled`)
 
 
 def _gpu_metrics(g: Mapping[str, Any]) -> dict[str, Any]:
@@ -46,7 +46,7 @@ class Replay(replay.Replay):
     def __init__(self) -> None:
         super().__init__()
         self.notes: list[str] = []
-        self.metrics: dict[str, deque[float]] = {}
+        self.metrics: dict[str, Downsampled] = {}
         self._monitor: MonitorReading | None = None
         self._monitor_key: tuple[Any, ...] | None = None
 
@@ -72,7 +72,7 @@ class Replay(replay.Replay):
             for name, value in (values.items() if isinstance(values, dict) else ()):
                 v = number(value)
                 if v is not None:
-                    self.metrics.setdefault(str(name), deque(maxlen=METRIC_POINTS)).append(v)
+                    self.metrics.setdefault(str(name), Downsampled(METRIC_POINTS)).add(v)
         elif kind == "note" and isinstance(line.get("message"), str):
             self.notes.append(line["message"])
 
@@ -85,7 +85,7 @@ class Replay(replay.Replay):
         return self.snapshot_at(elapsed, self._monitor)
 
     def metric_history(self) -> dict[str, tuple[float, ...]]:
-        return {k: tuple(v) for k, v in self.metrics.items()}
+        return {k: v.snapshot() for k, v in self.metrics.items()}
 
 
 class RankTimes:
