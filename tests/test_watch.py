@@ -262,7 +262,7 @@ def test_finished_watched_runs_compare_against_the_oldest_by_the_one_noise_rule_
     from apextui.core.watch import rows
 
     runs = []
-    for name in ("first", "second"):
+    for name in ("mlp", "mlp"):
         with apextui.watch(name=name, warmup=2) as mon:
             train(mon, 60)
         runs.append(str(mon.path))
@@ -274,7 +274,7 @@ def test_finished_watched_runs_compare_against_the_oldest_by_the_one_noise_rule_
     assert index.comparison(table[1]).verdict in ("faster", "slower", "within_noise")
     moved = [r for _, r in rows.Table().rows(baseline=runs[1])]
     assert RunIndex(moved).baseline(moved[0]) is moved[1]
-    live = apextui.watch(name="third", warmup=2)  # a live run joins with its figures so far, never as the baseline
+    live = apextui.watch(name="mlp", warmup=2)  # a live run joins with its figures so far, never as the baseline
     try:
         train(live, 60)
         time.sleep(0.3)
@@ -290,6 +290,22 @@ def test_finished_watched_runs_compare_against_the_oldest_by_the_one_noise_rule_
         assert index.baseline(table[2]) is table[0] and index.comparison(table[2]) is not None
     finally:
         live.close()
+
+
+def test_a_watched_run_is_compared_only_with_runs_of_its_own_name():
+    """An HF GPT-2 run was shown ≈0.62× against an MLP loop marked base: runs of other names are not compared, and a
+    run alone under its name has no baseline and no speed-up."""
+    from apextui.core.results import RunIndex
+    from apextui.core.watch import rows
+
+    for name in ("mlp", "gpt2", "mlp"):
+        with apextui.watch(name=name, warmup=2) as mon:
+            train(mon, 40)
+    table = [r for _, r in rows.Table().rows()]
+    index = RunIndex(table)
+    mlp, gpt2, mlp_again = table
+    assert index.is_base(mlp) and index.baseline(mlp_again) is mlp and index.comparison(mlp_again) is not None
+    assert index.baseline(gpt2) is None and index.comparison(gpt2) is None and not index.is_base(gpt2)
 
 
 @pytest.mark.slow

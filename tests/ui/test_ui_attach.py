@@ -114,18 +114,18 @@ async def test_a_torchrun_run_shows_every_ranks_ms_per_step_on_rank_0s_pane():
 
 
 async def test_b_makes_the_highlighted_finished_run_the_baseline():
-    for name in ("one", "two"):
-        with apextui.watch(name=name, warmup=2) as mon:
+    for _ in range(2):
+        with apextui.watch(name="same", warmup=2) as mon:
             for i in range(40):
                 mon.step(loss=1.0 / (i + 1))
-    app = AttachApp(store.find("two")[0], poll_s=0.05, refresh_s=0.1)
+    app = AttachApp(store.find("same")[0], poll_s=0.05, refresh_s=0.1)
     async with app.run_test(size=(120, 32)) as pilot:
         table = app.query_one(ComparisonTable)
         await wait_for(pilot, lambda: len(table.rows_data) == 2, what="two rows")
-        assert [r.variant for r in table.rows_data] == ["", "two"]  # the oldest is the baseline
+        assert [r.variant for r in table.rows_data] == ["", "same"]  # the oldest is the baseline
         table.move_cursor(row=1)
         await pilot.press("b")
-        assert [r.variant for r in table.rows_data] == ["one", ""]
+        assert [r.variant for r in table.rows_data] == ["same", ""]
 
 
 async def test_docs_name_every_key_of_attach():

@@ -1,9 +1,11 @@
 """Watched runs as rows of the comparison table, compared by the one noise rule (`core/compare.py`).
 
-A watched run has no shipped baseline: the user picks one (the oldest finished run by default). The table's
-`RunIndex` takes as a group's baseline the row whose variant is its workload's baseline name, which for
-workload "watch" is "" (`presets.BASELINES` has no entry): so the chosen run's row gets variant "" and every
-other row its name. Rows compare within one device, as preset runs do.
+A watched run is compared only with runs of its own name on its device: an HF GPT-2 Trainer run against an MLP loop
+said nothing (`≈0.62×`). The name is the row's `model`, which `ResultRow.comparable_key` groups by (runs of two
+models never compare). A group has no shipped baseline: the user picks one (the oldest finished run by default).
+The table's `RunIndex` takes as a group's baseline the row whose variant is its workload's baseline name, which
+for workload "watch" is "" (`presets.BASELINES` has no entry): so the chosen run's row gets variant "" and every
+other row its name. A run alone in its group has no baseline and no speed-up.
 
 Live runs join the table with their figures so far (`Table`: each followed incrementally, marked ● in its name);
 a live run is never the baseline: its median still moves."""
@@ -29,7 +31,8 @@ HEAD_LINES = 64  # `_device` reads this many lines
 
 
 def row(meta: RunMeta, end: dict[str, Any], device: str = "cpu", baseline: bool = False) -> ResultRow:
-    """A watched run's row from its `end` line; `baseline`: the row the others of its device are compared with."""
+    """A watched run's row from its `end` line; `baseline`: the row the others of its name and device are compared
+    with."""
     summary = end.get("summary")
     summary = summary if isinstance(summary, dict) else {}
     status = end.get("status") if end.get("status") in ("ok", "stopped", "failed") else "failed"
@@ -37,7 +40,12 @@ def row(meta: RunMeta, end: dict[str, Any], device: str = "cpu", baseline: bool 
     return ResultRow(preset=f"{meta.name} {meta.started[5:16]}", workload=WORKLOAD,
                      variant="" if baseline else meta.name, device=device, size="default", amp="none",
                      status=str(status), summary=Summary.from_dict(summary),
-                     error=error if isinstance(error, str) else None, source=SESSION)
+                     error=error if isinstance(error, str) else None, source=SESSION, model=meta.name)
+
+
+def _group(meta: RunMeta, device: str) -> tuple[str, str]:
+    """The runs a watched run is compared with: those of its name, on its device."""
+    return meta.name, device
 
 
 def _device(folder: Path) -> str:
@@ -73,8 +81,9 @@ class Table:
 
     def rows(self, baseline: str | None = None) -> list[tuple[RunMeta, ResultRow]]:
         """Every finished run (with its `end` line), oldest first, then every live run with its figures so far;
-        `baseline`: the finished run folder whose row is its device's baseline (the other devices, and by default
-        every device: the oldest finished run that may be one, `compare.baseline_problem`)."""
+        `baseline`: the finished run folder whose row is its group's baseline (`_group`: its name and device; in the
+        other groups, and by default in every group, the oldest finished run that may be one,
+        `compare.baseline_problem`; none in a group of one run: nothing to compare it with)."""
         metas = list(reversed(all_runs(self.where)))
         found: list[tuple[RunMeta, dict[str, Any], str]] = []
         live: list[RunMeta] = []
@@ -89,17 +98,22 @@ class Table:
                 self._live.pop(m.path, None)
             end, device = self._ended[m.path]
             found.append((m, end, device))
-        chosen: dict[str, str] = {}
+        live_rows = [r for r in (self._live_row(m) for m in live) if r is not None]
+        sizes: dict[tuple[str, str], int] = {}
+        for key in [_group(m, d) for m, _, d in found] + [_group(m, r.device) for m, r in live_rows]:
+            sizes[key] = sizes.get(key, 0) + 1
+        chosen: dict[tuple[str, str], str] = {}
         for m, e, device in found:
             raw = e.get("summary")
             summary = Summary.from_dict(raw if isinstance(raw, dict) else {})
-            if device not in chosen and baseline_problem(str(e.get("status")), summary) is None:
-                chosen[device] = m.path
-        picked = next((d for m, _, d in found if m.path == baseline), None)
+            key = _group(m, device)
+            if key not in chosen and sizes[key] > 1 and baseline_problem(str(e.get("status")), summary) is None:
+                chosen[key] = m.path
+        picked = next((_group(m, d) for m, _, d in found if m.path == baseline), None)
         if picked is not None and baseline is not None:
             chosen[picked] = baseline
-        out = [(m, row(m, e, device, baseline=chosen.get(device) == m.path)) for m, e, device in found]
-        return out + [r for r in (self._live_row(m) for m in live) if r is not None]
+        out = [(m, row(m, e, device, baseline=chosen.get(_group(m, device)) == m.path)) for m, e, device in found]
+        return out + live_rows
 
     def _live_row(self, meta: RunMeta) -> tuple[RunMeta, ResultRow] | None:
         follower, replay = self._live.setdefault(meta.path, (Follower(Path(meta.path)), Replay()))
@@ -109,4 +123,4 @@ class Table:
             return None
         return meta, ResultRow(preset=f"{meta.name} {meta.started[5:16]} {LIVE_MARK}", workload=WORKLOAD,
                                variant=meta.name, device=snap.info.device, size="default", amp="none", status="ok",
-                               summary=events.summary(snap), source=SESSION)
+                               summary=events.summary(snap), source=SESSION, model=meta.name)
