@@ -8,7 +8,7 @@ import pytest
 
 from apextui.core import presets
 from apextui.core.config import axes, checks
-from apextui.core.config.point import BASELINE, NAMED, Config, parse, single_changes
+from apextui.core.config.point import BASELINE, NAMED, Config, ConfigError, parse, single_changes
 from apextui.core.config.snippet import preset_toml, snippet
 from apextui.core.workloads.spec import MODEL
 
@@ -172,3 +172,15 @@ def test_a_point_off_the_named_ones_plans_and_checks_for_data_parallel_without_a
     assert data_parallel_problem(presets[1]) is None
     graph = config_preset("m.py:build", parse("precision=bf16,compile=graph"))
     assert "CUDA graphs" in (data_parallel_problem(graph) or "")
+
+
+def test_the_docs_say_config_takes_a_variants_name_as_the_code_does():
+    """`--config bf16` (a named point) is accepted; docs/your-model.md said anything not `axis=value` is an error."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "your-model.md").read_text()
+    assert parse("bf16") is NAMED["bf16"]
+    assert "`--config bf16` is `--config precision=bf16`" in doc
+    assert "or not `axis=value`" not in doc  # the error list said a named point was refused
+    with pytest.raises(ConfigError, match="or a named point"):
+        parse("bf17")
