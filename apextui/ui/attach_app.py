@@ -37,6 +37,14 @@ TABLE_S = 5.0  # the table's live rows: their figures so far, this often
 STALL_S = 10.0  # a live run whose stream got no line for this long: the run pane says so (a hung training)
 
 
+class WatchedTable(ComparisonTable):
+    """The comparison table of watched runs: a watched run has no loss floor, no norm check and no compile time;
+    its name and start are its preset column."""
+
+    LEFT_OUT = frozenset({"err", "compile"})
+    LABELS = {"preset": "watched run", "loss": "loss"}
+
+
 class AttachApp(App[int]):
     CSS_PATH: ClassVar[Any] = ["app.tcss", "attach.tcss"]
     TITLE = "apextui attach"
@@ -77,7 +85,7 @@ class AttachApp(App[int]):
             yield MonitorPanel(id="monitor")
         yield MetricPlots(id="metrics")
         with Horizontal(id="attach-bottom"):
-            yield ComparisonTable(id="table")
+            yield WatchedTable(id="table")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -89,6 +97,7 @@ class AttachApp(App[int]):
         if self.meta is not None:
             self.attach(self.meta)
         else:
+            self.query_one(LiveRun).show_unattached()
             self.action_runs()
 
     # ---- following a run (the reader thread) ------------------------------------------------------------------
@@ -207,10 +216,14 @@ class AttachApp(App[int]):
             table.move_cursor(row=cursor)
 
     # ---- keys -------------------------------------------------------------------------------------------------
-    def action_runs(self) -> None:
+    def _runs_now(self) -> tuple[list[store.RunMeta], list[store.RunMeta]]:
+        """(live, finished): the picker's lists."""
         live = store.live_runs(self.where)
         paths = {m.path for m in live}
-        finished = [m for m in store.all_runs(self.where) if m.path not in paths]
+        return live, [m for m in store.all_runs(self.where) if m.path not in paths]
+
+    def action_runs(self) -> None:
+        live, finished = self._runs_now()
 
         def chosen(meta: store.RunMeta | None) -> None:
             if meta is not None:
@@ -218,7 +231,8 @@ class AttachApp(App[int]):
             elif self.meta is None:
                 self.exit(0)
 
-        self.push_screen(RunPicker(live, finished), chosen)
+        self.push_screen(RunPicker(live, finished, self._runs_now, "back" if self.meta is not None else "quit"),
+                         chosen)
 
     def action_baseline(self) -> None:
         table = self.query_one(ComparisonTable)

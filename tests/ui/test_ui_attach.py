@@ -245,3 +245,38 @@ async def test_a_metric_plot_shows_the_whole_run_from_its_start_downsampled():
         shown = plots._shown["lr"]
         assert len(shown) <= 241 and shown[0] > 0.99e-3 and shown[-1] < 1e-6  # from 1e-3 down to about 0
         assert list(shown) == sorted(shown, reverse=True)  # the whole schedule, in order
+
+
+async def test_attach_with_no_runs_lists_a_run_that_starts_while_the_picker_is_open():
+    """`apextui attach` before any run: the picker lists a run started while it is open; behind it the run pane says
+    no run is attached (not "select a preset") and the table's headers are a watched run's (no `loss/floor`, no
+    `max err`); escape, with no run attached, says it quits, and does."""
+    from apextui.ui.screens import run_picker
+
+    app = AttachApp(None, poll_s=0.05, refresh_s=0.1)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunPicker), what="the picker")
+        picker = app.screen
+        assert "escape: quit" in static_text(picker, "#picker-empty")
+        title = static_text(app, "#run-title")
+        assert "no watched run attached" in title and "select a preset" not in title
+        headers = [str(c.label) for c in app.query_one(ComparisonTable).columns.values()]
+        assert "loss" in headers and not {"loss/floor", "max err", "err", "preset"} & set(headers)
+        mon = apextui.watch(name="late")
+        try:
+            mon.step(loss=1.0)
+            await wait_for(pilot, lambda: [m.name for m in picker.runs] == ["late"] and picker.live == 1,
+                           timeout=10 * run_picker.REFRESH_S + 30, what="the run started after the picker opened")
+            await wait_for(pilot, lambda: bool(app.screen.query("#picker-list")), what="the list drawn")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.meta is not None and app.meta.name == "late", what="attached")
+        finally:
+            mon.close()
+
+
+async def test_escape_from_the_empty_picker_quits_as_it_says():
+    app = AttachApp(None, poll_s=0.05, refresh_s=0.1)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, RunPicker), what="the picker")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.return_code == 0, what="the app quit")

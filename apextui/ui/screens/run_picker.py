@@ -1,8 +1,11 @@
-"""`apextui attach` without a name: pick a watched run (live ones first, then finished ones, newest first)."""
+"""`apextui attach` without a name: pick a watched run (live ones first, then finished ones, newest first).
+
+The list is read again every `REFRESH_S` while the picker is open: a run started after it opened (the usual
+order: open attach, then start the training) is listed as it starts."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
 from rich.text import Text
@@ -15,9 +18,13 @@ from textual.widgets.option_list import Option
 
 from apextui.core.watch.store import RunMeta
 
+REFRESH_S = 1.0  # how often the list of runs is read again
+Runs = tuple[Sequence[RunMeta], Sequence[RunMeta]]  # (live, finished)
+
 
 class RunPicker(ModalScreen["RunMeta | None"]):
-    """Dismissed with the chosen run, or None (escape, or no runs)."""
+    """Dismissed with the chosen run, or None (escape). `load` reads the (live, finished) runs again (every
+    `REFRESH_S`); `leaving`: what escape does, for its label (`back` to the run shown, `quit` with none)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Back"), Binding("q", "cancel", "Back")]
     DEFAULT_CSS = """
@@ -27,19 +34,45 @@ class RunPicker(ModalScreen["RunMeta | None"]):
     #picker-list { height: auto; max-height: 20; }
     """
 
-    def __init__(self, live: Sequence[RunMeta], finished: Sequence[RunMeta]) -> None:
+    def __init__(self, live: Sequence[RunMeta], finished: Sequence[RunMeta],
+                 load: Callable[[], Runs] | None = None, leaving: str = "back",
+                 refresh_s: float = REFRESH_S) -> None:
         super().__init__()
         self.runs = [*live, *finished]
         self.live = len(live)
+        self.load = load
+        self.leaving = leaving
+        self.refresh_s = refresh_s
+
+    def on_mount(self) -> None:
+        if self.load is not None:
+            self.set_interval(self.refresh_s, self._reload)
+
+    async def _reload(self) -> None:
+        """The runs read again; the list redrawn only when they changed (the highlighted run kept)."""
+        assert self.load is not None
+        live, finished = self.load()
+        runs = [*live, *finished]
+        if [m.path for m in runs] == [m.path for m in self.runs] and len(live) == self.live:
+            return
+        lists = self.query(OptionList)
+        old = lists.first().highlighted if lists else None
+        kept = self.runs[old].path if old is not None and old < len(self.runs) else None
+        self.runs, self.live = runs, len(live)
+        await self.recompose()
+        at = next((i for i, m in enumerate(runs) if m.path == kept), 0)
+        for options in self.query(OptionList):
+            options.highlighted = at
+            options.focus()
 
     def compose(self) -> ComposeResult:
         with Vertical(id="picker-box"):
             if not self.runs:
-                yield Static("No watched runs yet. In your training loop:\n\n"
+                yield Static("No watched runs yet (a run that starts is listed here). In your training loop:\n\n"
                              "    mon = apextui.watch(name=\"my-run\")\n    ...  mon.step(loss=loss)\n\n"
-                             "escape: back", id="picker-empty")
+                             f"escape: {self.leaving}", id="picker-empty")
                 return
-            yield Static(Text("watched runs · enter: attach · escape: back", style="bold"))
+            yield Static(Text(f"watched runs · enter: attach · escape: {self.leaving}", style="bold"))
             options = []
             for i, meta in enumerate(self.runs):
                 mark = ("● live", "bold green") if i < self.live else ("  done", "dim")

@@ -66,11 +66,12 @@ def tier(width: int) -> int:
     return NARROW if width < NORMAL_WIDTH else NORMAL if width < WIDE_WIDTH else WIDE if width < EXTRA_WIDTH else EXTRA
 
 
-def columns(level: int) -> tuple[Column, ...]:
-    return tuple(c for c in COLUMNS if c.tier <= level)
+def columns(level: int, left_out: frozenset[str] = frozenset()) -> tuple[Column, ...]:
+    return tuple(c for c in COLUMNS if c.tier <= level and c.key not in left_out)
 
 
-def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = WIDE) -> tuple[object, ...]:
+def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = WIDE,
+          left_out: frozenset[str] = frozenset()) -> tuple[object, ...]:
     """The table cells of one row (Rich text) for the columns of tier `level`; `index`: the table's rows
     (`RunIndex`, made once per rebuild); `source_label` marks rows loaded from a file. Below WIDE the speed-up
     drops its interval; narrow, the loss drops its floor."""
@@ -113,7 +114,7 @@ def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = 
         "throughput": fmt.si(summary.throughput, unit),
         "compile": fmt.seconds(compile_s) if compile_s else Text(fmt.DASH, style="dim"),
     }
-    return tuple(by_key[c.key] for c in columns(level))
+    return tuple(by_key[c.key] for c in columns(level, left_out))
 
 
 def _sort_value(key: SortKey, index: RunIndex) -> Callable[[tuple[int, ResultRow]], tuple[object, ...]]:
@@ -148,6 +149,8 @@ class ComparisonTable(DataTable):
         Binding("left_square_bracket", "page(-1)", "Older page", show=False, key_display="["),
         Binding("right_square_bracket", "page(1)", "Newer page", show=False, key_display="]"),
     ]
+    LEFT_OUT: ClassVar[frozenset[str]] = frozenset()  # columns a table of other rows has no values for
+    LABELS: ClassVar[dict[str, str]] = {}  # headers of its own, by column key
 
     def __init__(self, *, id: str | None = None, page_rows: int = PAGE_ROWS) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
@@ -169,8 +172,8 @@ class ComparisonTable(DataTable):
     def _set_columns(self, level: int) -> None:
         self._tier = level
         self.clear(columns=True)
-        for c in columns(level):
-            self.add_column(c.short if level == NARROW else c.label, key=c.key)
+        for c in columns(level, self.LEFT_OUT):
+            self.add_column(self.LABELS.get(c.key) or (c.short if level == NARROW else c.label), key=c.key)
 
     def add_result(self, row: ResultRow) -> None:
         self.rows_data.append(row)
@@ -279,7 +282,7 @@ class ComparisonTable(DataTable):
         for i in self.shown:
             row = self.rows_data[i]
             label = f"f{files[row.source]}" if row.source != SESSION else ""
-            self.add_row(*cells(row, index, label, level), key=str(i))
+            self.add_row(*cells(row, index, label, level, self.LEFT_OUT), key=str(i))
             self.rows_built += 1
         if self.shown:
             if cursor is not None and cursor in self.shown:

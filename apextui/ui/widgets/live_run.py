@@ -147,6 +147,14 @@ class LiveRun(Vertical):
             t.append(f"\n{steps} steps (n: change)", style="dim")
         self._set("run-title", t, layout=True)
 
+    def show_unattached(self) -> None:
+        """`apextui attach` following no run yet (its picker open, or closed with nothing chosen)."""
+        self.set_class(False, "-running")
+        self.set_class(True, "-idle")
+        self._set("run-title", Text.assemble(("no watched run attached", "bold"),
+                                             ("\nr: pick a run (one that starts is listed as it starts) · q: quit",
+                                              "dim")), layout=True)
+
     def show_waiting(self, who: str) -> None:
         """Following a run that has written nothing yet (`apextui attach` on a watched run before its first
         `step()`: its stream starts there): say so, with no gauges, until its first snapshot."""
