@@ -24,6 +24,7 @@ import contextlib
 import gc
 import signal
 import sys
+import textwrap
 import threading
 from dataclasses import replace
 from collections.abc import Callable, Iterable, Sequence
@@ -70,6 +71,7 @@ __all__ = [
 NARROW_COLS = 80  # below: fewer table columns, the key hints that matter, the main GPU/process metrics only
 SHORT_ROWS = 24  # below: no AMP line in the run pane, so the loss curve keeps a line
 WIDE_COLS = 150  # from: the worker output beside the comparison table
+NOTE_COLUMNS = 44  # the start-up "no GPU" toast's lines: it stays right of the preset list (28 columns) at 80
 
 _gc_frozen = False
 
@@ -235,7 +237,8 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
         self.query_one(StatusPane).set_device(probe.device_line, gpu=probe.gpu)
         self.picker.set_availability(probe.availability, probe.device)
         if probe.device == "cpu" and self.settings.device != "cpu":
-            self.notify(probe.device_note, title="no GPU", severity="warning", timeout=8)
+            # a toast is as wide as its longest line: at 80x24 the note on one line covered the preset list for 8 s
+            self.notify(textwrap.fill(probe.device_note, NOTE_COLUMNS), title="no GPU", severity="warning", timeout=8)
         self._show_highlighted()
         self._start_pending()
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from textual.app import App
+from textual.screen import ModalScreen
 from textual.timer import Timer
 
 from apextui.core.presets import Preset
@@ -143,3 +144,10 @@ class AppBase(App[None]):
     def clear_notifications(self) -> None:
         self._toasts_until.clear()
         super().clear_notifications()
+
+    def push_screen(self, screen: Any, *args: Any, **kwargs: Any) -> Any:
+        """A dialog opens on a clean screen: the toasts of the screen below ("SVG saved", "next runs: 100
+        steps") covered its input or its first lines at 80x24 for seconds. What the dialog itself says shows."""
+        if isinstance(screen, ModalScreen):
+            self.clear_notifications()
+        return super().push_screen(screen, *args, **kwargs)

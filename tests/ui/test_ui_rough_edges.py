@@ -229,3 +229,39 @@ async def test_the_doctor_report_at_80_columns_wraps_at_words_and_says_it_scroll
     assert text.split() == whole.split()  # the same words in the same order: none cut in two
     assert any(fix in line for line in lines)  # the command on one line, to copy
     assert "← → scroll sideways" in subtitle and len(subtitle) <= 76  # whole in the border at 80 columns
+
+
+def _overlaps(a, b) -> bool:
+    return a.x < b.right and b.x < a.right and a.y < b.bottom and b.y < a.bottom
+
+
+async def test_at_80x24_the_no_gpu_toast_stays_clear_of_the_preset_list():
+    from apextui.ui.widgets.preset_picker import PresetPicker
+
+    app = cpu_app()
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await until_ready(pilot, app)
+        await wait_for(pilot, lambda: any("No GPU" in str(t.render()) or "no GPU" in str(t.render())
+                                          for t in app.screen.query("Toast")), 30, "the no GPU toast")
+        await pilot.pause()
+        picker = app.query_one(PresetPicker).region
+        toasts = [t.region for t in app.screen.query("Toast")]
+        assert toasts and not any(_overlaps(t, picker) for t in toasts), (toasts, picker)
+
+
+async def test_at_80x24_a_dialog_opens_clear_of_the_toasts_before_it(tmp_path):
+    """The Steps input opened under the "SVG saved" toast; Run details under "next runs: 100 steps"."""
+    from apextui.ui.screens.steps_screen import StepsScreen
+
+    app = gpu_app(save_dir=tmp_path)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await until_ready(pilot, app)
+        await pilot.press("p")  # an SVG: its toast says where
+        await wait_for(pilot, lambda: bool(app.screen.query("Toast")), 30, "the SVG saved toast")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: isinstance(app.screen, StepsScreen), 30, "the steps dialog")
+        await pilot.pause()
+        assert not app.screen.query("Toast") and not app._notifications
+        app.notify("what the dialog says shows")
+        await wait_for(pilot, lambda: bool(app.screen.query("Toast")), 30, "a toast of the dialog's own")
+
