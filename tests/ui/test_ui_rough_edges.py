@@ -265,3 +265,23 @@ async def test_at_80x24_a_dialog_opens_clear_of_the_toasts_before_it(tmp_path):
         app.notify("what the dialog says shows")
         await wait_for(pilot, lambda: bool(app.screen.query("Toast")), 30, "a toast of the dialog's own")
 
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
+async def test_the_doctor_pane_never_cuts_a_sentence_without_an_ellipsis(size):
+    """At 80x24 the pane's wrapped lines were cut at its bottom edge ("DistributedFusedAdam: NVIDIA"); what does
+    not fit now ends in "…" on the last row shown; where everything fits (200x60), nothing is cut."""
+    from apextui.ui.widgets.status_pane import StatusPane
+
+    app = cpu_app()
+    async with app.run_test(size=size) as pilot:
+        await until_ready(pilot, app)
+        pane = app.query_one(StatusPane)
+        await wait_for(pilot, lambda: "Apex" in static_text(app, "#status-body") and pane.size.height > 2, 30,
+                       "the report in the pane")
+        await pilot.pause()
+        lines = static_text(app, "#status-body").splitlines()
+        assert len(lines) <= pane.size.height, (lines, pane.size.height)  # every row in view: none cut off
+        if size == (200, 60):
+            assert "d: full report" in lines[-1] and not any("…" in line for line in lines), lines
+        else:
+            assert lines[-1].endswith("…"), lines
