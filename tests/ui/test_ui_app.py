@@ -48,7 +48,7 @@ async def test_probing_then_report_and_availability():
         assert app.query_one(PresetPicker).border_subtitle == "probing…"
         gate.set()
         await until_ready(pilot, app)
-        body = static_text(app, "#status-body")
+        body = " ".join(static_text(app, "#status-body").split())  # wrapped to the pane's width
         assert "probing" not in body
         assert "NOT INSTALLED" in body
         assert "✗ FusedAdam" in body and "NVIDIA Apex is not installed" in body
