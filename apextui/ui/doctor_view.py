@@ -92,32 +92,38 @@ def full_report_lines(report: DoctorLike) -> list[Text]:
 
 
 def keeps_whole(line: Text) -> bool:
-    """A fix line: a shell command, copied as it is, is never broken across lines (the report box scrolls
-    sideways for it)."""
+    """A fix line: a shell command, copied as it is; wrapped, each of its lines but the last ends in a shell's line
+    continuation (` \\`), so the copy still runs as one command."""
     return line.plain.lstrip().startswith("fix:")
+
+
+CONTINUED = " \\"  # a wrapped fix line's pieces end in this: the shell reads them as one line
 
 
 def wrap_line(line: Text, width: int) -> list[Text]:
     """`line` broken at spaces into lines of at most `width` columns, the continuations indented under the
     line's own indent plus 4 (a hanging indent): never mid-word, as the report box's edge cut it ("git clone
-    h"). A fix line (`keeps_whole`), or a word longer than the room, stays whole and the box scrolls sideways."""
+    h"). A fix line (`keeps_whole`) is wrapped too (it scrolled sideways, 90 presses of → for its 170 columns at
+    80), each piece but the last ending in `CONTINUED`; a word longer than the room stays whole and the box
+    scrolls sideways."""
     plain = line.plain
-    if width <= 0 or len(plain) <= width or keeps_whole(line):
+    if width <= 0 or len(plain) <= width:
         return [line]
+    tail = CONTINUED if keeps_whole(line) else ""
     indent = len(plain) - len(plain.lstrip(" "))
     hang = min(indent + 4, width // 2)
     out: list[Text] = []
     start = 0
     while True:
-        room = width if not out else width - hang
-        if len(plain) - start <= room:
+        room = (width if not out else width - hang) - len(tail)
+        if len(plain) - start <= room + len(tail):
             break
         cut = plain.rfind(" ", start + 1, start + room + 1)
         if cut <= start:  # a word longer than the room: whole, up to the next space
             cut = plain.find(" ", start + room)
             if cut == -1:
                 break
-        piece = line[start:cut]
+        piece = line[start:cut] + Text(tail, style="dim")
         out.append(piece if not out else Text(" " * hang) + piece)
         start = cut
         while start < len(plain) and plain[start] == " ":
