@@ -842,3 +842,14 @@ def test_one_repeat_a_preset_compares_single_runs_within_the_drift_it_cannot_rul
     assert fused["speedup_vs_baseline_verdict"] == "within_noise"
     real = advice({"adamw": [36.6], "adamw_fused": [9.0]})
     assert real["recommended"] == "adamw_fused"
+
+
+def test_an_unknown_bottleneck_says_so_and_why():
+    """'unknown · 9.67 GB/s (60.0 % of copy)' left "unknown" unexplained."""
+    from apextui.core.advise import roofline_text
+
+    p = {"bottleneck": {"label": "unknown", "reason": "no ceilings (or work model) to compare with"},
+         "roofline": {"gb_s": 9.67, "bandwidth_fraction": 0.6, "primary": "bytes"}}
+    assert roofline_text(p) == ("bottleneck unknown (no ceilings (or work model) to compare with) · 9.67 GB/s "
+                                "(60.0 % of copy)")
+    assert roofline_text({**p, "bottleneck": {"label": "memory-bound"}}).startswith("memory-bound · 9.67 GB/s")

@@ -219,3 +219,28 @@ async def test_reused_advice_shows_when_and_how_it_was_measured_and_flags_too_fe
                 "(NVIDIA H200)") in shown
         assert ("⚠ too few steps to trust: 8 steps a run, fewer than the 100 advise runs by default on cuda"
                 in shown)
+
+
+async def test_at_80_columns_every_wrapped_line_has_a_hanging_indent():
+    """The Static's own wrap started a wrapped line at column 0, so its second half read as a line of its own; every
+    line is wrapped at words to the box's width now, its continuations indented under it."""
+    from apextui.core.advise.advice_view import view
+    from apextui.ui.screens.advise_screen import render_doc
+
+    engine = FakeEngine()
+    app = article_app(engine)
+    async with app.run_test(size=(80, 40)) as pilot:
+        await until_ready(pilot, app)
+        open_advice(app, workloads=("optimizer",), env=ENV)
+        await wait_for(pilot, lambda: app.advice_job is not None and app.advice_job.done and "➜ use" in body(app),
+                       30, "the advice")
+        await pilot.pause()
+        scroll = app.screen.query_one("#advise-scroll")
+        width = scroll.size.width - scroll.styles.gutter.width - 1
+        shown = body(app).splitlines()
+        logical = render_doc(view(app.advice_job.doc), narrow=True).plain.splitlines()
+    assert width < 80 and all(len(line) <= width or len(line.split()) == 1 for line in shown), \
+        [line for line in shown if len(line) > width]
+    starts = {line[:20] for line in logical}
+    continued = [line for line in shown if line[:20] not in starts]
+    assert continued and all(line.startswith("    ") for line in continued), continued

@@ -64,13 +64,16 @@ def not_measured_text(p: Mapping[str, Any]) -> str:
 
 
 def roofline_text(p: Mapping[str, Any]) -> str:
-    """'memory-bound · 11.6 GB/s (49.3 % of copy)' for a preset entry of the document."""
+    """'memory-bound · 11.6 GB/s (49.3 % of copy)' for a preset entry of the document; 'bottleneck unknown (why)'
+    where the bottleneck could not be told."""
     return _roofline_text(p)
 
 
 def _roofline_text(p: Mapping[str, Any]) -> str:
     b = p.get("bottleneck") or {}
     label = b.get("label") or "—"
+    if label == "unknown":  # a bare "unknown · 9.67 GB/s (60.0 % of copy)" said neither what nor why
+        label = "bottleneck unknown" + (f" ({b['reason']})" if b.get("reason") else "")
     r = p.get("roofline") or {}
     figs = []
     if r.get("tflops") is not None:

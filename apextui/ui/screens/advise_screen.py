@@ -39,6 +39,7 @@ from apextui.core.advise.advice_view import AdviceView, view
 from apextui.core.advise.search import DEFAULT_BUDGET_S
 
 from .. import widget_format as fmt
+from ..doctor_view import wrap_line
 
 POLL_S = 0.25  # how often the screen looks at the job
 FINISHED_LINES = 200  # finished-run lines kept for the screen
@@ -257,6 +258,16 @@ def render_lines(lines: Sequence[str]) -> Text:
 ROW_WIDTH = 84  # columns a preset's row takes with every column; narrower, p10–p90 is left out (70)
 
 
+def hanging(text: Text, width: int) -> Text:
+    """`text` wrapped at words to `width` with a hanging indent (each line's continuations under its own indent
+    plus 4, `doctor_view.wrap_line`): at 80 columns the Static's own wrap started them at column 0, so a
+    verdict's second line read as a new line of its own."""
+    if width < 20:
+        return text
+    lines = text.split("\n", allow_blank=True)
+    return Text("\n").join([piece for line in lines for piece in wrap_line(line, width)])
+
+
 def render_doc(v: AdviceView, narrow: bool = False) -> Text:
     """The verdict per workload with its evidence, and the Apex line: the TUI's layout of the one view of the
     advice (`core.advise.advice_view.view`, which the CLI's text lays out too). `narrow` (a box under
@@ -437,9 +448,10 @@ class AdviseScreen(ModalScreen[None]):
             body.update("")
             return
         v = view(job.doc or {})
-        status.update(head + render_head(job, v))
         scroll = self.query_one("#advise-scroll")
-        body.update(render_doc(v, narrow=scroll.size.width - scroll.styles.gutter.width - 1 < ROW_WIDTH))
+        width = scroll.size.width - scroll.styles.gutter.width - 1
+        status.update(hanging(head + render_head(job, v), width))
+        body.update(hanging(render_doc(v, narrow=width < ROW_WIDTH), width))
 
     def on_resize(self) -> None:
         self._shown = None  # laid out again for the new width (render_doc's narrow rows)
