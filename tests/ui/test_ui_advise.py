@@ -55,11 +55,13 @@ def article_app(engine, **kw):
 
 
 def body(app) -> str:
-    return static_text(app.screen, "#advise-body")
+    """The body's words, its wrapped lines joined (the screen wraps the verdicts to its width)."""
+    return " ".join(static_text(app.screen, "#advise-body").split())
 
 
 def status(app) -> str:
-    return static_text(app.screen, "#advise-status")
+    """The head's words, its wrapped lines joined (the screen wraps them to its width)."""
+    return " ".join(static_text(app.screen, "#advise-status").split())
 
 
 async def test_a_measures_with_the_apps_runner_shows_progress_then_verdicts(monkeypatch):
@@ -237,7 +239,7 @@ async def test_at_80_columns_every_wrapped_line_has_a_hanging_indent():
         await pilot.pause()
         scroll = app.screen.query_one("#advise-scroll")
         width = scroll.size.width - scroll.styles.gutter.width - 1
-        shown = body(app).splitlines()
+        shown = static_text(app.screen, "#advise-body").splitlines()
         logical = render_doc(view(app.advice_job.doc), narrow=True).plain.splitlines()
     assert width < 80 and all(len(line) <= width or len(line.split()) == 1 for line in shown), \
         [line for line in shown if len(line) > width]

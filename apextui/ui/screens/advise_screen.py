@@ -268,10 +268,11 @@ def hanging(text: Text, width: int) -> Text:
     return Text("\n").join([piece for line in lines for piece in wrap_line(line, width)])
 
 
-def render_doc(v: AdviceView, narrow: bool = False) -> Text:
+def render_doc(v: AdviceView, narrow: bool = False, width: int = 0) -> Text:
     """The verdict per workload with its evidence, and the Apex line: the TUI's layout of the one view of the
     advice (`core.advise.advice_view.view`, which the CLI's text lays out too). `narrow` (a box under
-    ROW_WIDTH columns, as at 80 columns): the rows leave out p10–p90, so that none wraps mid-row."""
+    ROW_WIDTH columns, as at 80 columns): the rows leave out p10–p90, so that none wraps mid-row. `width`: the
+    verdicts wrapped to it (`hanging`); the search's answer, a code snippet to copy, is never re-indented."""
     t = Text()
     style = {"worth_it": "bold green", "mixed": "bold yellow", "not_worth_it": "bold", "not_measurable": "yellow"}
     t.append("Apex here: ", style="bold")
@@ -321,6 +322,8 @@ def render_doc(v: AdviceView, narrow: bool = False) -> Text:
              f"{v.noise_rule}\n", style="dim")
     if v.competed_legend:
         t.append(f"{v.competed_legend}\n", style="yellow")
+    if width:
+        t = hanging(t, width)
     if v.answer:  # the model's search and its answer: the CLI's lines (`answer.answer_lines`)
         t.append("\n")
         for line in v.answer:
@@ -451,7 +454,7 @@ class AdviseScreen(ModalScreen[None]):
         scroll = self.query_one("#advise-scroll")
         width = scroll.size.width - scroll.styles.gutter.width - 1
         status.update(hanging(head + render_head(job, v), width))
-        body.update(hanging(render_doc(v, narrow=width < ROW_WIDTH), width))
+        body.update(render_doc(v, narrow=width < ROW_WIDTH, width=width))
 
     def on_resize(self) -> None:
         self._shown = None  # laid out again for the new width (render_doc's narrow rows)
