@@ -196,9 +196,10 @@ def test_the_baseline_is_the_fastest_undisturbed_baseline_run_not_the_latest():
     was, and gave fused_layernorm ≈189×); nor is a faster run other work competed with."""
     def norm(variant: str, median: float, **extra) -> ResultRow:
         return ResultRow(preset=variant, workload="norm", variant=variant, device="cpu", size="cpu", amp="none",
-                         status="ok", summary={"steps": 60, "measured_steps": 50, "timed_intervals": 50,
-                                               "median_ms": median, "median_low_ms": median * 0.98,
-                                               "median_high_ms": median * 1.02, **extra})
+                         status="ok", summary=Summary.from_dict({"steps": 60, "measured_steps": 50,
+                                                                 "timed_intervals": 50, "median_ms": median,
+                                                                 "median_low_ms": median * 0.98,
+                                                                 "median_high_ms": median * 1.02, **extra}))
 
     busy = {"contention": {"level": "busy", "samples": 4, "busy_samples": 4}}
     rows = [norm("layernorm", 0.13), norm("layernorm", 0.12, **busy), norm("fused_layernorm", 0.127),
