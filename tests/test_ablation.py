@@ -246,6 +246,26 @@ def test_an_unconfirmed_answer_claims_nothing_beyond_noise_and_a_busy_search_say
     assert "single runs only: not measured side by side" in text
 
 
+def test_a_busy_search_that_ran_only_fp32_says_why_there_is_no_answer_and_that_the_machine_was_busy():
+    """The new-user pass beside two CPU burners (2026-12-03 19:13): the fp32 baseline took the 60 s budget, and the
+    text said "no answer: the budget ended before anything but fp32 ran" without the busy caution its run carried."""
+    from apextui.core.advise.answer import answer_lines
+
+    fake = Table(lambda c: 100.0, busy=lambda c, rnd: True)
+    fake_cost = 30.0
+
+    def slow(config: Config, why: str, round: int | None = None) -> Outcome:
+        out = fake.measure(config, why, round)
+        fake.now += fake_cost
+        return out
+
+    r = Search(slow, budget_s=35, clock=fake.clock).run()
+    assert [t.outcome.status for t in r.trials if t.outcome.status == "ok"] == ["ok"] and r.competed
+    text = "\n".join(answer_lines({"search": r.to_dict(), "answer": None, "device": "cpu"}))
+    assert "no answer: the budget ended before anything but fp32 ran" in text
+    assert "⚠ the machine was busy while measuring: run again when it is quiet" in text
+
+
 def test_fusedadam_never_stays_where_torchs_fused_adamw_is_as_fast_in_the_answer():
     """Review of 2026-12-03: fused AdamW's single change at fp32 was 0.2 % slower than fp32 and Apex's 0.5 % faster, so
     an Apex value weighed against torch's "fastest single change" (the default AdamW) earned its place, though at bf16

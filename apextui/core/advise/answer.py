@@ -112,6 +112,8 @@ def answer_lines(doc: Mapping[str, Any]) -> list[str]:
         else:
             lines.append("no answer: " + ("the budget ended before anything but fp32 ran" if ok == 1 else
                                           "nothing ran ok") + f"; give the search more time: {_confirm_command(doc)}")
+        if s.get("competed"):  # a loaded machine is the likeliest reason the budget ran out: said where it applies
+            lines.append(f"  ⚠ {BUSY}")
         return lines
     mem = f", peak GPU memory {a['peak_memory_bytes'] / 2**20:.0f} MiB" if a.get("peak_memory_bytes") else ""
     busy = " ⚠" if a.get("competed") else ""
