@@ -14,17 +14,16 @@ import pytest
 
 from apextui.cli import command as cli
 from apextui.core import presets
-from apextui.core.needs import needs
 from apextui.core.presets import MAX_STEPS, load_builtin
 from apextui.core.monitor.sampler import METRIC_UNITS
 
 from helpers import ROOT, cli_env, json_lines, run_cli
 
-# torch presets that run on any CPU; the torch.compile / CUDA-graph ones (needs.NEEDS) are tested in
+# torch presets that run on any CPU; the torch.compile / CUDA-graph ones (`Value.needs`) are tested in
 # test_compile_presets.py
-TORCH_PRESETS = [p.name for p in load_builtin() if not p.needs_apex and not needs(p.workload, p.variant)]
+TORCH_PRESETS = [p.name for p in load_builtin() if not p.needs_apex and not p.config.needs]
 APEX_PRESETS = [p.name for p in load_builtin() if p.needs_apex]
-COMPILE_PRESETS = [p.name for p in load_builtin() if not p.needs_apex and needs(p.workload, p.variant)]
+COMPILE_PRESETS = [p.name for p in load_builtin() if not p.needs_apex and p.config.needs]
 NUM = (int, float)
 
 

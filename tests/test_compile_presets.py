@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from apextui.core import needs as variant_needs, presets
+from apextui.core import presets
+from apextui.core.config import checks as variant_needs
 from apextui.core.workloads import builders
 from apextui.core.workloads.base import Workload
 from apextui.core.workloads import warmup
@@ -39,7 +40,7 @@ def test_new_presets_are_shipped_without_apex_and_compare_with_the_same_baseline
     for name, (workload, needs) in NEW.items():
         p = shipped[name]
         assert (p.workload, p.variant, p.needs_apex) == (workload, name, ())
-        assert variant_needs.needs(p.workload, p.variant) == needs
+        assert p.config.needs == needs
     # the same model, data, seed, lr and steps as the eager runs, so losses compare step for step
     fp32, amp = shipped["fp32"], shipped["torch_amp"]
     for name in COMPILED:
@@ -73,7 +74,7 @@ def test_whole_step_graph_workload_refuses_cpu_and_fp16():
 @pytest.mark.parametrize("name", ["fp32", "torch_amp", "adamw", "adamw_fused", "layernorm"])
 def test_other_torch_presets_need_nothing_more(name):
     p = presets.resolve(name)
-    assert variant_needs.needs(p.workload, p.variant) == () and availability(p, "cpu").ok
+    assert p.config.needs == () and availability(p, "cpu").ok
 
 
 def test_torch_compile_on_cpu_needs_a_cxx_compiler(monkeypatch):
@@ -105,8 +106,8 @@ def test_compile_on_cuda_needs_triton(monkeypatch):
         assert not a.ok and "triton" in a.reason and "pip install triton" in a.fix
     monkeypatch.setattr(variant_needs.importlib.util, "find_spec", lambda n: object() if n == "triton" else real(n))
     monkeypatch.setattr(variant_needs.shutil, "which", lambda name: "/usr/bin/" + name)
-    assert variant_needs.check("transformer", "torch_compile_cg", "cuda").ok
-    assert variant_needs.check("optimizer", "adamw_capturable_graph", "cuda").ok
+    assert availability(presets.resolve("torch_compile_cg"), "cuda").ok
+    assert availability(presets.resolve("adamw_capturable_graph"), "cuda").ok
     # triton builds its launcher with a C compiler
     monkeypatch.setattr(variant_needs.shutil, "which", lambda name: None)
     a = availability(presets.resolve("torch_compile"), "cuda")
@@ -114,7 +115,7 @@ def test_compile_on_cuda_needs_triton(monkeypatch):
     monkeypatch.setenv("CC", "my-cc")
     assert "$CC 'my-cc' is not on PATH" in availability(presets.resolve("torch_compile"), "cuda").reason
     # a CUDA-graph preset without compile needs none of it
-    assert variant_needs.check("optimizer", "adamw_capturable_graph", "cuda").ok
+    assert availability(presets.resolve("adamw_capturable_graph"), "cuda").ok
 
 
 def test_the_real_cpu_check_matches_this_machine(monkeypatch):

@@ -1,4 +1,5 @@
-"""The configuration axes, points, `--config` parsing, the snippet and the preset TOML round-trip (no torch)."""
+"""The configuration axes, points, `--config` parsing, the snippet and the preset TOML round-trip; what each value
+builds is tests/test_apply.py's."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ from apextui.core import presets
 from apextui.core.config import axes, checks
 from apextui.core.config.point import BASELINE, NAMED, Config, ConfigError, parse, single_changes
 from apextui.core.config.snippet import preset_toml, snippet
-from apextui.core.workloads.spec import MODEL
+from apextui.core.workloads.spec import MODEL, WORKLOADS
+
+# the optimizers the workloads built by name before the axes (the old `make_optimizer` kinds) -> the value now
+KIND = {"adamw": "adamw", "adamw_foreach": "foreach", "adamw_fused": "fused", "fused_adam": "apex",
+        "adamw_capturable_graph": "capturable", "fused_lamb": "lamb", "distributed_fused_adam": "apex_distributed"}
 
 # what each named variant meant before the axes (the old Recipe table and VariantSpec.amp)
 OLD = {  # name: (tf32, amp, optimizer, fused_norms, compile_mode)
@@ -24,35 +29,64 @@ OLD = {  # name: (tf32, amp, optimizer, fused_norms, compile_mode)
 }
 
 
-def test_every_axis_value_has_a_summary_a_label_and_an_availability():
+def test_every_axis_value_has_a_summary_a_label_an_availability_and_its_snippet_lines():
+    from apextui.core.config import snippet as lines
+
+    tables = {"precision": lines.PRECISION, "optimizer": lines.OPTIMIZER, "norms": lines.NORMS,
+              "compile": lines.COMPILE}
     for a in axes.AXES:
         assert a.summary and a.default.label == ""
         assert len(set(a.names)) == len(a.names)
+        assert list(tables[a.name]) == list(a.names)  # one snippet entry a value, in the axis's order
         for v in a.values:
-            assert v.summary
+            assert v.summary and v.axis == a.name and a.value(v.name) is v
             assert v is a.default or v.label
-            check = checks.value_availability(v, "cpu")
+            assert set(v.needs) <= set(checks.CHECKS) and all(w in WORKLOADS for w in v.workloads)
+            check = checks.check_needs(v.needs, "cpu")
             assert check.ok or (check.reason and check.fix)
     labels = [v.label for a in axes.AXES for v in a.values if v.label]
     assert len(labels) == len(set(labels))  # a point's label names its values unambiguously
 
 
+def test_a_config_holds_its_values_and_reads_as_their_names():
+    import pickle
+
+    c = parse("precision=bf16,optimizer=apex,compile=default")
+    assert c.optimizer is axes.axis("optimizer").value("apex") and c.optimizer.apex == ("FusedAdam",)
+    assert c.precision == "bf16" and f"{c.compile}" == "default" and c.as_dict()["optimizer"] == "apex"
+    assert pickle.loads(pickle.dumps(c)) == c and pickle.loads(pickle.dumps(c)).compile is c.compile
+    with pytest.raises(AttributeError, match="frozen"):
+        c.optimizer.apex = ()  # type: ignore[misc]
+
+
 @pytest.mark.parametrize("name", list(OLD))
 def test_every_named_point_builds_what_the_old_variant_did(name):
+    from apextui.core.workloads import apply
+
     c = NAMED[name]
-    assert (c.tf32, c.amp, c.optimizer_kind, c.fused_norms, c.compile_mode) == OLD[name]
+    tf32, amp, kind, fused_norms, mode = OLD[name]
+    assert (c.tf32, c.autocast, apply.optimizer_value(c), c.fused_norms, apply.compile_mode(c)) == \
+        (tf32, amp, KIND[kind], fused_norms, mode)
     assert c.label == name
     assert MODEL.variant(name).config is c  # the model's variants are made from the named points
 
 
 def test_cpu_availability_says_why_and_how():
-    assert checks.config_availability(BASELINE, "cpu").ok
-    tf32 = checks.config_availability(NAMED["tf32"], "cpu")
+    from apextui.core.availability import availability
+    from apextui.core.model_presets import config_preset
+
+    def on_cpu(point):
+        return availability(config_preset("m.py:build", point), "cpu")
+
+    assert on_cpu(BASELINE).ok
+    tf32 = on_cpu(NAMED["tf32"])
     assert not tf32.ok and "CUDA" in tf32.reason
-    apex = checks.config_availability(NAMED["fused_adam"], "cpu")
+    apex = on_cpu(NAMED["fused_adam"])
     assert not apex.ok and "FusedAdam" in apex.reason and "CUDA only" in apex.reason
-    fp8 = checks.config_availability(parse("precision=fp8"), "cpu")
+    fp8 = on_cpu(parse("precision=fp8"))
     assert not fp8.ok and fp8.fix
+    lamb = on_cpu(parse("optimizer=lamb"))  # a value of the optimizer micro-benchmark's, not the model's
+    assert not lamb.ok and "optimizer workload only" in lamb.reason
 
 
 @pytest.mark.parametrize("text, says", [
@@ -78,23 +112,24 @@ def test_parse_forms_and_labels():
 
 
 @pytest.mark.parametrize("text", ["precision=bf16,optimizer=fused,compile=default", "fused_amp", "tf32",
-                                  "precision=fp8,compile=reduce-overhead", "fp32"])
+                                  "precision=fp8,compile=reduce-overhead", "fp32",
+                                  "precision=bf16,compile=max-autotune-no-cudagraphs"])
 def test_the_snippet_says_the_exact_calls_and_the_toml_reproduces_the_config(text):
     c = parse(text)
     code = snippet(c)
     compile(code, "<snippet>", "exec")  # valid Python
-    assert ('torch.autocast(device_type="cuda", dtype=torch.bfloat16)' in code) == (c.amp == "bf16")
+    assert ('torch.autocast(device_type="cuda", dtype=torch.bfloat16)' in code) == (c.autocast == "bf16")
     assert ("GradScaler" in code) == (c.precision == "fp16")
     assert ("allow_tf32 = True" in code) == c.tf32
     assert ("swap_norms(model)" in code) == c.fused_norms
     assert ("module_filter_fn=" in code) == c.fp8  # fp8 converts the layers advise converted, not every nn.Linear
     assert ("torch.compile(model" in code) == (c.compile != "none")
-    if c.compile == "reduce-overhead":
-        assert 'mode="reduce-overhead"' in code
+    if c.compile in ("reduce-overhead", "max-autotune-no-cudagraphs"):
+        assert f'mode="{c.compile}"' in code
     assert {"adamw": "AdamW(model.parameters(), lr=lr)", "fused": "fused=True", "foreach": "foreach=True",
             "apex": "FusedAdam("}[c.optimizer] in code
     p = presets.parse(tomllib.loads(preset_toml(c, "examples/gpt.py:build")), name="mine")
-    assert p.config == c and p.workload == "model" and p.model == "examples/gpt.py:build" and p.amp == c.amp
+    assert p.config == c and p.workload == "model" and p.model == "examples/gpt.py:build" and p.amp == c.autocast
     assert p.variant == c.label and p.needs_apex == c.needs_apex
 
 
@@ -123,27 +158,41 @@ OLD_TRANSFORMER = {
     "torch_compile_graph": (False, "adamw_capturable_graph", "default", True),
     "ddp_adamw_fused": (False, "adamw_fused", None, False), "ddp_fused_adam": (False, "fused_adam", None, False),
     "fsdp2_adamw_fused": (False, "adamw_fused", None, False),
+    "distributed_fused_adam": (False, "distributed_fused_adam", None, False),
 }
+# what the optimizer and norm micro-benchmarks' variants built by name (the old `make_optimizer` and `make_norm`)
+OLD_KERNELS = {"adamw": ("adamw", False), "adamw_fused": ("adamw_fused", False), "fused_adam": ("fused_adam", False),
+               "adamw_capturable_graph": ("adamw_capturable_graph", False), "fused_lamb": ("fused_lamb", False),
+               "layernorm": ("adamw", False), "rmsnorm": ("adamw", False), "fused_layernorm": ("adamw", True),
+               "fused_rmsnorm": ("adamw", True)}
 
 
 @pytest.mark.parametrize("preset", [p for p in presets.load_builtin() if p.workload == "transformer"],
                          ids=lambda p: p.name)
 def test_every_shipped_transformer_preset_is_the_point_its_old_variant_built(preset):
-    from apextui.core.workloads import transformer
+    from apextui.core.workloads import apply
 
     point = preset.point
-    if preset.variant == "distributed_fused_adam":  # its optimizer is sharded over ranks: no axis value
-        assert point is None and transformer.parts(preset.variant, preset.amp)[1] == "distributed_fused_adam"
-        return
-    assert point is not None and point.amp == preset.amp
-    assert (point.fused_norms, point.optimizer_kind, point.compile_mode, point.whole_step_graph) == \
-        OLD_TRANSFORMER[preset.variant]
+    assert point is not None and point is preset.config and point.autocast == preset.amp
+    fused_norms, kind, mode, graph = OLD_TRANSFORMER[preset.variant]
+    assert (point.fused_norms, apply.optimizer_value(point), apply.compile_mode(point), point.whole_step_graph) == \
+        (fused_norms, KIND[kind], mode, graph)
     if not point.fused_norms:  # (Apex's norm is imported where it is built: not installed here)
-        norm, kind, built = transformer.parts(preset.variant, preset.amp)
-        assert built == point and kind == point.optimizer_kind and norm.__name__ == "LayerNorm"
+        assert apply.norm_class(point, "layer_norm").__name__ == "LayerNorm"
     text = snippet(point)
-    assert ("torch.compile(" in text) == (point.compile_mode is not None)
+    assert ("torch.compile(" in text) == (apply.compile_mode(point) is not None)
     assert ("torch.cuda.CUDAGraph()" in text) == point.whole_step_graph
+
+
+@pytest.mark.parametrize("preset", [p for p in presets.load_builtin() if p.workload in ("optimizer", "norm")],
+                         ids=lambda p: p.name)
+def test_every_kernel_preset_is_the_point_its_old_variant_built(preset):
+    from apextui.core.workloads import apply
+
+    kind, fused_norms = OLD_KERNELS[preset.variant]
+    assert preset.point is None  # the micro-benchmarks answer with a preset, not with code
+    assert (apply.optimizer_value(preset.config), preset.config.fused_norms) == (KIND[kind], fused_norms)
+    assert preset.config.autocast == preset.amp
 
 
 def test_the_whole_step_graph_is_the_transformers_only():

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("run",),  # the runner, the worker process, snapshots, events, data-parallel ranks
     ("workloads",),  # the workload modules (torch) and builders.build, which the runner calls
     ("availability", "memory"),  # can a preset run here; does it fit
-    ("presets", "config", "needs", "apex"),  # presets, the configuration checks, compile, the Apex probe
+    ("presets", "config", "apex"),  # presets, what a value needs and its checks, the Apex probe
     ("workloads.spec",),  # the registry: every workload and variant declared once
     ("config.axes", "config.point", "config.snippet", "config.calling"),  # the configuration axes and points, the
     # model's calling convention: data, read by the registry

@@ -16,6 +16,7 @@ from torch.nn import functional as F
 import apextui
 from apextui.core import model_presets as mp
 from apextui.core.presets import PresetError, parse
+from apextui.core.workloads import apply
 from apextui.core.measure.marker import NoMark
 from apextui.core.workloads import model_workload as model_mod
 from apextui.core.workloads import user_model
@@ -34,7 +35,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def test_model_setup_is_public_and_every_registered_variant_is_a_named_point():
     assert apextui.ModelSetup is user_model.ModelSetup
     assert set(NAMED) == {v.name for v in MODEL.variants}
-    assert all(v.amp in ("none", "bf16", "fp16") for v in MODEL.variants)
+    assert all(v.config.autocast in ("none", "bf16", "fp16") for v in MODEL.variants)
 
 
 @pytest.mark.parametrize("spec", [GPT, VIT], ids=["gpt", "vit"])
@@ -67,7 +68,7 @@ def test_every_variant_starts_from_the_same_weights_and_batches():
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", [GPT], ids=["gpt"])  # one inductor build is a minute here; the ViT's is on the GPU
 def test_compile_variant_on_cpu_checks_parity_during_its_warm_up(spec):
-    from apextui.core.needs import check_compile
+    from apextui.core.config.checks import check_compile
 
     if not check_compile("cpu").ok:
         pytest.skip(check_compile("cpu").reason)
@@ -180,17 +181,15 @@ def test_norm_swap_of_a_model_without_norms_is_unavailable_and_fails_if_run(fake
 
 
 # ---- loss parity: a deliberately wrong variant is flagged ---------------------------------------------
-def wrong_optimizer(kind, params, lr):
-    """A deliberately wrong "adamw_fused": SGD with a huge learning rate."""
-    if kind == "adamw_fused":
-        return torch.optim.SGD(params, lr=50.0)
-    return torch.optim.AdamW(params, lr=lr)
+def wrong_optimizer(params, lr):
+    """A deliberately wrong "adamw_fused" (optimizer=fused): SGD with a huge learning rate."""
+    return torch.optim.SGD(params, lr=50.0)
 
 
 def test_a_wrong_variant_fails_loss_parity_and_the_advice_never_recommends_it(monkeypatch):
     from apextui.core.advise import Advisor
 
-    monkeypatch.setattr(model_mod, "make_optimizer", wrong_optimizer)
+    monkeypatch.setattr(apply, "OPTIMIZERS", {**apply.OPTIMIZERS, "fused": wrong_optimizer})
     presets = mp.presets_for(GPT, variants=("fp32", "adamw_fused"))
     advisor = Advisor("cpu", steps=4, repeats=1, workloads=("model",), presets=presets,
                       availability_fn=lambda p: mp.model_availability(p, "cpu"), env={"device": "cpu", "key": "t"})

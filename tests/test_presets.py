@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from apextui.core import presets
-from apextui.core.presets import APEX_NEEDS, PresetError
+from apextui.core.presets import VARIANTS, PresetError
 from apextui.core.workloads.spec import SHIPPED
 
 GOOD = """
@@ -30,7 +30,7 @@ hidden = 8
 
 def test_every_variant_has_a_shipped_preset_named_after_it():
     shipped = {p.name: p for p in presets.load_builtin()}
-    expected = {v for w, variants in APEX_NEEDS.items() if w in SHIPPED for v in variants}
+    expected = {v for w, variants in VARIANTS.items() if w in SHIPPED for v in variants}
     assert set(shipped) == expected
     for name, p in shipped.items():
         assert p.variant == name

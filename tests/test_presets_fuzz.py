@@ -165,7 +165,7 @@ def toml_like_text():
 
 def check_valid(p: Preset) -> None:
     """What a returned Preset must satisfy, checked independently of the loader's code."""
-    assert p.workload in presets.APEX_NEEDS and p.variant in presets.APEX_NEEDS[p.workload]
+    assert p.workload in presets.VARIANTS and p.variant in presets.VARIANTS[p.workload]
     assert type(p.steps) is int and 1 <= p.steps <= presets.MAX_STEPS
     assert type(p.warmup) is int and 0 <= p.warmup < p.steps
     assert type(p.seed) is int and 0 <= p.seed < 2**32

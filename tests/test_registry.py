@@ -10,27 +10,27 @@ import types
 
 import pytest
 
-from apextui.core import memory, needs as variant_needs, presets
+from apextui.core import memory, presets
 from apextui.core.advise import LOSS_CHECKED
 from apextui.core.availability import availability
 from apextui.core.workloads.builders import BUILDERS, build
-from apextui.core.workloads.spec import ADAMW, LAMB, WORKLOADS, variant, work_per_step
+from apextui.core.workloads.spec import ADAMW, LAMB, OPTIMIZER_COSTS, WORKLOADS, variant, work_per_step
 from helpers import ROOT
 
 SIZE = {"layers": 2, "width": 4, "batch": 1}  # 40 parameters
 
 
 def test_preset_tables_are_views_of_the_registry():
-    assert list(presets.APEX_NEEDS) == list(WORKLOADS)
+    assert list(presets.VARIANTS) == list(WORKLOADS)
     for name, spec in WORKLOADS.items():
-        assert dict(presets.APEX_NEEDS[name]) == {v.name: v.apex for v in spec.variants}
+        assert presets.VARIANTS[name] == tuple(v.name for v in spec.variants)
         assert presets.SIZE_KEYS[name] == spec.size_keys
         assert presets.BASELINES[name] == spec.baseline
         assert presets.PRODUCT_LIMITS[name] == spec.product_limit
         assert memory.SHRINK_ORDER[name] == spec.shrink_order
         assert set(spec.shrink_order) <= set(spec.size_keys)
-    assert variant_needs.needs("optimizer", "adamw_capturable_graph") == ("cuda_graphs",)
-    assert variant_needs.needs("transformer", "torch_compile_cg") == ("compile", "cuda_graphs")
+    assert variant("optimizer", "adamw_capturable_graph").config.needs == ("cuda_graphs",)
+    assert variant("transformer", "torch_compile_cg").config.needs == ("compile", "cuda_graphs")
     assert LOSS_CHECKED == ("transformer",)
 
 
@@ -59,8 +59,9 @@ def test_every_workload_of_the_registry_has_a_builder():
         build(dataclasses.replace(presets.resolve("layernorm"), workload="nope"), "cpu", {}, 1)
 
 
-def test_the_optimizer_work_model_comes_from_the_variant():
-    assert variant("optimizer", "adamw").optimizer == ADAMW
+def test_the_optimizer_work_model_comes_from_the_variants_optimizer_value():
+    assert OPTIMIZER_COSTS.get(variant("optimizer", "adamw").config.optimizer, ADAMW) == ADAMW
+    assert OPTIMIZER_COSTS[variant("optimizer", "fused_lamb").config.optimizer] == LAMB
     lamb = work_per_step("optimizer", "fused_lamb", SIZE, None)
     assert (lamb.bytes, lamb.flops, lamb.scope) == (40 * LAMB.bytes_per_param, 40 * LAMB.flops_per_param, "opt_step")
     assert lamb.bytes != work_per_step("optimizer", "fused_adam", SIZE, None).bytes
@@ -78,7 +79,7 @@ def test_fused_lamb_preset_needs_apex_fused_lamb_and_is_unavailable_on_cpu():
 
 def test_fused_lamb_availability_reads_the_apex_check(monkeypatch):
     """On CUDA the registry's Apex need goes to the feature check, whose reason and fix come back."""
-    import apextui.core.apex.check as av  # config.axes.apex_check reads it at call time
+    import apextui.core.apex.check as av  # availability reads it at call time
 
     seen = {}
 
@@ -97,7 +98,9 @@ def test_fused_lamb_availability_reads_the_apex_check(monkeypatch):
 def test_fused_lamb_builds_apex_fused_lamb(monkeypatch):
     """Without Apex here: a stand-in apex.optimizers.FusedLAMB records how the workload constructs it."""
     torch = pytest.importorskip("torch")
-    from apextui.core.workloads.optimizer import OptimizerWorkload, make_optimizer
+    from apextui.core.config.point import Config
+    from apextui.core.workloads import apply
+    from apextui.core.workloads.optimizer import OptimizerWorkload
 
     made = {}
 
@@ -112,7 +115,7 @@ def test_fused_lamb_builds_apex_fused_lamb(monkeypatch):
     monkeypatch.setitem(sys.modules, "apex", apex)
     monkeypatch.setitem(sys.modules, "apex.optimizers", apex.optimizers)
 
-    opt = make_optimizer("fused_lamb", [torch.nn.Parameter(torch.zeros(2))], 1e-3)
+    opt = apply.optimizer(Config(optimizer="lamb"), [torch.nn.Parameter(torch.zeros(2))], 1e-3)
     assert isinstance(opt, FusedLAMB) and made == {"lr": 1e-3, "weight_decay": 0.01}
     w = OptimizerWorkload("fused_lamb", SIZE, "cpu", "none", 1e-3)
     assert w.work.bytes == w.params * LAMB.bytes_per_param and not w.graphed

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from apextui.core.workloads import model_workload as model_mod
+from apextui.core.workloads import apply
 from apextui.core.workloads.model_workload import PARITY_STEPS, ModelWorkload
 
 HEADER = "import torch\nfrom torch import nn\nfrom torch.nn import functional as F\nfrom apextui import ModelSetup\n"
@@ -44,10 +44,10 @@ def spec(tmp_path, offset: float) -> str:
 def huge_scale(monkeypatch):
     """fp16's GradScaler starting at 2**40: every scaled gradient overflows fp16, so every parity step is skipped
     (the scale halves each time: 2**35 after five)."""
-    def scaler(device, amp):
-        return torch.amp.GradScaler(device, init_scale=2.0**40) if amp == "fp16" else None
+    def scaler(device, precision):
+        return torch.amp.GradScaler(device, init_scale=2.0**40) if precision == "fp16" else None
 
-    monkeypatch.setattr(model_mod, "grad_scaler", scaler)
+    monkeypatch.setattr(apply, "grad_scaler", scaler)
 
 
 def test_fp16_whose_scaler_skips_its_first_steps_passes_and_the_record_says_why(tmp_path, huge_scale):
@@ -61,10 +61,10 @@ def test_fp16_whose_scaler_skips_its_first_steps_passes_and_the_record_says_why(
 
 
 def test_fp16_that_skips_no_step_is_compared_over_every_step(tmp_path, monkeypatch):
-    def scaler(device, amp):  # a scale at which nothing overflows: no step is skipped
-        return torch.amp.GradScaler(device, init_scale=1.0) if amp == "fp16" else None
+    def scaler(device, precision):  # a scale at which nothing overflows: no step is skipped
+        return torch.amp.GradScaler(device, init_scale=1.0) if precision == "fp16" else None
 
-    monkeypatch.setattr(model_mod, "grad_scaler", scaler)
+    monkeypatch.setattr(apply, "grad_scaler", scaler)
     c = ModelWorkload(spec(tmp_path, 0.0), "fp16", "cpu", lr=1e-3, seed=0, steps=1).check
     assert c["passed"] and c["scaler_skipped"] == [] and c["compared_steps"] == PARITY_STEPS, c
     assert "note" not in c

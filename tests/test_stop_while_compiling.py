@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from apextui.core import needs as variant_needs
+from apextui.core.config import checks as variant_needs
 from apextui.core.presets import resolve
 from apextui.core.run.worker import ProcessRunner
 from apextui.core.run.request import RunRequest

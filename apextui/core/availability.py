@@ -1,35 +1,44 @@
-"""Can a preset run here? Apex presets need working Apex kernels and a CUDA device; CUDA-graph presets a
-CUDA device; torch.compile presets a working inductor backend (see needs.py)."""
+"""Can a preset run here: the one answer, for every workload (every preset carries its point, `Preset.config`).
+
+The point's values must be built by the preset's workload (`axes.Value.workloads`), their needs met on the device
+(`config.checks`: torch.compile, CUDA graphs, CUDA, torchao, an sm_89 GPU), and the Apex features the preset
+needs (`Preset.needs_apex`) must import and work (`apex.check`, a child process, cached; CUDA only), checked
+last because that check is the slow one. Never substitutes another implementation.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from .config.checks import apex_check, config_availability
-from .needs import check as check_needs
+from .config.checks import Availability, check_needs
 from .presets import Preset
 
-
-@dataclass(frozen=True)
-class Availability:
-    """Whether a preset can run on a device, and if not why and how to fix it."""
-
-    ok: bool
-    reason: str = ""
-    fix: str = ""
+__all__ = ["Availability", "availability"]
 
 
 def availability(preset: Preset, device: str) -> Availability:
-    """Check the Apex features, CUDA graphs or torch.compile backend a preset needs (a model preset: its
-    configuration's axes values, `config.axes`); never substitutes another implementation."""
-    if preset.config is not None:
-        why = preset.config.builds_on(preset.workload)
-        if why is not None:
-            return Availability(False, why, "pick another value of that axis")
-        c = config_availability(preset.config, device)
-        return Availability(c.ok, c.reason, c.fix)
-    needs = check_needs(preset.workload, preset.variant, device)
+    """Whether `preset` (its point on `preset.workload`) can run on `device`, and if not why and how to fix it."""
+    config = preset.config
+    why = config.builds_on(preset.workload)
+    if why is not None:
+        return Availability(False, why, "pick another value of that axis")
+    needs = check_needs(config.needs, device)
     if not needs.ok:
-        return Availability(False, needs.reason, needs.fix)
-    apex = apex_check(preset.needs_apex, device)
-    return Availability(apex.ok, apex.reason, apex.fix)
+        return needs
+    return _apex(preset.needs_apex, device)
+
+
+def _apex(features: tuple[str, ...], device: str) -> Availability:
+    """Working Apex kernels for `features` on `device` (CUDA only; checked in a child process, cached)."""
+    if not features:
+        return Availability(True)
+    if device != "cuda":
+        return Availability(False, f"needs NVIDIA Apex ({', '.join(features)}), whose fused kernels run on CUDA "
+                                   "only; this run is on CPU",
+                            "run on a machine with an NVIDIA GPU and Apex built with APEX_CPP_EXT=1 APEX_CUDA_EXT=1, "
+                            "or pick a torch preset")
+    from .apex.check import check_features
+
+    checks = check_features(features, cuda_available=True)
+    for feature in features:
+        if not checks[feature].ok:
+            return Availability(False, f"needs Apex {feature}: {checks[feature].reason}", checks[feature].fix)
+    return Availability(True)

@@ -51,7 +51,7 @@ def config_preset(spec: str, config: Config, steps: int = DEFAULT_STEPS, warmup:
     user_model.split_spec(spec)
     return Preset(name=preset_name(spec, config.label), path=spec, workload=MODEL.name, variant=config.label,
                   description=f"{user_model.model_name(spec)}: {config.summary()}", steps=steps,
-                  warmup=min(warmup, steps - 1), amp=config.amp, lr=lr, seed=seed, model=spec, config=config)
+                  warmup=min(warmup, steps - 1), amp=config.autocast, lr=lr, seed=seed, model=spec, config=config)
 
 
 def presets_for(spec: str, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP, seed: int = 0,
@@ -62,7 +62,7 @@ def presets_for(spec: str, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WAR
     chosen = [v for v in MODEL.variants if variants is None or v.name in variants]
     return [Preset(name=preset_name(spec, v.name), path=spec, workload=MODEL.name, variant=v.name,
                    description=f"{user_model.model_name(spec)}: {v.summary}", steps=steps,
-                   warmup=min(warmup, steps - 1), amp=v.amp or "none", lr=lr, seed=seed, model=spec,
+                   warmup=min(warmup, steps - 1), amp=v.config.autocast, lr=lr, seed=seed, model=spec,
                    config=v.config)
             for v in chosen]
 
@@ -95,7 +95,7 @@ def probe(spec: str, device: str, seed: int = 0, fn: Callable[..., Any] | None =
 def model_availability(preset: Preset, device: str, facts: ModelFacts | None = None) -> Availability:
     """`availability` (Apex, torch.compile, CUDA), and for the norm swap a model with norms to swap."""
     a = availability(preset, device)
-    if a.ok and facts is not None and preset.config is not None and preset.config.fused_norms and facts.norms == 0:
+    if a.ok and facts is not None and preset.config.fused_norms and facts.norms == 0:
         return Availability(False, facts.unavailable_norms or "no norm found",
                             "nothing to do: the norm swap does not apply to this model")
     return a

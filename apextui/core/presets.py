@@ -36,9 +36,9 @@ REGISTRY_MODEL = _MODEL_SPEC.name  # the workload of the user's own model: prese
 
 # The tables below are views of the workload registry (`workloads.spec.WORKLOADS`), where each workload and
 # its variants are declared once.
-# workload -> variant -> Apex features the variant needs
-APEX_NEEDS: Mapping[str, Mapping[str, tuple[str, ...]]] = MappingProxyType({
-    w: MappingProxyType({v.name: v.apex for v in spec.variants}) for w, spec in REGISTRY.items()})
+# workload -> its variants' names, in the registry's order
+VARIANTS: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {w: tuple(v.name for v in spec.variants) for w, spec in REGISTRY.items()})
 
 # workload -> size keys it accepts (all positive ints)
 SIZE_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType({w: s.size_keys for w, s in REGISTRY.items()})
@@ -98,26 +98,23 @@ class Preset:
     amp: str
     lr: float
     seed: int
+    # the point on the configuration axes it runs: a shipped preset's variant's at its amp (`spec.point_of`); the
+    # model workload's given by `config` or its named variant (`variant` is then its label)
+    config: Config
     size: Mapping[str, int] = field(default_factory=dict)
     cpu_size: Mapping[str, int] = field(default_factory=dict)
     model: str | None = None  # workload "model": the user's FILE.py:FUNC or package.module:FUNC
-    # workload "model": the point on the configuration axes it runs (`variant` is its label)
-    config: Config | None = None
 
     @property
     def needs_apex(self) -> tuple[str, ...]:
-        """Apex features this preset needs (empty for torch-only presets)."""
-        if self.config is not None:
-            return self.config.needs_apex
-        return APEX_NEEDS[self.workload][self.variant]
+        """Apex features this preset needs (empty for torch-only presets): its point's, as its workload builds it."""
+        return REGISTRY[self.workload].needs_apex(self.variant, self.config)
 
     @property
     def point(self) -> Config | None:
-        """Its point on the configuration axes: the model's `config`, a shipped transformer preset's variant's
-        point at its amp (`spec.point_of`); None for a variant that is no point (a kernel alone)."""
-        if self.config is not None:
-            return self.config
-        return point_of(self.workload, self.variant, self.amp)
+        """Its point where the advice hands it back as code (the Transformer's and the user's model's presets,
+        `WorkloadSpec.code_answer`); None for a kernel micro-benchmark's (optimizer, norm)."""
+        return self.config if REGISTRY[self.workload].code_answer else None
 
     @property
     def baseline(self) -> str:
@@ -142,8 +139,7 @@ def load_builtin() -> list[Preset]:
     """Every shipped preset, grouped by workload in the registry's order."""
     presets = [load_file(p) for p in sorted(builtin_dir().glob("*.toml"))]
     order = {w: i for i, w in enumerate(REGISTRY)}
-    variants = {w: list(v) for w, v in APEX_NEEDS.items()}
-    return sorted(presets, key=lambda p: (order[p.workload], variants[p.workload].index(p.variant), p.name))
+    return sorted(presets, key=lambda p: (order[p.workload], VARIANTS[p.workload].index(p.variant), p.name))
 
 
 def user_dir() -> Path:
@@ -264,9 +260,9 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
         raise fail(unknown[0], f"unknown field; allowed: {', '.join(sorted(TOP_KEYS))}")
     workload = data.get("workload")
     if workload is None:
-        raise fail("workload", f"missing; allowed: {', '.join(APEX_NEEDS)}")
-    if not isinstance(workload, str) or workload not in APEX_NEEDS:
-        raise fail("workload", f"got {show(workload)}; allowed: {', '.join(APEX_NEEDS)}")
+        raise fail("workload", f"missing; allowed: {', '.join(VARIANTS)}")
+    if not isinstance(workload, str) or workload not in VARIANTS:
+        raise fail("workload", f"got {show(workload)}; allowed: {', '.join(VARIANTS)}")
     variant = data.get("variant")
     config: Config | None = None
     if "config" in data and workload != REGISTRY_MODEL:
@@ -278,9 +274,9 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
             raise fail("config", str(exc)) from None
     if variant is None and config is None:
         also = " (or config = \"axis=value,...\")" if workload == REGISTRY_MODEL else ""
-        raise fail("variant", f"missing{also}; allowed for {workload}: {', '.join(APEX_NEEDS[workload])}")
-    if variant is not None and (not isinstance(variant, str) or variant not in APEX_NEEDS[workload]):
-        raise fail("variant", f"got {show(variant)}; allowed for {workload}: {', '.join(APEX_NEEDS[workload])}")
+        raise fail("variant", f"missing{also}; allowed for {workload}: {', '.join(VARIANTS[workload])}")
+    if variant is not None and (not isinstance(variant, str) or variant not in VARIANTS[workload]):
+        raise fail("variant", f"got {show(variant)}; allowed for {workload}: {', '.join(VARIANTS[workload])}")
     if workload == REGISTRY_MODEL:
         if config is not None and variant is not None and NAMED_POINTS[variant] != config:
             raise fail("config", f"{config.spec()} is not the variant {variant} ({NAMED_POINTS[variant].spec()}); "
@@ -321,7 +317,7 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
             or (isinstance(lr, float) and not math.isfinite(lr)) or not lo_lr < lr < hi_lr):
         raise fail("lr", f"got {show(lr)}; must be a finite number greater than {lo_lr:g} and less than {hi_lr:g}")
     if workload == REGISTRY_MODEL:
-        fixed = config.amp if config is not None else "none"
+        fixed = config.autocast if config is not None else "none"
         if "amp" in data and amp != fixed:
             raise fail("amp", f"got {show(amp)}; the model configuration {variant} runs at amp = {fixed!r} "
                               "(leave amp out)")
@@ -367,9 +363,9 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
     if workload == REGISTRY_MODEL:
         return Preset(name=name, path=path, workload=workload, variant=variant, description=description,
                       steps=steps, warmup=warmup, amp=amp, lr=float(lr), seed=seed, model=str(model).strip(),
-                      config=config)
+                      config=config if config is not None else NAMED_POINTS[variant])
     return Preset(
         name=name, path=path, workload=workload, variant=variant, description=description,
-        steps=steps, warmup=warmup, amp=amp, lr=float(lr), seed=seed,
+        steps=steps, warmup=warmup, amp=amp, lr=float(lr), seed=seed, config=point_of(workload, variant, amp),
         size=sizes("size"), cpu_size=sizes("cpu_size"),
     )

@@ -9,7 +9,7 @@ import psutil
 import pytest
 from ui_fakes import no_gpu_report, provider, static_text, wait_for
 
-from apextui.core import needs as variant_needs
+from apextui.core.config import checks as variant_needs
 from apextui.core.presets import resolve
 from apextui.core.run import worker
 from apextui.ui.app import STOPPED_WHILE_COMPILING, make_app

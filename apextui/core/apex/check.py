@@ -30,7 +30,6 @@ from .features import (
     FEATURES,
     NOT_NVIDIA_FIX,
     REQUIRED_EXTENSIONS,
-    FeatureCheck,
     apex_import_fix,
     apex_is_nvidia,
     classify_import_failure,
@@ -39,6 +38,7 @@ from .features import (
     nvidia_apex_verdict,
 )
 from ..analysis import cache_dir
+from ..config.checks import Availability
 from ..atomic import write_atomic
 
 TIMEOUT_ENV = "APEXTUI_APEX_CHECK_TIMEOUT"  # seconds each import may take in the child (default 60)
@@ -47,7 +47,7 @@ CACHE_FILE = "apex-check.json"
 CACHE_FORMAT = 1
 CACHE_ENTRIES = 16  # environments remembered (oldest dropped first)
 
-_memo: dict[str, dict[str, FeatureCheck]] = {}
+_memo: dict[str, dict[str, Availability]] = {}
 _lock = threading.Lock()  # the TUI's probe thread and a caller may ask at once: one child, not two
 
 
@@ -60,32 +60,32 @@ def import_timeout() -> float:
     return value if value > 0 and value == value and value != float("inf") else DEFAULT_TIMEOUT_S
 
 
-def check_feature(name: str, cuda_available: bool = True) -> FeatureCheck:
+def check_feature(name: str, cuda_available: bool = True) -> Availability:
     """Can Apex feature `name` be used here? Never raises; never imports Apex into this process."""
     return check_features([name], cuda_available)[name]
 
 
-def check_features(names: Iterable[str], cuda_available: bool = True) -> dict[str, FeatureCheck]:
+def check_features(names: Iterable[str], cuda_available: bool = True) -> dict[str, Availability]:
     """Check each feature in `names` (a FEATURES name); never raises. Without a usable `apex` package
     (none, or PyPI's unrelated one) no child is started."""
     names = list(names)
-    out: dict[str, FeatureCheck] = {}
+    out: dict[str, Availability] = {}
     for name in names:
         feature = FEATURES[name]
         if feature.removed:
-            out[name] = FeatureCheck(name, False, f"{feature.module} was removed from NVIDIA Apex", AMP_FIX)
+            out[name] = Availability(False, f"{feature.module} was removed from NVIDIA Apex", AMP_FIX)
     todo = [n for n in names if n not in out]
     if not todo:
         return out
     nvidia, why = apex_is_nvidia()  # finds the package without running it
     if not nvidia:
         fix = NOT_NVIDIA_FIX if "not NVIDIA" in why else BUILD_HINT
-        return {**out, **{n: FeatureCheck(n, False, why, fix) for n in todo}}
+        return {**out, **{n: Availability(False, why, fix) for n in todo}}
     checks = _all_checks()
     for name in todo:
         check = checks[name]
         if check.ok and not cuda_available:
-            check = FeatureCheck(name, False, "Apex fused kernels need a CUDA GPU; none is available here", "")
+            check = Availability(False, "Apex fused kernels need a CUDA GPU; none is available here", "")
         out[name] = check
     return out
 
@@ -147,17 +147,17 @@ def _read_cache() -> dict[str, Any]:
     return data["entries"]
 
 
-def _cached(key: str) -> dict[str, FeatureCheck] | None:
+def _cached(key: str) -> dict[str, Availability] | None:
     entry = _read_cache().get(key)
     try:
-        checks = {n: FeatureCheck(n, bool(c["ok"]), str(c["reason"]), str(c["fix"]))
+        checks = {n: Availability(bool(c["ok"]), str(c["reason"]), str(c["fix"]))
                   for n, c in entry["checks"].items()}  # type: ignore[index]
     except (TypeError, KeyError, AttributeError):
         return None
     return checks if all(n in checks for n in FEATURES) else None
 
 
-def _store(key: str, checks: dict[str, FeatureCheck]) -> None:
+def _store(key: str, checks: dict[str, Availability]) -> None:
     """Best effort: a cache that cannot be written only costs the next start a child."""
     entries = _read_cache()
     entries[key] = {"at": time.time(), "python": sys.executable,
@@ -172,7 +172,7 @@ def _store(key: str, checks: dict[str, FeatureCheck]) -> None:
         pass
 
 
-def _all_checks() -> dict[str, FeatureCheck]:
+def _all_checks() -> dict[str, Availability]:
     """Every feature's check (as if CUDA were there), from memory, the cache or a fresh child."""
     key = cache_key()
     with _lock:
@@ -192,7 +192,7 @@ def _line(res: dict) -> str:
     return first_line(res.get("error_type", "Error"), res.get("message", ""))
 
 
-def _run_checks() -> tuple[dict[str, FeatureCheck], bool]:
+def _run_checks() -> tuple[dict[str, Availability], bool]:
     """Import torch, apex, each core extension and each feature module in the doctor's child (a timeout
     each); (a check for every feature, whether an import hung)."""
     from .doctor import DoctorError, _run_child
@@ -205,56 +205,56 @@ def _run_checks() -> tuple[dict[str, FeatureCheck], bool]:
         results = _run_child(tasks, list(sys.path), timeout, 4 * timeout + 120.0)
     except DoctorError as exc:
         why = f"the Apex check could not run: {exc}"
-        return {n: FeatureCheck(n, False, why, "run `apextui doctor` for details") for n in FEATURES}, True
+        return {n: Availability(False, why, "run `apextui doctor` for details") for n in FEATURES}, True
     hung = any(r.get("fatal") == "timeout" for r in results.values())
     checks = {n: _verdict(n, results) for n in features}
-    removed = {n: FeatureCheck(n, False, f"{f.module} was removed from NVIDIA Apex", AMP_FIX)
+    removed = {n: Availability(False, f"{f.module} was removed from NVIDIA Apex", AMP_FIX)
                for n, f in FEATURES.items() if f.removed}
     return {**checks, **removed}, hung
 
 
-def _verdict(name: str, results: dict[str, dict]) -> FeatureCheck:
+def _verdict(name: str, results: dict[str, dict]) -> Availability:
     """One feature's check from the child's results: the first thing it needs that failed, and its fix."""
     feature = FEATURES[name]
     torch_res = results.get("import:torch", {})
     if not torch_res.get("ok"):
         if torch_res.get("fatal"):
-            return FeatureCheck(name, False, *fatal_import_problem("torch", torch_res["fatal"], torch_res["message"]))
-        return FeatureCheck(name, False, f"torch failed to import: {_line(torch_res)}", "reinstall torch")
+            return Availability(False, *fatal_import_problem("torch", torch_res["fatal"], torch_res["message"]))
+        return Availability(False, f"torch failed to import: {_line(torch_res)}", "reinstall torch")
     apex = results.get("apex", {})
     if not apex.get("ok") or not apex.get("found"):
-        return FeatureCheck(name, False, "NVIDIA Apex is not installed", BUILD_HINT)
+        return Availability(False, "NVIDIA Apex is not installed", BUILD_HINT)
     imp = results.get("import:apex", {})
     nvidia, why = nvidia_apex_verdict(apex.get("location"), apex.get("init_source", ""), apex.get("version"),
                                       imp.get("message", ""))
     if not nvidia:
-        return FeatureCheck(name, False, why, NOT_NVIDIA_FIX)
+        return Availability(False, why, NOT_NVIDIA_FIX)
     if not imp.get("ok"):
         fix = apex_import_fix(imp.get("error_type", ""), imp.get("message", ""), imp.get("missing_name"),
                               imp.get("fatal"))
         if imp.get("fatal"):
-            return FeatureCheck(name, False, fatal_import_problem("apex", imp["fatal"], imp.get("message", ""))[0], fix)
-        return FeatureCheck(name, False, f"import apex fails: {_line(imp)}", fix)
+            return Availability(False, fatal_import_problem("apex", imp["fatal"], imp.get("message", ""))[0], fix)
+        return Availability(False, f"import apex fails: {_line(imp)}", fix)
     for ext in feature.extensions:
         res = results.get(f"ext:{ext}", {})
         if res.get("ok"):
             continue
         if res.get("fatal"):
-            return FeatureCheck(name, False, *fatal_import_problem(ext, res["fatal"], res.get("message", "")))
+            return Availability(False, *fatal_import_problem(ext, res["fatal"], res.get("message", "")))
         if not res.get("present", True):
             f = classify_import_failure(ext, "ModuleNotFoundError", f"No module named '{ext}'", ext)
             if feature.build_flag:  # an opt-in contrib extension: built only when asked for
-                return FeatureCheck(name, False, f"{f.reason} (Apex builds it only with {feature.build_flag})",
+                return Availability(False, f"{f.reason} (Apex builds it only with {feature.build_flag})",
                                     feature.build_fix)
         else:
             f = classify_import_failure(ext, res.get("error_type", ""), res.get("message", ""), res.get("missing_name"))
-        return FeatureCheck(name, False, f.reason, f.fix)
+        return Availability(False, f.reason, f.fix)
     res = results.get(f"feature:{name}", {})
     if res.get("ok"):
-        return FeatureCheck(name, True)
+        return Availability(True)
     if res.get("fatal"):
         reason, fix = fatal_import_problem(feature.module, res["fatal"], res.get("message", ""))
-        return FeatureCheck(name, False, reason, fix)
+        return Availability(False, reason, fix)
     if res.get("stage") == "attr":
-        return FeatureCheck(name, False, f"{feature.module} has no {feature.attr}", "update NVIDIA Apex")
-    return FeatureCheck(name, False, f"import {feature.module} failed: {_line(res)}", BUILD_HINT)
+        return Availability(False, f"{feature.module} has no {feature.attr}", "update NVIDIA Apex")
+    return Availability(False, f"import {feature.module} failed: {_line(res)}", BUILD_HINT)

@@ -85,16 +85,6 @@ FEATURES: dict[str, Feature] = {
 
 
 @dataclass(frozen=True)
-class FeatureCheck:
-    """Outcome of checking one feature: ok, or why not and how to fix it."""
-
-    name: str
-    ok: bool
-    reason: str = ""
-    fix: str = ""
-
-
-@dataclass(frozen=True)
 class ImportFailure:
     """A classified failed import: kind (e.g. "undefined_symbol"), a reason and a one-line fix."""
 

@@ -1,11 +1,11 @@
 """The axes a training loop can change, each value declared once: its name, summary, what it needs and its
 availability check.
 
-Why one registry: the model workload used to know eleven named single changes (`Recipe`s), so no combination
-of them could be measured (bf16 autocast + fused AdamW + torch.compile, the answer on real models). Now a
-configuration is a point with one value per axis (`point.Config`); the named variants are points. Adding a
-value is one `Value` below (and, where it is a new kind of change, its construction in
-`workloads/model_workload.py`, its snippet line in `snippet.py`).
+Why one registry: a configuration is a point with one value per axis (`point.Config`); every workload's variants
+are points (the optimizer and norm kernels, the Transformer's recipes, the user's model's named variants), so one
+vocabulary says what a run is, what it needs and what it builds. Adding a value is one `Value` below, one entry in
+the apply table (`workloads/apply.py`: what it builds), one line in the snippet (`snippet.py`) and its tests
+(CONTRIBUTING.md shows one).
 
 This module is data only (no torch, nothing of apextui's above it), so that the workload registry
 (`workloads/spec.py`) can declare its variants as points; whether a value can run here is `checks.py`'s.
@@ -13,45 +13,80 @@ This module is data only (no torch, nothing of apextui's above it), so that the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal, Mapping
+from typing import Any, Literal, Mapping
 
 AxisName = Literal["precision", "optimizer", "norms", "compile"]
 Need = Literal["compile", "cuda_graphs", "cuda", "torchao", "sm89"]
+Autocast = Literal["none", "fp16", "bf16"]  # the dtype torch.autocast runs at ("none": no autocast context)
 
 
-@dataclass(frozen=True)
-class Value:
-    """One value of one axis."""
+class Value(str):
+    """One value of one axis. A Value *is* its name (a `str`): `config.precision == "bf16"`, a format string, JSON
+    and a dict keyed by names read it as the name, and a `Config` holds the Values themselves, so reading what a
+    value means (`config.compile.setup_cost`) is an attribute, never a lookup. Frozen; unpickled as the registry's
+    own Value (`__reduce__`)."""
 
-    name: str  # what `--config axis=name` says
     summary: str
     label: str  # its token in a point's readable name ("" for the axis's default)
-    apex: tuple[str, ...] = ()  # Apex features it needs (names from apex.features.FEATURES)
-    needs: tuple[Need, ...] = ()  # beyond torch: compile, CUDA graphs, CUDA, torchao, an sm_89+ GPU
+    apex: tuple[str, ...]  # Apex features it needs (names from apex.features.FEATURES)
+    needs: tuple[Need, ...]  # beyond torch: compile, CUDA graphs, CUDA, torchao, an sm_89+ GPU
     # set-up time relative to torch.compile's default mode (the search tries costly values last and estimates
     # whether they fit its budget from the cheapest one's measured cost); 0: no set-up of its own
-    setup_cost: float = 0.0
-    # the workloads that build it (empty: every workload that runs points); the whole-step CUDA graph is the
-    # shipped Transformer's (a user's step may not be capturable as it stands)
-    workloads: tuple[str, ...] = ()
+    setup_cost: float
+    # the workloads that build it (empty: every workload); the whole-step CUDA graph is the shipped Transformer's
+    # (a user's step may not be capturable as it stands), the capturable optimizer step graph the optimizer
+    # workload's, the sharded DistributedFusedAdam the Transformer's (it needs a process group and DDP's place)
+    workloads: tuple[str, ...]
     # devices on which it is what the axis's default already does (torch AdamW is foreach on CUDA): the search
     # does not measure it there; `--config` still runs it
-    default_on: tuple[str, ...] = ()
+    default_on: tuple[str, ...]
     # an Apex value's torch counterpart on its axis (the value it is weighed against, like with like: FusedAdam against
     # torch's fused AdamW); "" for the axis's default
-    torch_twin: str = ""
+    torch_twin: str
+    autocast: Autocast  # a precision's autocast dtype ("none" for the other axes' values)
+    axis: str  # the axis it belongs to (set by `Axis`)
+
+    def __new__(cls, name: str, summary: str, label: str, *, apex: tuple[str, ...] = (),
+                needs: tuple[Need, ...] = (), setup_cost: float = 0.0, workloads: tuple[str, ...] = (),
+                default_on: tuple[str, ...] = (), torch_twin: str = "", autocast: Autocast = "none") -> Value:
+        self = super().__new__(cls, name)
+        for key, value in (("summary", summary), ("label", label), ("apex", apex), ("needs", needs),
+                           ("setup_cost", setup_cost), ("workloads", workloads), ("default_on", default_on),
+                           ("torch_twin", torch_twin), ("autocast", autocast), ("axis", "")):
+            object.__setattr__(self, key, value)
+        return self
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError(f"a Value is frozen (tried to set {key})")
+
+    def __reduce__(self) -> tuple[Any, tuple[str, str]]:
+        return _registered, (self.axis, self.name)
+
+    @property
+    def name(self) -> str:
+        """What `--config axis=name` says (the plain string)."""
+        return str.__str__(self)
 
     def builds_on(self, workload: str) -> bool:
         return not self.workloads or workload in self.workloads
 
 
-@dataclass(frozen=True)
+def _registered(axis_name: str, name: str) -> Value:
+    return axis(axis_name).value(name)
+
+
 class Axis:
-    name: AxisName
-    summary: str
-    values: tuple[Value, ...]  # the first is the default (fp32's)
+    """One axis: its values, the first of which is the default (fp32's)."""
+
+    def __init__(self, name: AxisName, summary: str, values: tuple[Value, ...]) -> None:
+        self.name, self.summary, self.values = name, summary, values
+        for v in values:
+            object.__setattr__(v, "axis", name)
+        self._by_name: Mapping[str, Value] = MappingProxyType({v.name: v for v in values})
+
+    def __repr__(self) -> str:
+        return f"Axis({self.name!r})"
 
     @property
     def default(self) -> Value:
@@ -65,10 +100,11 @@ class Axis:
         return tuple(v for v in self.values if v.builds_on(workload))
 
     def value(self, name: str) -> Value:
-        for v in self.values:
-            if v.name == name:
-                return v
-        raise ConfigError(f"unknown {self.name} {name[:40]!r}; allowed: {', '.join(self.names)}")
+        """The Value of this name (a Value of this axis is returned as it is); ConfigError listing the names."""
+        found = self._by_name.get(name) if isinstance(name, str) else None
+        if found is None:
+            raise ConfigError(f"unknown {self.name} {str(name)[:40]!r}; allowed: {', '.join(self.names)}")
+        return found
 
 
 class ConfigError(ValueError):
@@ -80,16 +116,22 @@ AXES: tuple[Axis, ...] = (
     Axis("precision", "the arithmetic of forward and backward", (
         Value("fp32", "fp32 as written (no TF32)", ""),
         Value("tf32", "fp32 with TF32 matmuls and convolutions", "tf32", needs=("cuda",)),
-        Value("bf16", "bf16 autocast", "bf16"),
-        Value("fp16", "fp16 autocast + `GradScaler`", "fp16"),
+        Value("bf16", "bf16 autocast", "bf16", autocast="bf16"),
+        Value("fp16", "fp16 autocast + `GradScaler`", "fp16", autocast="fp16"),
         Value("fp8", "torchao `convert_to_float8_training` (float8 Linear layers) under bf16 autocast", "fp8",
-              needs=("sm89", "torchao")),
+              needs=("sm89", "torchao"), autocast="bf16"),
     )),
-    Axis("optimizer", "the optimizer's implementation (AdamW arithmetic in every case)", (
+    Axis("optimizer", "the optimizer's implementation (AdamW arithmetic in every case but LAMB)", (
         Value("adamw", "torch AdamW defaults (foreach on CUDA)", ""),
         Value("foreach", "torch AdamW `foreach=True`", "foreach", default_on=("cuda",)),
         Value("fused", "torch AdamW `fused=True`", "fused"),
         Value("apex", "apex FusedAdam (AdamW mode)", "fused_adam", apex=("FusedAdam",), torch_twin="fused"),
+        Value("lamb", "apex FusedLAMB (its defaults, AdamW's weight decay)", "fused_lamb", apex=("FusedLAMB",),
+              workloads=("optimizer",)),
+        Value("capturable", "torch AdamW `fused=True, capturable=True`, its step captured once in a CUDA graph and "
+              "replayed", "adamw_capturable_graph", needs=("cuda_graphs",), workloads=("optimizer",)),
+        Value("apex_distributed", "apex DistributedFusedAdam (ZeRO-style sharded optimizer state)",
+              "distributed_fused_adam", apex=("DistributedFusedAdam",), workloads=("transformer",)),
     )),
     Axis("norms", "the model's LayerNorm / RMSNorm modules", (
         Value("torch", "the model's own norms", ""),

@@ -1,74 +1,74 @@
 """A configuration as a point: one value per axis (`axes.AXES`), frozen and hashable.
 
-The model workload's named variants are named points (`NAMED`; `spec.MODEL.variants` is made from them), so
-`--variant bf16` still means what it meant; the shipped Transformer's variants are points too (their
-`VariantSpec.config`); any other point is asked for by its axes (`parse("precision=bf16,optimizer=fused")`,
-or a table `{precision = "bf16", ...}` in a preset). A point's `label` is its preset name's tail: the named
-point's name where it is one, else the non-default values' labels joined by "+" (`bf16+fused+compile`),
-"fp32" for the point with every default.
+Every workload's variants are points: the model workload's named variants are named points (`NAMED`;
+`spec.MODEL.variants` is made from them), so `--variant bf16` still means what it meant; the shipped workloads'
+variants carry theirs (`VariantSpec.config`). Any other point is asked for by its axes
+(`parse("precision=bf16,optimizer=fused")`, or a table `{precision = "bf16", ...}` in a preset). A point's `label`
+is its preset name's tail: the named point's name where it is one, else the non-default values' labels joined by
+"+" (`bf16+fused+compile`), "fp32" for the point with every default.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping
 
-from .axes import AXES, AXIS_NAMES, ConfigError, Value, allowed, axis
-
-Amp = str  # "none" | "fp16" | "bf16" (workloads.spec.Amp)
+from .axes import AXES, AXIS_NAMES, Autocast, ConfigError, Value, allowed, axis
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Config:
-    """One value per axis, by name; the defaults are fp32's (your model as written)."""
+    """One `Value` per axis (each given as a Value or by its name); the defaults are fp32's (your model as
+    written). It holds the Values themselves: what a value means is read off it, never looked up again."""
 
-    precision: str = "fp32"
-    optimizer: str = "adamw"
-    norms: str = "torch"
-    compile: str = "none"
+    precision: Value
+    optimizer: Value
+    norms: Value
+    compile: Value
 
-    def __post_init__(self) -> None:
-        for name in AXIS_NAMES:
-            axis(name).value(getattr(self, name))  # ConfigError naming the axis and its values
+    def __init__(self, precision: str = "fp32", optimizer: str = "adamw", norms: str = "torch",
+                 compile: str = "none") -> None:
+        for name, given in zip(AXIS_NAMES, (precision, optimizer, norms, compile), strict=True):
+            object.__setattr__(self, name, axis(name).value(given))  # ConfigError naming the axis and its values
 
     # ---- reading ----------------------------------------------------------------------------------
-    def items(self) -> Iterator[tuple[str, str]]:
+    def items(self) -> Iterator[tuple[str, Value]]:
         for name in AXIS_NAMES:
             yield name, getattr(self, name)
 
     def values(self) -> Iterator[Value]:
-        for name, v in self.items():
-            yield axis(name).value(v)
+        for name in AXIS_NAMES:
+            yield getattr(self, name)
 
     def with_(self, axis_name: str, value: str) -> "Config":
-        axis(axis_name).value(value)
-        return replace(self, **{axis_name: value})
+        ax = axis(axis_name)
+        return Config(**{**self.as_dict(), ax.name: ax.value(value)})
 
     def changes(self) -> tuple[str, ...]:
         """The axes whose value is not the default."""
-        return tuple(n for n, v in self.items() if v != axis(n).default.name)
+        return tuple(v.axis for v in self.values() if v.label)
 
     def as_dict(self) -> dict[str, str]:
-        return dict(self.items())
+        return {name: v.name for name, v in self.items()}
 
     def spec(self) -> str:
         """'precision=bf16,optimizer=fused,norms=torch,compile=default': what `parse` reads back."""
-        return ",".join(f"{n}={v}" for n, v in self.items())
+        return ",".join(f"{n}={v.name}" for n, v in self.items())
 
-    @property
+    @cached_property
     def label(self) -> str:
-        for name, point in NAMED.items():
-            if point == self:
-                return name
-        tokens = [v.label for v in self.values() if v.label]
-        return "+".join(tokens) or "fp32"
+        named = _NAME_OF.get(self)
+        if named is not None:
+            return named
+        return "+".join(v.label for v in self.values() if v.label) or "fp32"
 
-    # ---- what the workload builds -------------------------------------------------------------------
+    # ---- what it is (what each value builds is workloads/apply.py's table) -------------------------------
     @property
-    def amp(self) -> Amp:
-        """The autocast dtype: fp8's float8 Linears run under bf16 autocast."""
-        return {"bf16": "bf16", "fp8": "bf16", "fp16": "fp16"}.get(self.precision, "none")
+    def autocast(self) -> Autocast:
+        """The dtype autocast runs at: fp8's float8 Linears run under bf16 autocast."""
+        return self.precision.autocast
 
     @property
     def tf32(self) -> bool:
@@ -79,21 +79,8 @@ class Config:
         return self.precision == "fp8"
 
     @property
-    def optimizer_kind(self) -> str:
-        """The name the workloads' `make_optimizer` takes (the whole-step graph: fused AdamW, capturable)."""
-        if self.whole_step_graph and self.optimizer == "fused":
-            return "adamw_capturable_graph"
-        return {"adamw": "adamw", "foreach": "adamw_foreach", "fused": "adamw_fused",
-                "apex": "fused_adam"}[self.optimizer]
-
-    @property
     def fused_norms(self) -> bool:
         return self.norms == "apex"
-
-    @property
-    def compile_mode(self) -> str | None:
-        """torch.compile's mode; the whole-step graph compiles in mode "default", then captures the step."""
-        return {"none": None, "graph": "default"}.get(self.compile, self.compile)
 
     @property
     def whole_step_graph(self) -> bool:
@@ -101,29 +88,24 @@ class Config:
 
     @property
     def cuda_graphs(self) -> bool:
-        return self.compile in ("reduce-overhead", "graph")
+        """It replays CUDA graphs (a compile mode's, the whole step's, the optimizer step's)."""
+        return any("cuda_graphs" in v.needs for v in self.values())
 
     def builds_on(self, workload: str) -> str | None:
         """None where `workload` builds every value of the point, else why not."""
-        for name, value in zip(AXIS_NAMES, self.values(), strict=True):
+        for value in self.values():
             if not value.builds_on(workload):
-                return (f"{name}={value.name} ({value.summary}) is built for the {', '.join(value.workloads)} "
+                return (f"{value.axis}={value.name} ({value.summary}) is built for the {', '.join(value.workloads)} "
                         f"workload only")
         return None
 
-    @property
+    @cached_property
     def needs_apex(self) -> tuple[str, ...]:
-        out: list[str] = []
-        for v in self.values():
-            out += [f for f in v.apex if f not in out]
-        return tuple(out)
+        return tuple(dict.fromkeys(f for v in self.values() for f in v.apex))
 
-    @property
+    @cached_property
     def needs(self) -> tuple[str, ...]:
-        out: list[str] = []
-        for v in self.values():
-            out += [n for n in v.needs if n not in out]
-        return tuple(out)
+        return tuple(dict.fromkeys(n for v in self.values() for n in v.needs))
 
     def summary(self) -> str:
         parts = [v.summary for v in self.values() if v.label]
@@ -146,6 +128,7 @@ NAMED: Mapping[str, Config] = MappingProxyType({
     "compile": Config(compile="default"),
     "compile_cg": Config(compile="reduce-overhead"),
 })
+_NAME_OF: Mapping[Config, str] = MappingProxyType({point: name for name, point in NAMED.items()})
 
 
 def parse(text: Any) -> Config:
@@ -170,21 +153,20 @@ def parse(text: Any) -> Config:
             pairs.append((key.strip(), value.strip()))
     else:
         raise ConfigError(f"a configuration is a string 'axis=value,...' or a table; got {type(text).__name__}")
-    chosen: dict[str, str] = {}
+    chosen: dict[str, Value] = {}
     for key, value in pairs:
         ax = axis(key)
         if key in chosen:
             raise ConfigError(f"axis {key!r} given twice")
         if not isinstance(value, str):
             raise ConfigError(f"{key}: got {value!r}; allowed: {', '.join(ax.names)}")
-        ax.value(value)
-        chosen[key] = value
+        chosen[key] = ax.value(value)
     return Config(**chosen)
 
 
 def single_changes(base: Config = BASELINE, workload: str = "model") -> list[Config]:
     """Every point one axis away from `base` that `workload` builds, in axis then value order."""
-    return [base.with_(a.name, v.name) for a in AXES for v in a.values_for(workload) if v.name != getattr(base, a.name)]
+    return [base.with_(a.name, v) for a in AXES for v in a.values_for(workload) if v != getattr(base, a.name)]
 
 
 CONFIG_FIELDS = tuple(f.name for f in fields(Config))

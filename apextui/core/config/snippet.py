@@ -3,7 +3,10 @@ preset TOML that reproduces it (`apextui --preset FILE.toml`). Both are plain te
 
 The code runs as measured: it calls the model as the engine called it (`calling.Calling`, which a run records) and
 names the device the configuration was measured on: `torch.autocast(device_type="cuda")` pasted into a CPU script
-is disabled with a warning and the step runs fp32."""
+is disabled with a warning and the step runs fp32.
+
+Each value's lines are one entry of the tables below (`tests/test_config.py` checks every value has its entry), as
+what it builds is one entry of `workloads/apply.py`'s."""
 
 from __future__ import annotations
 
@@ -12,19 +15,48 @@ import json
 from .calling import Calling
 from .point import Config
 
-_OPTIMIZER = {
+# precision value -> its set-up lines (its autocast is `_DTYPE`'s, at its `axes.Value.autocast`)
+PRECISION: dict[str, list[str]] = {
+    "fp32": [],
+    "tf32": ["torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends.cudnn.allow_tf32 = True"],
+    "bf16": [],
+    "fp16": [],
+    "fp8": ["from torchao.float8 import convert_to_float8_training",
+            "# nn.Linear -> Float8Linear where float8 matmuls can take it (dimensions divisible by 16)",
+            "convert_to_float8_training(model, module_filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear)",
+            "                           and m.in_features % 16 == 0 and m.out_features % 16 == 0)"],
+}
+# optimizer value -> its lines
+OPTIMIZER = {
     "adamw": "optimizer = torch.optim.AdamW(model.parameters(), lr=lr)",
     "foreach": "optimizer = torch.optim.AdamW(model.parameters(), lr=lr, foreach=True)",
     "fused": "optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)",
     "apex": "from apex.optimizers import FusedAdam\n"
             "optimizer = FusedAdam(model.parameters(), lr=lr, adam_w_mode=True, weight_decay=0.01)",
+    "lamb": "from apex.optimizers import FusedLAMB\n"
+            "optimizer = FusedLAMB(model.parameters(), lr=lr, weight_decay=0.01)",
+    "capturable": "optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True, capturable=True)",
+    "apex_distributed": "from apex.contrib.optimizers.distributed_fused_adam import DistributedFusedAdam\n"
+                        "# after torch.distributed.init_process_group; the model is not wrapped in DDP\n"
+                        "optimizer = DistributedFusedAdam(model.parameters(), lr=lr, adam_w_mode=True, "
+                        "weight_decay=0.01, overlap_grad_sync=True)",
 }
 # the swap `advise` measured, as it measured it: every module that computes a LayerNorm or RMSNorm, found by what
 # it computes (a model's own RMSNorm class too, which a test of `type(m) is nn.RMSNorm` would miss), weights copied
 NORM_SWAP = ["# each module that computes a LayerNorm / RMSNorm Apex can take (nn.LayerNorm, nn.RMSNorm, the model's",
              "# own RMSNorm class) -> Apex's FusedLayerNorm / FusedRMSNorm, weights copied: the swap apextui measured",
              "from apextui import swap_norms", "swap_norms(model)"]
-_DTYPE = {"bf16": "torch.bfloat16", "fp8": "torch.bfloat16", "fp16": "torch.float16"}
+# norms value -> its lines
+NORMS: dict[str, list[str]] = {"torch": [], "apex": NORM_SWAP}
+# compile value -> its line (the whole-step graph: `_whole_step_graph`'s lines)
+COMPILE: dict[str, str | None] = {
+    "none": None,
+    "default": "compiled = torch.compile(model)",
+    "max-autotune-no-cudagraphs": 'compiled = torch.compile(model, mode="max-autotune-no-cudagraphs")',
+    "reduce-overhead": 'compiled = torch.compile(model, mode="reduce-overhead")',
+    "graph": "compiled = torch.compile(model)",
+}
+_DTYPE = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}  # autocast's dtype
 
 
 def snippet(config: Config, *, calling: Calling | None = None, device: str = "cuda") -> str:
@@ -34,24 +66,15 @@ def snippet(config: Config, *, calling: Calling | None = None, device: str = "cu
     only fp32 ran, or a shipped workload) the step is ModelSetup's documented form, `loss_fn(model(inputs),
     targets)`."""
     lines = ["import torch", ""]
-    if config.tf32:
-        lines += ["torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends.cudnn.allow_tf32 = True"]
-    if config.fused_norms:
-        lines += NORM_SWAP
-    if config.fp8:
-        lines += ["from torchao.float8 import convert_to_float8_training",
-                  "# nn.Linear -> Float8Linear where float8 matmuls can take it (dimensions divisible by 16)",
-                  "convert_to_float8_training(model, module_filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear)",
-                  "                           and m.in_features % 16 == 0 and m.out_features % 16 == 0)"]
+    lines += NORMS[config.norms] + PRECISION[config.precision]  # the engine's order: the swap, then fp8's layers
     if config.whole_step_graph:
         return _whole_step_graph(lines, config)
-    lines += _OPTIMIZER[config.optimizer].splitlines()
+    lines += OPTIMIZER[config.optimizer].splitlines()
     if config.precision == "fp16":
         lines.append(f'scaler = torch.amp.GradScaler("{device}")')
     target = "model"
-    if config.compile_mode is not None:
-        mode = "" if config.compile_mode == "default" else f', mode="{config.compile_mode}"'
-        lines.append(f"compiled = torch.compile(model{mode})")
+    if COMPILE[config.compile] is not None:
+        lines.append(str(COMPILE[config.compile]))
         target = "compiled"
     lines += ["", "# each step" + (" (batch: one batch, as your make_batch returns it)" if calling else "")]
     call = calling.loss_line(target) if calling is not None else f"loss = loss_fn({target}(inputs), targets)"
@@ -59,8 +82,8 @@ def snippet(config: Config, *, calling: Calling | None = None, device: str = "cu
     if config.cuda_graphs:
         step.append("torch.compiler.cudagraph_mark_step_begin()")
     step += calling.unpack() if calling is not None else []
-    if config.amp != "none":
-        step += [f'with torch.autocast(device_type="{device}", dtype={_DTYPE[config.precision]}):', f"    {call}"]
+    if config.autocast != "none":
+        step += [f'with torch.autocast(device_type="{device}", dtype={_DTYPE[config.autocast]}):', f"    {call}"]
     else:
         step.append(call)
     if config.precision == "fp16":
@@ -73,12 +96,11 @@ def snippet(config: Config, *, calling: Calling | None = None, device: str = "cu
 def _whole_step_graph(lines: list[str], config: Config) -> str:
     """The whole step (forward, backward, capturable fused AdamW) captured once in a CUDA graph and replayed."""
     call = "static_loss = loss_fn(compiled(static_inputs), static_targets)"
-    if config.amp != "none":
-        forward = [f'    with torch.autocast(device_type="cuda", dtype={_DTYPE[config.precision]}):', f"        {call}"]
+    if config.autocast != "none":
+        forward = [f'    with torch.autocast(device_type="cuda", dtype={_DTYPE[config.autocast]}):', f"        {call}"]
     else:
         forward = [f"    {call}"]
-    lines += ["optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True, capturable=True)",
-              "compiled = torch.compile(model)",
+    lines += [OPTIMIZER["capturable"], str(COMPILE["graph"]),
               "static_inputs, static_targets = inputs.clone(), targets.clone()  # the graph's input buffers",
               "# warm up (compile) a few steps on a side stream first, as torch.cuda.graphs' docs show; then",
               "optimizer.zero_grad(set_to_none=True)",
@@ -94,7 +116,7 @@ def _whole_step_graph(lines: list[str], config: Config) -> str:
 
 def preset_toml(config: Config, model: str, steps: int = 50, description: str = "") -> str:
     """A preset file for the model workload that runs `config` (presets.parse reads it back to `config`)."""
-    table = ", ".join(f"{name} = {json.dumps(value)}" for name, value in config.items())
+    table = ", ".join(f"{name} = {json.dumps(value.name)}" for name, value in config.items())
     text = description or f"{config.label}: {config.summary()}"
     return (f"description = {json.dumps(text)}\nworkload = \"model\"\nmodel = {json.dumps(model)}\n"
             f"config = {{ {table} }}\nsteps = {steps}\n")

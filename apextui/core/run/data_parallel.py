@@ -32,14 +32,10 @@ def log(rank: int, message: str) -> None:
 
 def data_parallel_problem(preset: Preset) -> str | None:
     """Why a preset cannot run data-parallel, or None."""
-    from ..workloads.spec import WORKLOADS
-
     if preset.workload == "norm":
         return "the norm workload times one kernel and has no model to train data-parallel; pick a transformer " \
                "or optimizer preset"
-    graphs = preset.config.cuda_graphs if preset.config is not None else \
-        WORKLOADS[preset.workload].variant(preset.variant).cuda_graphs
-    if graphs:
+    if preset.config.cuda_graphs:
         return f"{preset.variant} captures CUDA graphs, which apextui does not run data-parallel"
     return None
 

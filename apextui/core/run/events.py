@@ -55,7 +55,9 @@ def start_event(preset: Preset, device: str, steps: int, warmup: int, env: Mappi
         warmup=warmup, env=env,
         preset_file=preset.path if preset.path != preset.model else None,  # a generated model preset: none
         model=model_fields(preset), baseline=preset.baseline, size=size_name,
-        size_params=preset.cpu_size if size_name == "cpu" else preset.size, amp=preset.amp, config=preset.config,
+        size_params=preset.cpu_size if size_name == "cpu" else preset.size, amp=preset.amp,
+        # the user's model's point; a shipped preset's is its variant (`variant`, `amp`)
+        config=preset.config if preset.model is not None else None,
         note=None if device != "cpu" else CPU_NOTE if preset.model is None else CPU_NOTE_MODEL,
         contention=contention, **extra)
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-from typing import Any, ContextManager, Mapping
+from typing import Any, Mapping
 
 import torch
 
@@ -32,21 +31,6 @@ class Workload(PerStepWork):
 
     def step(self, clock: Marker) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         raise NotImplementedError
-
-
-def autocast(device: str, amp: str) -> ContextManager[Any]:
-    """torch.autocast for amp 'fp16'/'bf16', a no-op for 'none'."""
-    if amp == "none":
-        return nullcontext()
-    dtype = torch.float16 if amp == "fp16" else torch.bfloat16
-    return torch.autocast(device_type=device, dtype=dtype)
-
-
-def grad_scaler(device: str, amp: str) -> Any:
-    """A GradScaler for fp16 (the loss-scaling part of mixed precision), else None."""
-    if amp != "fp16":
-        return None
-    return torch.amp.GradScaler(device)
 
 
 def scale_tensor(scaler: Any) -> torch.Tensor | None:

@@ -37,14 +37,17 @@ from .warmup import WARMUP_STEPS
 from .failure import is_out_of_memory
 from . import user_model
 from . import dropout
-from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
+from . import apply
+from .apply import fp8_layer_fits
+from .base import Workload, backward_and_step, scale_tensor
 from ..measure.marker import Marker, NoMark
 from .norm_swap import count_norms, find_norms, swap_norms
+from ..config.axes import Value
 from ..config.calling import Calling, InputForm, LossForm
 from ..config.point import BASELINE, NAMED, Config
 from .spec import MODEL
 
-__all__ = ["ModelWorkload", "count_norms", "find_norms", "swap_norms", "UserCodeError"]
+__all__ = ["ModelWorkload", "count_norms", "find_norms", "fp8_layer_fits", "swap_norms", "UserCodeError"]
 
 POOL = 8  # batches made up front and cycled: the data costs nothing in a step, and every variant sees the same
 PARITY_STEPS = 5  # steps of fp32 and of the variant whose losses are compared
@@ -74,14 +77,6 @@ class UserCodeError(RuntimeError):
     no traceback of its own)."""
 
     quiet_traceback = True
-
-
-def make_optimizer(kind: str, params: list[nn.Parameter], lr: float) -> torch.optim.Optimizer:
-    if kind == "adamw_foreach":
-        return torch.optim.AdamW(params, lr=lr, foreach=True)
-    from .optimizer import make_optimizer as shared
-
-    return shared(kind, params, lr)
 
 
 def one_shape(batches: list[Any]) -> bool:
@@ -135,14 +130,14 @@ class LossModule(nn.Module):
     torch.compile compiles (it sees, and fuses, the loss too)."""
 
     def __init__(self, model: nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor] | None, device: str,
-                 amp: str, notes_calling: bool = False) -> None:
+                 precision: Value, notes_calling: bool = False) -> None:
         super().__init__()
-        self.model, self.loss_fn, self.device, self.amp = model, loss_fn, device, amp
+        self.model, self.loss_fn, self.device, self.precision = model, loss_fn, device, precision
         self.notes_calling = notes_calling  # the check's fp32 steps (eager): note how the model was called
         self.calling: Calling | None = None
 
     def forward(self, batch: Any) -> torch.Tensor:
-        with autocast(self.device, self.amp):
+        with apply.autocast(self.device, self.precision):
             if self.loss_fn is None:
                 output = _call(self.model, batch)
                 if self.notes_calling:
@@ -174,11 +169,6 @@ def _steps(numbers: list[int]) -> str:
     return "steps " + ", ".join(map(str, numbers))
 
 
-def fp8_layer_fits(module: nn.Module, fqn: str) -> bool:
-    """torchao's `module_filter_fn` for fp8: the nn.Linear layers float8 matmuls take (both dimensions divisible by
-    16). The answer's snippet writes the same test out for the user's script (tests/test_config_workload.py)."""
-    return isinstance(module, nn.Linear) and module.in_features % 16 == 0 and module.out_features % 16 == 0
-
 class ModelWorkload(Workload):
     """The user's model, trained one step at a time under one model variant (see the module docstring)."""
 
@@ -186,8 +176,8 @@ class ModelWorkload(Workload):
                  config: Config | None = None) -> None:
         self.spec, self.variant, self.device = spec, variant, device
         self.config = config if config is not None else NAMED[variant]
-        self.amp = self.config.amp
-        self._set_tf32(self.config.tf32)
+        self.amp = self.config.autocast
+        apply.set_tf32(device, self.config.precision)
         try:
             setup = user_model.build(spec, device == "cpu", seed)
         except user_model.ModelSpecError:
@@ -204,7 +194,7 @@ class ModelWorkload(Workload):
         self.batches = self._make_batches(seed)
         self.units = setup.units
         self.units_per_step = setup.units_per_step or self._batch_size(self.batches[0])
-        self.loss_module = LossModule(self.model, setup.loss_fn, device, self.amp)
+        self.loss_module = LossModule(self.model, setup.loss_fn, device, self.config.precision)
         self.calling: Calling | None = None  # how the check's fp32 steps called the model (the answer's code does so)
         self._i = 0
         self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
@@ -214,46 +204,31 @@ class ModelWorkload(Workload):
         if self.config.fused_norms:
             swap = self._swap_norms()
             self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-        if self.config.fp8:
-            self._to_float8()
+        if apply.convert(self.model, self.config.precision):  # fp8's float8 Linears
             self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.params = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         self.opt = self._optimizer()
-        self.scaler = grad_scaler(device, self.amp)
+        self.scaler = apply.grad_scaler(device, self.config.precision)
         self.uses_grad_scaler = self.scaler is not None
         self.compiled: nn.Module | None = None
         self.uses_cuda_graphs = self.config.cuda_graphs
         if self.uses_cuda_graphs and device != "cuda":
             raise ValueError(f"{variant} needs CUDA (CUDA graphs); this run is on {device}")
         self._swap = swap
-        if self.config.compile_mode is not None:
+        if apply.compile_mode(self.config) is not None:
             # dynamic=False where every batch has one shape: the check's graph (dropout off) and the measured one
             # (the user's dropout) are two static graphs, each the one a plain torch.compile(model) compiles first;
             # without it the second compile marks the dropout probabilities dynamic ("automatic dynamic") and the
             # measured graph is another one. Batches of several shapes keep torch's default (each new shape
             # would be a full compile, and past the cache limit the step would run eager)
-            self.compiled = torch.compile(self.loss_module, mode=self.config.compile_mode,  # type: ignore[assignment]
-                                          dynamic=False if one_shape(self.batches) else None)
+            self.compiled = apply.compiled(self.loss_module, self.config,  # type: ignore[assignment]
+                                           dynamic=False if one_shape(self.batches) else None)
             self.compiles = True
         elif reference is not None:
             losses, skipped = self._variant_losses(PARITY_STEPS)
             self.check = self._parity(reference, losses, skipped, swap)
 
     # ---- set-up --------------------------------------------------------------------------------
-    def _set_tf32(self, on: bool) -> None:
-        """Set explicitly for every variant (fp32 too): a run in the same process as a tf32 one must not
-        inherit it, and cuDNN convolutions default to TF32."""
-        if self.device == "cuda":
-            torch.backends.cuda.matmul.allow_tf32 = on
-            torch.backends.cudnn.allow_tf32 = on
-
-    def _to_float8(self) -> None:
-        """fp8: torchao swaps the model's nn.Linear layers for Float8Linear (float8 matmuls with dynamic
-        scaling; the rest stays under bf16 autocast). Lazy: torchao is imported only for an fp8 run."""
-        from torchao.float8 import convert_to_float8_training  # type: ignore[import-not-found]
-
-        convert_to_float8_training(self.model, module_filter_fn=fp8_layer_fits)
-
     def _make_batches(self, seed: int) -> list[Any]:
         device = torch.device(self.device)
         generator = torch.Generator(device=device).manual_seed(seed + 1)
@@ -282,8 +257,7 @@ class ModelWorkload(Workload):
         return int(first.shape[0]) if first.dim() else 1
 
     def _optimizer(self) -> torch.optim.Optimizer:
-        return make_optimizer(self.config.optimizer_kind, [p for p in self.model.parameters() if p.requires_grad],
-                              self.lr)
+        return apply.optimizer(self.config, [p for p in self.model.parameters() if p.requires_grad], self.lr)
 
     def _restore(self, partial: bool = False) -> None:
         """Weights and buffers back to the initial ones, in place (a compiled graph keeps pointing at them);
@@ -333,9 +307,9 @@ class ModelWorkload(Workload):
         return losses
 
     def _train_fp32(self, dropout_off: bool) -> list[float]:
-        self._set_tf32(False)
-        module = LossModule(self.model, self.setup.loss_fn, self.device, "none", notes_calling=True)
-        opt = make_optimizer("adamw", [p for p in self.model.parameters() if p.requires_grad], self.lr)
+        apply.set_tf32(self.device, BASELINE.precision)
+        module = LossModule(self.model, self.setup.loss_fn, self.device, BASELINE.precision, notes_calling=True)
+        opt = apply.optimizer(BASELINE, [p for p in self.model.parameters() if p.requires_grad], self.lr)
         losses = []
         with dropout.same_stream(self._check_seed, self.device), self._dropout_off(dropout_off):
             for k in range(PARITY_STEPS):
@@ -347,7 +321,7 @@ class ModelWorkload(Workload):
         self.calling = module.calling
         del opt
         self._restore()
-        self._set_tf32(self.config.tf32)
+        apply.set_tf32(self.device, self.config.precision)
         return losses
 
     def _dropout_off(self, off: bool) -> Any:
@@ -361,7 +335,7 @@ class ModelWorkload(Workload):
         e.g. another attention kernel); a compiled one draws its own, so it is checked with dropout off."""
         if not dropout.has_dropout(self.model):
             return {"none_found": self._fp32_losses(False)}
-        if self.config.compile_mode is not None:
+        if apply.compile_mode(self.config) is not None:
             return {"disabled_for_check": self._fp32_losses(True)}
         return {"same_masks": self._fp32_losses(False), "disabled_for_check": self._fp32_losses(True)}
 
@@ -371,10 +345,12 @@ class ModelWorkload(Workload):
         report, _ = find_norms(self.model)
         if report.swappable == 0:
             raise ValueError(f"{self.variant}: {report.unavailable_reason()}; this variant does not apply to it")
-        plain = LossModule(self.model, self.setup.loss_fn, self.device, "none")
+        plain = LossModule(self.model, self.setup.loss_fn, self.device, BASELINE.precision)
         with torch.no_grad(), dropout.disabled(self.model):
             before = float(self._forward(plain, self.batches[0]))
-            names = swap_norms(self.model, report)
+            swap_in = apply.NORMS[self.config.norms].swap
+            assert swap_in is not None  # a norms value that swaps (`fused_norms`)
+            names = swap_in(self.model, report)
             after = float(self._forward(plain, self.batches[0]))
         self._restore(partial=True)
         err = abs(after - before)
@@ -418,7 +394,7 @@ class ModelWorkload(Workload):
                 torch.cuda.synchronize()
         self._restore()
         self.opt = self._optimizer()
-        self.scaler = grad_scaler(self.device, self.amp)
+        self.scaler = apply.grad_scaler(self.device, self.config.precision)
         return losses, skipped
 
     def _parity(self, reference: dict[dropout.DropoutHandling, list[float]], losses: list[float], skipped: list[int],

@@ -7,46 +7,28 @@ from typing import Mapping
 import torch
 from torch import nn
 
-from .base import Workload, autocast
+from . import apply
+from .base import Workload
 from ..measure.marker import Marker
-from .spec import NORM
+from .spec import NORM, norm_kind, point_of
+from ..config.point import BASELINE
 
 TOLERANCE_FP32 = 1e-3
 
-# variant -> (its torch counterpart, or None for torch variants)
-COUNTERPART = {
-    "layernorm": None,
-    "rmsnorm": None,
-    "fused_layernorm": "layernorm",
-    "fused_rmsnorm": "rmsnorm",
-}
-
-
-def make_norm(variant: str, hidden: int) -> nn.Module:
-    if variant == "layernorm":
-        return nn.LayerNorm(hidden)
-    if variant == "rmsnorm":
-        return nn.RMSNorm(hidden)
-    if variant == "fused_layernorm":
-        from apex.normalization import FusedLayerNorm
-
-        return FusedLayerNorm(hidden)
-    if variant == "fused_rmsnorm":
-        from apex.normalization import FusedRMSNorm
-
-        return FusedRMSNorm(hidden)
-    raise ValueError(f"unknown norm variant {variant!r}")
-
 
 class NormWorkload(Workload):
-    """Input (batch, seq, hidden) with random affine weights; a step is forward + backward."""
+    """Input (batch, seq, hidden) with random affine weights; a step is forward + backward. The module is the
+    variant's norm kind (`spec.norm_kind`) as its point's norms value builds it (`apply.norm_class`); one that is
+    not torch's own is checked against torch's (the axis's default) on the same input and weights."""
 
     units = "samples"
 
     def __init__(self, variant: str, size: Mapping[str, int], device: str, amp: str, seed: int) -> None:
         batch, seq, hidden = size["batch"], size["seq"], size["hidden"]
         g = torch.Generator().manual_seed(seed)
-        self.norm = make_norm(variant, hidden).to(device)
+        kind = norm_kind(variant)
+        self.config = point_of(NORM.name, variant, amp)
+        self.norm = apply.norm_class(self.config, kind)(hidden).to(device)
         with torch.no_grad():
             for p in self.norm.parameters():
                 p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
@@ -57,13 +39,13 @@ class NormWorkload(Workload):
         self.params = sum(p.numel() for p in self.norm.parameters())
         self.work = NORM.work(NORM.variant(variant), size, None, amp)
         self._grad_out: dict[torch.dtype, torch.Tensor] = {self.grad_out.dtype: self.grad_out}
-        ref = COUNTERPART[variant]
-        if ref is not None:
-            self.check = self._compare(make_norm(ref, hidden).to(device), ref)
+        if self.config.fused_norms:
+            reference = next(v.name for v in NORM.variants if v.config == BASELINE and norm_kind(v.name) == kind)
+            self.check = self._compare(apply.norm_class(BASELINE, kind)(hidden).to(device), reference)
 
     def _forward_backward(self, module: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         self.x.grad = None
-        with autocast(self.device, self.amp):
+        with apply.autocast(self.device, self.config.precision):
             out = module(self.x)
         out.backward(self.grad_out.to(out.dtype))
         assert self.x.grad is not None  # x requires grad: backward() just set it
@@ -94,10 +76,10 @@ class NormWorkload(Workload):
 
     def step(self, clock: Marker) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         self.x.grad = None
-        if self.amp == "none":  # no autocast context at all: the user's fp32 loop has none
+        if self.config.autocast == "none":  # no autocast context at all: the user's fp32 loop has none
             out = self.norm(self.x)
         else:
-            with autocast(self.device, self.amp):
+            with apply.autocast(self.device, self.config.precision):
                 out = self.norm(self.x)
         grad_out = self._grad_out.get(out.dtype)
         if grad_out is None:  # under autocast: cast once, not every step

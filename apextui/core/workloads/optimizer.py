@@ -9,41 +9,15 @@ import torch
 from torch import nn
 
 from .warmup import WARMUP_STEPS, TrainingState
-from . import parallel
-from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
+from . import apply, parallel
+from .base import Workload, backward_and_step, scale_tensor
 from ..measure.marker import Marker
-from .spec import OPTIMIZER
-
-# variants whose optimizer step is replayed from a CUDA graph (those the registry says need CUDA graphs)
-GRAPHED = tuple(v.name for v in OPTIMIZER.variants if v.cuda_graphs)
-
-
-def make_optimizer(variant: str, params: list[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
-    """torch AdamW (defaults), torch AdamW fused=True, fused + capturable (for CUDA graphs), apex
-    FusedAdam in AdamW mode, or apex FusedLAMB (its defaults, AdamW's weight decay)."""
-    if variant == "adamw":
-        return torch.optim.AdamW(params, lr=lr)
-    if variant == "adamw_fused":
-        return torch.optim.AdamW(params, lr=lr, fused=True)
-    if variant == "adamw_capturable_graph":
-        return torch.optim.AdamW(params, lr=lr, fused=True, capturable=True)
-    if variant == "fused_adam":
-        from apex.optimizers import FusedAdam
-
-        return FusedAdam(params, lr=lr, adam_w_mode=True, weight_decay=0.01)  # AdamW's default decay
-    if variant == "distributed_fused_adam":  # needs a process group (workloads/parallel.py)
-        from apex.contrib.optimizers.distributed_fused_adam import DistributedFusedAdam
-
-        return DistributedFusedAdam(params, lr=lr, adam_w_mode=True, weight_decay=0.01, overlap_grad_sync=True)
-    if variant == "fused_lamb":
-        from apex.optimizers import FusedLAMB
-
-        return FusedLAMB(params, lr=lr, weight_decay=0.01)  # decoupled decay (adam_w_mode) is its default
-    raise ValueError(f"unknown optimizer variant {variant!r}")
+from .spec import OPTIMIZER, point_of
 
 
 class OptimizerWorkload(Workload):
-    """`layers` x (Linear(width, width) + ReLU), MSE on random targets.
+    """`layers` x (Linear(width, width) + ReLU), MSE on random targets; the optimizer is the variant's point's
+    (`apply.optimizer`).
 
     `adamw_capturable_graph`: torch AdamW(fused=True, capturable=True) whose step is captured once in a
     torch.cuda.CUDAGraph during set-up and replayed every step (one launch instead of the optimizer's
@@ -60,18 +34,19 @@ class OptimizerWorkload(Workload):
             blocks += [nn.Linear(width, width), nn.ReLU()]
         self.model = nn.Sequential(*blocks).to(device)
         self.variant = variant
-        self.graphed = variant in GRAPHED
+        self.config = point_of(OPTIMIZER.name, variant, amp)
+        self.graphed = self.config.cuda_graphs  # the capturable optimizer's step, replayed from a CUDA graph
         if self.graphed and device != "cuda":
             raise ValueError(f"{variant} needs CUDA (a CUDA graph); this run is on {device}")
         how = parallel.kind(OPTIMIZER.variant(variant).parallel)
         if how is not None and self.graphed:
             raise ValueError(f"{variant} captures CUDA graphs; apextui does not run it data-parallel")
         self.model = parallel.wrap(self.model, how, device)  # type: ignore[assignment]  # DDP/FSDP wrap it
-        self.opt = make_optimizer(variant, list(self.model.parameters()), lr)
+        self.opt = apply.optimizer(self.config, list(self.model.parameters()), lr)
         self.x = torch.randn(batch, width, device=device)
         self.y = torch.randn(batch, width, device=device)
         self.device, self.amp = device, amp
-        self.scaler = grad_scaler(device, amp)
+        self.scaler = apply.grad_scaler(device, self.config.precision)
         if self.graphed and self.scaler is not None:
             raise ValueError(f"{variant} cannot use GradScaler (amp = fp16): its step reads the scale on the "
                              "host; use amp = none or bf16")
@@ -84,7 +59,7 @@ class OptimizerWorkload(Workload):
 
     def _forward_backward(self) -> torch.Tensor:
         self.opt.zero_grad(set_to_none=False)  # in place: the captured step reads these gradients
-        with autocast(self.device, self.amp):
+        with apply.autocast(self.device, self.config.precision):
             loss = nn.functional.mse_loss(self.model(self.x).float(), self.y)
         loss.backward()
         return loss
@@ -122,10 +97,10 @@ class OptimizerWorkload(Workload):
             self.graph.replay()
             return loss, None
         self.opt.zero_grad()  # set_to_none is the default; apex FusedAdam takes no argument
-        if self.amp == "none":  # no autocast context at all: the user's fp32 loop has none
+        if self.config.autocast == "none":  # no autocast context at all: the user's fp32 loop has none
             loss = nn.functional.mse_loss(self.model(self.x).float(), self.y)
         else:
-            with autocast(self.device, self.amp):
+            with apply.autocast(self.device, self.config.precision):
                 loss = nn.functional.mse_loss(self.model(self.x).float(), self.y)
         backward_and_step(loss, self.opt, self.scaler, clock)
         return loss, scale_tensor(self.scaler)

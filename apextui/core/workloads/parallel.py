@@ -11,12 +11,12 @@ torchrun) reads `backend_for` from here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Literal
+from typing import TYPE_CHECKING, Iterable
+
+from .spec import Parallel
 
 if TYPE_CHECKING:
     from torch import nn
-
-Parallel = Literal["ddp", "fsdp2", "distributed_optimizer"]
 
 
 def world() -> tuple[int, int]:

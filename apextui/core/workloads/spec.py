@@ -1,16 +1,18 @@
 """The workload registry: each workload and its variants declared once, read by everything else.
 
 Why: a workload used to be spread over a dozen tables (presets' variants, Apex needs, size keys and
-limits, baselines; the roofline's work model; the variants' needs (needs.py); the memory estimate's shrink order;
+limits, baselines; the roofline's work model; the variants' needs; the memory estimate's shrink order;
 the advice's loss check). Now `WORKLOADS` holds one `WorkloadSpec` per workload and the others derive
-their tables from it (`presets.APEX_NEEDS`, `presets.SIZE_LIMITS`, `needs.NEEDS`, ...).
+their tables from it (`presets.SIZE_LIMITS`, ...). A variant is a named point on the configuration axes
+(`VariantSpec.config`): what it needs and what it builds are its values' (`config/axes.py`,
+`workloads/apply.py`).
 
 Importing this module is cheap (no torch): presets and the TUI read it before any run. How each workload is
 built from a preset is `builders.py`, above the workload modules (which read their specs here).
 
-Adding a variant: one `VariantSpec` in its workload's spec below, its construction in the workload's module
-(e.g. `make_optimizer` in optimizer.py), and a preset TOML in presets/. A workload: its spec here and its builder
-in builders.py. See CONTRIBUTING.md.
+Adding a variant: one `VariantSpec` in its workload's spec below (its point; a new kind of change is a new axis
+value first) and a preset TOML in presets/. A workload: its spec here and its builder in builders.py. See
+CONTRIBUTING.md.
 """
 
 from __future__ import annotations
@@ -25,8 +27,6 @@ from ..analysis.work import ADAMW_BYTES_PER_PARAM, ADAMW_FLOPS_PER_PARAM, Work, 
 
 # how a variant trains on several ranks (workloads/parallel.py); None: DDP under torchrun, else one process
 Parallel = Literal["ddp", "fsdp2", "distributed_optimizer"]
-Need = Literal["compile", "cuda_graphs", "cuda"]  # what a variant needs beyond torch (see needs.py)
-Amp = Literal["none", "fp16", "bf16"]
 
 
 @dataclass(frozen=True)
@@ -45,25 +45,22 @@ ADAMW = OptimizerCost("AdamW", ADAMW_BYTES_PER_PARAM, ADAMW_FLOPS_PER_PARAM)
 LAMB = OptimizerCost("LAMB", 52, 22)
 
 
+# optimizer value -> the cost of its step, where it is not AdamW's (the optimizer workload's roofline)
+OPTIMIZER_COSTS: Mapping[str, OptimizerCost] = MappingProxyType({"lamb": LAMB})
+
+
 @dataclass(frozen=True)
 class VariantSpec:
-    """One way to run a workload: what it needs and how the docs and the work model describe it."""
+    """One way to run a workload: a named point on the configuration axes, and the words the docs use for it."""
 
     name: str
     summary: str  # a few words for docs/presets.md and CONTRIBUTING.md's checks
-    apex: tuple[str, ...] = ()  # Apex features it needs (names from apex_features.FEATURES)
-    needs: tuple[Need, ...] = ()  # beyond torch: a compile backend and/or CUDA graphs
-    optimizer: OptimizerCost = ADAMW  # the optimizer step's cost (the optimizer workload's work model)
-    amp: Amp | None = None  # the precision the variant fixes, where its presets are generated (the model workload)
-    parallel: Parallel | None = None  # a distributed variant's way to train on several ranks
-    # its point on the configuration axes (config/axes.py), where it is one: every model variant, and the
-    # transformer's (a preset's `amp` sets the point's precision, `point_of`); None: no point (the optimizer and
-    # norm kernels, the sharded optimizer)
-    config: Config | None = None
-
-    @property
-    def cuda_graphs(self) -> bool:
-        return "cuda_graphs" in self.needs
+    # its point (config/axes.py): what it needs and builds; a shipped preset's `amp` sets the point's precision
+    # (`point_of`)
+    config: Config = Config()
+    # how it trains on several ranks, where it has its own way (DDP, FSDP2, the sharded optimizer's own reduction):
+    # not a point's value, as the model workload never runs it and torchrun decides DDP for every other variant
+    parallel: Parallel | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +102,12 @@ class WorkloadSpec:
     shrink_fix: ShrinkFix | None = None  # restores those relations after the memory estimate halved a key
     # (size, steps) -> the memory a run needs, checked before building (memory.py); None: not estimated, never refused
     memory: MemoryModel | None = None
+    # variant -> the Apex norm features its model's norms take when they are swapped (the Transformer's LayerNorms:
+    # FusedLayerNorm alone); None: every one the norm value names (the user's model, whose norms are found at run time)
+    norm_features: Callable[[str], tuple[str, ...]] | None = None
+    # the advice's answer hands back its recommended point as code for a training script (`Preset.point`): the
+    # Transformer's and the user's model's; the kernel micro-benchmarks (optimizer, norm) answer with a preset
+    code_answer: bool = False
     variant_map: Mapping[str, VariantSpec] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -119,6 +122,14 @@ class WorkloadSpec:
     def variant(self, name: str) -> VariantSpec:
         return self.variant_map[name]
 
+    def needs_apex(self, variant: str, config: Config) -> tuple[str, ...]:
+        """The Apex features `config` needs as `variant` of this workload: its values' (`Config.needs_apex`), of the
+        norm swap's only those of the norms the variant's model has (`norm_features`)."""
+        if self.norm_features is None or not config.fused_norms:
+            return config.needs_apex
+        has = self.norm_features(variant)
+        return tuple(f for f in config.needs_apex if f not in config.norms.apex or f in has)
+
     def find(self, name: str) -> VariantSpec | None:
         """The named variant, or None: a model preset's point off the named ones (`--config`, the search) has none."""
         return self.variant_map.get(name)
@@ -127,7 +138,7 @@ class WorkloadSpec:
 # ---- optimizer ---------------------------------------------------------------------------------------
 def _optimizer_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
     n = params if params else size["layers"] * (size["width"] ** 2 + size["width"])
-    c = variant.optimizer
+    c = OPTIMIZER_COSTS.get(variant.config.optimizer, ADAMW)
     return optimizer_work(n, c.bytes_per_param, c.flops_per_param, c.name)
 
 
@@ -144,11 +155,11 @@ OPTIMIZER = WorkloadSpec(
     name="optimizer",
     variants=(
         VariantSpec("adamw", "torch AdamW defaults: foreach on CUDA"),
-        VariantSpec("adamw_fused", "torch `fused=True`"),
-        VariantSpec("fused_adam", "apex FusedAdam", apex=("FusedAdam",)),
+        VariantSpec("adamw_fused", "torch `fused=True`", Config(optimizer="fused")),
+        VariantSpec("fused_adam", "apex FusedAdam", Config(optimizer="apex")),
         VariantSpec("adamw_capturable_graph", "torch `AdamW(fused=True, capturable=True)`, its step replayed "
-                    "from a CUDA graph", needs=("cuda_graphs",)),
-        VariantSpec("fused_lamb", "apex FusedLAMB", apex=("FusedLAMB",), optimizer=LAMB),
+                    "from a CUDA graph", Config(optimizer="capturable")),
+        VariantSpec("fused_lamb", "apex FusedLAMB", Config(optimizer="lamb")),
     ),
     size_limits=MappingProxyType({"layers": (1, 1024), "width": (1, 65536), "batch": (1, 65536)}),
     product_limit=(("layers", "width", "width"), "parameters", 2**32),
@@ -160,8 +171,16 @@ OPTIMIZER = WorkloadSpec(
 
 
 # ---- norm --------------------------------------------------------------------------------------------
+def norm_kind(variant: str) -> Literal["layer_norm", "rms_norm"]:
+    """The norm a norm variant times: its name says (`rmsnorm`, `fused_rmsnorm`; the others LayerNorm)."""
+    return "rms_norm" if "rmsnorm" in variant else "layer_norm"
+
+
+APEX_NORM = {"layer_norm": "FusedLayerNorm", "rms_norm": "FusedRMSNorm"}  # a norm kind -> Apex's fused one
+
+
 def _norm_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
-    kind = "rmsnorm" if "rmsnorm" in variant.name else "layernorm"
+    kind = "rmsnorm" if norm_kind(variant.name) == "rms_norm" else "layernorm"
     return norm_work(size["batch"], size["seq"], size["hidden"], kind)
 
 
@@ -177,9 +196,9 @@ NORM = WorkloadSpec(
     name="norm",
     variants=(
         VariantSpec("layernorm", "torch nn.LayerNorm"),
-        VariantSpec("fused_layernorm", "apex FusedLayerNorm", apex=("FusedLayerNorm",)),
+        VariantSpec("fused_layernorm", "apex FusedLayerNorm", Config(norms="apex")),
         VariantSpec("rmsnorm", "torch nn.RMSNorm"),
-        VariantSpec("fused_rmsnorm", "apex FusedRMSNorm", apex=("FusedRMSNorm",)),
+        VariantSpec("fused_rmsnorm", "apex FusedRMSNorm", Config(norms="apex")),
     ),
     size_limits=MappingProxyType({"batch": (1, 65536), "seq": (1, 1_048_576), "hidden": (1, 65536)}),
     product_limit=(("batch", "seq", "hidden"), "input elements", 2**32),
@@ -187,6 +206,7 @@ NORM = WorkloadSpec(
     work=_norm_work,
     memory=_norm_memory,
     shrink_order=("batch", "seq", "hidden"),
+    norm_features=lambda variant: (APEX_NORM[norm_kind(variant)],),
 )
 
 
@@ -235,32 +255,27 @@ def _transformer_shrink_fix(size: dict[str, int]) -> None:
         size["heads"] -= 1
 
 
-_APEX_FUSED = ("FusedAdam", "FusedLayerNorm")
 TRANSFORMER = WorkloadSpec(
     name="transformer",
     variants=(
-        VariantSpec("fp32", "nn.LayerNorm + torch AdamW", config=Config()),
-        VariantSpec("fused_fp32", "apex FusedAdam + FusedLayerNorm", apex=_APEX_FUSED,
-                    config=Config(optimizer="apex", norms="apex")),
-        VariantSpec("fused_amp", "apex fused + fp16 autocast + `GradScaler`", apex=_APEX_FUSED,
-                    config=Config(precision="fp16", optimizer="apex", norms="apex")),
+        VariantSpec("fp32", "nn.LayerNorm + torch AdamW"),
+        VariantSpec("fused_fp32", "apex FusedAdam + FusedLayerNorm", Config(optimizer="apex", norms="apex")),
+        VariantSpec("fused_amp", "apex fused + fp16 autocast + `GradScaler`",
+                    Config(precision="fp16", optimizer="apex", norms="apex")),
         VariantSpec("torch_amp", "no Apex: torch fused AdamW + bf16 autocast",
-                    config=Config(precision="bf16", optimizer="fused")),
-        VariantSpec("torch_compile", "`torch_amp` through `torch.compile`", needs=("compile",),
-                    config=Config(precision="bf16", optimizer="fused", compile="default")),
+                    Config(precision="bf16", optimizer="fused")),
+        VariantSpec("torch_compile", "`torch_amp` through `torch.compile`",
+                    Config(precision="bf16", optimizer="fused", compile="default")),
         VariantSpec("torch_compile_cg", "`torch.compile(mode=\"reduce-overhead\")`: CUDA graphs",
-                    needs=("compile", "cuda_graphs"),
-                    config=Config(precision="bf16", optimizer="fused", compile="reduce-overhead")),
+                    Config(precision="bf16", optimizer="fused", compile="reduce-overhead")),
         VariantSpec("torch_compile_graph", "`torch.compile`, the whole step in one CUDA graph",
-                    needs=("compile", "cuda_graphs"),
-                    config=Config(precision="bf16", optimizer="fused", compile="graph")),
-        VariantSpec("ddp_adamw_fused", "DDP + torch fused AdamW", parallel="ddp", config=Config(optimizer="fused")),
-        VariantSpec("ddp_fused_adam", "DDP + apex FusedAdam", apex=("FusedAdam",), parallel="ddp",
-                    config=Config(optimizer="apex")),
+                    Config(precision="bf16", optimizer="fused", compile="graph")),
+        VariantSpec("ddp_adamw_fused", "DDP + torch fused AdamW", Config(optimizer="fused"), parallel="ddp"),
+        VariantSpec("ddp_fused_adam", "DDP + apex FusedAdam", Config(optimizer="apex"), parallel="ddp"),
         VariantSpec("distributed_fused_adam", "apex DistributedFusedAdam (ZeRO-style sharded optimizer state)",
-                    apex=("DistributedFusedAdam",), parallel="distributed_optimizer"),
-        VariantSpec("fsdp2_adamw_fused", "FSDP2 `fully_shard` + torch fused AdamW", parallel="fsdp2",
-                    config=Config(optimizer="fused")),
+                    Config(optimizer="apex_distributed"), parallel="distributed_optimizer"),
+        VariantSpec("fsdp2_adamw_fused", "FSDP2 `fully_shard` + torch fused AdamW", Config(optimizer="fused"),
+                    parallel="fsdp2"),
     ),
     # vocab is bounded by the dense vocab x vocab Markov matrix, built on the host
     size_limits=MappingProxyType({
@@ -275,6 +290,8 @@ TRANSFORMER = WorkloadSpec(
     loss_checked=True,
     size_check=_transformer_size_check,
     shrink_fix=_transformer_shrink_fix,
+    norm_features=lambda variant: ("FusedLayerNorm",),  # TinyDecoder's norms are LayerNorms
+    code_answer=True,
 )
 
 
@@ -286,15 +303,14 @@ def _model_work(variant: VariantSpec, size: Mapping[str, int], params: int | Non
 MODEL = WorkloadSpec(
     name="model",
     # one a named point (config/point.py's NAMED): what it needs and its precision are the point's own
-    variants=tuple(VariantSpec(name, point.summary(), apex=point.needs_apex, needs=point.needs,  # type: ignore[arg-type]
-                               amp=point.amp, config=point)  # type: ignore[arg-type]
-                   for name, point in NAMED.items()),
+    variants=tuple(VariantSpec(name, point.summary(), point) for name, point in NAMED.items()),
     size_limits=MappingProxyType({}),  # your function sizes the model (`small` on CPU)
     product_limit=((), "elements", 1),
     baseline="fp32",
     work=_model_work,
     shrink_order=(),
     shipped=False,
+    code_answer=True,
 )
 
 
@@ -305,14 +321,16 @@ WORKLOADS: Mapping[str, WorkloadSpec] = MappingProxyType(
 SHIPPED: tuple[str, ...] = tuple(w for w, s in WORKLOADS.items() if s.shipped)
 
 
-def point_of(workload: str, variant_name: str, amp: str = "none") -> Config | None:
-    """A preset's point on the configuration axes: its variant's, with the precision its `amp` sets (fp32's
-    where amp is "none"); None where the variant is no point."""
+PRECISION_OF_AMP: Mapping[str, str] = MappingProxyType({"none": "fp32", "bf16": "bf16", "fp16": "fp16"})
+
+
+def point_of(workload: str, variant_name: str, amp: str = "none") -> Config:
+    """A shipped preset's point: its variant's, at the precision its `amp` field sets (fp32's where it is
+    "none"); a model variant's point is its own (its precision fixes its amp)."""
     spec = WORKLOADS[workload].variant(variant_name)
-    if spec.config is None or workload == MODEL.name:
+    if workload == MODEL.name:
         return spec.config
-    precision = {"none": "fp32", "bf16": "bf16", "fp16": "fp16"}[amp]
-    return spec.config.with_("precision", precision)
+    return spec.config.with_("precision", PRECISION_OF_AMP[amp])
 
 
 def variant(workload: str, name: str) -> VariantSpec:
@@ -332,6 +350,6 @@ def work_per_step(workload: str, variant: str, size: Mapping[str, int], params: 
     return spec.work(spec.variant(variant), size, params, amp)
 
 
-__all__ = ["ADAMW", "Amp", "Estimate", "LAMB", "MAX_POOL_TOKENS", "MODEL", "MemoryModel", "Need", "OptimizerCost",
-           "Parallel", "SHIPPED", "VariantSpec", "WORKLOADS", "WorkloadSpec", "point_of", "transformer_params",
-           "variant", "work_per_step"]
+__all__ = ["ADAMW", "APEX_NORM", "Estimate", "LAMB", "MAX_POOL_TOKENS", "MODEL", "MemoryModel", "OPTIMIZER_COSTS",
+           "OptimizerCost", "PRECISION_OF_AMP", "Parallel", "SHIPPED", "VariantSpec", "WORKLOADS", "WorkloadSpec",
+           "norm_kind", "point_of", "transformer_params", "variant", "work_per_step"]

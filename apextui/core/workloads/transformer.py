@@ -11,11 +11,10 @@ from torch.nn import functional as F
 
 from .warmup import WARMUP_STEPS, TrainingState, compile_warmup
 from ..analysis import transformer_work
-from . import markov, parallel
+from . import apply, markov, parallel
 from ..measure.marker import Marker, NoMark
-from .base import Workload, autocast, backward_and_step, grad_scaler, scale_tensor
-from .optimizer import make_optimizer
-from ..config.point import Config
+from .base import Workload, backward_and_step, scale_tensor
+from ..config.axes import Value
 from .spec import MAX_POOL_TOKENS, TRANSFORMER, point_of  # MAX_POOL_TOKENS: fresh tokens made up front, then cycled
 
 
@@ -66,39 +65,21 @@ class LossModel(nn.Module):
     """Model + loss in one module, for torch.compile to see (and fuse) both. Exactly the eager step's maths:
     the model under autocast, the cross-entropy on fp32 logits outside it."""
 
-    def __init__(self, model: nn.Module, device: str, amp: str) -> None:
+    def __init__(self, model: nn.Module, device: str, precision: Value) -> None:
         super().__init__()
-        self.model, self.device, self.amp = model, device, amp
+        self.model, self.device, self.precision = model, device, precision
 
     def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        with autocast(self.device, self.amp):
+        with apply.autocast(self.device, self.precision):
             logits = self.model(inputs)
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
 
 
-def parts(variant: str, amp: str = "none") -> tuple[NormFactory, str, Config | None]:
-    """(norm factory, optimizer kind, the preset's point) for a variant at `amp`: read from its point on the
-    configuration axes (`spec.point_of`), as the user's model reads its own; the sharded optimizer is no point."""
-    point = point_of(TRANSFORMER.name, variant, amp)
-    if point is None:
-        if variant == "distributed_fused_adam":
-            return nn.LayerNorm, "distributed_fused_adam", None
-        raise ValueError(f"unknown transformer variant {variant!r}")
-    if point.optimizer == "foreach":
-        raise ValueError(f"{variant}: the transformer builds no foreach AdamW; use optimizer adamw or fused")
-    if point.whole_step_graph and point.optimizer != "fused":
-        raise ValueError(f"{variant}: the whole-step CUDA graph needs the capturable fused AdamW (optimizer=fused)")
-    if point.fused_norms:
-        from apex.normalization import FusedLayerNorm
-
-        return FusedLayerNorm, point.optimizer_kind, point
-    return nn.LayerNorm, point.optimizer_kind, point
-
-
 class TransformerWorkload(Workload):
     """Next-token prediction on Markov-chain tokens; the loss floor is the chain's entropy rate. What a variant
-    builds is read from its point on the configuration axes (`parts`): precision (the preset's amp), optimizer,
-    norms and compile mode, so a variant is a point and the advice can hand back its code (`config/snippet.py`).
+    builds is its point's (`spec.point_of`: precision from the preset's amp, optimizer, norms and compile mode),
+    through the apply table (`apply.py`), as the user's model builds its own, so a variant is a point and the
+    advice can hand back its code (`config/snippet.py`).
 
     `torch_compile` / `torch_compile_cg`: the same model, data and seed as the eager variants, model + loss
     through torch.compile (mode "default" / "reduce-overhead"), torch fused AdamW eager. `warm_up()` compiles
@@ -117,8 +98,7 @@ class TransformerWorkload(Workload):
 
     def __init__(self, variant: str, size: Mapping[str, int], device: str, amp: str, lr: float,
                  seed: int, steps: int) -> None:
-        norm, opt_kind, point = parts(variant, amp)
-        mode = point.compile_mode if point is not None else None
+        point = self.config = point_of(TRANSFORMER.name, variant, amp)
         how = parallel.kind(TRANSFORMER.variant(variant).parallel)
         rank, self.world_size = parallel.world() if how else (0, 1)
         torch.manual_seed(seed)
@@ -131,32 +111,32 @@ class TransformerWorkload(Workload):
         # each rank its own batches (weak scaling: the single-GPU batch on every rank), the same chain and weights
         tokens = markov.sample(self.chain, self.pool * batch, seq + 1, seed + 1 + 7919 * rank, device)
         self.batches = tokens.view(self.pool, batch, seq + 1)
+        norm = apply.norm_class(point, "layer_norm")
         self.model = TinyDecoder(size["vocab"], size["d_model"], size["layers"], size["heads"], seq, norm).to(device)
         self.params = sum(p.numel() for p in self.model.parameters())  # before FSDP2 shards them
-        if how is not None and point is not None and point.cuda_graphs:
+        if how is not None and point.cuda_graphs:
             raise ValueError(f"{variant} captures CUDA graphs; apextui does not run it data-parallel")
         self.model = parallel.wrap(self.model, how, device, shards=self.model.blocks)  # type: ignore[assignment]  # DDP/FSDP wrap it
-        self.opt = make_optimizer(opt_kind, list(self.model.parameters()), lr)
+        self.opt = apply.optimizer(point, list(self.model.parameters()), lr)
         self.device, self.amp = device, amp
-        self.scaler = grad_scaler(device, amp)
+        self.scaler = apply.grad_scaler(device, point.precision)
         self.uses_grad_scaler = self.scaler is not None
         self.units_per_step = batch * seq
         self.work = transformer_work(size, self.params, amp)
         self._i = 0
         self.compiled: Callable[..., torch.Tensor] | None = None  # torch.compile's wrapper of the loss model
-        self.whole_graph = point is not None and point.whole_step_graph
+        self.whole_graph = point.whole_step_graph
         if self.whole_graph and device != "cuda":
             raise ValueError(f"{variant} needs CUDA (a CUDA graph); this run is on {device}")
         if self.whole_graph and self.scaler is not None:
             raise ValueError(f"{variant} cannot use GradScaler (amp = fp16): its step reads the scale on the "
                              "host; use amp = bf16 or none")
-        self.uses_cuda_graphs = point is not None and point.cuda_graphs
+        self.uses_cuda_graphs = point.cuda_graphs
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static: torch.Tensor | None = None  # the whole-step graph's input: each step's batch is copied in
         self.static_loss: torch.Tensor | None = None
-        if mode is not None:
-            self.compiled = torch.compile(LossModel(self.model, device, amp), mode=mode)
-            self.compiles = True
+        self.compiled = apply.compiled(LossModel(self.model, device, point.precision), point)
+        self.compiles = self.compiled is not None
 
     def warm_up(self) -> float | None:
         if self.compiled is None:
@@ -165,7 +145,7 @@ class TransformerWorkload(Workload):
 
         def rewind() -> None:
             self._i = 0
-            self.scaler = grad_scaler(self.device, self.amp)  # a fresh scale and growth tracker
+            self.scaler = apply.grad_scaler(self.device, self.config.precision)  # a fresh scale and growth tracker
 
         state = TrainingState(self.model.parameters(), self.opt)
         if self.whole_graph:
@@ -219,10 +199,10 @@ class TransformerWorkload(Workload):
             if self.uses_cuda_graphs:
                 torch.compiler.cudagraph_mark_step_begin()  # a new iteration: earlier graph outputs are dead
             loss = self.compiled(inputs, targets)
-        elif self.amp == "none":  # no autocast context at all: the user's fp32 loop has none
+        elif self.config.autocast == "none":  # no autocast context at all: the user's fp32 loop has none
             loss = F.cross_entropy(self.model(inputs).float().flatten(0, 1), targets.flatten())
         else:
-            with autocast(self.device, self.amp):
+            with apply.autocast(self.device, self.config.precision):
                 logits = self.model(inputs)
             loss = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
         backward_and_step(loss, self.opt, self.scaler)
