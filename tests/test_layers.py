@@ -194,6 +194,16 @@ def test_no_core_module_imports_a_higher_layer():
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_configuration_vocabulary_imports_nothing_of_the_core_outside_itself():
+    """config/ (the axes, points, needs' checks, snippet) is what every workload's variants are declared in: it
+    once imported needs.py, which imported the registry, which imported config.point (a loop between folders)."""
+    config = f"{CORE}.config"
+    outside = [f"{mod} (line {line}) imports {target}" for mod, edges in sorted(GRAPH.items())
+               if mod == config or mod.startswith(config + ".")
+               for target, line in sorted(edges.items()) if not (target == config or target.startswith(config + "."))]
+    assert not outside, "\n".join(outside)
+
+
 def test_the_checks_see_a_cycle_through_a_function_and_ignore_type_checking(tmp_path):
     """The contract catches what it is for: a loop closed by an import inside a function, named module by
     module; an `if TYPE_CHECKING:` import is no edge; a lower layer importing a higher one is named."""
