@@ -64,6 +64,11 @@ def run_one(factory, spec: str, config: Config, steps: int = 6, timeout: float =
     return run, finals[-1]
 
 
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
 @pytest.fixture
 def model_file(tmp_path):
     path = tmp_path / "m.py"
@@ -71,8 +76,7 @@ def model_file(tmp_path):
     return f"{path}:build"
 
 
-def test_points_share_one_worker_and_train_as_in_their_own(model_file, monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+def test_points_share_one_worker_and_train_as_in_their_own(model_file):
     worker = ReusableWorker(to_stderr=False)
     try:
         first, a = run_one(worker, model_file, BASELINE)
@@ -93,8 +97,7 @@ def test_points_share_one_worker_and_train_as_in_their_own(model_file, monkeypat
     assert own.status == "ok" and own.final_loss == a.final_loss
 
 
-def test_a_run_that_fails_ends_its_worker_and_the_next_gets_a_fresh_one(tmp_path, monkeypatch):
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+def test_a_run_that_fails_ends_its_worker_and_the_next_gets_a_fresh_one(tmp_path):
     path = tmp_path / "picky.py"
     path.write_text(FAILS_UNDER_AUTOCAST)
     spec = f"{path}:build"
@@ -110,10 +113,9 @@ def test_a_run_that_fails_ends_its_worker_and_the_next_gets_a_fresh_one(tmp_path
     assert worker.started == 2 and next_run.pid != failed_run.pid
 
 
-def test_a_killed_run_says_why_and_the_next_run_starts_a_fresh_worker(tmp_path, monkeypatch):
+def test_a_killed_run_says_why_and_the_next_run_starts_a_fresh_worker(tmp_path):
     import psutil
 
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     path = tmp_path / "hangs.py"
     path.write_text(HANGS_UNDER_AUTOCAST)
     spec = f"{path}:build"
@@ -148,10 +150,9 @@ def test_a_killed_run_says_why_and_the_next_run_starts_a_fresh_worker(tmp_path, 
     assert not psutil.pid_exists(hung_pid) or psutil.Process(hung_pid).status() == psutil.STATUS_ZOMBIE
 
 
-def test_close_ends_the_worker(model_file, monkeypatch):
+def test_close_ends_the_worker(model_file):
     import psutil
 
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     worker = ReusableWorker(to_stderr=False)
     run, a = run_one(worker, model_file, BASELINE)
     assert a.status == "ok"

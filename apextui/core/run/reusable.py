@@ -38,7 +38,8 @@ from .handle import ForwardsSnapshots
 from .request import RunRequest
 from .runner import Runner, run_steps
 from .snapshot import Callback, Snapshot
-from .worker import EXIT_GRACE_S, _log_tail, _starting_processes, context, describe_exit, redirect_output
+from .worker import EXIT_GRACE_S, _log_tail, _starting_processes, context, crash_words, describe_exit, \
+    final_snapshot, redirect_output
 
 SEARCH_WORKER_ENV = "APEXTUI_SEARCH_WORKER"  # "fresh": a worker process per run (`search_runner_factory`)
 STARTED = ("started",)  # a worker's message before its first run's snapshots: its start-up is done
@@ -261,12 +262,7 @@ class ReusableWorker:
                 if run.kill_reason is not None:
                     run.deliver_final("stopped", run.kill_reason)
                 else:
-                    reason = error or describe_exit(proc.exitcode)
-                    tail = _log_tail(self.log_path)
-                    words = f"{reason} before the run ended"
-                    if tail:
-                        words += f"; its last output (full log: {self.log_path}):\n{tail}"
-                    run.deliver_final("failed", words)
+                    run.deliver_final("failed", crash_words(error or describe_exit(proc.exitcode), self.log_path))
             with self._lock:
                 if self._proc is proc:
                     self._proc, self._conn = None, None
@@ -349,12 +345,7 @@ class ReusedRun(ForwardsSnapshots):
             self.finished.set()
 
     def deliver_final(self, status: Any, error: str) -> None:
-        if self.last is not None:
-            snap = dataclasses.replace(self.last, status=status, new_steps=(), error=error)
-        else:
-            snap = Snapshot(status=status, info=None, steps_done=0, new_steps=(), stats=None, throughput=None,
-                            skipped_steps=0, monitor=None, elapsed_s=0.0, error=error)
-        self.deliver(snap)
+        self.deliver(final_snapshot(self.last, status, error))
 
 
 def search_runner_factory(headless: bool = True) -> ReusableWorker | None:

@@ -138,6 +138,21 @@ def _log_tail(path: str) -> str:
     return "\n".join(lines[-LOG_TAIL_LINES:])
 
 
+def crash_words(reason: str, log_path: str) -> str:
+    """Why a run whose worker ended before its final snapshot failed, with the tail of the worker's log."""
+    tail = _log_tail(log_path)
+    words = f"{reason} before the run ended"
+    return f"{words}; its last output (full log: {log_path}):\n{tail}" if tail else words
+
+
+def final_snapshot(last: Snapshot | None, status: FinalStatus, error: str) -> Snapshot:
+    """The last snapshot a worker sent (its steps and figures kept), made final; or an empty one."""
+    if last is not None:
+        return dataclasses.replace(last, status=status, new_steps=(), error=error)
+    return Snapshot(status=status, info=None, steps_done=0, new_steps=(), stats=None, throughput=None,
+                    skipped_steps=0, monitor=None, elapsed_s=0.0, error=error)
+
+
 # ---- worker side ---------------------------------------------------------------------------
 def redirect_output(log_path: str) -> None:
     """Point this process's stdout and stderr (the file descriptors, so C/CUDA output too) at `log_path`: the
@@ -295,22 +310,11 @@ class ProcessRunner(ForwardsSnapshots, RunControl):
             self._finished.set()
 
     def _crash_snapshot(self, reason: str) -> Snapshot:
-        tail = _log_tail(self.log_path)
-        error = f"{reason} before the run ended"
-        if tail:
-            error += f"; its last output (full log: {self.log_path}):\n{tail}"
-        return self._final("failed", error)
+        return final_snapshot(self.last, "failed", crash_words(reason, self.log_path))
 
     def _ended_snapshot(self, reason: str) -> Snapshot:
         self._remove_log()
-        return self._final("stopped", reason)
-
-    def _final(self, status: FinalStatus, error: str) -> Snapshot:
-        """The last snapshot the worker sent (its steps and figures kept), made final; or an empty one."""
-        if self.last is not None:
-            return dataclasses.replace(self.last, status=status, new_steps=(), error=error)
-        return Snapshot(status=status, info=None, steps_done=0, new_steps=(), stats=None, throughput=None,
-                        skipped_steps=0, monitor=None, elapsed_s=0.0, error=error)
+        return final_snapshot(self.last, "stopped", reason)
 
     def _remove_log(self) -> None:
         try:
