@@ -258,15 +258,28 @@ class NeutralAloneHurtsInCompany(CostlyCompile):
         return self.ok(ms, s)
 
 
+def no_compiler(c: Config):
+    """fp8 as `unavailable_fp8`, and no compile mode can run (a machine without a compiler)."""
+    if c.compile != "none":
+        return types.SimpleNamespace(ok=False, reason="torch.compile needs a C compiler", fix="install gcc")
+    return unavailable_fp8(c)
+
+
 def test_values_join_one_at_a_time_so_one_that_hurts_in_company_does_not_take_the_others_gain_with_it():
+    fake = NeutralAloneHurtsInCompany(compile_cost=45.0)
+    r = Search(fake.measure, budget_s=300, clock=fake.clock, available=no_compiler).run()
+    assert r.winner == parse("precision=bf16,optimizer=fused")
+    # the norm swap was tried on the combination, and left out there
+    assert parse("precision=bf16,optimizer=fused,norms=apex") in fake.calls
+
+
+def test_where_a_compile_can_run_apexs_norms_are_weighed_on_the_compiled_point():
     fake = NeutralAloneHurtsInCompany(compile_cost=45.0)
     r = Search(fake.measure, budget_s=300, clock=fake.clock).run()
     compiled = [c for c in fake.calls if c.compile != "none"]
     assert compiled[0] == parse("precision=bf16,optimizer=fused,compile=default")
-    assert r.winner == parse("precision=bf16,optimizer=fused,compile=default")
-    # the norm swap was tried on the combination (and left out there), never compiled
-    assert parse("precision=bf16,optimizer=fused,norms=apex") in fake.calls
-    assert not any(c.norms == "apex" and c.compile != "none" for c in fake.calls)
+    assert r.winner is not None and r.winner.norms == "torch" and r.winner.compile != "none"
+    assert not any(c.norms == "apex" and c.compile == "none" and c.precision != "fp32" for c in fake.calls)
 
 
 def test_a_value_that_is_the_default_on_this_device_is_not_measured_twice():

@@ -70,7 +70,7 @@ STOP_WORDS: Mapping[str, str] = {
 }
 FINAL_ROUNDS = 2  # rounds of interleaved repeats (ABBA) of the answer and the points it is confirmed against
 RECOMPILE_SAVED = 0.75  # the share of a point's first compile that its later runs do not spend again (caches)
-# before any compile ran, a compiled point's first run is estimated at this many times the costliest eager run (a
+# before any compile ran, a compiled point's first run is estimated at this many times its own eager run (a
 # 124 M model on an H200: about 4-6; on a 2-core CPU more: there the run's deadline, `run_until`, ends one that
 # overstays)
 COMPILE_PRIOR_RUNS = 4.0
@@ -410,8 +410,8 @@ class Search:
         answer says what was not measured (`SearchResult.confirmed`). The first compile and cheap moves (eager, or a
         graph compiled already) keep back the core of the confirmation; a later new compile (another mode, another
         precision) runs only where the whole confirmation still fits after it; another compile mode of a graph compiled
-        already keeps back the core only (`_another_mode`)."""
-        core = cand is None or self._compile_cost is None or not self._new_graph(cand) or self._another_mode(cand)
+        already, or another norm, keeps back the core only (`_compiled_variant`)."""
+        core = cand is None or self._compile_cost is None or not self._new_graph(cand) or self._compiled_variant(cand)
         mine = self._confirm_cost(cand, core=core) if cand is not None else 0.0  # should it become the answer
         return estimate + max(self._if_it_fits(self._confirm_cost(current, core=core)), mine)
 
@@ -495,24 +495,28 @@ class Search:
         probes = [(ms, c) for ms, c in probes if not self._failed(c)]
         if not probes:
             return None, None
-        return min(probes, key=lambda x: x[0])[1], answer
+        # one that ran already first: the rounds can weigh it (the Llama example's answer with Apex's norms, the
+        # fastest single change, was a compile of its own that did not fit; with FusedAdam it had run in the ascent)
+        return min(probes, key=lambda x: (x[1] not in self._cost, x[0]))[1], answer
 
     def _round_points(self, answer: Config) -> tuple[Config, ...]:
-        """What a round holds, the most important first: the answer, itself without each of its values, fp32, the
-        best single change, the Apex verdict's point. Points that failed are left out."""
+        """What a round holds, the most important first: the answer, itself without each of its values, the Apex
+        verdict's point (the question this tool exists for), fp32, the best single change. Points that failed are left
+        out."""
         apex, counterpart = self._apex_pair(answer)
         # the Apex-free counterpart first (the Apex verdict weighs it), then the cheapest to measure
         parts = sorted(ablation.points(answer), key=lambda c: (c != counterpart, self._estimate(c)))
-        pts = [answer, *parts, BASELINE, self.result.best_single, apex, counterpart]
+        pts = [answer, *parts, apex, counterpart, BASELINE, self.result.best_single]
         return tuple(c for c in dict.fromkeys(pts) if c is not None and not self._failed(c))
 
     def _estimate(self, config: Config) -> float:
         """What a run of `config` is expected to cost: a rerun where it ran (`_rerun_cost`) or where a point that
         compiles the same graph ran (only the optimizer differs: inductor's caches serve it), else a compile's first
-        run (`_compile_estimate`; before any compile ran, COMPILE_PRIOR_RUNS eager runs) or the costliest eager run."""
+        run (`_compile_estimate`; before any compile ran, COMPILE_PRIOR_RUNS of its own eager runs) or an eager run
+        (`_eager_cost`)."""
         if config in self._cost:
             return self._rerun_cost(config)
-        eager = max((v for c, v in self._cost.items() if c.compile == "none"), default=0.0)
+        eager = self._eager_cost(config)
         if config.compile == "none":
             return eager
         twin = next((c for c in self._cost if all(getattr(c, a) == getattr(config, a) for a in GRAPH_AXES)), None)
@@ -522,20 +526,33 @@ class Search:
             max(COMPILE_PRIOR_RUNS * eager, COMPILE_PRIOR_S.get(self.device, 0.0))
         return max(first, eager)
 
+    def _eager_cost(self, config: Config) -> float:
+        """An eager run of `config` (of its eager twin, for a compiled point): its own where it ran, else the costliest
+        rerun of an eager point of its precision, else the costliest eager run. Why by precision: a run's cost is its
+        steps', which the precision sets (on an H200 the Llama example's fp32 runs cost 15 s, its bf16 ones 4-5 s:
+        estimated from fp32's, bf16 + fused AdamW and bf16 + compile were left out of a search that ended with 100 s of
+        its budget unspent)."""
+        bare = config.with_("compile", "none")
+        if bare in self._cost:
+            return self._rerun_cost(bare)
+        eager = [c for c in self._cost if c.compile == "none"]
+        same = [self._rerun_cost(c) for c in eager if c.precision == config.precision]
+        return max(same or [self._rerun_cost(c) for c in eager] or [0.0])
+
     def _new_graph(self, config: Config) -> bool:
         """A compiled point whose graph nothing that ran has compiled: a whole compile (the answer without bf16, for
         a compiled bf16 answer: a minute on an H200 for a 124 M model)."""
         return config.compile != "none" and config not in self._cost and not any(
             all(getattr(c, a) == getattr(config, a) for a in GRAPH_AXES) for c in self._cost)
 
-    def _another_mode(self, config: Config) -> bool:
-        """A compiled point whose graph (precision, norms) ran compiled in another mode: a mode to try on the best
-        point, which keeps back only the core of its confirmation, as the first compile does (on an H200 the GPT
-        example's whole confirmation after its first compile, an fp32 compile included, left reduce-overhead out: the
-        hand-written loop with it ran 5 % faster than the answer)."""
-        return config.compile != "none" and any(
-            c.compile != "none" and all(getattr(c, a) == getattr(config, a) for a in GRAPH_AXES if a != "compile")
-            for c in self._cost)
+    def _compiled_variant(self, config: Config) -> bool:
+        """A compiled point whose precision ran compiled already, in another mode or with other norms: a variant to try
+        on the best point, which keeps back only the core of its confirmation, as the first compile does (on an H200 the
+        GPT example's whole confirmation after its first compile, an fp32 compile included, left reduce-overhead out:
+        the hand-written loop with it ran 5 % faster than the answer; Apex's norms wait for the compiled point,
+        `_combine`, and are weighed there the same way)."""
+        return config.compile != "none" and any(c.compile != "none" and c.precision == config.precision
+                                                for c in self._cost)
 
     def _confirm_cost(self, answer: Config, ran: bool = True, core: bool = True) -> float:
         """What the core of `answer`'s confirmation costs: `final_rounds` rounds of the answer and of the points without
@@ -719,17 +736,29 @@ class Search:
         tested."""
         return self._lower(c, BASELINE)
 
+    def _may_compile(self, current: Config) -> bool:
+        """A compile mode can run on `current` here (its availability; every mode where none is known)."""
+        modes = [v.name for v in axis("compile").values_for(self.workload) if v.name != "none"]
+        return any(self.available is None or getattr(self.available(current.with_("compile", m)), "ok", True)
+                   for m in modes)
+
     def _combine(self, current: Config, eager: list[Config]) -> tuple[Config, StopReason]:
         """From the fastest eager point, each other axis's best single value (where its median beat the
         baseline's) added one at a time, the most helpful first, and kept where the point's median comes out
         lower. One at a time, because a value that is neutral alone can hurt in company (Apex's fused norms are
         as fast as torch's at fp32 and a third slower under bf16 autocast on the GPT example on an H200): all of
-        them in one point would lose the others' gain with it."""
+        them in one point would lose the others' gain with it. Where a compile can run, an Apex value waits for the
+        ascent on the compiled point: it splits the compiled graph from torch's (a compile of its own for the answer
+        and one for its Apex-free counterpart), and inductor fuses torch's own norms (on an H200 the Llama example's
+        Apex norms ran 3.4 % faster eager, within noise compiled and 0.1 % apart in reduce-overhead by hand, and their
+        compiles took the room of the CUDA-graph mode that was worth 7 %)."""
         additions = []
         for ax in AXES:
             if getattr(current, ax.name) != ax.default.name:
                 continue
             best = self._torch_unless_apex_wins([c for c in eager if c.changes() == (ax.name,) and self._helped(c)])
+            if best is not None and best.needs_apex and self._may_compile(current):
+                continue  # left to the ascent, on the compiled point (the docstring says why)
             if best is not None:
                 additions.append((self.result.timing(best).median_ms, ax.name, getattr(best, ax.name)))  # type: ignore[union-attr]
         for _, name, value in sorted(additions):
