@@ -427,3 +427,21 @@ def test_a_runs_cost_is_estimated_from_its_own_precision_so_the_compiled_moves_f
     assert {p.axis: p.verdict for p in r.ablation}["optimizer"] == "earns"
     # Apex's norms (3.4 % eager) waited for the compiled point instead of splitting its graph from torch's eagerly
     assert not any(c.norms == "apex" and c.compile == "none" and c.precision == "bf16" for c in fake.calls)
+
+
+def test_a_baseline_the_budget_ended_on_a_busy_machine_says_the_machine_was_busy():
+    """The new-user pass beside two CPU burners (2026-12-03 21:24, load 8-10 on 2 cores): the fp32 baseline was ended
+    by the 60 s budget after 24 of its 30 steps, and the search said nothing of the busy machine: a run that did not
+    end ok dropped its contention."""
+    from apextui.core.advise.answer import answer_lines
+    from apextui.core.advise.records import RunResult
+    from apextui.core.advise.run import outcome_of
+
+    ended = RunResult(1, "stopped", Summary(contention={"level": "busy", "other_cpu_cores": 1.9}),
+                      error="ended by the budget after 52 s")
+    fake = Table(lambda c: 100.0)
+    r = Search(lambda c, why, round=None: outcome_of(ended), budget_s=46, clock=fake.clock).run()
+    assert r.stopped_by == "baseline failed" and r.competed
+    text = "\n".join(answer_lines({"search": r.to_dict(), "answer": None, "device": "cpu"}))
+    assert "⚠ the machine was busy while measuring: run again when it is quiet" in text, text
+    assert "search: 1 run in " in text  # the unavailable and unrun points it looked up are no runs

@@ -92,7 +92,8 @@ def answer_lines(doc: Mapping[str, Any]) -> list[str]:
     if not s:
         return []
     stop = STOP_WORDS.get(s["stopped_by"], s["stopped_by"])
-    lines = [f"search: {len(s['trials'])} runs in {s['spent_s']:.0f} s of a {s['budget_s']:.0f} s budget, "
+    ran = sum(1 for t in s["trials"] if t["status"] not in ("unavailable", "not_run"))  # what was looked up is no run
+    lines = [f"search: {ran} run{'s' * (ran != 1)} in {s['spent_s']:.0f} s of a {s['budget_s']:.0f} s budget, "
              f"{stop}. How: {s['method']}"]
     for e in s.get("excluded", []):
         lines.append(f"  excluded {e['label']} ({e['status']}): {e['reason']}")
