@@ -184,7 +184,7 @@ def test_a_point_within_noise_of_fp32_never_wins_and_every_line_says_use_fp32():
 class CostlyCompile(Fake):
     """A compile's run costs `compile_cost` s of fake clock (autotuning 4 times that), an eager run 10 s; a graph
     compiled before (the same precision, norms and mode: the optimizer is not compiled) costs a quarter of that, as
-    inductor's caches serve it; each run reports its compile time (`result.compile_s`), as a real run does."""
+    inductor's caches serve it; each run reports its compile time (`Outcome.compile_s`), as a real run does."""
 
     def __init__(self, compile_cost: float) -> None:
         super().__init__()
@@ -202,12 +202,12 @@ class CostlyCompile(Fake):
 
     def ok(self, ms: float, compile_s: float, width: float = 0.001) -> Outcome:
         return Outcome("ok", Timing(ms, ms * (1 - width), ms * (1 + width), n=40),
-                       result=types.SimpleNamespace(compile_s=compile_s or None))
+                       compile_s=(compile_s or None))
 
     def measure(self, config: Config, why: str, round: int | None = None) -> Outcome:
         s = self.charge(config)
         out = super().measure(config, why)
-        return Outcome(out.status, out.timing, result=types.SimpleNamespace(compile_s=s or None))
+        return Outcome(out.status, out.timing, compile_s=(s or None))
 
 
 def test_compiles_are_spent_on_the_best_eager_point_and_a_mode_that_cannot_fit_is_skipped():

@@ -582,6 +582,10 @@ def outcome_of(result: RunResult) -> Any:
     from .search import Outcome
 
     check, peak = result.summary.check, result.summary.peak_memory_bytes
+    # the compile's time: a rerun is planned at its cost less most of it (a RunResult keeps it in its summary only:
+    # read as the result's attribute, it was never there, and each compiled rerun was priced at its first run's
+    # whole cost, compile included: on an H200 the Llama example's search left fused AdamW on the compiled point out)
+    compile_s = result.summary.compile_s
     if result.ok and result.check_failed:
         numbers = dict(check or {})
         err, tol = numbers.get("max_abs_err", float("nan")), numbers.get("tolerance", float("nan"))
@@ -589,11 +593,12 @@ def outcome_of(result: RunResult) -> Any:
         if numbers.get("scaler_skipped") and numbers.get("note"):  # compared only up to GradScaler's first skip: say so
             why += f"; {numbers['note']}"
         return Outcome("check_failed", timing=result.timing, reason=why, check=check, peak_memory_bytes=peak,
-                       result=result, competed=result.competed)
+                       result=result, competed=result.competed, compile_s=compile_s)
     if result.ok:
         return Outcome("ok", timing=result.timing, check=check, peak_memory_bytes=peak, result=result,
-                       competed=result.competed)
+                       competed=result.competed, compile_s=compile_s)
     error = (result.error or result.status).splitlines()[0][:300]
     # a run the budget ended keeps its contention: the answer's busy caution reads it (a baseline ended so on a busy
     # machine said nothing of the machine)
-    return Outcome("failed", reason=error, check=check, peak_memory_bytes=peak, result=result, competed=result.competed)
+    return Outcome("failed", reason=error, check=check, peak_memory_bytes=peak, result=result, competed=result.competed,
+                   compile_s=compile_s)

@@ -96,6 +96,7 @@ class Outcome:
     # of the run's wall time, what starting a worker took that the next runs in it do not pay (`run.reusable`): left
     # out of the run's cost, which estimates the points after it
     start_s: float = 0.0
+    compile_s: float | None = None  # its compile's time (a compiled point's first run), apart from its steps
 
     @property
     def ok(self) -> bool:
@@ -345,9 +346,8 @@ class Search:
             self._reruns[config] = cost
         else:
             self._cost[config] = cost
-        compile_s = getattr(outcome.result, "compile_s", None)
-        if isinstance(compile_s, (int, float)) and config not in self._compile_s:
-            self._compile_s[config] = float(compile_s)
+        if outcome.compile_s is not None and config not in self._compile_s:
+            self._compile_s[config] = outcome.compile_s
         self.result.trials.append(Trial(index, phase, config, why, outcome, self.spent, round))
         if outcome.ok:
             self._say(f"search [{index}] {config.label}: {outcome.timing.median_ms:.4g} ms/step")  # type: ignore[union-attr]
@@ -867,8 +867,9 @@ class Search:
             axis("compile").value("default").setup_cost
 
     def _ascent(self, current: Config, eager: list[Config]) -> tuple[Config, StopReason]:
-        """Coordinate ascent: from the best point, each other value of each axis not tried yet (values whose
-        single change helped most first; values whose single change failed are not tried); a move only when
+        """Coordinate ascent: from the best point, each other value of each axis not tried yet (those that need no new
+        compile first, then values whose single change helped most; values whose single change failed are not
+        tried); a move only when
         faster by the noise rule; ends when a pass over every axis makes no move."""
         failed = {(a, getattr(c, a)) for c in eager for a in c.changes() if self._failed(c)}
 
@@ -883,9 +884,12 @@ class Search:
             cands = [current.with_(ax.name, v.name) for ax in AXES for v in ax.values_for(self.workload)
                      if v.name != getattr(current, ax.name) and (ax.name, v.name) not in failed]
             cands = [c for c in cands if not self._tried(c) and not self._same_as_default(c)]
-            # the values whose single change helped most first; among equals (not measured alone) the cheapest
-            cands.sort(key=lambda c: (min(rank(a, getattr(c, a)) for a in AXIS_NAMES
-                                          if getattr(c, a) != getattr(current, a)), self._estimate(c)))
+            # what needs no new compile first (a rerun's cost, against a compile's minute: on an H200 the Llama
+            # example's search compiled Apex's norms, the best single change, for 40 s, and fused AdamW on the compiled
+            # point, 5 s and worth 11 %, no longer fit); then the values whose single change helped most; the cheapest
+            cands.sort(key=lambda c: (self._new_graph(c), min(rank(a, getattr(c, a)) for a in AXIS_NAMES
+                                                              if getattr(c, a) != getattr(current, a)),
+                                      self._estimate(c)))
             for cand in cands:
                 if self._stopped:
                     return current, "stopped"
