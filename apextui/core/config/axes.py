@@ -140,8 +140,11 @@ AXES: tuple[Axis, ...] = (
     Axis("compile", "torch.compile of the model and its loss", (
         Value("none", "eager", ""),
         Value("default", "`torch.compile(mode=\"default\")`", "compile", needs=("compile",), setup_cost=1.0),
+        # setup_cost: a first compile's multiple. On an H200 (torch 2.11, cold caches) the Llama example's default
+        # compile took 35 s and this mode's was not done after 240 s (each of 11 matmul shapes autotuned over 21
+        # choices, 6-30 s each, one after another)
         Value("max-autotune-no-cudagraphs", "`torch.compile(mode=\"max-autotune-no-cudagraphs\")`",
-              "max_autotune", needs=("compile",), setup_cost=4.0),
+              "max_autotune", needs=("compile",), setup_cost=7.0),
         Value("reduce-overhead", "`torch.compile(mode=\"reduce-overhead\")`: CUDA graphs", "compile_cg",
               needs=("compile", "cuda_graphs"), setup_cost=1.2),
         Value("graph", "`torch.compile` and the whole step (forward, backward, capturable fused AdamW) in one CUDA "
