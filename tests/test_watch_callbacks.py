@@ -34,6 +34,9 @@ def test_the_transformers_callback_streams_a_trainer_run(tmp_path):
     transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[callback]).train()
     evs = stream(callback.mon)
     assert evs[0]["event"] == "start" and evs[0]["steps"] == 8 and evs[-1]["status"] == "ok"
+    # what it trains, for attach: the Trainer's model, and the samples a step (no batch reaches a callback)
+    assert evs[0]["watch"]["model"] == {"class": "GPT2LMHeadModel", "params": model.num_parameters()}
+    assert evs[0]["watch"]["batch"] == {"size": 2}
     steps = [e for e in evs if e["event"] == "step"]
     assert sum(e["steps"] for e in steps) == 7 and steps[-1]["step"] == 8
     assert [e["loss"] is not None for e in steps].count(True) >= 3  # the loss logged every 2 steps
@@ -72,6 +75,8 @@ def test_the_lightning_callback_streams_a_trainer_run(tmp_path):
     trainer.fit(Tiny(), torch.utils.data.DataLoader(data, batch_size=4))
     evs = stream(callback.mon)
     assert evs[0]["steps"] == 12 and evs[-1]["status"] == "ok"
+    assert evs[0]["watch"]["model"] == {"class": "Tiny", "params": 8 + 1} and evs[0]["watch"]["batch"] == {
+        "shape": [4, 8]}  # the LightningModule, and the first batch's first tensor
     steps = [e for e in evs if e["event"] == "step"]
     assert sum(e["steps"] for e in steps) == 11 and all(e["loss"] is not None for e in steps)
     assert [e["values"] for e in evs if e["event"] == "metric"][-1] == {"lr": 0.1}

@@ -91,7 +91,7 @@ def test_one_damaged_run_does_not_break_the_table_of_runs(tmp_path):
     path.write_text("[" * 200_000 + "\n" + path.read_text() + '{"event": "end", "x": ' + "[" * 5_000 + "\n")
     found = rows.Table(tmp_path).rows()
     assert [m.path for m, _ in found] == [str(good), str(bad)] and [r.status for _, r in found] == ["ok", "ok"]
-    assert rows._device(bad) == "cpu" and reader.last_end(bad) is not None
+    assert rows._head(bad)[0] == "cpu" and reader.last_end(bad) is not None
 
 
 def test_the_replay_takes_numbers_too_large_for_a_float_as_missing():

@@ -12,6 +12,8 @@ line and the others as `metric`s (the final step's loss too: never a `metric`). 
 (logging by epoch) go with the next step; at the end, the learning rate and grad norm as `metric`s, the loss
 left out (it is no metric: a one-point "loss" plot beside the loss curve). Throughput: the tokens the Trainer
 counts (`include_num_input_tokens_seen=True`), else samples (batch size x gradient accumulation x processes).
+What the run trains, for `attach`'s comparisons: the Trainer's model (its class and parameter count) and the
+samples a step of this process trains on (batch size x gradient accumulation) as the batch size.
 
 A `train()` that raises never calls `on_train_end`, and a Trainer callback has no exception hook (Lightning's has
 `on_exception`). When the caller catches the error (a sweep goes on to its next trial), the run would stay live
@@ -51,7 +53,11 @@ class WatchCallback(TrainerCallback):
             unfinished._end("failed", UNFINISHED)
         name = self.name or getattr(args, "run_name", None) or "trainer"
         steps = state.max_steps if getattr(state, "max_steps", 0) > 0 else None
-        self.mon = Watch(str(name), steps=steps, **self.options)
+        # what the run trains (`attach` compares it with runs of the same): the model, and the samples a step of
+        # this process trains on (the Trainer hands no batch to a callback: its shape is unknown here)
+        workload = {"model": kwargs.get("model"),
+                    "batch_size": args.per_device_train_batch_size * args.gradient_accumulation_steps}
+        self.mon = Watch(str(name), steps=steps, **{**workload, **self.options})
         self._pending, self._deferred = {}, None
         self._tokens = int(getattr(state, "num_input_tokens_seen", 0) or 0)
         self._earlier_exc = getattr(sys, "last_value", None)

@@ -8,13 +8,15 @@ trainer = Trainer(max_epochs=3, callbacks=[WatchCallback(name="vit")])
 It subclasses the `Callback` of `lightning.pytorch` where the `lightning` package is installed, else that of
 `pytorch_lightning` (a Trainer accepts only its own package's callbacks). Each training batch is a step
 (`on_train_batch_end`): the loss the step returned (a tensor, never read in the loop), the first optimizer's
-learning rate as a metric, and the batch's samples (its first tensor's first dimension)."""
+learning rate as a metric, and the batch's samples (its first tensor's first dimension). What the run trains, for
+`attach`'s comparisons: the LightningModule (its class and parameter count) and the first batch's shape."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..core.watch.hook import Watch
+from ..core.watch.workload import batch_shape
 
 try:
     from lightning.pytorch import Callback
@@ -24,12 +26,8 @@ except ImportError:
 
 def _samples(batch: Any) -> int | None:
     """The batch's size: its first tensor's first dimension (a tensor, or one in a tuple, list or dict)."""
-    items = batch.values() if isinstance(batch, dict) else batch if isinstance(batch, (list, tuple)) else [batch]
-    for item in items:
-        shape = getattr(item, "shape", None)
-        if shape:
-            return int(shape[0])
-    return None
+    shape = batch_shape(batch)
+    return shape[0] if shape else None
 
 
 class WatchCallback(Callback):
@@ -41,7 +39,7 @@ class WatchCallback(Callback):
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         steps = trainer.max_steps if getattr(trainer, "max_steps", -1) and trainer.max_steps > 0 else None
-        self.mon = Watch(self.name or type(pl_module).__name__, steps=steps, **self.options)
+        self.mon = Watch(self.name or type(pl_module).__name__, steps=steps, **{"model": pl_module, **self.options})
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.mon is None:
@@ -51,7 +49,8 @@ class WatchCallback(Callback):
         optimizers = getattr(trainer, "optimizers", None) or []
         if optimizers and optimizers[0].param_groups:
             metrics["lr"] = optimizers[0].param_groups[0].get("lr")
-        self.mon.step(loss=loss, samples=_samples(batch), **{k: v for k, v in metrics.items() if v is not None})
+        self.mon.step(loss=loss, samples=_samples(batch), batch=batch,
+                      **{k: v for k, v in metrics.items() if v is not None})
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         if self.mon is not None:

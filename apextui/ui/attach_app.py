@@ -3,9 +3,11 @@
 A reader thread follows the run folder (`core/watch/reader.follow`), folds the events into snapshots
 (`core/watch/replay.Replay`) and hands them to a `RunBridge`, the same bridge and the same `LiveRun` and
 `MonitorPanel` panes a preset's run has; the extra metrics go to `MetricPlots`. The table below lists the
-finished watched runs of this machine against a baseline (the oldest by default; b makes the highlighted row
-the baseline), by the one noise rule. A run whose process died without an `end` line is shown failed, with when
-its last line was written. Keys: r (another run), b (baseline), p (SVG screenshot), q (quit)."""
+finished watched runs of this machine, each against the baseline of its group (the runs of its model and batch,
+else of its name: `core/watch/rows.py`; the oldest by default; b makes the highlighted row its group's baseline),
+by the one noise rule; `vs` names that baseline, and a run alone in its group has no speed-up. A run whose process
+died without an `end` line is shown failed, with when its last line was written. Keys: r (another run), b
+(baseline), p (SVG screenshot), q (quit)."""
 
 from __future__ import annotations
 
@@ -18,8 +20,10 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 
+from apextui.core.results import RunIndex
 from apextui.core.watch import reader, rows, store
 from apextui.core.watch.replay import RankTimes, Replay
+from apextui.core.watch.workload import Workload
 
 from . import contrast, scrollbars
 from .bridge import RunBridge
@@ -39,10 +43,29 @@ STALL_S = 10.0  # a live run whose stream got no line for this long: the run pan
 
 class WatchedTable(ComparisonTable):
     """The comparison table of watched runs: a watched run has no loss floor, no norm check and no compile time;
-    its name and start are its preset column."""
+    its name and start are its preset column; `vs` names the run each speed-up is against (its group's baseline:
+    the runs of one model and batch, else of one name, `core/watch/rows.py`)."""
 
     LEFT_OUT = frozenset({"err", "compile"})
     LABELS = {"preset": "watched run", "loss": "loss"}
+
+    def watch_cursor_coordinate(self, old: object, new: object) -> None:
+        super().watch_cursor_coordinate(old, new)
+        if self.rows_data:
+            self._update_subtitle()
+
+    def _cursor_note(self, index: RunIndex) -> str | None:
+        """The highlighted run's group and its baseline, named first in the subtitle: at 80 columns the `vs` column
+        is not shown (its names take 20 columns)."""
+        row = self.row_at(self.cursor_row)
+        if row is None:
+            return None
+        base = index.baseline(row)
+        if base is row:
+            return f"the baseline of {row.model}"
+        if base is None:
+            return f"no speed-up: no other finished run of {row.model}"
+        return f"vs {base.preset}: {row.model}"
 
 
 class AttachApp(App[int]):
@@ -175,7 +198,9 @@ class AttachApp(App[int]):
         view = bridge.take()
         if view is None:
             return
-        self.query_one(LiveRun).show_view(view)
+        live = self.query_one(LiveRun)
+        live.trains = Workload.of(self.replay.start if self.replay is not None else None).label()
+        live.show_view(view)
         self.query_one(MonitorPanel).update_reading(view.snapshot.monitor, view.monitor, view.gpu_util)
         self.query_one(MetricPlots).show(self._metrics)
         replay = self.replay

@@ -128,6 +128,76 @@ async def test_b_makes_the_highlighted_finished_run_the_baseline():
         assert [r.variant for r in table.rows_data] == ["same", ""]
 
 
+def mlp_loop(name: str, width: int, batch: int, stop: threading.Event | None = None,
+             started: threading.Event | None = None, steps: int = 40) -> None:
+    """A watched MLP training loop that gives the hook its model and batch: `steps` steps, or until `stop`."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, width), torch.nn.ReLU(), torch.nn.Linear(width, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = torch.randn(batch, 16), torch.randn(batch, 1)
+    with apextui.watch(name=name, warmup=2, model=model) as mon:
+        i = 0
+        while (stop is None and i < steps) or (stop is not None and not stop.is_set()):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            mon.step(loss=loss.detach(), batch=(x, y))
+            i += 1
+            if started is not None:
+                started.set()
+
+
+def cell(table: ComparisonTable, run: str, column: str) -> str:
+    """The text of `column` in the row of the run named `run` (the first word of its preset cell)."""
+    (i,) = [i for i in range(table.row_count) if str(table.get_row_at(i)[0]).split()[0] == run]
+    return str(table.get_cell_at((i, table.get_column_index(column))))
+
+
+@pytest.mark.slow
+async def test_a_run_is_compared_only_with_runs_of_its_model_and_batch_live_and_after_its_end():
+    """An HF GPT-2 Trainer run was shown ≈0.62× against an MLP loop marked base. A live run of the same model and
+    batch as a finished one is compared with it under another name, the baseline named (the `vs` column, and the
+    subtitle for the highlighted row where the column has no room); a run of another model shows no speed-up."""
+    mlp_loop("fp32", 32, 64)
+    mlp_loop("gpt2", 256, 8)
+    stop, started = threading.Event(), threading.Event()
+    trainer = threading.Thread(target=mlp_loop, args=("fused", 32, 64, stop, started))
+    trainer.start()
+    try:
+        started.wait(30)
+        app = AttachApp(store.find("fused")[0], poll_s=0.05, refresh_s=0.1, table_s=0.2)
+        async with app.run_test(size=(120, 32)) as pilot:
+            table = app.query_one(ComparisonTable)
+            await wait_for(pilot, lambda: table.row_count == 3 and "×" in cell(table, "fused", "speedup"),
+                           what="the live run compared")
+            assert cell(table, "fused", "vs").startswith("fp32 ") and "●" in cell(table, "fused", "preset")
+            assert (cell(table, "fp32", "speedup"), cell(table, "fp32", "vs")) == ("base", "—")
+            assert (cell(table, "gpt2", "speedup"), cell(table, "gpt2", "vs")) == ("—", "—")
+            await wait_for(pilot, lambda: "Sequential, 577 params, batch 64×16" in static_text(app, "#run-title"),
+                           what="what the run trains on its pane")
+            stop.set()
+            trainer.join(30)
+            await wait_for(pilot, lambda: "●" not in cell(table, "fused", "preset"), what="the finished row")
+            assert cell(table, "fused", "vs").startswith("fp32 ") and "×" in cell(table, "fused", "speedup")
+            assert (cell(table, "gpt2", "speedup"), cell(table, "gpt2", "vs")) == ("—", "—")
+        app = AttachApp(store.find("fused")[0], poll_s=0.05, refresh_s=0.1)
+        async with app.run_test(size=(80, 24)) as pilot:  # no room for `vs`: the subtitle names the baseline
+            table = app.query_one(ComparisonTable)
+            await wait_for(pilot, lambda: table.row_count == 3, what="three rows")
+            assert "vs" not in [c.key.value for c in table.columns.values()]
+            table.move_cursor(row=2)
+            await wait_for(pilot, lambda: str(table.border_subtitle).startswith("vs fp32 "), what="fused's note")
+            assert "Sequential, 577 params, batch 64×16" in str(table.border_subtitle)
+            table.move_cursor(row=1)
+            await wait_for(pilot, lambda: str(table.border_subtitle).startswith("no speed-up: no other finished run "
+                                                                                 "of Sequential, 4,609 params"),
+                           what="gpt2's note")
+    finally:
+        stop.set()
+        trainer.join(30)
+
+
 async def test_docs_name_every_key_of_attach():
     from pathlib import Path
 

@@ -51,7 +51,7 @@ from ..run import events
 from ..run.delivery import Delivery
 from ..run.snapshot import FinalStatus, RunInfo, Snapshot
 from ..run.timing import CpuClock, CudaClock, StepRecord, block_steps
-from . import lines, store, values
+from . import lines, store, values, workload
 from .stream import DEFAULT_MAX_BYTES, Opener, Stream, append
 
 log = logging.getLogger("apextui.watch")
@@ -105,9 +105,13 @@ class Watch:
 
     def __init__(self, name: str | None = None, *, steps: int | None = None, warmup: int = WARMUP,
                  sample_interval: float = 1.0, max_bytes: int = DEFAULT_MAX_BYTES, where: str | Path | None = None,
-                 rank: int | None = None, opener: Opener | None = None,
-                 now: Callable[[], float] = time.perf_counter) -> None:
+                 model: Any = None, batch_size: int | None = None, rank: int | None = None,
+                 opener: Opener | None = None, now: Callable[[], float] = time.perf_counter) -> None:
         self.name = name or Path(sys.argv[0] or "run").stem or "run"
+        # what the run trains, for `attach` to compare it only with runs of the same (`workload.py`): read at the
+        # first step (a lazy module has its parameters by then), then let go
+        self._model = model
+        self._batch_size = batch_size
         self.steps = steps
         self.warmup = max(0, int(warmup))
         self.sample_interval = sample_interval
@@ -176,10 +180,13 @@ class Watch:
             self._fail("could not start", exc)
 
     # ---- the user's loop --------------------------------------------------------------------------------------
-    def step(self, loss: Any = None, *, tokens: Any = None, samples: Any = None, **metrics: Any) -> None:
+    def step(self, loss: Any = None, *, tokens: Any = None, samples: Any = None, batch: Any = None,
+             **metrics: Any) -> None:
         """One training step done: `loss` (a tensor on any device, a 0-d tensor, a Python float; never read
-        here), `tokens` or `samples` in this step (Python numbers), and any extras (`lr=`, `grad_norm=`: numbers
-        or 1-element tensors) kept at the end of each timed block. Never raises, never synchronises."""
+        here), `tokens` or `samples` in this step (Python numbers), `batch` (the step's inputs: the first call's
+        first tensor's shape is recorded, `workload.py`; later calls' are not looked at), and any extras (`lr=`,
+        `grad_norm=`: numbers or 1-element tensors) kept at the end of each timed block. Never raises, never
+        synchronises."""
         if not self.live:
             return
         if self._owner != threading.get_ident():
@@ -191,7 +198,7 @@ class Watch:
                 return
         try:
             self._step(loss, tokens if tokens is not None else samples, "tokens" if tokens is not None else
-                       "samples" if samples is not None else None, metrics)
+                       "samples" if samples is not None else None, metrics, batch)
         except Exception as exc:  # noqa: BLE001 - never into the user's training
             self._fail(f"failed at step {self._n}", exc)
 
@@ -207,11 +214,11 @@ class Watch:
         except Exception as exc:  # noqa: BLE001
             self._warn("log", f"log() ignored: {type(exc).__name__}: {exc}")
 
-    def _step(self, loss: Any, units: Any, kind: str | None, metrics: dict[str, Any]) -> None:
+    def _step(self, loss: Any, units: Any, kind: str | None, metrics: dict[str, Any], batch: Any = None) -> None:
         """What a step costs the loop (a few attribute reads and one comparison inside a block): kept short."""
         clock = self._clock
         if clock is None:
-            self._begin(loss)
+            self._begin(loss, batch)
             return
         if self._on_host and (self._cuda_seen or getattr(loss, "is_cuda", False)):
             self._switch_to_cuda()
@@ -323,9 +330,9 @@ class Watch:
             self._metrics[n] = kept
 
     # ---- clocks ----------------------------------------------------------------------------------------------
-    def _begin(self, loss: Any) -> None:
+    def _begin(self, loss: Any, batch: Any = None) -> None:
         """The first call: pick the clock (CUDA once CUDA is in use, or the loss is on it), start it, start the
-        writer thread. Step 1 is not timed."""
+        writer thread; record what the run trains (its model, its batch). Step 1 is not timed."""
         torch = self._torch = sys.modules.get("torch")
         cuda = torch is not None and (_cuda(loss) or bool(torch.cuda.is_initialized()))
         device = "cuda" if cuda else "cpu"
@@ -342,7 +349,8 @@ class Watch:
         # a loop without torch (JAX, NumPy) is not made to import it: its env has no torch fields
         env = describe(device) if torch is not None else {"python": platform.python_version(),
                                                            "platform": sys.platform, "torch": None}
-        self._start_line = lines.start_event(self.meta, device, self.steps, self.warmup, env)
+        model, batch_fields = self._workload(batch)
+        self._start_line = lines.start_event(self.meta, device, self.steps, self.warmup, env, model, batch_fields)
         self._delivery = Delivery(self._inbox, self._write, self.warmup, device, lambda: self._sampler)
         self._delivery.t0 = time.perf_counter()
         self._thread = threading.Thread(target=self._delivery.loop, name="apextui-watch", daemon=True)
@@ -350,6 +358,22 @@ class Watch:
         self._inbox.put(("info", self._info))
         self._clock.start()  # last: the sampler, the environment and the thread are not in step 2's time
         self._next_harvest = self._now() + HARVEST_INTERVAL_S
+
+    def _workload(self, batch: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """The model's and the batch's fields for the start line (`workload.py`); what cannot be read is left out,
+        with one warning, and the run goes on. The model is let go here (the monitor holds no reference to it)."""
+        model, self._model = self._model, None
+        return (self._recorded("the model", lambda: workload.model_fields(model)),
+                self._recorded("the batch", lambda: workload.batch_fields(batch, self._batch_size)))
+
+    def _recorded(self, what: str, read: Callable[[], dict[str, Any] | None]) -> dict[str, Any] | None:
+        try:
+            return read()
+        except Exception as exc:  # noqa: BLE001 - an odd object: not recorded, the monitor goes on
+            why = str(exc) if isinstance(exc, workload.BadBatch) else f"{type(exc).__name__}: {exc}"
+            self._warn(f"workload:{what}", f"{what} is not recorded ({why}): attach compares this run with the runs "
+                       "of its name")
+            return None
 
     def _new_clock(self, device: str) -> Any:
         clock: Any = CudaClock(self._torch) if device == "cuda" else CpuClock(now=self._now)
@@ -558,6 +582,7 @@ class Watch:
         if self._closed or os.getpid() != self._pid:  # a forked child never ends its parent's run
             return
         self._closed = True
+        self._model = None  # never stepped: the monitor lets the model go here
         try:
             if self._clock is not None and self._thread is not None:
                 if self.live:
@@ -671,5 +696,6 @@ def watch(name: str | None = None, **options: Any) -> Watch:
     """Watch your own training loop: `mon.step(loss=..., tokens=...)` each step, `mon.close()` at the end (or use
     it as a context manager). `apextui attach NAME` shows it live. Options: `steps` (the run's total, for the
     progress bar), `warmup`, `sample_interval`, `max_bytes` (the stream on disk), `where` (the folder of runs;
-    default the user data dir's `watch`). docs/watch.md."""
+    default the user data dir's `watch`), `model` and `batch_size` (what the run trains: `attach` compares runs
+    of the same model and batch; `mon.step(batch=...)` gives the batch's shape instead). docs/watch.md."""
     return Watch(name, **options)

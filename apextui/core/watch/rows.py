@@ -1,7 +1,9 @@
 """Watched runs as rows of the comparison table, compared by the one noise rule (`core/compare.py`).
 
-A watched run is compared only with runs of its own name on its device: an HF GPT-2 Trainer run against an MLP loop
-said nothing (`≈0.62×`). The name is the row's `model`, which `ResultRow.comparable_key` groups by (runs of two
+A watched run is compared only with runs of the same work on its device: an HF GPT-2 Trainer run against an MLP loop
+said nothing (`≈0.62×`). Runs whose start lines record their model and batch are grouped by those, whatever their
+names; a run that records less (an older stream records neither) with the runs of its name that record the same
+(`workload.Workload.group`). The group is the row's `model`, which `ResultRow.comparable_key` groups by (runs of two
 models never compare). A group has no shipped baseline: the user picks one (the oldest finished run by default).
 The table's `RunIndex` takes as a group's baseline the row whose variant is its workload's baseline name, which
 for workload "watch" is "" (`presets.BASELINES` has no entry): so the chosen run's row gets variant "" and every
@@ -25,13 +27,15 @@ from .reader import Follower, last_end
 from .replay import Replay
 from .store import RunMeta, all_runs, alive
 from .stream import segments
+from .workload import Workload
 
 LIVE_MARK = "●"
-HEAD_LINES = 64  # `_device` reads this many lines
+HEAD_LINES = 64  # `_head` reads this many lines
 
 
-def row(meta: RunMeta, end: dict[str, Any], device: str = "cpu", baseline: bool = False) -> ResultRow:
-    """A watched run's row from its `end` line; `baseline`: the row the others of its name and device are compared
+def row(meta: RunMeta, end: dict[str, Any], device: str = "cpu", baseline: bool = False,
+        work: Workload | None = None) -> ResultRow:
+    """A watched run's row from its `end` line; `baseline`: the row the others of its group (`_group`) are compared
     with."""
     summary = end.get("summary")
     summary = summary if isinstance(summary, dict) else {}
@@ -40,34 +44,40 @@ def row(meta: RunMeta, end: dict[str, Any], device: str = "cpu", baseline: bool 
     return ResultRow(preset=f"{meta.name} {meta.started[5:16]}", workload=WORKLOAD,
                      variant="" if baseline else meta.name, device=device, size="default", amp="none",
                      status=str(status), summary=Summary.from_dict(summary),
-                     error=error if isinstance(error, str) else None, source=SESSION, model=meta.name)
+                     error=error if isinstance(error, str) else None, source=SESSION,
+                     model=(work or Workload()).group(meta.name))
 
 
-def _group(meta: RunMeta, device: str) -> tuple[str, str]:
-    """The runs a watched run is compared with: those of its name, on its device."""
-    return meta.name, device
+def _group(meta: RunMeta, device: str, work: Workload) -> tuple[str, str]:
+    """The runs a watched run is compared with: those of its model and batch (else of its name), on its device."""
+    return work.group(meta.name), device
 
 
-def _device(folder: Path) -> str:
-    """The run's device, from the setup (or start) lines at the top of its last segment: a run whose clock moved to
-    CUDA says so in a setup line soon after its first. A damaged line is passed over."""
+def _head(folder: Path) -> tuple[str, Workload]:
+    """The run's device and what it trains, from the start and setup lines at the top of its last segment (each
+    segment begins with them): a run whose clock moved to CUDA says so in a setup line soon after its first. A
+    damaged line is passed over."""
     found = segments(folder)
-    device = "cpu"
+    device, work = "cpu", Workload()
     if not found:
-        return device
+        return device, work
     try:
         with open(found[-1][1], "rb") as f:
             head = [f.readline() for _ in range(HEAD_LINES)]
     except OSError:
-        return device
+        return device, work
     for line in head:
         try:
             e = jsonline.loads(line or b"{}")
         except jsonline.Damaged:
             continue
-        if isinstance(e, dict) and e.get("event") in ("start", "setup") and isinstance(e.get("device"), str):
+        if not isinstance(e, dict):
+            continue
+        if e.get("event") == "start":
+            work = Workload.of(e)
+        if e.get("event") in ("start", "setup") and isinstance(e.get("device"), str):
             device = e["device"]
-    return device
+    return device, work
 
 
 class Table:
@@ -76,16 +86,16 @@ class Table:
 
     def __init__(self, where: Path | None = None) -> None:
         self.where = where
-        self._ended: dict[str, tuple[dict[str, Any], str]] = {}  # path -> (end line, device)
+        self._ended: dict[str, tuple[dict[str, Any], str, Workload]] = {}  # path -> (end line, device, work)
         self._live: dict[str, tuple[Follower, Replay]] = {}
 
     def rows(self, baseline: str | None = None) -> list[tuple[RunMeta, ResultRow]]:
         """Every finished run (with its `end` line), oldest first, then every live run with its figures so far;
-        `baseline`: the finished run folder whose row is its group's baseline (`_group`: its name and device; in the
-        other groups, and by default in every group, the oldest finished run that may be one,
-        `compare.baseline_problem`; none in a group of one run: nothing to compare it with)."""
+        `baseline`: the finished run folder whose row is its group's baseline (`_group`: its model and batch, else its
+        name, and its device; in the other groups, and by default in every group, the oldest finished run that may
+        be one, `compare.baseline_problem`; none in a group of one run: nothing to compare it with)."""
         metas = list(reversed(all_runs(self.where)))
-        found: list[tuple[RunMeta, dict[str, Any], str]] = []
+        found: list[tuple[RunMeta, dict[str, Any], str, Workload]] = []
         live: list[RunMeta] = []
         for m in metas:
             if m.path not in self._ended:
@@ -94,25 +104,25 @@ class Table:
                     if alive(m):
                         live.append(m)
                     continue
-                self._ended[m.path] = (end, _device(Path(m.path)))
+                self._ended[m.path] = (end, *_head(Path(m.path)))
                 self._live.pop(m.path, None)
-            end, device = self._ended[m.path]
-            found.append((m, end, device))
+            found.append((m, *self._ended[m.path]))
         live_rows = [r for r in (self._live_row(m) for m in live) if r is not None]
         sizes: dict[tuple[str, str], int] = {}
-        for key in [_group(m, d) for m, _, d in found] + [_group(m, r.device) for m, r in live_rows]:
+        for key in [_group(m, d, w) for m, _, d, w in found] + [(r.model or "", r.device) for _, r in live_rows]:
             sizes[key] = sizes.get(key, 0) + 1
         chosen: dict[tuple[str, str], str] = {}
-        for m, e, device in found:
+        for m, e, device, work in found:
             raw = e.get("summary")
             summary = Summary.from_dict(raw if isinstance(raw, dict) else {})
-            key = _group(m, device)
+            key = _group(m, device, work)
             if key not in chosen and sizes[key] > 1 and baseline_problem(str(e.get("status")), summary) is None:
                 chosen[key] = m.path
-        picked = next((_group(m, d) for m, _, d in found if m.path == baseline), None)
+        picked = next((_group(m, d, w) for m, _, d, w in found if m.path == baseline), None)
         if picked is not None and baseline is not None:
             chosen[picked] = baseline
-        out = [(m, row(m, e, device, baseline=chosen.get(_group(m, device)) == m.path)) for m, e, device in found]
+        out = [(m, row(m, e, device, chosen.get(_group(m, device, work)) == m.path, work))
+               for m, e, device, work in found]
         return out + live_rows
 
     def _live_row(self, meta: RunMeta) -> tuple[RunMeta, ResultRow] | None:
@@ -123,4 +133,5 @@ class Table:
             return None
         return meta, ResultRow(preset=f"{meta.name} {meta.started[5:16]} {LIVE_MARK}", workload=WORKLOAD,
                                variant=meta.name, device=snap.info.device, size="default", amp="none", status="ok",
-                               summary=events.summary(snap), source=SESSION, model=meta.name)
+                               summary=events.summary(snap), source=SESSION,
+                               model=Workload.of(replay.start).group(meta.name))

@@ -49,7 +49,8 @@ COLUMNS = (
     Column("preset", "preset", "preset", NARROW), Column("run", "run", "#", NARROW),
     Column("device", "dev", "dev", NORMAL),
     Column("median", "median ms", "ms", NARROW), Column("spread", "p10–p90", "p10–p90", NORMAL),
-    Column("speedup", "speed-up", "speed-up", NARROW), Column("loss", "loss/floor", "loss", NARROW),
+    Column("speedup", "speed-up", "speed-up", NARROW), Column("vs", "vs", "vs", WIDE),
+    Column("loss", "loss/floor", "loss", NARROW),
     Column("err", "max err", "err", NARROW), Column("steps", "steps", "steps", EXTRA),
     Column("throughput", "throughput", "throughput", EXTRA), Column("compile", "compile", "compile", EXTRA),
 )
@@ -91,6 +92,8 @@ def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = 
                        style=VERDICT_STYLE.get(c.verdict, "") if c else "dim")
     if row.status != "failed" and index.competed(row):
         up_text.append(fmt.COMPETED, style="bold yellow")
+    base = index.baseline(row)
+    vs = Text(base.preset, style="dim") if base is not None and base is not row else Text(fmt.DASH, style="dim")
     if row.final_loss is not None:
         loss = Text(f"{row.final_loss:.3f}")
         if row.loss_floor is not None and level > NARROW:
@@ -109,7 +112,7 @@ def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = 
     by_key: dict[str, object] = {
         "preset": name, "run": str(index.number(row)), "device": row.device,
         "median": Text(fmt.ms(row.median_ms), style="bold"),
-        "spread": spread, "speedup": up_text, "loss": loss, "err": err,
+        "spread": spread, "speedup": up_text, "vs": vs, "loss": loss, "err": err,
         "steps": str(steps) if isinstance(steps, int) else fmt.DASH,
         "throughput": fmt.si(summary.throughput, unit),
         "compile": fmt.seconds(compile_s) if compile_s else Text(fmt.DASH, style="dim"),
@@ -149,7 +152,9 @@ class ComparisonTable(DataTable):
         Binding("left_square_bracket", "page(-1)", "Older page", show=False, key_display="["),
         Binding("right_square_bracket", "page(1)", "Newer page", show=False, key_display="]"),
     ]
-    LEFT_OUT: ClassVar[frozenset[str]] = frozenset()  # columns a table of other rows has no values for
+    # columns a table of other rows has no values for; "vs" (the baseline run each row is compared with) is the
+    # watched runs' (`attach_app.WatchedTable`): a preset's baseline is its workload's, named in the subtitle
+    LEFT_OUT: ClassVar[frozenset[str]] = frozenset({"vs"})
     LABELS: ClassVar[dict[str, str]] = {}  # headers of its own, by column key
 
     def __init__(self, *, id: str | None = None, page_rows: int = PAGE_ROWS) -> None:
@@ -293,12 +298,17 @@ class ComparisonTable(DataTable):
                 self.move_cursor(row=len(self.shown) - 1)
         self._update_subtitle(index, files)
 
+    def _cursor_note(self, index: RunIndex) -> str | None:
+        """What the subtitle says first of the cursor row (a table of watched runs: what it is compared with)."""
+        return None
+
     def _update_subtitle(self, index: RunIndex | None = None, files: dict[str, int] | None = None) -> None:
         if not self.rows_data:
             self.border_subtitle = "finished runs appear here"
             return
         index = index or RunIndex(self.rows_data)
-        parts: list[str] = []
+        cursor = self._cursor_note(index)
+        parts: list[str] = [cursor] if cursor else []
         if len(self._order) > len(self.shown):
             first = self._page_index() * self.page_rows
             parts.append(f"showing {first + 1:,}–{first + len(self.shown):,} of {len(self._order):,} · [ ] page")

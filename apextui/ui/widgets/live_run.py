@@ -71,6 +71,7 @@ class LiveRun(Vertical):
         self._amp = False  # the run uses a GradScaler: the AMP line has something to say
         self._short = False  # a short terminal: no AMP line, so the loss curve keeps its line
         self._narrow = False  # a narrow terminal: the rate's field (16 columns) has no room for "step ms"
+        self.trains = ""  # a watched run: what it trains, where its stream says (`watch/workload.py`), for the title
 
     def compose(self) -> ComposeResult:
         yield Static("select a preset and press enter", id="run-title")
@@ -225,7 +226,8 @@ class LiveRun(Vertical):
             title.append(f"{info.preset}", style="bold")
             if snap.status == "running" and snap.steps_done < info.warmup:
                 title.append(" warm-up", style="cyan")
-            title.append(f" · {info.device} · {size if info.workload != 'watch' else 'watched'}", style="dim")
+            title.append(f" · {info.device} · {size if info.workload != 'watch' else self.trains or 'watched'}",
+                         style="dim")
             if info.params:
                 title.append(f" · {fmt.si(info.params, 'params')}", style="dim")
         elif self._preset is not None:
