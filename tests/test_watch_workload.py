@@ -80,16 +80,21 @@ def test_a_lazy_models_parameters_are_counted_at_the_first_step_and_a_bad_batch_
 
 
 def test_runs_of_one_model_and_batch_compare_whatever_their_names_and_other_runs_show_no_speed_up():
-    for name, width, batch in (("fp32", 32, 64), ("fused", 32, 64), ("gpt2", 256, 8), ("fp32", 32, 128)):
+    runs = (("fp32", 32, 64), ("fused", 32, 64), ("gpt2", 256, 8), ("fp32", 32, 128), ("wide", 64, 64),
+            ("gpt2-compiled", 256, 8))
+    for name, width, batch in runs:
         model = mlp(width)
         train(name, model, batch, model=model)
     table = [r for _, r in rows.Table().rows()]
     index = RunIndex(table)
-    fp32, fused, gpt2, fp32_big = table
+    fp32, fused, gpt2, fp32_big, wide, gpt2_compiled = table
     assert index.is_base(fp32) and index.baseline(fused) is fp32 and index.comparison(fused) is not None
+    assert index.is_base(gpt2) and index.baseline(gpt2_compiled) is gpt2
     assert fused.model == f"Sequential, {MLP_PARAMS:,} params, batch 64×16"
-    for alone in (gpt2, fp32_big):  # another model; the same name with another batch
+    for alone in (wide, fp32_big):  # another model; the same name with another batch
         assert index.baseline(alone) is None and index.comparison(alone) is None and not index.is_base(alone)
+    # two groups on one device read alike: said once
+    assert index.drift_notes() == ["watch on cpu: single runs, one after another: drift unknown"]
 
 
 def as_older_version(folder) -> None:

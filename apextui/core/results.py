@@ -217,7 +217,7 @@ class RunIndex:
             where = f"{r.workload} on {r.device}"
             out[key] = (f"{where}: drift between runs up to {d.ratio:.0%} (from {d.configurations} preset(s) run "
                         "more than once), in every interval" if d.ratio is not None else f"{where}: {SINGLE_RUNS_NOTE}")
-        return list(out.values())
+        return list(dict.fromkeys(out.values()))  # groups that read alike (two models on one device) said once
 
     def note(self, row: ResultRow) -> str | None:
         """Which run `row`'s speed-up is against, when another baseline run was passed over, and why:

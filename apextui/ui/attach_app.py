@@ -233,12 +233,23 @@ class AttachApp(App[int]):
         new = [row for _, row in found]
         if new == table.rows_data:
             return
+        on = self._cursor_run()
         cursor = table.cursor_row if table.rows_data else -1
         self._runs = [meta for meta, _ in found]
         table.rows_data = new
         table.add_results([])
-        if 0 <= cursor < len(new):  # a refresh of the live rows keeps the row the user is on
+        at = next((i for i, m in enumerate(self._runs) if on is not None and m.path == on.path), None)
+        if at is not None and at in table.shown:  # a refresh keeps the run the user is on (a live run ending
+            table.move_cursor(row=table.shown.index(at))  # leaves the rows a moment: its row's place moved)
+        elif 0 <= cursor < len(new):
             table.move_cursor(row=cursor)
+
+    def _cursor_run(self) -> store.RunMeta | None:
+        """The run of the highlighted row (the table's rows are `_runs`, one for one)."""
+        table = self.query_one(ComparisonTable)
+        row = table.row_at(table.cursor_row)
+        at = next((i for i, r in enumerate(table.rows_data) if r is row), None)
+        return self._runs[at] if at is not None and at < len(self._runs) else None
 
     # ---- keys -------------------------------------------------------------------------------------------------
     def _runs_now(self) -> tuple[list[store.RunMeta], list[store.RunMeta]]:
@@ -261,14 +272,14 @@ class AttachApp(App[int]):
 
     def action_baseline(self) -> None:
         table = self.query_one(ComparisonTable)
-        if not self._runs or not 0 <= table.cursor_row < len(self._runs):
+        meta, row = self._cursor_run(), table.row_at(table.cursor_row)
+        if meta is None or row is None:
             self.notify("no finished watched run to take as the baseline", timeout=3)
             return
-        row = table.rows_data[table.cursor_row]
         if row.preset.endswith(rows.LIVE_MARK):
             self.notify("a live run cannot be the baseline: its median still moves", timeout=4)
             return
-        self.baseline = self._runs[table.cursor_row].path
+        self.baseline = meta.path
         self._show_rows()
 
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:

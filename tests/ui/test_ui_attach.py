@@ -198,6 +198,24 @@ async def test_a_run_is_compared_only_with_runs_of_its_model_and_batch_live_and_
         trainer.join(30)
 
 
+async def test_b_takes_the_highlighted_run_when_rows_above_it_are_hidden():
+    """`b` took the run at the cursor's screen row in the list of runs: with a row hidden (`x`) above it, another run
+    became the baseline."""
+    for _ in range(3):
+        with apextui.watch(name="same", warmup=2) as mon:
+            for i in range(40):
+                mon.step(loss=1.0 / (i + 1))
+    app = AttachApp(store.find("same")[0], poll_s=0.05, refresh_s=0.1)
+    async with app.run_test(size=(120, 32)) as pilot:
+        table = app.query_one(ComparisonTable)
+        await wait_for(pilot, lambda: len(table.rows_data) == 3, what="three rows")
+        table.move_cursor(row=0)
+        await pilot.press("x")  # the oldest hidden: the screen's row 1 is the third run
+        table.move_cursor(row=1)
+        await pilot.press("b")
+        assert [r.variant for r in table.rows_data] == ["same", "same", ""]
+
+
 async def test_docs_name_every_key_of_attach():
     from pathlib import Path
 
