@@ -50,7 +50,7 @@ def start_line(mon) -> dict:
 
 def test_the_start_line_records_the_models_class_and_parameters_and_the_batchs_shape_or_size():
     model = mlp()
-    mon = train("shape", model, model=torch.compile(model))  # compiled or not, the same model
+    mon = train("shape", model, model=model)
     watched = start_line(mon)["watch"]
     assert watched["model"] == {"class": "Sequential", "params": MLP_PARAMS}
     assert watched["batch"] == {"shape": [64, 16]}  # the first tensor of (x, y)
@@ -153,3 +153,22 @@ def test_batch_size_takes_a_positive_integer_of_python_or_numpy(size, taken):
 def test_batch_size_refuses_what_is_not_a_positive_integer(size):
     with pytest.raises(workload.BadBatch, match="is not a positive integer"):
         workload.batch_fields(size=size)
+
+
+@pytest.mark.slow  # importing torch.compile's machinery: seconds
+def test_the_model_is_named_through_ddp_fsdp2_and_torch_compile(tmp_path):
+    """Compiled or not, data-parallel or not, the model is the same: the wrappers are seen through (a world of one
+    process on gloo: the real wrappers on CPU)."""
+    from torch.distributed.fsdp import fully_shard
+
+    dist = torch.distributed
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'group'}", rank=0, world_size=1)
+    try:
+        expected = {"class": "Sequential", "params": MLP_PARAMS}
+        ddp = torch.nn.parallel.DistributedDataParallel(mlp())
+        assert workload.model_fields(ddp) == workload.model_fields(torch.compile(ddp)) == expected
+        sharded = mlp()
+        fully_shard(sharded)  # its class becomes FSDPSequential
+        assert type(sharded).__name__ == "FSDPSequential" and workload.model_fields(sharded) == expected
+    finally:
+        dist.destroy_process_group()

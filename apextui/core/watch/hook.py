@@ -1,10 +1,10 @@
 """`apextui.watch(name=...)`: time the user's own training loop and stream it, at a bounded cost to that loop.
 
 ```python
-mon = apextui.watch(name="gpt-finetune")  # or: with apextui.watch(name=...) as mon:
+mon = apextui.watch(name="gpt-finetune", model=model)  # or: with apextui.watch(name=...) as mon:
 for batch in loader:
     loss = train_step(batch)
-    mon.step(loss=loss, tokens=batch_tokens, lr=sched.get_last_lr()[0])
+    mon.step(loss=loss, tokens=batch_tokens, batch=batch, lr=sched.get_last_lr()[0])
 mon.close()
 ```
 
