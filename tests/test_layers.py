@@ -1,4 +1,6 @@
-"""The import contract inside `apextui.core`: no import cycle, and one way down through the layers in `LAYERS`.
+"""The import contract inside `apextui.core`: no import cycle between modules, none between core's folders and
+top-level modules (its *units*: `run/`, `measure/`, `presets.py`...), and one way down through the layers of units in
+`LAYERS`.
 
 The graph is built from the source with `ast` (nothing is imported): every `import` and `from ... import`, at
 module level and inside functions alike (a function's import is how a cycle hides), except those under
@@ -20,19 +22,19 @@ from helpers import ROOT
 
 CORE = "apextui.core"
 
-# Top to bottom: a module may import modules of its own layer or of a lower one, never of a higher one. An entry
-# is a module or a package (with everything under it); a module belongs to its longest matching entry.
+# Top to bottom: a unit (a folder of core, with everything under it, or a top-level module) may import units of its
+# own layer or of a lower one, never of a higher one; two units of one layer never import each other both ways. Every
+# module is judged with its unit: an entry is a unit's name, never a module inside one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("advise", "watch"),  # the comparisons and the verdict; watching the user's own training (the runner's clock)
     ("results", "model_presets"),  # the results file (runs' summaries); the user's model as presets
     ("run",),  # the runner, the worker process, snapshots, events, data-parallel ranks
-    ("workloads",),  # the workload modules (torch) and builders.build, which the runner calls
     ("availability", "memory"),  # can a preset run here; does it fit
-    ("presets", "config", "apex"),  # presets, what a value needs and its checks, the Apex probe
-    ("workloads.spec",),  # the registry: every workload and variant declared once
-    ("config.axes", "config.point", "config.snippet", "config.calling"),  # the configuration axes and points, the
-    # model's calling convention: data, read by the registry
-    ("analysis",),  # work models, ceilings, the GPU-busy profile, the bottleneck
+    ("presets", "apex"),  # presets; the Apex probe
+    ("workloads",),  # the registry (spec: every workload and variant declared once), the workload modules (torch),
+    # what each axis value builds (apply) and builders.build, which the runner calls
+    ("analysis", "config"),  # work models, ceilings, the GPU-busy profile, the bottleneck; the configuration axes,
+    # points, needs' checks, snippets and the model's calling convention (data, imports nothing of the core)
     ("monitor", "env", "measure"),  # leaves the layers above share: monitoring; a run's statistics, its summary and
     # the noise rule; the marker a step is handed
     ("number_format", "files", "atomic", "exits"),
@@ -152,16 +154,41 @@ def describe(component: list[str], graph: dict[str, dict[str, int]]) -> str:
     return "\n".join(lines)
 
 
+def unit_of(module: str) -> str | None:
+    """The folder of core or top-level module a module belongs to ("apextui.core.run.events" -> "run"); None for
+    `apextui.core` itself."""
+    rest = module[len(CORE) + 1:] if module.startswith(CORE + ".") else ""
+    return rest.split(".")[0] or None
+
+
+def unit_graph(graph: dict[str, dict[str, int]]) -> dict[str, dict[str, str]]:
+    """unit -> {imported unit: the first import that makes the edge, 'module (line n) imports module'}: the module
+    graph with each module folded into its unit, edges inside one unit left out."""
+    units: dict[str, dict[str, str]] = {}
+    for mod, edges in sorted(graph.items()):
+        mine = unit_of(mod)
+        if mine is None:
+            continue
+        units.setdefault(mine, {})
+        for target, line in sorted(edges.items()):
+            theirs = unit_of(target)
+            if theirs is not None and theirs != mine:
+                units[mine].setdefault(theirs, f"{mod} (line {line}) imports {target}")
+    return units
+
+
+def describe_units(component: list[str], units: dict[str, dict[str, str]]) -> str:
+    inside = set(component)
+    lines = [f"{len(component)} of core's folders or top-level modules import each other in a loop:"]
+    for unit in component:
+        lines += [f"  {unit} -> {target}: {why}" for target, why in sorted(units[unit].items()) if target in inside]
+    return "\n".join(lines)
+
+
 def layer_of(module: str) -> int | None:
-    """The index in LAYERS of a module's longest matching entry (0 = top), None where no entry matches."""
-    best: tuple[int, int] | None = None
-    for depth, entries in enumerate(LAYERS):
-        for entry in entries:
-            name = f"{CORE}.{entry}"
-            if module == name or module.startswith(name + "."):
-                if best is None or len(name) > best[0]:
-                    best = (len(name), depth)
-    return None if best is None else best[1]
+    """The index in LAYERS of a module's unit (0 = top), None where its unit is in no layer."""
+    unit = unit_of(module)
+    return next((depth for depth, entries in enumerate(LAYERS) if unit in entries), None)
 
 
 def upward_imports(graph: dict[str, dict[str, int]]) -> list[str]:
@@ -184,9 +211,26 @@ def test_the_core_has_no_import_cycle():
     assert not found, "\n".join(describe(c, GRAPH) for c in found)
 
 
+def test_no_two_of_cores_folders_or_top_level_modules_import_each_other():
+    """Modules may be free of loops while their folders are not (config/checks -> needs -> workloads/spec ->
+    config/point was one): each folder and top-level module of core, taken whole, imports down only."""
+    units = unit_graph(GRAPH)
+    found = cycles({u: dict.fromkeys(e, 0) for u, e in units.items()})
+    assert not found, "\n".join(describe_units(c, units) for c in found)
+
+
 def test_every_core_module_has_a_layer():
     unplaced = [m for m in GRAPH if m != CORE and layer_of(m) is None]
     assert not unplaced, f"add these to LAYERS in tests/test_layers.py (and docs/development.md): {unplaced}"
+
+
+def test_a_layer_names_whole_folders_or_top_level_modules():
+    """No module is placed apart from its folder: an entry is a unit that exists, and in one layer only."""
+    entries = [e for layer in LAYERS for e in layer]
+    existing = {unit_of(m) for m in GRAPH} - {None}
+    assert all("." not in e for e in entries), [e for e in entries if "." in e]
+    assert len(entries) == len(set(entries)), entries
+    assert set(entries) <= existing, set(entries) - existing
 
 
 def test_no_core_module_imports_a_higher_layer():
@@ -226,8 +270,35 @@ def test_the_checks_see_a_cycle_through_a_function_and_ignore_type_checking(tmp_
                for w in upward_imports(graph))
 
 
-@pytest.mark.parametrize("module, layer", [("apextui.core.workloads.spec", "workloads.spec"),
-                                           ("apextui.core.workloads.optimizer", "workloads"),
-                                           ("apextui.core.config.checks", "config")])
-def test_a_module_takes_its_longest_matching_layer(module, layer):
-    assert layer in LAYERS[layer_of(module)]
+def test_the_checks_see_a_loop_between_folders_that_no_two_modules_close(tmp_path):
+    """run/a -> measure/b and measure/c -> run/d: no module imports another in a loop, but the folders do; the unit
+    graph names both edges, and the layers, which put measure/ below run/, name the upward one."""
+    core = tmp_path / "apextui" / "core"
+    for folder in ("run", "measure"):
+        (core / folder).mkdir(parents=True)
+        (core / folder / "__init__.py").write_text("")
+    (core / "__init__.py").write_text("")
+    (core / "run" / "a.py").write_text("from ..measure import b\n")
+    (core / "measure" / "b.py").write_text("X = 1\n")
+    (core / "measure" / "c.py").write_text("def f():\n    from ..run.d import y\n")
+    (core / "run" / "d.py").write_text("y = 2\n")
+    graph = import_graph(tmp_path)
+    assert cycles(graph) == []
+    units = unit_graph(graph)
+    found = cycles({u: dict.fromkeys(e, 0) for u, e in units.items()})
+    assert found == [["measure", "run"]]
+    words = describe_units(found[0], units)
+    assert "measure -> run: apextui.core.measure.c (line 2) imports apextui.core.run.d" in words
+    assert "run -> measure: apextui.core.run.a (line 1) imports apextui.core.measure.b" in words
+    assert upward_imports(graph) == ["apextui.core.measure.c (line 2) imports apextui.core.run.d, a higher layer "
+                                     "(run above monitor, env, measure)"]
+
+
+@pytest.mark.parametrize("module, unit", [("apextui.core.workloads.spec", "workloads"),
+                                          ("apextui.core.config.point", "config"),
+                                          ("apextui.core.presets", "presets"), ("apextui.core", None)])
+def test_a_module_is_judged_with_its_folder(module, unit):
+    assert unit_of(module) == unit
+    assert (layer_of(module) is None) == (unit is None)
+    if unit is not None:
+        assert unit in LAYERS[layer_of(module)]
