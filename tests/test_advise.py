@@ -15,6 +15,7 @@ import pytest
 from apextui.cli import advise as advise_cli
 from apextui.cli import command as cli
 from apextui.core import advise
+from apextui.core.measure.details import CorrectnessCheck
 from apextui.core.advise import run as advise_run
 from apextui.core.advise import Advisor, AdviceError, Measurement, RunResult, overall_apex, verdict
 from apextui.core.availability import Availability
@@ -284,7 +285,7 @@ def test_transformer_loss_flag():
 
 def test_a_failed_accuracy_check_is_flagged():
     v = verdict("norm", [m("layernorm", [0.9, 0.9]), m("fused_layernorm", [0.4, 0.4], apex=("FusedLayerNorm",),
-                                                      check={"passed": False, "max_abs_err": 0.1})])
+                                                      check=CorrectnessCheck(passed=False, max_abs_err=0.1))])
     assert [f["kind"] for f in v.flags] == ["check"] and v.recommended == "layernorm"
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 from apextui.core import advise
 from apextui.core.advise import Measurement, RunResult, overall_apex, verdict
 from apextui.core.measure.summary import Summary
+from apextui.core.monitor.contention import RunContention
 
 
 def runs(medians, busy=False):
     return tuple(RunResult(i + 1, "ok", Summary(steps=30, measured_steps=24, timed_intervals=24, median_ms=v,
                                                 median_low_ms=v * 0.99, median_high_ms=v * 1.01,
-                                                contention={"level": "busy"} if busy else None))
+                                                contention=RunContention("busy") if busy else None))
                  for i, v in enumerate(medians))
 
 

@@ -43,7 +43,7 @@ def test_a_combined_point_applies_every_axis(spec):
     c = parse("precision=bf16,optimizer=fused")
     w = build(mp.config_preset(spec, c, steps=3), "cpu", {}, 3)
     assert w.amp == "bf16" and _fused(w.opt) == (True, False) and not w.uses_grad_scaler
-    assert w.check is not None and w.check["passed"], w.check
+    assert w.check is not None and w.check.passed, w.check
     loss, _ = w.step(NoMark())
     assert torch.isfinite(loss)
 

@@ -14,7 +14,8 @@ import pytest
 from nvml_fakes import MIB, fake_nvml
 
 from apextui.core.monitor import contention
-from apextui.core.monitor.contention import ContentionProbe, ContentionTally, competing, describe, level_of
+from apextui.core.monitor.contention import ContentionProbe, ContentionTally, RunContention, competing, describe, \
+    level_of
 from apextui.core.monitor.nvml import Nvml
 from apextui.core.monitor.sampler import Sampler
 from apextui.core.run import events
@@ -138,12 +139,13 @@ def test_a_run_is_busy_when_a_tenth_of_its_samples_were():
     busy = contention.Contention("busy", 1.9, 1.0, 2, reasons=("other processes used 1.9 of 2 CPU cores",))
     for c in [quiet] * 9:
         tally.add(c)
-    assert tally.level == "quiet" and not competing(tally.to_dict())
+    assert tally.level == "quiet" and not competing(tally.record())
     tally.add(busy)
-    d = tally.to_dict()
-    assert d["level"] == "busy" and d["busy_samples"] == 1 and d["samples"] == 10
-    assert d["other_cpu_cores_max"] == 1.9 and d["other_cpu_cores_mean"] == pytest.approx(0.28)
-    assert competing(d) and describe(d) == "busy: other processes used 1.9 of 2 CPU cores"
+    r = tally.record()
+    assert r.level == "busy" and r.busy_samples == 1 and r.samples == 10
+    assert r.other_cpu_cores_max == 1.9 and r.other_cpu_cores_mean == pytest.approx(0.28)
+    assert competing(r) and describe(r) == "busy: other processes used 1.9 of 2 CPU cores"
+    assert RunContention.from_dict(r.to_dict()) == r  # what a results file holds reads back the same
 
 
 def test_the_sampler_puts_it_in_every_reading_and_the_json_fields(monkeypatch):
@@ -151,7 +153,7 @@ def test_the_sampler_puts_it_in_every_reading_and_the_json_fields(monkeypatch):
     s = Sampler(gpu=True, gpu_index=0)
     s.sample()
     r = s.sample()
-    assert r.contention is not None and r.run_contention is not None and r.run_contention["samples"] == 2
+    assert r.contention is not None and r.run_contention is not None and r.run_contention.samples == 2
     fields = events.monitor_fields(r)
     assert fields["contention"] == r.contention.level and fields["other_gpu_processes"] == 0
     assert events.monitor_fields(None)["contention"] is None

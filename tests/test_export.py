@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from apextui.core.measure.details import CorrectnessCheck
 from apextui.core.measure.summary import Summary
 from apextui.ui.export import CSV_COLUMNS, save_exports, to_csv, to_markdown
 from apextui.core.results import ResultRow
@@ -69,7 +70,7 @@ def test_markdown_numbers_repeated_runs_and_puts_their_drift_in_the_interval():
 
 def test_markdown_escapes_pipes_and_shows_the_norm_check():
     r = ResultRow(preset="a|b", workload="norm", variant="fused_layernorm", device="cpu", size="cpu", amp="none",
-                  status="ok", summary=Summary(median_ms=0.5, check={"max_abs_err": 2.4e-7, "passed": True}))
+                  status="ok", summary=Summary(median_ms=0.5, check=CorrectnessCheck(max_abs_err=2.4e-7, passed=True)))
     line = to_markdown([r]).splitlines()[2]
     assert line == "| 1 | a\\|b | cpu | ok | 0.500 | — | — | — | — | 2.4e-07 |"
 

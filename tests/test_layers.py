@@ -33,10 +33,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("presets", "apex"),  # presets; the Apex probe
     ("workloads",),  # the registry (spec: every workload and variant declared once), the workload modules (torch),
     # what each axis value builds (apply) and builders.build, which the runner calls
-    ("analysis", "config"),  # work models, ceilings, the GPU-busy profile, the bottleneck; the configuration axes,
-    # points, needs' checks, snippets and the model's calling convention (data, imports nothing of the core)
-    ("monitor", "env", "measure"),  # leaves the layers above share: monitoring; a run's statistics, its summary and
-    # the noise rule; the marker a step is handed
+    ("analysis",),  # work models, ceilings, the GPU-busy profile, the bottleneck
+    ("measure", "env"),  # a run's statistics, its summary with its typed records, and the noise rule; the marker a
+    # step is handed; the machine's description
+    ("monitor", "config"),  # leaves the layers above share: monitoring (a run's contention record); the configuration
+    # axes, points, needs' checks, snippets and the model's calling convention (data)
     ("number_format", "files", "atomic", "exits"),
 )
 
@@ -291,7 +292,7 @@ def test_the_checks_see_a_loop_between_folders_that_no_two_modules_close(tmp_pat
     assert "measure -> run: apextui.core.measure.c (line 2) imports apextui.core.run.d" in words
     assert "run -> measure: apextui.core.run.a (line 1) imports apextui.core.measure.b" in words
     assert upward_imports(graph) == ["apextui.core.measure.c (line 2) imports apextui.core.run.d, a higher layer "
-                                     "(run above monitor, env, measure)"]
+                                     "(run above measure, env)"]
 
 
 @pytest.mark.parametrize("module, unit", [("apextui.core.workloads.spec", "workloads"),

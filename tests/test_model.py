@@ -49,10 +49,10 @@ def test_every_eager_variant_trains_the_examples_on_cpu_within_loss_parity(spec,
     if variant == "fp32":
         assert w.check is None  # the reference itself
         return
-    assert w.check["against"] == "fp32" and w.check["steps"] == PARITY_STEPS
-    assert w.check["passed"], w.check
+    assert w.check.against == "fp32" and w.check.steps == PARITY_STEPS
+    assert w.check.passed, w.check
     # the measured run starts again from the initial weights: its first loss is the variant's first parity loss
-    assert losses[0] == pytest.approx(w.check["losses"][0], rel=1e-5)
+    assert losses[0] == pytest.approx(w.check.losses[0], rel=1e-5)
 
 
 def test_every_variant_starts_from_the_same_weights_and_batches():
@@ -78,8 +78,8 @@ def test_compile_variant_on_cpu_checks_parity_during_its_warm_up(spec):
 
     graphs = counters["stats"]["unique_graphs"]
     assert w.warm_up() > 0
-    assert w.check["passed"], w.check
-    assert w.check["dropout"] == "disabled_for_check"  # GPT's dropout: a compiled graph draws its own masks
+    assert w.check.passed, w.check
+    assert w.check.dropout == "disabled_for_check"  # GPT's dropout: a compiled graph draws its own masks
     # two graphs in the warm-up (the check's, dropout off; the measured one, the user's dropout), none after it
     assert counters["stats"]["unique_graphs"] - graphs == 2
     compiled = counters["stats"]["unique_graphs"]
@@ -132,11 +132,11 @@ def fake_apex(monkeypatch):
 
 def test_norm_swap_replaces_every_norm_copies_weights_and_checks_the_first_batch(fake_apex):
     w = ModelWorkload(GPT, "fused_norms", "cpu", lr=1e-3, seed=0, steps=1)
-    swap = w.check["norm_swap"]
-    assert swap["modules"] == 5 and swap["passed"] and swap["max_abs_err"] <= swap["tolerance"]
+    swap = w.check.norm_swap
+    assert swap.modules == 5 and swap.passed and swap.max_abs_err <= swap.tolerance
     assert not any(type(m) is nn.LayerNorm for m in w.model.modules())
     assert sum(isinstance(m, FakeFusedLayerNorm) for m in w.model.modules()) == 5
-    assert w.check["passed"], w.check
+    assert w.check.passed, w.check
 
 
 def test_norm_swap_keeps_trained_weights_and_handles_rmsnorm(fake_apex):
@@ -156,7 +156,7 @@ def test_norm_swap_keeps_trained_weights_and_handles_rmsnorm(fake_apex):
 def test_a_wrong_norm_swap_fails_the_check(fake_apex, monkeypatch):
     monkeypatch.setattr(FakeFusedLayerNorm, "wrong", True)  # a fused norm whose output is off by 50 %
     w = ModelWorkload(VIT, "fused_norms", "cpu", lr=1e-3, seed=0, steps=1)
-    assert not w.check["norm_swap"]["passed"] and not w.check["passed"]
+    assert not w.check.norm_swap.passed and not w.check.passed
 
 
 def test_norm_swap_of_a_model_without_norms_is_unavailable_and_fails_if_run(fake_apex, tmp_path, monkeypatch):
@@ -238,7 +238,7 @@ def test_the_example_in_docs_your_model_runs(tmp_path):
     code = re.findall(r"```python\n(.*?)```", (ROOT / "docs" / "your-model.md").read_text(), re.S)[0]
     (tmp_path / "doc_model.py").write_text(code)
     w = ModelWorkload(f"{tmp_path / 'doc_model.py'}:build", "bf16", "cpu", lr=1e-3, seed=0, steps=2)
-    assert math.isfinite(float(w.step(NoMark())[0])) and w.check["passed"]
+    assert math.isfinite(float(w.step(NoMark())[0])) and w.check.passed
 
 
 def test_a_package_module_spec_loads_like_a_file(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from apextui.core.measure.details import CorrectnessCheck
 from apextui.core import model_presets as mp
 from apextui.core.workloads import model_workload as model_mod
 from apextui.core.workloads import norm_swap
@@ -35,17 +36,17 @@ def model_file(tmp_path, body: str, name: str = "m.py") -> str:
 @pytest.mark.parametrize("variant", ["bf16", "fp16", "adamw_fused", "adamw_foreach"])
 def test_the_check_passes_a_model_with_dropout_on_the_same_masks(variant):
     w = ModelWorkload(GPT, variant, "cpu", lr=1e-3, seed=0, steps=1)
-    assert w.check["passed"], w.check
-    assert w.check["dropout"] == "same_masks" and "note" not in w.check
+    assert w.check.passed, w.check
+    assert w.check.dropout == "same_masks" and w.check.note is None
     # the same masks: the first step's loss (before any optimizer step) is fp32's up to the arithmetic
-    assert abs(w.check["losses"][0] - w.check["baseline_losses"][0]) <= w.check["tolerance"] / 10
+    assert abs(w.check.losses[0] - w.check.baseline_losses[0]) <= w.check.tolerance / 10
 
 
 def test_the_check_is_the_same_whatever_random_numbers_were_drawn_before():
     a = ModelWorkload(GPT, "adamw_fused", "cpu", lr=1e-3, seed=0, steps=1)
     torch.rand(1000)  # as another run in the same process (advise) would
     b = ModelWorkload(GPT, "adamw_fused", "cpu", lr=1e-3, seed=0, steps=1)
-    assert a.check["losses"] == b.check["losses"] and a.check["baseline_losses"] == b.check["baseline_losses"]
+    assert a.check.losses == b.check.losses and a.check.baseline_losses == b.check.baseline_losses
 
 
 def test_the_check_does_not_change_the_random_stream_of_the_measured_steps():
@@ -75,7 +76,7 @@ def test_batchnorm_running_stats_are_put_back_after_the_check(tmp_path):
     spec = model_file(tmp_path, BN)
     plain = ModelWorkload(spec, "fp32", "cpu", lr=1e-3, seed=0, steps=1)  # no check: the stats as built
     checked = ModelWorkload(spec, "bf16", "cpu", lr=1e-3, seed=0, steps=1)
-    assert checked.check["passed"] and checked.check["dropout"] == "same_masks", checked.check
+    assert checked.check.passed and checked.check.dropout == "same_masks", checked.check
     for (k, a), (_, b) in zip(plain.model.state_dict().items(), checked.model.state_dict().items(), strict=True):
         assert torch.equal(a, b), k
     assert int(checked.model.bn.num_batches_tracked) == 0
@@ -100,11 +101,11 @@ def build(small=False):
 def test_a_wrong_variant_still_fails_and_the_message_names_the_step_and_the_tolerance(tmp_path):
     w = ModelWorkload(model_file(tmp_path, WRONG_UNDER_AUTOCAST), "bf16", "cpu", lr=1e-3, seed=0, steps=1)
     c = w.check
-    assert not c["passed"] and c["max_abs_err"] > c["tolerance"]
+    assert not c.passed and c.max_abs_err > c.tolerance
     # with dropout on it failed, so it was checked again with dropout off: still wrong, so arithmetic is blamed
-    assert c["dropout"] == "disabled_for_check" and "note" not in c
-    assert "at step 1" in c["message"] and "tolerance 0.05 x scale" in c["message"], c["message"]
-    assert "dropout off for the check" in c["message"]
+    assert c.dropout == "disabled_for_check" and c.note is None
+    assert "at step 1" in c.message and "tolerance 0.05 x scale" in c.message, c.message
+    assert "dropout off for the check" in c.message
 
 
 OTHER_MASKS = '''
@@ -127,14 +128,16 @@ def build(small=False):
 def test_a_variant_that_draws_other_masks_passes_with_dropout_off_and_the_record_says_so(tmp_path):
     w = ModelWorkload(model_file(tmp_path, OTHER_MASKS), "bf16", "cpu", lr=1e-3, seed=0, steps=1)
     c = w.check
-    assert c["passed"] and c["dropout"] == "disabled_for_check", c
-    assert c["same_masks_max_abs_err"] > c["tolerance"] and "other dropout masks" in c["note"]
+    assert c.passed and c.dropout == "disabled_for_check", c
+    assert c.same_masks_max_abs_err > c.tolerance and "other dropout masks" in c.note
+    # its JSON as the check has always written it: the retry's note last, after the error with the same masks
+    assert list(c.to_dict())[-2:] == ["same_masks_max_abs_err", "note"] and CorrectnessCheck.from_dict(c.to_dict()) == c
     assert w.model.drop.p == 0.5  # the measured steps keep the user's dropout
 
 
 def test_a_model_without_dropout_says_none_found(tmp_path):
     spec = model_file(tmp_path, BN.replace("nn.Dropout(0.2)", "nn.Identity()"))
-    assert ModelWorkload(spec, "bf16", "cpu", lr=1e-3, seed=0, steps=1).check["dropout"] == "none_found"
+    assert ModelWorkload(spec, "bf16", "cpu", lr=1e-3, seed=0, steps=1).check.dropout == "none_found"
 
 
 def test_dropout_disabled_for_the_check_is_put_back():
@@ -222,8 +225,8 @@ def test_the_finder_recognises_norms_by_what_they_compute():
     before = [p.detach().clone() for p in model.parameters()]
     report, kinds = norm_swap.find_norms(model)
     c = report.classes
-    assert (c["LayerNorm"].found, c["LayerNorm"].swappable, c["LayerNorm"].left_alone) == (3, 2, 1)
-    assert "without bias" in c["LayerNorm"].reasons[0]
+    assert (c.LayerNorm.found, c.LayerNorm.swappable, c.LayerNorm.left_alone) == (3, 2, 1)
+    assert "without bias" in c.LayerNorm.reasons[0]
     for name in ("RMSNorm", "HandRMSNorm", "LlamaRMSNormLike", "T5LayerNormLike"):
         assert (c[name].found, c[name].swappable) == (1, 1), name
     for name in ("OnePlusWeightNorm", "ScaleByWeight"):
@@ -296,9 +299,9 @@ def test_the_swap_replaces_hand_written_rmsnorms_and_leaves_the_look_alike(fake_
 
 def test_the_llama_example_gets_its_rmsnorms_swapped_and_checked(fake_apex):
     w = ModelWorkload(LLAMA, "fused_norms", "cpu", lr=1e-3, seed=0, steps=1)
-    swap = w.check["norm_swap"]
-    assert swap["passed"] and swap["modules"] == 5 and swap["norms"]["classes"]["RMSNorm"]["swapped"] == 5
-    assert w.check["passed"], w.check
+    swap = w.check.norm_swap
+    assert swap.passed and swap.modules == 5 and swap.norms.classes["RMSNorm"].swapped == 5
+    assert w.check.passed, w.check
 
 
 def test_the_snippets_norm_swap_swaps_the_llama_examples_own_rmsnorms_as_advise_did(fake_apex):

@@ -91,7 +91,7 @@ def test_points_share_one_worker_and_train_as_in_their_own(model_file):
     # the same initial weights and batches in every run: fp32 after bf16 trains to the same loss as before it
     assert a.final_loss is not None and c.final_loss == a.final_loss
     # bf16's correctness check ran against fp32's reference (kept from the first run in this process)
-    assert b.info is not None and b.info.check is not None and b.info.check["passed"]
+    assert b.info is not None and b.info.check is not None and b.info.check.passed
     # and a worker of its own gives the same losses as the shared one
     _, own = run_one(lambda r, cb: ProcessRunner(r, cb), model_file, BASELINE)
     assert own.status == "ok" and own.final_loss == a.final_loss

@@ -204,9 +204,9 @@ def test_analyse_run_uses_the_optimizer_step_time_for_the_optimizer():
     a = analyse_run(info, SimpleNamespace(median_ms=10.0), SimpleNamespace(median_ms=1.0), probe)
     assert a.achieved.time_ms == 1.0 and a.achieved.gb_s == pytest.approx(28.0)
     assert a.busy.fraction == pytest.approx(0.2) and a.bottleneck.label == "host-bound"
-    d = a.roofline_dict()
-    assert d["scope"] == "opt_step" and d["bandwidth_fraction"] == pytest.approx(0.028)
-    assert d["ceilings"]["name"] == "Test GPU"
+    r = a.roofline()
+    assert r is not None and r.ceilings is not None
+    assert r.scope == "opt_step" and r.bandwidth_fraction == pytest.approx(0.028) and r.ceilings.name == "Test GPU"
     assert analyse_run(SimpleNamespace(work=None), None, None, probe) is None
     no_time = analyse_run(info, SimpleNamespace(median_ms=10.0), None, Probe())
     assert no_time.achieved is None and no_time.bottleneck.label == "unknown"

@@ -53,11 +53,11 @@ def huge_scale(monkeypatch):
 def test_fp16_whose_scaler_skips_its_first_steps_passes_and_the_record_says_why(tmp_path, huge_scale):
     w = ModelWorkload(spec(tmp_path, 0.0), "fp16", "cpu", lr=1e-3, seed=0, steps=1)
     c = w.check
-    assert c["passed"], c.get("message")  # it was rejected: "the loss differs from fp32's by 13.5 at step 2"
-    assert w.uses_grad_scaler and c["scaler_skipped"] == list(range(1, PARITY_STEPS + 1)), c
+    assert c.passed, c.message  # it was rejected: "the loss differs from fp32's by 13.5 at step 2"
+    assert w.uses_grad_scaler and c.scaler_skipped == tuple(range(1, PARITY_STEPS + 1)), c
     # the variant really stood still while fp32 trained: beyond the tolerance after the first step
-    assert abs(c["losses"][1] - c["baseline_losses"][1]) > c["tolerance"]
-    assert c["compared_steps"] == 1 and "GradScaler skipped steps 1-5" in c["note"], c
+    assert abs(c.losses[1] - c.baseline_losses[1]) > c.tolerance
+    assert c.compared_steps == 1 and "GradScaler skipped steps 1-5" in c.note, c
 
 
 def test_fp16_that_skips_no_step_is_compared_over_every_step(tmp_path, monkeypatch):
@@ -66,14 +66,14 @@ def test_fp16_that_skips_no_step_is_compared_over_every_step(tmp_path, monkeypat
 
     monkeypatch.setattr(apply, "grad_scaler", scaler)
     c = ModelWorkload(spec(tmp_path, 0.0), "fp16", "cpu", lr=1e-3, seed=0, steps=1).check
-    assert c["passed"] and c["scaler_skipped"] == [] and c["compared_steps"] == PARITY_STEPS, c
-    assert "note" not in c
+    assert c.passed and c.scaler_skipped == () and c.compared_steps == PARITY_STEPS, c
+    assert c.note is None
 
 
 def test_a_wrong_fp16_variant_still_fails_when_its_scaler_skips(tmp_path, huge_scale):
     c = ModelWorkload(spec(tmp_path, 2.0), "fp16", "cpu", lr=1e-3, seed=0, steps=1).check
-    assert not c["passed"] and c["max_abs_err"] > c["tolerance"], c
-    assert "at step 1" in c["message"] and "GradScaler skipped steps 1-5" in c["message"], c["message"]
+    assert not c.passed and c.max_abs_err > c.tolerance, c
+    assert "at step 1" in c.message and "GradScaler skipped steps 1-5" in c.message, c.message
 
 
 def test_the_search_names_the_skipped_steps_in_a_failure(tmp_path, huge_scale):

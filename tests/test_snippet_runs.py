@@ -13,6 +13,7 @@ from apextui.core.config.calling import Calling, recorded
 from apextui.core.config.point import parse
 from apextui.core.config.snippet import snippet
 from apextui.core.workloads import user_model
+from apextui.core.measure.details import CorrectnessCheck
 from apextui.core.measure.marker import NoMark
 from apextui.core.workloads.model_workload import ModelWorkload
 from helpers import ROOT, one_torch_thread  # noqa: F401 - the fixture, used by name below
@@ -57,7 +58,7 @@ def run_case(spec: str, text: str) -> tuple[str, dict, list[float], list[float],
     """apextui's own run of the configuration (its first steps) and the answer's code for it, pasted."""
     config = parse(text)
     w = ModelWorkload(spec, config.label, "cpu", lr=1e-3, seed=0, steps=STEPS, config=config)
-    assert w.check is not None and w.check["passed"], w.check
+    assert w.check is not None and w.check.passed, w.check
     calling = recorded([w.check])
     code = snippet(config, calling=calling, device="cpu")
     mine = engine_losses(w)
@@ -137,7 +138,8 @@ def test_the_snippet_writes_each_calling_convention_and_the_device():
     # nothing recorded (only fp32 ran, or a shipped workload): the ModelSetup's documented loss_fn form, on CUDA
     plain = snippet(parse("precision=bf16"))
     assert "loss = loss_fn(model(inputs), targets)" in plain and 'device_type="cuda"' in plain
-    assert Calling.from_dict({"inputs": "keyword", "loss": "nope"}) is None and recorded([None, {}]) is None
+    assert Calling.from_dict({"inputs": "keyword", "loss": "nope"}) is None
+    assert recorded([None, CorrectnessCheck()]) is None
 
 
 def test_the_advice_writes_the_calling_its_runs_recorded_and_the_device_it_measured_on():
@@ -156,8 +158,8 @@ def test_the_advice_writes_the_calling_its_runs_recorded_and_the_device_it_measu
         scripted = runner._info
 
         def info():
-            check = None if runner.preset.config == BASELINE else {
-                "kind": "loss_parity", "passed": True, "calling": {"inputs": "keyword", "loss": "attribute"}}
+            check = None if runner.preset.config == BASELINE else CorrectnessCheck(
+                kind="loss_parity", passed=True, calling=Calling("keyword", "attribute"))
             return replace(scripted(), check=check)
 
         runner._info = info

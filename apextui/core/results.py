@@ -25,6 +25,7 @@ from apextui.core.measure.compare import SINGLE_RUNS_NOTE, Comparison, Drift, Ti
     fields, kept_runs, positive
 from apextui.core.monitor.contention import competing
 from apextui.core.presets import BASELINES, Preset
+from apextui.core.measure.details import CorrectnessCheck
 from apextui.core.measure.summary import Summary
 from apextui.core.run.snapshot import Snapshot
 
@@ -84,12 +85,12 @@ class ResultRow:
         return self.summary.loss_floor
 
     @property
-    def check(self) -> Mapping[str, Any] | None:
+    def check(self) -> CorrectnessCheck | None:
         return self.summary.check
 
     @property
     def max_error(self) -> float | None:
-        return _float(self.check.get("max_abs_err")) if self.check else None
+        return _float(self.check.max_abs_err) if self.check else None
 
     @property
     def comparable_key(self) -> tuple[str, str, str, str, str]:

@@ -4,7 +4,6 @@ comparison table marks the speed-ups of such a run (and of runs compared with it
 from __future__ import annotations
 
 import dataclasses
-from types import MappingProxyType
 
 import pytest
 from ui_fakes import FakeEngine, gpu_app, reading, running, static_text, wait_for
@@ -21,7 +20,7 @@ def busy_reading(i: int, gpu: bool):
     tally = ContentionTally()
     for _ in range(i + 1):
         tally.add(c)
-    return dataclasses.replace(reading(i, gpu), contention=c, run_contention=MappingProxyType(tally.to_dict()))
+    return dataclasses.replace(reading(i, gpu), contention=c, run_contention=tally.record())
 
 
 async def test_a_busy_run_is_marked_on_the_run_pane_and_beside_its_speedup(tmp_path):

@@ -42,7 +42,7 @@ async def test_model_variants_in_the_picker_run_in_the_worker_and_land_in_the_ta
         await wait_for(pilot, lambda: len(app.table.rows_data) == 2 and app.active is None, 120, "adamw_fused")
         fp32, fused_adamw = app.table.rows_data
         assert (fp32.status, fused_adamw.status) == ("ok", "ok")
-        assert fused_adamw.model == GPT and fused_adamw.check["passed"] and fused_adamw.check["against"] == "fp32"
+        assert fused_adamw.model == GPT and fused_adamw.check.passed and fused_adamw.check.against == "fp32"
 
         assert app.start_preset("bad:build/fp32")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 3 and app.active is None, 120, "the bad model")

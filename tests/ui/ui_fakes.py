@@ -22,6 +22,7 @@ from apextui.core.apex.doctor_report import (
 )
 from apextui.core.apex.features import FEATURES
 from apextui.core.availability import Availability
+from apextui.core.measure.details import CorrectnessCheck
 from apextui.core.monitor.sampler import MonitorReading
 from apextui.core.monitor.topology import Topology
 from apextui.core.presets import Preset
@@ -225,7 +226,7 @@ class FakeRunner:
             warmup=self.warmup, amp=preset.amp, units="tokens" if transformer else "samples",
             units_per_step=8192 if transformer else 256, baseline=preset.baseline,
             loss_floor=LOSS_FLOOR if transformer else None,
-            check=({"against": "layernorm", "max_abs_err": 2.4e-7, "tolerance": 1e-5, "passed": True}
+            check=(CorrectnessCheck(against="layernorm", max_abs_err=2.4e-7, tolerance=1e-5, passed=True)
                    if preset.variant.startswith("fused_") and preset.workload == "norm" else None),
             uses_grad_scaler=preset.amp == "fp16", params=26_800_000 if transformer else 4_200_000,
         )

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Literal, Mapping
 from ..workloads.spec import WORKLOADS
 from ..measure.compare import Comparison, Disturbance, Drift, Timing, compare, disturbances, fields, kept_runs, \
     timing_from_runs, unsure
+from ..measure.details import json_ready
 from ..measure.summary import Summary
 
 KIND = "apextui-advice"
@@ -72,8 +73,7 @@ class RunResult:
     @property
     def contention(self) -> str | None:
         """The run's contention level (monitor/contention.py: "busy"/"throttled" runs are marked), None unread."""
-        level = self.summary.contention.get("level") if self.summary.contention else None
-        return level if isinstance(level, str) else None
+        return self.summary.contention.level if self.summary.contention else None
 
     @property
     def competed(self) -> bool:
@@ -86,8 +86,7 @@ class RunResult:
 
     @property
     def check_failed(self) -> bool:
-        check = self.summary.check
-        return bool(check) and check.get("passed") is False  # type: ignore[union-attr]
+        return self.summary.check is not None and self.summary.check.failed
 
     @property
     def timing(self) -> Timing | None:
@@ -107,7 +106,7 @@ class RunResult:
             "timed_intervals": s.timed_intervals or 0, "p10_ms": s.p10_ms, "p90_ms": s.p90_ms, "steps": s.steps or 0,
             "measured_steps": s.measured_steps or 0, "final_loss": s.final_loss, "compile_s": s.compile_s,
             "elapsed_s": s.elapsed_s, "gpu_busy": s.gpu_busy,
-            "bottleneck": (s.bottleneck or {}).get("label"), "peak_memory_bytes": s.peak_memory_bytes,
+            "bottleneck": s.bottleneck.label if s.bottleneck else None, "peak_memory_bytes": s.peak_memory_bytes,
             "contention": {"level": self.contention} if self.contention else None, "round": self.round,
         }
 
@@ -122,7 +121,7 @@ def parity_fields(m: Measurement) -> dict[str, Any] | None:
     checks = [r.summary.check for r in m.runs if r.summary.check]
     if not checks:
         return None
-    check = next((c for c in checks if c.get("passed") is False), checks[0])
+    check = next((c for c in checks if c.failed), checks[0]).to_dict()
     return {k: check.get(k) for k in PARITY_KEYS if k in check}
 
 
@@ -353,8 +352,11 @@ class WorkloadVerdict:
                 "speedup_competed": vs_base is not None and base is not None
                 and any(r.competed for r in (*m.ok_runs, *base.ok_runs)),
                 "parity": parity_fields(m),
-                "bottleneck": dict(rep.summary.bottleneck) if rep is not None and rep.summary.bottleneck else None,
-                "roofline": dict(rep.summary.roofline) if rep is not None and rep.summary.roofline else None,
+                # the representative run's, as its `end` line has them
+                "bottleneck": json_ready(rep.summary.bottleneck.to_dict())
+                if rep is not None and rep.summary.bottleneck else None,
+                "roofline": json_ready(rep.summary.roofline.to_dict())
+                if rep is not None and rep.summary.roofline else None,
                 "gpu_busy": rep.summary.gpu_busy if rep is not None else None,
                 "evidence_run": rep.repeat if rep is not None else None,
                 "errors": m.errors,

@@ -586,12 +586,12 @@ def outcome_of(result: RunResult) -> Any:
     # read as the result's attribute, it was never there, and each compiled rerun was priced at its first run's
     # whole cost, compile included: on an H200 the Llama example's search left fused AdamW on the compiled point out)
     compile_s = result.summary.compile_s
-    if result.ok and result.check_failed:
-        numbers = dict(check or {})
-        err, tol = numbers.get("max_abs_err", float("nan")), numbers.get("tolerance", float("nan"))
+    if result.ok and result.check_failed and check is not None:
+        err = check.max_abs_err if check.max_abs_err is not None else float("nan")
+        tol = check.tolerance if check.tolerance is not None else float("nan")
         why = f"failed the correctness check: its loss differs from fp32's by {err:.3g} (tolerance {tol:.3g})"
-        if numbers.get("scaler_skipped") and numbers.get("note"):  # compared only up to GradScaler's first skip: say so
-            why += f"; {numbers['note']}"
+        if check.scaler_skipped and check.note:  # compared only up to GradScaler's first skip: say so
+            why += f"; {check.note}"
         return Outcome("check_failed", timing=result.timing, reason=why, check=check, peak_memory_bytes=peak,
                        result=result, competed=result.competed, compile_s=compile_s)
     if result.ok:

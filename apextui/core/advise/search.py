@@ -40,6 +40,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, Protocol
 
+from ..measure.details import CorrectnessCheck
 from ..measure.compare import Comparison, Disturbance, Drift, Timing, compare, disturbances, fields, kept_runs, \
     timing_from_runs, unsure
 from ..config.axes import AXES, AXIS_NAMES, axis
@@ -89,7 +90,7 @@ class Outcome:
     timing: Timing | None = None
     reason: str = ""  # why it failed / was unavailable
     fix: str = ""
-    check: Mapping[str, Any] | None = None
+    check: CorrectnessCheck | None = None
     peak_memory_bytes: int | None = None  # torch.cuda.max_memory_allocated; None on CPU
     result: Any = None  # the run's RunResult (the advice keeps it)
     competed: bool = False  # other work competed with the run, or the GPU was throttled (`monitor.contention`)
@@ -123,7 +124,7 @@ class Trial:
                 "median_low_ms": o.timing.low_ms if o.timing else None,
                 "median_high_ms": o.timing.high_ms if o.timing else None,
                 "reason": o.reason or None, "fix": o.fix or None,
-                "check": dict(o.check) if o.check else None, "peak_memory_bytes": o.peak_memory_bytes,
+                "check": o.check.to_dict() if o.check else None, "peak_memory_bytes": o.peak_memory_bytes,
                 "elapsed_s": round(self.elapsed_s, 3), "round": self.round, "competed": o.competed}
 
 

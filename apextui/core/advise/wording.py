@@ -92,13 +92,13 @@ def _roofline_text(p: Mapping[str, Any]) -> str:
 
 # ---- the verdicts' words ---------------------------------------------------------------------------
 def check_flag(m: Measurement) -> str:
-    failed = next((r.summary.check for r in m.ok_runs if r.check_failed), None) or {}
-    if failed.get("kind") == "loss_parity":  # the user's model: its losses against fp32's over the first steps
-        swap = failed.get("norm_swap") or {}
-        what = failed.get("message") or (
-            "its norm swap changed the first batch's loss" if swap and not swap.get("passed") else
-            f"its loss left fp32's by more than {100 * failed.get('relative_tolerance', 0):.3g} % within "
-            f"{failed.get('steps')} steps (same weights, same batches)")
+    failed = next((r.summary.check for r in m.ok_runs if r.check_failed), None)
+    if failed is not None and failed.kind == "loss_parity":  # the user's model: its losses against fp32's
+        swap = failed.norm_swap
+        what = failed.message or (
+            "its norm swap changed the first batch's loss" if swap and not swap.passed else
+            f"its loss left fp32's by more than {100 * (failed.relative_tolerance or 0):.3g} % within "
+            f"{failed.steps} steps (same weights, same batches)")
         return f"{m.preset} failed the loss-parity check: {what}: not recommended"
     return f"{m.preset} failed its accuracy check against torch: not recommended"
 

@@ -28,7 +28,8 @@ Importing this package is cheap (no torch): the runner, events and front ends im
 
 from __future__ import annotations
 
-from .bottleneck import HOST_BOUND_BELOW, Achieved, Bottleneck, BottleneckLabel, achieved, classify
+from ..measure.details import Bottleneck, BottleneckLabel
+from .bottleneck import HOST_BOUND_BELOW, Achieved, achieved, classify
 from .ceilings import CACHE_ENV, CACHE_FILE, CACHE_VERSION, Ceilings, CeilingsUnavailable, cache_dir, cache_file, \
     device_key, get_ceilings, load_cache, measure_ceilings, save_cache
 from .profile import MIN_NVML_SAMPLES, NVML_WINDOW_S, PROFILE_GRAPHS_ENV, PROFILE_STEPS, Busy, Probe, UtilAverage, \

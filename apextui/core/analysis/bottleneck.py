@@ -3,9 +3,10 @@ bottleneck (`classify`, pure)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from dataclasses import dataclass
+from typing import Any
 
+from ..measure.details import Bottleneck
 from ..number_format import pct as _pct
 from .ceilings import Ceilings
 from .work import Primary, Scope, Work
@@ -18,8 +19,6 @@ TRUSTED_FROM = 0.2
 # A CPU's ceilings measured with the host's load average over this per core are lowered by the other work
 # (two of the ceilings' cores taken): fractions against them overstate what the run reaches
 BUSY_HOST_LOAD = 0.5
-
-BottleneckLabel = Literal["host-bound", "memory-bound", "compute-bound", "unknown"]
 
 
 @dataclass(frozen=True)
@@ -64,16 +63,8 @@ def achieved(work: Work, time_ms: float, ceilings: Ceilings | None) -> Achieved:
 
 
 # ---- bottleneck -----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Bottleneck:
-    """"host-bound" | "memory-bound" | "compute-bound" | "unknown", why, and the figures that decided it."""
-
-    label: BottleneckLabel
-    reason: str
-    figures: Mapping[str, float | str | None] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "reason": self.reason, "figures": dict(self.figures)}
+# `Bottleneck` ("host-bound" | "memory-bound" | "compute-bound" | "unknown", why, and the figures that decided it) is
+# the record a run's summary holds (measure/details.py); `classify` makes it
 
 
 def classify(busy_fraction: float | None, achieved: Achieved | None, ceilings: Ceilings | None = None,

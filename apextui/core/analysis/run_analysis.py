@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .bottleneck import Achieved, Bottleneck, achieved, classify
+from ..measure.details import Bottleneck, CeilingsUsed, Roofline
+from .bottleneck import Achieved, achieved, classify
 from .ceilings import Ceilings
 from .profile import Busy, Probe, busy_from
 from .work import Work
@@ -13,7 +14,7 @@ from .work import Work
 
 @dataclass(frozen=True)
 class RunAnalysis:
-    """Everything the roofline says about one run; `to_dict()` is what the JSON `end` summary carries."""
+    """Everything the roofline says about one run; the `end` summary carries its `roofline()` and `bottleneck`."""
 
     work: Work | None
     ceilings: Ceilings | None
@@ -22,23 +23,22 @@ class RunAnalysis:
     busy: Busy
     bottleneck: Bottleneck
 
-    def roofline_dict(self) -> dict[str, Any] | None:
+    def roofline(self) -> Roofline | None:
+        """The run on the roofline, the summary's `roofline` record; None without a work model."""
         if self.work is None:
             return None
-        out: dict[str, Any] = {
-            "flops_per_step": self.work.flops, "bytes_per_step": self.work.bytes, "scope": self.work.scope,
-            "primary": self.work.primary,
-        }
-        keys = ("time_ms", "tflops", "gb_s", "precision", "compute_ceiling_tflops", "copy_ceiling_gb_s",
-                "compute_fraction", "bandwidth_fraction", "intensity", "ridge")
-        a = self.achieved
-        out.update({k: getattr(a, k) if a is not None else None for k in keys})
-        c = self.ceilings
-        out["ceilings"] = None if c is None else {
-            "key": c.key, "name": c.name, "device": c.device, "copy_gb_s": c.copy_gb_s,
-            "matmul_tflops": dict(c.matmul_tflops), "measured_at": int(c.measured_at), "cached": c.cached}
-        out["note"] = self.ceilings_note
-        return out
+        a, c = self.achieved, self.ceilings
+        return Roofline(
+            flops_per_step=self.work.flops, bytes_per_step=self.work.bytes, scope=self.work.scope,
+            primary=self.work.primary, time_ms=a.time_ms if a else None, tflops=a.tflops if a else None,
+            gb_s=a.gb_s if a else None, precision=a.precision if a else None,
+            compute_ceiling_tflops=a.compute_ceiling_tflops if a else None,
+            copy_ceiling_gb_s=a.copy_ceiling_gb_s if a else None, compute_fraction=a.compute_fraction if a else None,
+            bandwidth_fraction=a.bandwidth_fraction if a else None, intensity=a.intensity if a else None,
+            ridge=a.ridge if a else None,
+            ceilings=None if c is None else CeilingsUsed(c.key, c.name, c.device, c.copy_gb_s, dict(c.matmul_tflops),
+                                                         int(c.measured_at), c.cached),
+            note=self.ceilings_note)
 
 
 def analyse_run(info: Any, stats: Any, opt_stats: Any, probe: Probe | None,

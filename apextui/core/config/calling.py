@@ -5,14 +5,14 @@ answer's code (`snippet.snippet`) does the same in the user's script.
 The engine learns it from the model itself: the inputs' form from the first batch, the loss's from the first
 output (a tensor, a dict, a Hugging Face `ModelOutput`). Only a run sees an output, and the process that writes
 the answer may never import the user's code (the TUI), so a run records it in its correctness check's record
-(`check["calling"]`: the check is where the engine first calls the model, eagerly, through that very path) and the
+(its `calling`: the check is where the engine first calls the model, eagerly, through that very path) and the
 answer reads it back from the runs (`recorded`). No torch here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Mapping, get_args
+from typing import Any, Iterable, Literal, Mapping, Protocol, get_args
 
 # how the inputs reach the model: model(x), model(*x) for a tuple or list, model(**x) for a dict
 InputForm = Literal["one", "positional", "keyword"]
@@ -59,11 +59,15 @@ class Calling:
         return f"loss = {_CALL[self.inputs].format(m=model, x=batch)}{tail}"
 
 
-def recorded(checks: Iterable[Mapping[str, Any] | None]) -> Calling | None:
+class HoldsCalling(Protocol):
+    """A correctness check's record (`measure.details.CorrectnessCheck`): where a run records how it called the
+    model."""
+
+    @property
+    def calling(self) -> Calling | None: ...
+
+
+def recorded(checks: Iterable[HoldsCalling | None]) -> Calling | None:
     """The convention the first of these check records holds (every run of one model calls it alike), None where
     none holds one (only fp32 ran: it has no check; or a shipped workload)."""
-    for check in checks:
-        found = Calling.from_dict(check.get("calling")) if check else None
-        if found is not None:
-            return found
-    return None
+    return next((c.calling for c in checks if c is not None and c.calling is not None), None)

@@ -3,7 +3,9 @@ to the `end` line's `summary` object (docs/json.md), a saved results row (`Resul
 (`RunResult.summary`) and the noise rule (`timing`). The engine and the comparisons use its attributes; dicts only
 at the edges (`to_dict` for the JSON line and the results file, `from_dict` for a file or a `--json` output,
 tolerant of old and foreign ones: a missing or ill-typed value is None, a key it does not know is kept and written
-back)."""
+back). Its nested objects are typed records too (`details`: the correctness check, roofline, bottleneck and
+data-parallel ranks; `monitor.contention.RunContention`), each made by its producer; `to_dict` writes them as the
+`end` line always has, the roofline, bottleneck, ranks and contention with floats to 6 significant digits."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ..monitor.contention import RunContention
 from .compare import Timing
+from .details import Bottleneck, CorrectnessCheck, Distributed, Roofline, json_ready
 
 ANALYSIS_KEYS = ("gpu_busy", "gpu_busy_source", "gpu_busy_note", "gpu_kernel_ms", "roofline", "bottleneck")
 
@@ -42,18 +46,18 @@ class Summary:
     loss_floor: float | None = None
     skipped_steps: int | None = None
     loss_scale: float | None = None
-    check: Mapping[str, Any] | None = None
+    check: CorrectnessCheck | None = None
     elapsed_s: float | None = None
     compile_s: float | None = None
     gpu_busy: float | None = None
     gpu_busy_source: str | None = None
     gpu_busy_note: str | None = None
     gpu_kernel_ms: float | None = None
-    roofline: Mapping[str, Any] | None = None
-    bottleneck: Mapping[str, Any] | None = None
-    distributed: Mapping[str, Any] | None = None  # a data-parallel run's (docs/distributed.md); absent otherwise
+    roofline: Roofline | None = None
+    bottleneck: Bottleneck | None = None
+    distributed: Distributed | None = None  # a data-parallel run's (docs/distributed.md); absent otherwise
     peak_memory_bytes: int | None = None  # a CUDA run's torch.cuda.max_memory_allocated(); None on CPU
-    contention: Mapping[str, Any] | None = None  # other work competing over the run (monitor/contention.py)
+    contention: RunContention | None = None  # other work competing over the run (monitor/contention.py)
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a loaded summary this version does not know
 
     @property
@@ -73,7 +77,11 @@ class Summary:
             value = getattr(self, f.name)
             if f.name == "distributed" and value is None:
                 continue
-            out[f.name] = dict(value) if isinstance(value, Mapping) else value
+            if isinstance(value, CorrectnessCheck):  # the check's figures as the workload found them
+                value = value.to_dict()
+            elif isinstance(value, (Roofline, Bottleneck, Distributed, RunContention)):
+                value = json_ready(value.to_dict())
+            out[f.name] = value
         return {**out, **{k: v for k, v in self.extra.items() if k not in out}}
 
     @classmethod
@@ -91,8 +99,12 @@ def _known_fields() -> dict[str, str]:
     return {f.name: str(f.type) for f in fields(Summary) if f.name != "extra"}
 
 
+_RECORDS: dict[str, Any] = {"CorrectnessCheck": CorrectnessCheck, "Roofline": Roofline, "Bottleneck": Bottleneck,
+                             "Distributed": Distributed, "RunContention": RunContention}
+
+
 def _typed(kind: str, value: Any) -> Any:
-    """`value` if it has the field's type (`kind`, its annotation), else None."""
+    """`value` if it has the field's type (`kind`, its annotation), else None; a nested object as its record."""
     if value is None or isinstance(value, bool) and "bool" not in kind:
         return None
     if kind.startswith("int"):
@@ -101,6 +113,7 @@ def _typed(kind: str, value: Any) -> Any:
         return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
     if kind.startswith("str"):
         return value if isinstance(value, str) else None
-    if kind.startswith("Mapping"):
-        return value if isinstance(value, Mapping) else None
+    record = _RECORDS.get(kind.partition(" ")[0])
+    if record is not None:
+        return record.from_dict(value) if isinstance(value, Mapping) else None
     return value

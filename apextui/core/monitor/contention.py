@@ -56,6 +56,14 @@ class GpuProcess:
         return {"pid": self.pid, "name": self.name,
                 "mem_mb": round(self.mem_mb, 1) if self.mem_mb is not None else None}
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> GpuProcess:
+        """A record's process as a file holds it (what is ill-typed: -1, '?' or None)."""
+        pid, name, mem = d.get("pid"), d.get("name"), d.get("mem_mb")
+        return cls(pid if isinstance(pid, int) and not isinstance(pid, bool) else -1,
+                   name if isinstance(name, str) else "?",
+                   mem if isinstance(mem, (int, float)) and not isinstance(mem, bool) else None)
+
 
 @dataclass(frozen=True)
 class Contention:
@@ -276,8 +284,8 @@ def _name(ps: Any, pid: int) -> str:
 
 
 class ContentionTally:
-    """A run's samples added up: what the `end` line's `summary.contention` holds (`to_dict`). Thread-safe enough
-    for one writer (the sampler thread) and readers that take a `to_dict()` copy."""
+    """A run's samples added up: what the `end` line's `summary.contention` holds (`record`). Thread-safe enough
+    for one writer (the sampler thread) and readers that take a `record()` (a frozen copy)."""
 
     def __init__(self) -> None:
         self.samples = 0
@@ -324,30 +332,83 @@ class ContentionTally:
             return "unknown"
         return "quiet"
 
-    def to_dict(self) -> dict[str, Any]:
+    def record(self) -> RunContention:
+        """The run's record so far (the sampler hands one out with every reading)."""
         n, total, most = self.cpu_samples, self.cpu_sum, self.cpu_max
-        return {"level": self.level, "samples": self.samples, "busy_samples": self.busy,
-                "throttled_samples": self.throttled,
-                "other_cpu_cores_mean": _round(total / n) if n else None,
-                "other_cpu_cores_max": _round(most) if n else None, "cores": self.cores,
-                "gpu_processes": [p.to_dict() for p in self.gpu.values()], "throttle": sorted(self.throttle),
-                "reasons": list(self.reasons)[:8]}
+        return RunContention(self.level, self.samples, self.busy, self.throttled, _round(total / n) if n else None,
+                             _round(most) if n else None, self.cores, tuple(self.gpu.values()),
+                             tuple(sorted(self.throttle)), tuple(self.reasons)[:8])
 
 
-def competing(record: Mapping[str, Any] | None) -> bool:
-    """Whether a run's stored contention record (`ContentionTally.to_dict`, a summary's `contention`) says other
-    work competed or the GPU was throttled."""
-    return isinstance(record, Mapping) and record.get("level") in ("busy", "throttled")
+RUN_CONTENTION_KEYS = ("level", "samples", "busy_samples", "throttled_samples", "other_cpu_cores_mean",
+                       "other_cpu_cores_max", "cores", "gpu_processes", "throttle", "reasons")
 
 
-def describe(record: Mapping[str, Any] | None) -> str:
+@dataclass(frozen=True)
+class RunContention:
+    """A run's samples added up (`ContentionTally.record`): the `end` line's `summary.contention` (`to_dict`), read
+    back from a results file or a `--json` output by `from_dict` (an ill-typed value None, an unknown key kept)."""
+
+    level: Level | None = None
+    samples: int | None = None
+    busy_samples: int | None = None
+    throttled_samples: int | None = None
+    other_cpu_cores_mean: float | None = None  # other processes' CPU cores over the samples that read them
+    other_cpu_cores_max: float | None = None
+    cores: int | None = None
+    gpu_processes: tuple[GpuProcess, ...] = ()  # every other process seen on the run's GPU, at its largest
+    throttle: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()  # the first few distinct reasons a sample was busy or throttled
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def competing(self) -> bool:
+        """Other work competed with the run, or the GPU was throttled."""
+        return self.level in ("busy", "throttled")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {"level": self.level, "samples": self.samples, "busy_samples": self.busy_samples,
+               "throttled_samples": self.throttled_samples, "other_cpu_cores_mean": self.other_cpu_cores_mean,
+               "other_cpu_cores_max": self.other_cpu_cores_max, "cores": self.cores,
+               "gpu_processes": [p.to_dict() for p in self.gpu_processes], "throttle": list(self.throttle),
+               "reasons": list(self.reasons)}
+        return {**out, **{k: v for k, v in self.extra.items() if k not in out}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunContention:
+        def whole(key: str) -> int | None:
+            v = d.get(key)
+            return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+        def cores(key: str) -> float | None:
+            v = d.get(key)
+            return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+        def words(key: str) -> tuple[str, ...]:
+            v = d.get(key)
+            return tuple(x for x in v if isinstance(x, str)) if isinstance(v, list) else ()
+
+        level = d.get("level")
+        procs = d.get("gpu_processes")
+        return cls(level if level in LEVELS else None, whole("samples"), whole("busy_samples"),
+                   whole("throttled_samples"), cores("other_cpu_cores_mean"), cores("other_cpu_cores_max"),
+                   whole("cores"),
+                   tuple(GpuProcess.from_dict(p) for p in procs if isinstance(p, Mapping))
+                   if isinstance(procs, list) else (), words("throttle"), words("reasons"),
+                   {k: v for k, v in d.items() if k not in RUN_CONTENTION_KEYS})
+
+
+def competing(record: RunContention | None) -> bool:
+    """Whether a run's contention record (a summary's `contention`) says other work competed or the GPU was
+    throttled."""
+    return record is not None and record.competing
+
+
+def describe(record: RunContention | None) -> str:
     """One short line for a run's record: 'busy: other processes used 1.9 of 2 CPU cores', '' when quiet."""
-    if not competing(record):
+    if record is None or not record.competing:
         return ""
-    assert record is not None
-    reasons = record.get("reasons") or []
-    head = str(record.get("level"))
-    return f"{head}: {reasons[0]}" if reasons and isinstance(reasons[0], str) else head
+    return f"{record.level}: {record.reasons[0]}" if record.reasons else str(record.level)
 
 
 START_WINDOW_S = 0.2  # how long the check before a run looks at the CPU (the `start` line's record)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Literal
 
-from .contention import Contention, ContentionProbe, ContentionTally
+from .contention import Contention, ContentionProbe, ContentionTally, RunContention
 from .nvml import Metric, Nvml, all_gpus, normalise_bus_id
 
 # reading field -> unit, for front ends that label values
@@ -80,7 +80,7 @@ class MonitorReading:
     na: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     gpus: tuple[GpuReading, ...] = ()  # every GPU sampled: the run's in its order; scope "all": NVML's order
     contention: Contention | None = None  # was other work competing at this sample (contention.py)
-    run_contention: Mapping[str, Any] | None = None  # every sample so far added up (`ContentionTally.to_dict`)
+    run_contention: RunContention | None = None  # every sample so far added up (`ContentionTally.record`)
 
     def metrics(self) -> dict[str, float | None]:
         """The metric fields as a flat dict (no time, no reasons, no per-GPU list)."""
@@ -179,7 +179,7 @@ class Sampler:
                 na[name] = metric.reason or "n/a"
         contention = self._contention()
         return MonitorReading(time=time.time(), na=MappingProxyType(na), gpus=gpus, contention=contention,
-                              run_contention=MappingProxyType(self.tally.to_dict()), **values)
+                              run_contention=self.tally.record(), **values)
 
     def _contention(self) -> Contention | None:
         try:

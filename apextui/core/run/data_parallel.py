@@ -138,7 +138,7 @@ class Collector:
             new = self.merger.merged()
             units = local.info.units_per_step * self.world_size if local.info else 0
             snap = merged_snapshot(local, self.merger, new, self.world_size, status, error)
-            snap = replace(snap, distributed=self.merger.summary(self.backend, units, ends, self.baseline))
+            snap = replace(snap, distributed=self.merger.distributed(self.backend, units, ends, self.baseline))
             self.final = snap
             self.printer(snap)
             return status

@@ -11,6 +11,7 @@ from ..monitor.sampler import GpuReading, MonitorReading
 from ..presets import Preset
 from .snapshot import RunInfo, Snapshot
 from ..workloads.user_model import model_name
+from ..measure.details import CorrectnessCheck
 from ..measure.summary import Summary
 from .timing import StepRecord
 
@@ -76,24 +77,13 @@ def setup_event(info: RunInfo) -> dict[str, Any]:
         "units_per_step": info.units_per_step,
         "params": info.params,
         "loss_floor": _num(info.loss_floor, 6),
-        "check": dict(info.check) if info.check else None,
+        "check": info.check.to_dict() if info.check else None,
         "grad_scaler": info.uses_grad_scaler,
         "compile_s": _num(info.compile_s, 3),
         "flops_per_step": _num(info.flops_per_step, 1),
         "bytes_per_step": _num(info.bytes_per_step, 1),
         "work_scope": info.work.scope if info.work is not None else None,
     }
-
-
-def _clean(value: Any) -> Any:
-    """JSON-ready: floats to 6 significant digits (non-finite ones null), containers copied."""
-    if isinstance(value, float):
-        return float(f"{value:.6g}") if math.isfinite(value) else None  # 6 significant digits
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    return value
 
 
 def analysis_fields(snap: Snapshot) -> dict[str, Any]:
@@ -107,8 +97,8 @@ def analysis_fields(snap: Snapshot) -> dict[str, Any]:
         "gpu_busy_source": a.busy.source,
         "gpu_busy_note": a.busy.note,
         "gpu_kernel_ms": _num(a.busy.kernel_ms),
-        "roofline": _clean(a.roofline_dict()),
-        "bottleneck": _clean(a.bottleneck.to_dict()),
+        "roofline": a.roofline(),
+        "bottleneck": a.bottleneck,
     }
 
 
@@ -178,22 +168,19 @@ def summary(snap: Snapshot) -> Summary:
         loss_floor=_num(info.loss_floor, 6) if info else None,
         skipped_steps=snap.skipped_steps if info and info.uses_grad_scaler else None,
         loss_scale=_num(snap.loss_scale, 1) if info and info.uses_grad_scaler else None,
-        check=dict(info.check) if info and info.check else None,
+        check=info.check if info else None,
         elapsed_s=_num(snap.elapsed_s, 3),
         compile_s=_num(info.compile_s, 3) if info else None,
         **analysis_fields(snap),
-        distributed=_clean(dict(snap.distributed)) if snap.distributed else None,
+        distributed=snap.distributed,
         peak_memory_bytes=snap.peak_memory_bytes,
-        contention=_clean(dict(snap.monitor.run_contention)) if snap.monitor and snap.monitor.run_contention else None,
+        contention=snap.monitor.run_contention if snap.monitor else None,
     )
 
 
-def check_error(check: Any) -> str | None:
+def check_error(check: CorrectnessCheck | None) -> str | None:
     """A failed correctness check in one line, naming the cause it found; None when it passed or there was none."""
-    if not check or check.get("passed") is not False:
-        return None
-    what = check.get("message") or f"max_abs_err {check.get('max_abs_err')} over tolerance {check.get('tolerance')}"
-    return f"failed the correctness check against {check.get('against', 'the baseline')}: {what}"
+    return check.error_line if check is not None else None
 
 
 def end_line(status: str, error: str | None, summary: Summary | None = None,

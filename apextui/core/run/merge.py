@@ -13,7 +13,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..measure.compare import Timing, compare, fields
+from ..measure.compare import Timing, compare
+from ..measure.details import Distributed, RankOutcome, ScalingBaseline
 from ..measure.stats import StepStats
 from ..measure.summary import Summary
 from .snapshot import FinalStatus, Snapshot
@@ -64,9 +65,6 @@ class RankEnd:
     status: FinalStatus
     error: str | None = None
     steps_done: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"rank": self.rank, "status": self.status, "error": self.error, "steps": self.steps_done}
 
 
 def overall(ends: Sequence[RankEnd]) -> tuple[FinalStatus, str | None]:
@@ -132,9 +130,9 @@ class Merger:
             out.append(rec)
         return tuple(out)
 
-    def summary(self, backend: str, units_per_step: int, ends: Sequence[RankEnd],
-                baseline: Baseline | None) -> dict[str, Any]:
-        """The `distributed` object of the `end` summary (docs/json.md)."""
+    def distributed(self, backend: str, units_per_step: int, ends: Sequence[RankEnd],
+                    baseline: Baseline | None) -> Distributed:
+        """The `distributed` record of the `end` summary (docs/json.md)."""
         measured = sum(self.slowest_counts)
         st = self.stats.summary()
         per_gpu = st.throughput(units_per_step) / self.world_size if st is not None else None
@@ -142,32 +140,29 @@ class Merger:
         for r in range(self.world_size):
             end = next((e for e in ends if e.rank == r), None)
             rs = self.rank_stats[r].summary()
-            ranks.append({**(end.to_dict() if end else {"rank": r, "status": None, "error": None, "steps": None}),
-                          "median_ms": round(rs.median_ms, 4) if rs else None})
+            ranks.append(RankOutcome(r if end is None else end.rank, end.status if end else None,
+                                     end.error if end else None, end.steps_done if end else None,
+                                     round(rs.median_ms, 4) if rs else None))
         efficiency = None
         mine = st.timing if st is not None else None
         base = baseline.summary.timing if baseline is not None else None
         if mine is not None and base is not None:
             # weak scaling: the same per-GPU batch, so throughput(N) / (N x throughput(1)) = ms(1) / ms(N)
             efficiency = compare(mine, base)
-        return {
-            "world_size": self.world_size,
-            "backend": backend,
-            "ranks": ranks,
-            "spread_median_ms": round(statistics.median(self._spreads), 4) if self._spreads else None,
-            "slowest_rank_share": {str(r): round(c / measured, 4) for r, c in enumerate(self.slowest_counts)}
+        return Distributed(
+            world_size=self.world_size, backend=backend, ranks=tuple(ranks),
+            spread_median_ms=round(statistics.median(self._spreads), 4) if self._spreads else None,
+            slowest_rank_share={str(r): round(c / measured, 4) for r, c in enumerate(self.slowest_counts)}
             if measured else None,
-            "throughput_per_gpu": round(per_gpu, 1) if per_gpu is not None else None,
-            "baseline": _baseline_fields(baseline, base),
-            **fields(efficiency, "scaling_efficiency"),
-        }
+            throughput_per_gpu=round(per_gpu, 1) if per_gpu is not None else None,
+            baseline=_baseline_fields(baseline, base), scaling_efficiency=efficiency)
 
 
-def _baseline_fields(baseline: Baseline | None, timing: Timing | None) -> dict[str, Any] | None:
+def _baseline_fields(baseline: Baseline | None, timing: Timing | None) -> ScalingBaseline | None:
     if baseline is None:
         return None
-    return {"median_ms": timing.median_ms if timing else None, "median_low_ms": timing.low_ms if timing else None,
-            "median_high_ms": timing.high_ms if timing else None, "source": baseline.source}
+    return ScalingBaseline(timing.median_ms if timing else None, timing.low_ms if timing else None,
+                           timing.high_ms if timing else None, baseline.source)
 
 
 def merged_snapshot(local: Snapshot, merger: Merger, new: tuple[MergedRecord, ...], world_size: int,

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from .merge import MergedRecord
 from .snapshot import RunInfo, Snapshot, Status
+from ..measure.details import CorrectnessCheck, Distributed
 from ..measure.stats import StepStats
 from .timing import StepRecord
 
@@ -61,7 +62,7 @@ def info_from(start: Mapping[str, Any], setup: Mapping[str, Any]) -> RunInfo:
         warmup=integer(start.get("warmup")), amp=str(start.get("amp") or "none"),
         units=str(setup.get("units") or "steps"), units_per_step=max(1, integer(setup.get("units_per_step"), 1)),
         baseline=str(start.get("baseline") or ""), loss_floor=number(setup.get("loss_floor")),
-        check=setup.get("check") if isinstance(setup.get("check"), dict) else None,
+        check=CorrectnessCheck.from_dict(setup["check"]) if isinstance(setup.get("check"), dict) else None,
         uses_grad_scaler=bool(setup.get("grad_scaler")),
         params=setup.get("params") if isinstance(setup.get("params"), int) else None,
         compile_s=number(setup.get("compile_s")))
@@ -147,4 +148,4 @@ class Replay:
             throughput=st.throughput(info.units_per_step) if st and info else None,
             skipped_steps=integer(self.summary.get("skipped_steps")), monitor=monitor, elapsed_s=elapsed_s,
             error=self.error, final_loss=self.final_loss, loss_scale=self.loss_scale,
-            distributed=distributed if isinstance(distributed, dict) else None)
+            distributed=Distributed.from_dict(distributed) if isinstance(distributed, dict) else None)

@@ -4,17 +4,17 @@ the statuses they carry. The runner in this process, the worker process, the JSO
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping
+from typing import Callable, Literal, Mapping
 
 from ..analysis import PerStepWork, RunAnalysis, Work
 from ..monitor.sampler import MonitorReading
+from ..measure.details import CorrectnessCheck, Distributed, FinalStatus
 from ..measure.stats import Stats
 from .timing import StepRecord
 
 # A run's status, as its snapshots carry it: "compiling" is torch.compile / CUDA-graph capture (before info),
 # "profiling" comes after the last step (GPU-busy window and ceilings); the last three are final.
 Status = Literal["starting", "compiling", "running", "profiling", "ok", "stopped", "failed"]
-FinalStatus = Literal["ok", "stopped", "failed"]
 TERMINAL: tuple[FinalStatus, ...] = ("ok", "stopped", "failed")
 
 
@@ -35,7 +35,7 @@ class RunInfo(PerStepWork):
     units_per_step: int
     baseline: str
     loss_floor: float | None = None
-    check: Mapping[str, Any] | None = None
+    check: CorrectnessCheck | None = None  # the variant's correctness check, done at set-up
     uses_grad_scaler: bool = False
     params: int | None = None
     work: Work | None = None  # the workload's FLOPs and bytes a step (roofline model), where modelled
@@ -60,7 +60,7 @@ class Snapshot:
     opt_stats: Stats | None = None  # the optimizer step alone, where the workload marks it
     loss_scale: float | None = None  # GradScaler's latest scale (fp16 runs)
     analysis: RunAnalysis | None = None  # roofline + bottleneck: the final snapshot of an "ok" run
-    distributed: Mapping[str, Any] | None = None  # a data-parallel run's final snapshot on rank 0 (merge.py)
+    distributed: Distributed | None = None  # a data-parallel run's final snapshot on rank 0 (merge.py)
     peak_memory_bytes: int | None = None  # torch.cuda.max_memory_allocated over the run (CUDA; None on CPU)
 
     @property

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
 from ..analysis import PerStepWork, Work
+from ..measure.details import CorrectnessCheck
 from ..measure.marker import Marker
 
 
@@ -17,7 +18,7 @@ class Workload(PerStepWork):
     units: str = "samples"
     units_per_step: int = 0
     loss_floor: float | None = None  # the data's entropy floor, where known
-    check: Mapping[str, Any] | None = None  # correctness check done at set-up
+    check: CorrectnessCheck | None = None  # correctness check done at set-up
     uses_grad_scaler: bool = False
     params: int | None = None  # trainable parameters
     work: Work | None = None  # FLOPs and bytes of one step (roofline model), where modelled

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
-
 import torch
 from torch import nn
 
-DropoutHandling = Literal["same_masks", "disabled_for_check", "none_found"]
+from ..measure.details import DropoutHandling
+
+__all__ = ["DropoutHandling", "disabled", "has_dropout", "same_stream"]
 
 
 def _attrs(module: nn.Module) -> list[str]:

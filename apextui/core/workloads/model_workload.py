@@ -28,6 +28,7 @@ fp32, must agree within `SWAP_TOLERANCE` (relative).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Callable
 
 import torch
@@ -40,6 +41,7 @@ from . import dropout
 from . import apply
 from .apply import fp8_layer_fits
 from .base import Workload, backward_and_step, scale_tensor
+from ..measure.details import CorrectnessCheck, NormSwap
 from ..measure.marker import Marker, NoMark
 from .norm_swap import count_norms, find_norms, swap_norms
 from ..config.axes import Value
@@ -200,7 +202,7 @@ class ModelWorkload(Workload):
         self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         reference = None if self.config == BASELINE else self._reference_losses()
         self._reference = reference
-        swap: dict[str, Any] | None = None
+        swap: NormSwap | None = None
         if self.config.fused_norms:
             swap = self._swap_norms()
             self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
@@ -339,7 +341,7 @@ class ModelWorkload(Workload):
             return {"disabled_for_check": self._fp32_losses(True)}
         return {"same_masks": self._fp32_losses(False), "disabled_for_check": self._fp32_losses(True)}
 
-    def _swap_norms(self) -> dict[str, Any]:
+    def _swap_norms(self) -> NormSwap:
         """Swap the norms, and check on the first batch that the fp32 loss is the same before and after (dropout
         off: the swap's arithmetic is what is checked; buffers such as BatchNorm's running stats put back)."""
         report, _ = find_norms(self.model)
@@ -356,13 +358,12 @@ class ModelWorkload(Workload):
         err = abs(after - before)
         tol = SWAP_TOLERANCE * max(abs(before), 1e-6)
         passed = bool(err <= tol)
-        swap: dict[str, Any] = {"modules": len(names), "loss_before": before, "loss_after": after, "max_abs_err": err,
-                                "tolerance": tol, "passed": passed, "norms": report.as_dict()}
-        if not passed:
-            swap["message"] = (f"the norm swap changed the first batch's fp32 loss by {err:.3g} (from {before:.6g} to "
-                               f"{after:.6g}, dropout off; tolerance {tol:.3g}): Apex's norm computes something else "
-                               f"than the model's ({report.summary()})")
-        return swap
+        message = None if passed else (
+            f"the norm swap changed the first batch's fp32 loss by {err:.3g} (from {before:.6g} to {after:.6g}, "
+            f"dropout off; tolerance {tol:.3g}): Apex's norm computes something else than the model's "
+            f"({report.summary()})")
+        return NormSwap(modules=len(names), loss_before=before, loss_after=after, max_abs_err=err, tolerance=tol,
+                        passed=passed, norms=report.found(), message=message)
 
     @property
     def _checks_without_dropout(self) -> bool:
@@ -398,26 +399,26 @@ class ModelWorkload(Workload):
         return losses, skipped
 
     def _parity(self, reference: dict[dropout.DropoutHandling, list[float]], losses: list[float], skipped: list[int],
-                swap: dict[str, Any] | None) -> dict[str, Any]:
+                swap: NormSwap | None) -> CorrectnessCheck:
         """The variant's losses against fp32's, step by step, within the precision's tolerance. An eager variant
         that fails with dropout on (same masks) is checked again with dropout off: if it passes then, its dropout
         masks differed, not its arithmetic, and the record says so. `skipped`: the parity steps whose optimizer step
         GradScaler skipped (`_compare` stops at the first)."""
         mode = next(iter(reference))
         check = self._compare(reference[mode], losses, skipped, mode, swap)
-        if not check["passed"] and mode == "same_masks" and (swap is None or swap["passed"]):
+        if not check.passed and mode == "same_masks" and (swap is None or swap.passed):
             again, again_skipped = self._variant_losses(PARITY_STEPS, dropout_off=True)
             retry = self._compare(reference["disabled_for_check"], again, again_skipped, "disabled_for_check", swap)
-            retry["same_masks_max_abs_err"] = check["max_abs_err"]
-            if retry["passed"]:
-                masks = (f"with dropout on, the loss differed from fp32's by {check['max_abs_err']:.3g}: this variant "
+            retry = replace(retry, same_masks_max_abs_err=check.max_abs_err)
+            if retry.passed:
+                masks = (f"with dropout on, the loss differed from fp32's by {check.max_abs_err:.3g}: this variant "
                          "draws other dropout masks from the same seed; with dropout off for the check it matches")
-                retry["note"] = "; ".join(n for n in (masks, retry.get("note")) if n)
+                retry = replace(retry, note="; ".join(n for n in (masks, retry.note) if n))
             check = retry
         return check
 
     def _compare(self, reference: list[float], losses: list[float], skipped: list[int],
-                 mode: dropout.DropoutHandling, swap: dict[str, Any] | None) -> dict[str, Any]:
+                 mode: dropout.DropoutHandling, swap: NormSwap | None) -> CorrectnessCheck:
         """The losses step by step, up to GradScaler's first skipped step (`skipped`, 1-based). A skipped step leaves
         the variant's weights where they were while fp32's move on, so from the next step on the two trajectories
         differ by design, not by arithmetic. Stepping fp32 the same way would keep them comparable, but its steps
@@ -433,38 +434,34 @@ class ModelWorkload(Workload):
                  for a, b in zip(losses[:compared], reference[:compared], strict=True)]
         err = max(diffs, default=0.0)
         tol = rel * scale
-        passed = err <= tol and (swap is None or swap["passed"])
-        check: dict[str, Any] = {
-            "against": MODEL.baseline, "kind": "loss_parity", "steps": len(reference), "max_abs_err": err,
-            "tolerance": tol, "relative_tolerance": rel, "losses": losses, "baseline_losses": reference,
-            "dropout": mode, "seed": self._check_seed, "passed": bool(passed),
-            "calling": self.calling.as_dict() if self.calling is not None else None,
-        }
-        skip_words = ""
-        if self.scaler is not None:
-            check["scaler_skipped"], check["compared_steps"] = list(skipped), compared
+        passed = err <= tol and (swap is None or bool(swap.passed))
+        skip_words = None
         if skipped:
             skip_words = (f"GradScaler skipped {_steps(skipped)} (inf/NaN gradients while it finds its loss scale): "
                           f"after a skipped step this variant's weights differ from fp32's by design, so the losses "
                           f"were compared up to step {compared}, where both had the same weights")
-            check["note"] = skip_words
-        if swap is not None:
-            check["norm_swap"] = swap
-        if swap is not None and not swap["passed"]:
-            check["message"] = swap["message"]
+        message = None
+        if swap is not None and not swap.passed:
+            message = swap.message
         elif not passed:
             k = next(i for i, d in enumerate(diffs) if d > tol)
             drop = {"same_masks": "same dropout masks", "disabled_for_check": "dropout off for the check",
                     "none_found": "no dropout"}[mode]
             if not math.isfinite(losses[k]):
-                check["message"] = f"the loss is {losses[k]} at step {k + 1} (fp32's: {reference[k]:.6g}; {drop})"
+                message = f"the loss is {losses[k]} at step {k + 1} (fp32's: {reference[k]:.6g}; {drop})"
             else:
-                check["message"] = (f"the loss differs from fp32's by {diffs[k]:.3g} at step {k + 1} ({losses[k]:.6g} "
-                                    f"against {reference[k]:.6g}; tolerance {rel:g} x scale {scale:.4g} = {tol:.3g}, "
-                                    f"{arithmetic} arithmetic, same weights, batches and random stream, {drop})")
+                message = (f"the loss differs from fp32's by {diffs[k]:.3g} at step {k + 1} ({losses[k]:.6g} "
+                           f"against {reference[k]:.6g}; tolerance {rel:g} x scale {scale:.4g} = {tol:.3g}, "
+                           f"{arithmetic} arithmetic, same weights, batches and random stream, {drop})")
             if skip_words:
-                check["message"] += f"; {skip_words}"
-        return check
+                message += f"; {skip_words}"
+        return CorrectnessCheck(
+            against=MODEL.baseline, kind="loss_parity", steps=len(reference), max_abs_err=err, tolerance=tol,
+            relative_tolerance=rel, losses=tuple(losses), baseline_losses=tuple(reference), dropout=mode,
+            seed=self._check_seed, passed=bool(passed), calling=self.calling,
+            scaler_skipped=tuple(skipped) if self.scaler is not None else None,
+            compared_steps=compared if self.scaler is not None else None, note=skip_words, norm_swap=swap,
+            message=message)
 
     # ---- run -----------------------------------------------------------------------------------
     def warm_up(self) -> float | None:

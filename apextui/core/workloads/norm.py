@@ -9,6 +9,7 @@ from torch import nn
 
 from . import apply
 from .base import Workload
+from ..measure.details import CorrectnessCheck
 from ..measure.marker import Marker
 from .spec import NORM, norm_kind, point_of
 from ..config.point import BASELINE
@@ -53,7 +54,7 @@ class NormWorkload(Workload):
         self.x.grad = None
         return out.detach(), grad
 
-    def _compare(self, reference: nn.Module, ref_name: str) -> dict[str, object]:
+    def _compare(self, reference: nn.Module, ref_name: str) -> CorrectnessCheck:
         """Max absolute error of this norm against its torch counterpart, same input and weights."""
         with torch.no_grad():
             # strict=False: an RMSNorm reference has a weight and no bias, LayerNorm both (the check then differs)
@@ -65,14 +66,8 @@ class NormWorkload(Workload):
         err_grad = (grad.float() - grad_ref.float()).abs().max().item()
         tol = TOLERANCE_FP32 if self.amp == "none" else 5e-2
         err = max(err_out, err_grad)
-        return {
-            "against": ref_name,
-            "max_abs_err": err,
-            "max_abs_err_output": err_out,
-            "max_abs_err_grad": err_grad,
-            "tolerance": tol,
-            "passed": bool(err < tol),
-        }
+        return CorrectnessCheck(against=ref_name, max_abs_err=err, max_abs_err_output=err_out,
+                                max_abs_err_grad=err_grad, tolerance=tol, passed=bool(err < tol))
 
     def step(self, clock: Marker) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         self.x.grad = None

@@ -19,6 +19,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from ..measure.details import NormClassCount, NormsFound
+
 EPS_ATTRS = ("eps", "variance_epsilon", "epsilon", "layer_norm_eps", "rms_norm_eps")
 PROBE_RTOL = 1e-4
 PROBE_ATOL = 1e-5
@@ -67,11 +69,14 @@ class NormReport:
             return "no module computes a LayerNorm or RMSNorm (" + self.summary() + ")"
         return "no module Apex could swap: " + self.summary()
 
+    def found(self) -> NormsFound:
+        """The report as a run's norm swap records it (a frozen copy: the report itself is filled by the swap)."""
+        return NormsFound({name: NormClassCount(c.found, c.swappable, self.swapped.get(name, 0), c.left_alone,
+                                                tuple(c.reasons)) for name, c in self.classes.items()},
+                          tuple(self.seen), self.swappable, self.summary())
+
     def as_dict(self) -> dict[str, Any]:
-        return {"classes": {name: {"found": c.found, "swappable": c.swappable, "swapped": self.swapped.get(name, 0),
-                                   "left_alone": c.left_alone, "reasons": list(c.reasons)}
-                            for name, c in self.classes.items()},
-                "seen": list(self.seen), "swappable": self.swappable, "summary": self.summary()}
+        return self.found().to_dict()
 
 
 def _eps(module: nn.Module) -> float | None | Literal[False]:

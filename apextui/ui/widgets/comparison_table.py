@@ -102,7 +102,7 @@ def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = 
         loss = Text(fmt.DASH, style="dim")
     check = row.check
     if check and row.max_error is not None:
-        err = Text(fmt.error(row.max_error), style="green" if check.get("passed") else "bold red")
+        err = Text(fmt.error(row.max_error), style="green" if check.passed else "bold red")
     else:
         err = Text(fmt.DASH, style="dim")
     summary = row.summary

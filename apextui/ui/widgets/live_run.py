@@ -46,11 +46,10 @@ def competed_text(snap: object) -> str:
         return ""
     if getattr(snap, "finished", False):
         record = reading.run_contention
-        if not competing(record):
+        if record is None or not competing(record):
             return ""
-        level = str(record.get("level"))
-        n = record.get(f"{level}_samples") if level in ("busy", "throttled") else None
-        return f"{level} in {n} of {record.get('samples')} samples" if n else describe(record)
+        n = record.busy_samples if record.level == "busy" else record.throttled_samples
+        return f"{record.level} in {n} of {record.samples} samples" if n else describe(record)
     c = reading.contention
     return c.short if c is not None else ""
 
