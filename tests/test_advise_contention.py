@@ -3,6 +3,8 @@ level, the preset's entry says so, and the speed-up of any comparison involving 
 
 from __future__ import annotations
 
+import dataclasses
+
 from apextui.core import advise
 from apextui.core.advise import Measurement, RunResult, overall_apex, verdict
 from apextui.core.measure.summary import Summary
@@ -12,6 +14,7 @@ from apextui.core.monitor.contention import RunContention
 def runs(medians, busy=False):
     return tuple(RunResult(i + 1, "ok", Summary(steps=30, measured_steps=24, timed_intervals=24, median_ms=v,
                                                 median_low_ms=v * 0.99, median_high_ms=v * 1.01,
+                                                p10_ms=v * 0.95, p90_ms=v * 1.05,
                                                 contention=RunContention("busy") if busy else None))
                  for i, v in enumerate(medians))
 
@@ -37,3 +40,15 @@ def test_a_busy_run_is_marked_beside_every_speedup_it_is_in():
 
     assert advise.view(doc).competed_legend in render_doc(advise.view(doc)).plain
     assert "⚠" not in render_doc(advise.view(quiet_doc)).plain
+
+
+def test_a_left_out_run_gives_none_of_its_presets_timing_figures():
+    """Every timing figure of a preset comes from the runs its comparisons read: a busy run left out of the median
+    is left out of p10/p90 and is never the run whose bottleneck and roofline stand for the preset."""
+    quiet = runs([10.0, 12.0])
+    busy = runs([11.0], busy=True)[0]
+    busy = RunResult(3, "ok", dataclasses.replace(busy.summary, p10_ms=1.0, p90_ms=99.0))
+    m = Measurement("adamw", "adamw", "optimizer", runs=(*quiet, busy), planned=3)
+    assert [r.repeat for r in m.kept_runs] == [1, 2] and m.median_ms == 11.0
+    assert m.p10_ms == 11.0 * 0.95 and m.p90_ms == 11.0 * 1.05  # the quiet runs' p10/p90 (the rows below set them)
+    assert m.representative is not None and m.representative.repeat != 3

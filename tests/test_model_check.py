@@ -225,8 +225,8 @@ def test_the_finder_recognises_norms_by_what_they_compute():
     before = [p.detach().clone() for p in model.parameters()]
     report, kinds = norm_swap.find_norms(model)
     c = report.classes
-    assert (c.LayerNorm.found, c.LayerNorm.swappable, c.LayerNorm.left_alone) == (3, 2, 1)
-    assert "without bias" in c.LayerNorm.reasons[0]
+    assert (c["LayerNorm"].found, c["LayerNorm"].swappable, c["LayerNorm"].left_alone) == (3, 2, 1)
+    assert "without bias" in c["LayerNorm"].reasons[0]
     for name in ("RMSNorm", "HandRMSNorm", "LlamaRMSNormLike", "T5LayerNormLike"):
         assert (c[name].found, c[name].swappable) == (1, 1), name
     for name in ("OnePlusWeightNorm", "ScaleByWeight"):

@@ -53,7 +53,7 @@ def test_nvml_call_errors_become_reasons():
 def test_sampler_reads_host_metrics_and_explains_missing_gpu_ones():
     sampler = Sampler(interval=0.05, gpu=False).start()
     deadline = time.monotonic() + 60  # a few samples, however long a loaded machine makes them take
-    while (sampler.latest is None or sampler.latest.run_contention["samples"] < 3) and time.monotonic() < deadline:
+    while (sampler.latest is None or (sampler.latest.run_contention.samples or 0) < 3) and time.monotonic() < deadline:
         time.sleep(0.02)
     sampler.stop()
     r = sampler.latest

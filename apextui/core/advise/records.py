@@ -153,7 +153,9 @@ class Measurement:
 
     @property
     def kept_runs(self) -> list[RunResult]:
-        """The ok runs its comparisons read: the disturbed ones left out (`compare.DISTURBED_RULE`)."""
+        """The ok runs its comparisons read: the disturbed ones left out (`compare.DISTURBED_RULE`). Every timing
+        figure of the preset comes from these (its median and interval, p10/p90, spread, the representative run);
+        what a disturbance does not change comes from every ok run (the final loss, the cold compile, the check)."""
         timed = self._timed
         kept, _ = kept_runs([(t, r.competed) for r, t in timed])
         return [timed[i][0] for i in kept]
@@ -193,11 +195,11 @@ class Measurement:
 
     @property
     def p10_ms(self) -> float | None:
-        return _median(r.summary.p10_ms for r in self.ok_runs)
+        return _median(r.summary.p10_ms for r in self.kept_runs)
 
     @property
     def p90_ms(self) -> float | None:
-        return _median(r.summary.p90_ms for r in self.ok_runs)
+        return _median(r.summary.p90_ms for r in self.kept_runs)
 
     @property
     def spread(self) -> float | None:
@@ -210,6 +212,7 @@ class Measurement:
 
     @property
     def final_loss(self) -> float | None:
+        """Of every ok run: other work slows a run down, it does not change what it computes."""
         return _median(r.summary.final_loss for r in self.ok_runs)
 
     @property
@@ -229,11 +232,12 @@ class Measurement:
 
     @property
     def representative(self) -> RunResult | None:
-        """The ok run whose median is closest to the aggregate (its bottleneck and roofline are reported)."""
+        """The kept run whose median is closest to the aggregate (its bottleneck, roofline and GPU busy fraction
+        are reported): never a run left out of the figures it stands for."""
         med = self.median_ms
         if med is None:
             return None
-        return min(self.ok_runs, key=lambda r: abs(r.median_ms - med))  # type: ignore[operator]
+        return min(self.kept_runs, key=lambda r: abs(r.median_ms - med))  # type: ignore[operator]
 
     @property
     def status(self) -> PresetStatus:
