@@ -535,15 +535,16 @@ def check_consistent(doc: dict) -> None:
     for w in doc["workloads"]:
         base = next(p for p in w["presets"] if p["is_baseline"])
         for p in w["presets"]:
-            # `repeats` counts the ok runs; the medians are those the comparisons read: the ok runs less those left
-            # out as disturbed (a loaded machine disturbs some: `left_out`)
+            # `repeats` counts the ok runs; the medians, p10/p90 and the evidence run are those the comparisons read:
+            # the ok runs less those left out as disturbed (a loaded machine disturbs some: `left_out`)
             out = {x["repeat"] for x in p["left_out"]}
             every = [r for r in p["runs"] if r["status"] == "ok"]
             ok = [r for r in every if r["repeat"] not in out]
             assert p["repeat_medians_ms"] == [r["median_ms"] for r in ok] and p["repeats"] == len(every)
             if ok:
                 assert p["median_ms"] == statistics.median(r["median_ms"] for r in ok)
-                assert p["p10_ms"] == statistics.median(r["p10_ms"] for r in every)
+                assert p["p10_ms"] == statistics.median(r["p10_ms"] for r in ok)
+                assert p["p90_ms"] == statistics.median(r["p90_ms"] for r in ok) and p["evidence_run"] not in out
                 assert p["speedup_vs_baseline"] == round(base["median_ms"] / p["median_ms"], 4)
         fastest = min((p for p in w["presets"] if p["median_ms"] is not None), key=lambda p: p["median_ms"])
         assert w["fastest"] == fastest["preset"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from test_doctor import ALL_OK, FAKE_CUDA_TORCH, NVIDIA_PY, build_tree
 
-from apextui.core.apex import check as apex_check
+from apextui.core.apex import probe as apex_probe
 
 pytestmark = pytest.mark.slow  # every test here takes over ~1.5 s (a subprocess, a real run)
 
@@ -32,7 +32,7 @@ INITS = {
 def apextui(tmp_path: Path, init: str, *args: str) -> subprocess.CompletedProcess[str]:
     tree = build_tree(tmp_path / "site", {**NVIDIA_PY, **FAKE_CUDA_TORCH, **ALL_OK, "apex/__init__.py": INITS[init]})
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(REPO)]),
-           apex_check.TIMEOUT_ENV: "3", "APEXTUI_CACHE_DIR": str(tmp_path / "cache")}
+           apex_probe.TIMEOUT_ENV: "3", "APEXTUI_CACHE_DIR": str(tmp_path / "cache")}
     return subprocess.run([sys.executable, "-m", "apextui", *args], capture_output=True, text=True, cwd=REPO,
                           env=env, timeout=120)
 
@@ -49,7 +49,7 @@ def test_headless_run_of_an_apex_preset_says_why_import_apex_fails(tmp_path, ini
     assert event["event"] == "unavailable" and event["reason"] == f"needs Apex FusedAdam: {reason}", event
     assert event["fix"].startswith(fix)
     assert "Traceback" not in proc.stderr and f"unavailable on cuda: needs Apex FusedAdam: {reason}" in proc.stderr
-    cache = tmp_path / "cache" / apex_check.CACHE_FILE
+    cache = tmp_path / "cache" / apex_probe.CACHE_FILE
     assert cache.exists() == (init != "hang")  # a hang is asked again at the next start
 
 
@@ -69,7 +69,7 @@ def test_distributed_fused_adam_without_its_opt_in_extension_is_unavailable_with
     extension present) makes that preset unavailable, and the fix names the flag."""
     tree = build_tree(tmp_path / "site", {**NVIDIA_PY, **FAKE_CUDA_TORCH, **ALL_OK})
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(REPO)]),
-           apex_check.TIMEOUT_ENV: "10", "APEXTUI_CACHE_DIR": str(tmp_path / "cache")}
+           apex_probe.TIMEOUT_ENV: "10", "APEXTUI_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.run([sys.executable, "-m", "apextui", "--preset", "distributed_fused_adam", "--json",
                            "--device", "cuda"], capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert proc.returncode == 3, proc.stderr

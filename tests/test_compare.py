@@ -92,7 +92,7 @@ def test_statistics_timing_is_the_summarys():
     the noise rule the same timing: one reading of a median and its interval."""
     acc = StepStats(warmup=0)
     acc.extend([10.0 + (i % 7) * 0.1 for i in range(60)])
-    st = acc.summary()
+    st = acc.read()
     assert st is not None and st.timing is not None and st.timing.known and st.timing.n == 60
     s = Summary(median_ms=st.median_ms, median_low_ms=st.median_low_ms, median_high_ms=st.median_high_ms,
                 timed_intervals=st.count, measured_steps=st.steps)

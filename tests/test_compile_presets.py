@@ -10,7 +10,7 @@ import time
 import pytest
 
 from apextui.core import presets
-from apextui.core.config import checks as variant_needs
+from apextui.core.config import needs as variant_needs
 from apextui.core.workloads import builders
 from apextui.core.workloads.base import Workload
 from apextui.core.workloads import warmup
@@ -25,7 +25,7 @@ from helpers import json_lines, run_cli
 torch = pytest.importorskip("torch")
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
-COMPILE_OK_ON_CPU = variant_needs.check_compile("cpu").ok
+COMPILE_OK_ON_CPU = variant_needs.compile_availability("cpu").ok
 
 NEW = {"torch_compile": ("transformer", ("compile",)), "torch_compile_cg": ("transformer", ("compile", "cuda_graphs")),
        "torch_compile_graph": ("transformer", ("compile", "cuda_graphs")),
@@ -125,7 +125,7 @@ def test_the_real_cpu_check_matches_this_machine(monkeypatch):
 
     monkeypatch.delenv("CXX", raising=False)
     header = Path(sysconfig.get_paths()["include"]) / "Python.h"
-    assert variant_needs.check_compile("cpu").ok == bool(shutil.which("g++") and header.is_file())
+    assert variant_needs.compile_availability("cpu").ok == bool(shutil.which("g++") and header.is_file())
 
 
 def test_list_shows_the_reasons():

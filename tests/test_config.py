@@ -8,7 +8,7 @@ import tomllib
 import pytest
 
 from apextui.core import presets
-from apextui.core.config import axes, checks
+from apextui.core.config import axes, needs
 from apextui.core.config.point import BASELINE, NAMED, Config, ConfigError, parse, single_changes
 from apextui.core.config.snippet import preset_toml, snippet
 from apextui.core.workloads.spec import MODEL, WORKLOADS
@@ -29,21 +29,21 @@ OLD = {  # name: (tf32, amp, optimizer, fused_norms, compile_mode)
 }
 
 
-def test_every_axis_value_has_a_summary_a_label_an_availability_and_its_snippet_lines():
+def test_every_axis_value_has_a_description_a_label_an_availability_and_its_snippet_lines():
     from apextui.core.config import snippet as lines
 
     tables = {"precision": lines.PRECISION, "optimizer": lines.OPTIMIZER, "norms": lines.NORMS,
               "compile": lines.COMPILE}
     for a in axes.AXES:
-        assert a.summary and a.default.label == ""
+        assert a.description and a.default.label == ""
         assert len(set(a.names)) == len(a.names)
         assert list(tables[a.name]) == list(a.names)  # one snippet entry a value, in the axis's order
         for v in a.values:
-            assert v.summary and v.axis == a.name and a.value(v.name) is v
+            assert v.description and v.axis == a.name and a.value(v.name) is v
             assert v is a.default or v.label
-            assert set(v.needs) <= set(checks.CHECKS) and all(w in WORKLOADS for w in v.workloads)
-            check = checks.check_needs(v.needs, "cpu")
-            assert check.ok or (check.reason and check.fix)
+            assert set(v.needs) <= set(needs.NEED_AVAILABILITY) and all(w in WORKLOADS for w in v.workloads)
+            answer = needs.needs_availability(v.needs, "cpu")
+            assert answer.ok or (answer.reason and answer.fix)
     labels = [v.label for a in axes.AXES for v in a.values if v.label]
     assert len(labels) == len(set(labels))  # a point's label names its values unambiguously
 

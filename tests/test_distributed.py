@@ -21,6 +21,7 @@ import pytest
 from apextui.cli.launch import strip_nproc
 from apextui.core.run.distributed import DistEnv, timeout_s
 from apextui.core.measure.summary import Summary
+from apextui.core.measure.details import ScalingBaseline
 from apextui.core.run.merge import Baseline, Merger, RankEnd, overall
 from apextui.core.run.timing import StepRecord
 from apextui.core.run.request import RunRequest
@@ -76,7 +77,7 @@ def test_an_interval_is_merged_once_every_rank_timed_it_with_the_slowest_ms() ->
     assert m.merged() == ()  # step 3 waits for rank 1
     m.add(1, [rec(3, 15.0)])
     assert [(r.step, r.ms) for r in m.merged()] == [(3, 15.0)]
-    assert m.done == 3 and m.stats.summary().count == 2  # step 1 was warm-up
+    assert m.done == 3 and m.stats.read().count == 2  # step 1 was warm-up
 
 
 def test_scaling_efficiency_is_the_one_gpu_median_over_the_merged_one_with_the_noise_rule() -> None:
@@ -87,13 +88,14 @@ def test_scaling_efficiency_is_the_one_gpu_median_over_the_merged_one_with_the_n
     m.merged()
     ends = [RankEnd(0, "ok"), RankEnd(1, "ok")]
     base = Baseline(Summary(median_ms=9.5, median_low_ms=9.4, median_high_ms=9.6, timed_intervals=40), "f")
-    d = m.summary("gloo", 400, ends, base)
-    assert d["scaling_efficiency"] == pytest.approx(9.5 / 10.6, rel=1e-3)
-    assert d["scaling_efficiency_low"] < d["scaling_efficiency"] < d["scaling_efficiency_high"]
-    assert d["scaling_efficiency_verdict"] == "slower"
-    assert d["slowest_rank_share"] == {"0": 0.0, "1": 1.0}
-    assert d["baseline"] == {"median_ms": 9.5, "median_low_ms": 9.4, "median_high_ms": 9.6, "source": "f"}
-    assert m.summary("gloo", 400, ends, None)["scaling_efficiency"] is None
+    d = m.distributed("gloo", 400, ends, base)
+    assert d.scaling_efficiency is not None
+    assert d.scaling_efficiency.speedup == pytest.approx(9.5 / 10.6, rel=1e-3)
+    assert d.scaling_efficiency.low < d.scaling_efficiency.speedup < d.scaling_efficiency.high
+    assert d.scaling_efficiency.verdict == "slower"
+    assert d.slowest_rank_share == {"0": 0.0, "1": 1.0}
+    assert d.baseline == ScalingBaseline(9.5, 9.4, 9.6, "f")
+    assert m.distributed("gloo", 400, ends, None).scaling_efficiency is None
 
 
 def test_the_baseline_json_is_read_as_its_runs_summary_with_its_source(tmp_path) -> None:
@@ -299,7 +301,7 @@ def test_the_tuis_data_parallel_runner_turns_the_merged_lines_into_snapshots_and
     assert r.join(120)
     final = r.result
     assert final is not None and final.status == "stopped" and 25 <= final.steps_done < 400
-    assert final.distributed is not None and [x["status"] for x in final.distributed["ranks"]] == ["stopped"] * 2
+    assert final.distributed is not None and [x.status for x in final.distributed.ranks] == ["stopped"] * 2
     recs = [rec for s in snaps for rec in s.new_steps]
     assert recs and all(len(rec.rank_ms) == 2 and rec.ms == max(rec.rank_ms) for rec in recs)
     assert final.info is not None and final.info.units_per_step == 2 * 8 * 32  # both ranks' tokens

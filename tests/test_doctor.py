@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from apextui.core import presets
-from apextui.core.apex import check as apex_check
+from apextui.core.apex import probe as apex_probe
 from apextui.core.apex import features as af
 from apextui.core.apex import doctor
 from apextui.core.apex import doctor_child
@@ -762,7 +762,7 @@ def on_path(monkeypatch, trees):
     if FAKES_SKIP:
         pytest.skip(FAKES_SKIP)
     stashed = {m: sys.modules.pop(m) for m in apexish_modules()}
-    apex_check._memo.clear()
+    apex_probe._memo.clear()
 
     def put(name: str) -> Path:
         monkeypatch.setattr(sys, "path", [str(trees[name]), *CLEAN_PATH])
@@ -776,25 +776,25 @@ def on_path(monkeypatch, trees):
             sys.modules.pop(m, None)
         sys.modules.update(stashed)
         importlib.invalidate_caches()
-        apex_check._memo.clear()
+        apex_probe._memo.clear()
 
 
 @pytest.mark.slow
 def test_check_feature_classifies_broken_extensions(on_path):
     on_path("broken")
-    adam = apex_check.check_feature("FusedAdam", cuda_available=False)
+    adam = apex_probe.feature_availability("FusedAdam", cuda_available=False)
     assert not adam.ok and "different torch" in adam.reason and adam.fix.startswith("rebuild Apex against")
-    mlp = apex_check.check_feature("apex.mlp", cuda_available=False)  # mlp_cuda raises SystemExit on import
+    mlp = apex_probe.feature_availability("apex.mlp", cuda_available=False)  # mlp_cuda raises SystemExit on import
     assert not mlp.ok and "sys.exit" in mlp.reason
     assert not apexish_modules()  # this process imported nothing of it
 
 
 def test_check_feature_not_nvidia_and_python_only(on_path):
     on_path("pyramid")
-    check = apex_check.check_feature("FusedAdam", cuda_available=True)
+    check = apex_probe.feature_availability("FusedAdam", cuda_available=True)
     assert not check.ok and "Pyramid" in check.reason and check.fix == af.NOT_NVIDIA_FIX
     on_path("python_only")
-    check = apex_check.check_feature("FusedLayerNorm", cuda_available=True)
+    check = apex_probe.feature_availability("FusedLayerNorm", cuda_available=True)
     assert not check.ok and "fused_layer_norm_cuda is not installed" in check.reason
     assert not apexish_modules()
 
@@ -808,12 +808,12 @@ def test_check_feature_not_nvidia_and_python_only(on_path):
 def test_availability_survives_an_apex_that_exits_crashes_or_hangs(on_path, monkeypatch, tree, reason, fix):
     """The presets' Apex check on CUDA (list, headless runs, the TUI's probe) imports Apex in a child: this
     process lives on, and the preset is unavailable with what happened and the fix."""
-    monkeypatch.setenv(apex_check.TIMEOUT_ENV, "5")
+    monkeypatch.setenv(apex_probe.TIMEOUT_ENV, "5")
     on_path(tree)
     a = availability(presets.resolve("fused_adam"), "cuda")
     assert not a.ok and a.reason == f"needs Apex FusedAdam: {reason}" and a.fix == fix, a
     assert not apexish_modules()
-    cached = apex_check._read_cache()
+    cached = apex_probe._read_cache()
     if tree == "apex_hang":  # a hang may be the GPU's passing state: asked again next time
         assert cached == {}
     else:
@@ -825,21 +825,21 @@ def test_availability_survives_an_apex_that_exits_crashes_or_hangs(on_path, monk
 def test_apex_check_answer_is_cached_per_environment(on_path):
     """The second start reads the answer; a rebuilt Apex (another mtime) is checked afresh."""
     tree = on_path("apex_exit")
-    first = apex_check.check_feature("FusedAdam")
+    first = apex_probe.feature_availability("FusedAdam")
     assert first.reason == "import apex fails: SystemExit: 3"
-    path = apex_check._cache_path()
+    path = apex_probe._cache_path()
     doc = json.loads(path.read_text())
     (key,) = doc["entries"]
-    assert key == apex_check.cache_key()
+    assert key == apex_probe.cache_key()
     doc["entries"][key]["checks"]["FusedAdam"]["reason"] = "from the cache"  # only the cache can say this
     path.write_text(json.dumps(doc))
-    apex_check._memo.clear()
-    assert apex_check.check_feature("FusedAdam").reason == "from the cache"
+    apex_probe._memo.clear()
+    assert apex_probe.feature_availability("FusedAdam").reason == "from the cache"
     init = tree / "apex" / "__init__.py"
     st = init.stat()
     os.utime(init, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # "rebuilt"
-    assert apex_check.cache_key() != key
-    assert apex_check.check_feature("FusedAdam").reason == "import apex fails: SystemExit: 3"
+    assert apex_probe.cache_key() != key
+    assert apex_probe.feature_availability("FusedAdam").reason == "import apex fails: SystemExit: 3"
     assert len(json.loads(path.read_text())["entries"]) == 2
 
 

@@ -435,7 +435,7 @@ def test_step_stats_are_exact_up_to_the_cap():
     values = [rng.expovariate(1.0) for _ in range(500)]
     acc = StepStats(warmup=0, cap=500)
     acc.extend(values)
-    s, ref = acc.summary(), sorted(values)
+    s, ref = acc.read(), sorted(values)
     assert acc.exact and len(acc) == 500
     assert (s.median_ms, s.p10_ms, s.p90_ms) == (percentile(ref, 50), percentile(ref, 10), percentile(ref, 90))
     acc.add(1.0)
@@ -453,7 +453,7 @@ def test_step_stats_stay_bounded_over_a_million_steps():
         acc.add(v)
         if i >= 10:
             total, lo, hi = total + v, min(lo, v), max(hi, v)
-    s = acc.summary()
+    s = acc.read()
     assert len(acc) == EXACT_STEPS  # not a million
     assert s.count == n - 10 and s.mean_ms == pytest.approx(total / (n - 10)) and (s.min_ms, s.max_ms) == (lo, hi)
     # a uniform sample of 65 536: quantiles within a few standard errors (sqrt(q(1-q)/n) ~ 0.002)

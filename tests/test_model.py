@@ -68,10 +68,10 @@ def test_every_variant_starts_from_the_same_weights_and_batches():
 @pytest.mark.slow
 @pytest.mark.parametrize("spec", [GPT], ids=["gpt"])  # one inductor build is a minute here; the ViT's is on the GPU
 def test_compile_variant_on_cpu_checks_parity_during_its_warm_up(spec):
-    from apextui.core.config.checks import check_compile
+    from apextui.core.config.needs import compile_availability
 
-    if not check_compile("cpu").ok:
-        pytest.skip(check_compile("cpu").reason)
+    if not compile_availability("cpu").ok:
+        pytest.skip(compile_availability("cpu").reason)
     w = ModelWorkload(spec, "compile", "cpu", lr=1e-3, seed=0, steps=3)
     assert w.compiles and w.check is None
     from torch._dynamo.utils import counters
@@ -250,7 +250,7 @@ def test_a_package_module_spec_loads_like_a_file(tmp_path, monkeypatch):
     assert user_model.takes_small(fn) and user_model.model_name("mymodels.tiny:build") == "tiny:build"
     setup = user_model.call_build(fn, "mymodels.tiny:build", small=True)
     assert isinstance(setup, apextui.ModelSetup)
-    user_model.check_static("mymodels.tiny:build")
+    user_model.validate_static("mymodels.tiny:build")
     with pytest.raises(user_model.ModelSpecError, match="no module named 'mymodels.absent'"):
         user_model.load_function("mymodels.absent:build")
     with pytest.raises(user_model.ModelSpecError, match="has no function 'make'"):

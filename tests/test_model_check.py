@@ -236,7 +236,7 @@ def test_the_finder_recognises_norms_by_what_they_compute():
     assert report.swappable == norm_swap.count_norms(model) == model_mod.count_norms(model) == 6
     for a, b in zip(before, model.parameters(), strict=True):  # the probe never touches the model's weights
         assert torch.equal(a, b)
-    assert "1 HandRMSNorm found, 1 swappable" in report.summary()
+    assert "1 HandRMSNorm found, 1 swappable" in report.description()
 
 
 def test_no_norm_names_what_it_saw():

@@ -79,7 +79,7 @@ def test_fused_lamb_preset_needs_apex_fused_lamb_and_is_unavailable_on_cpu():
 
 def test_fused_lamb_availability_reads_the_apex_check(monkeypatch):
     """On CUDA the registry's Apex need goes to the feature check, whose reason and fix come back."""
-    import apextui.core.apex.check as av  # availability reads it at call time
+    import apextui.core.apex.probe as av  # availability reads it at call time
 
     seen = {}
 
@@ -88,7 +88,7 @@ def test_fused_lamb_availability_reads_the_apex_check(monkeypatch):
         return {f: types.SimpleNamespace(ok=False, reason="apex has no fused_lamb_cuda", fix="rebuild apex")
                 for f in features}
 
-    monkeypatch.setattr(av, "check_features", fake_check)
+    monkeypatch.setattr(av, "features_availability", fake_check)
     a = availability(presets.resolve("fused_lamb"), "cuda")
     assert seen["features"] == ("FusedLAMB",)
     assert (a.ok, a.reason, a.fix) == (False, "needs Apex FusedLAMB: apex has no fused_lamb_cuda", "rebuild apex")

@@ -26,7 +26,7 @@ def test_warmup_steps_are_excluded():
     times = [100.0, 50.0, 5.0, 1.0, 9.0, 3.0, 7.0, 2.0, 8.0, 4.0, 6.0]
     acc = StepStats(warmup=2)
     acc.extend(times)
-    s = acc.summary()
+    s = acc.read()
     assert s.count == 9
     assert s.median_ms == 5.0
     assert s.p10_ms == pytest.approx(1.8)  # (9-1)*0.1 = 0.8 -> 1 + 0.8*(2-1)
@@ -40,6 +40,6 @@ def test_no_stats_while_warming_up():
     acc = StepStats(warmup=3)
     for v in (1.0, 2.0, 3.0):
         acc.add(v)
-    assert acc.summary() is None
+    assert acc.read() is None
     acc.add(10.0)
-    assert acc.summary().median_ms == 10.0
+    assert acc.read().median_ms == 10.0

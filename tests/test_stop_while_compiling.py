@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from apextui.core.config import checks as variant_needs
+from apextui.core.config import needs as variant_needs
 from apextui.core.presets import resolve
 from apextui.core.run.worker import ProcessRunner
 from apextui.core.run.request import RunRequest
@@ -23,7 +23,7 @@ from helpers import ROOT, cli_env
 pytestmark = pytest.mark.slow  # every test here takes over ~1.5 s (a subprocess, a real run)
 
 pytest.importorskip("torch")
-needs_cpu_compile = pytest.mark.skipif(not variant_needs.check_compile("cpu").ok,
+needs_cpu_compile = pytest.mark.skipif(not variant_needs.compile_availability("cpu").ok,
                                        reason="torch.compile on CPU needs a C++ compiler and Python's headers")
 
 

@@ -280,11 +280,11 @@ def _run(what: Mode, args: argparse.Namespace, dist_env: Any) -> int:
             return _error(str(exc), EXIT_USAGE)
     spec = preset.model if preset is not None and preset.model is not None else args.model
     if spec is not None:
-        from ..core.workloads.user_model import check_static
+        from ..core.workloads.user_model import validate_static
         from .model_option import usage
 
         try:  # its file, syntax and function (without running it): usage errors before the TUI or the run
-            check_static(spec)
+            validate_static(spec)
         except ModelSpecError as exc:
             return usage(exc)
     if what == "launch":

@@ -81,11 +81,11 @@ class JsonLinePrinter:
 def start_contention(device: str) -> Any:
     """Was other work competing as the run starts (the `start` line's `contention`); None if it cannot be read."""
     from ..core.env import pci_bus_id
-    from ..core.monitor.contention import check_now
+    from ..core.monitor.contention import sample_now
     from ..core.monitor.nvml import Nvml
 
     try:
-        return check_now(Nvml(pci_bus_id=pci_bus_id()) if device == "cuda" else None)
+        return sample_now(Nvml(pci_bus_id=pci_bus_id()) if device == "cuda" else None)
     except Exception:  # noqa: BLE001 - the run goes on without it
         return None
 

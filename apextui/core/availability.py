@@ -1,14 +1,14 @@
 """Can a preset run here: the one answer, for every workload (every preset carries its point, `Preset.config`).
 
 The point's values must be built by the preset's workload (`axes.Value.workloads`), their needs met on the device
-(`config.checks`: torch.compile, CUDA graphs, CUDA, torchao, an sm_89 GPU), and the Apex features the preset
-needs (`Preset.needs_apex`) must import and work (`apex.check`, a child process, cached; CUDA only), checked
+(`config.needs`: torch.compile, CUDA graphs, CUDA, torchao, an sm_89 GPU), and the Apex features the preset
+needs (`Preset.needs_apex`) must import and work (`apex.probe`, a child process, cached; CUDA only), checked
 last because that check is the slow one. Never substitutes another implementation.
 """
 
 from __future__ import annotations
 
-from .config.checks import Availability, check_needs
+from .config.needs import Availability, needs_availability
 from .presets import Preset
 
 __all__ = ["Availability", "availability"]
@@ -20,7 +20,7 @@ def availability(preset: Preset, device: str) -> Availability:
     why = config.builds_on(preset.workload)
     if why is not None:
         return Availability(False, why, "pick another value of that axis")
-    needs = check_needs(config.needs, device)
+    needs = needs_availability(config.needs, device)
     if not needs.ok:
         return needs
     return _apex(preset.needs_apex, device)
@@ -35,9 +35,9 @@ def _apex(features: tuple[str, ...], device: str) -> Availability:
                                    "only; this run is on CPU",
                             "run on a machine with an NVIDIA GPU and Apex built with APEX_CPP_EXT=1 APEX_CUDA_EXT=1, "
                             "or pick a torch preset")
-    from .apex.check import check_features
+    from .apex.probe import features_availability
 
-    checks = check_features(features, cuda_available=True)
+    checks = features_availability(features, cuda_available=True)
     for feature in features:
         if not checks[feature].ok:
             return Availability(False, f"needs Apex {feature}: {checks[feature].reason}", checks[feature].fix)

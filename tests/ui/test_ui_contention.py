@@ -40,7 +40,7 @@ async def test_a_busy_run_is_marked_on_the_run_pane_and_beside_its_speedup(tmp_p
         fp32_cell, amp_cell = (str(table.get_row_at(i)[5]) for i in range(2))
         assert fp32_cell == "base" and amp_cell.endswith(COMPETED)
         assert "measured while other work competed" in str(table.border_subtitle)
-        assert table.rows_data[1].summary.contention["level"] == "busy"
+        assert table.rows_data[1].summary.contention.level == "busy"
         assert table.rows_data[0].summary.contention is None  # the fake's quiet readings carry none
 
 

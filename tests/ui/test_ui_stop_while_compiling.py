@@ -9,13 +9,13 @@ import psutil
 import pytest
 from ui_fakes import no_gpu_report, provider, static_text, wait_for
 
-from apextui.core.config import checks as variant_needs
+from apextui.core.config import needs as variant_needs
 from apextui.core.presets import resolve
 from apextui.core.run import worker
 from apextui.ui.app import STOPPED_WHILE_COMPILING, make_app
 
 pytestmark = [pytest.mark.slow,  # each test over ~1.5 s
-              pytest.mark.skipif(not variant_needs.check_compile("cpu").ok,
+              pytest.mark.skipif(not variant_needs.compile_availability("cpu").ok,
                                  reason="torch.compile on CPU needs a C++ compiler and Python's headers")]
 
 

@@ -253,12 +253,12 @@ class FakeRunner:
                     self.skipped += 1
                 self.scale = rec.loss_scale
         self.done += len(new)
-        summary = self.stats.summary()
+        st = self.stats.read()
         i = self.done // self.batch
         return Snapshot(
             status=status, info=None if status == "starting" else self.info, steps_done=self.done,
-            new_steps=new, stats=summary,
-            throughput=summary.throughput(self.info.units_per_step) if summary else None,
+            new_steps=new, stats=st,
+            throughput=st.throughput(self.info.units_per_step) if st else None,
             skipped_steps=self.skipped, monitor=self.monitor(i, self.device == "cuda"), elapsed_s=0.05 * self.done,
             final_loss=self.final_loss,
         )

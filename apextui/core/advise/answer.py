@@ -47,7 +47,7 @@ def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | Non
     peaks = [p for r in rec.ok_runs if (p := r.summary.peak_memory_bytes) is not None]
     fastest = v.fastest if v.fastest != rec.preset else None
     return {
-        "preset": rec.preset, "config": point.as_dict(), "label": point.label, "summary": point.summary(),
+        "preset": rec.preset, "config": point.as_dict(), "label": point.label, "summary": point.description(),
         "is_baseline": rec is base, "fastest": fastest,
         "median_ms": rec.median_ms, "peak_memory_bytes": max(peaks) if peaks else None,
         "best_single": single.preset if single is not None else None,

@@ -162,13 +162,13 @@ def find_reusable(env: Mapping[str, Any], workloads: Sequence[str], plans: Seque
                    settings=dict(doc["settings"], workloads=list(workloads)))
         out["reuse_note"] = f"reused advice {provenance(doc)}, in the same environment"
         out["trust_note"] = trust_note(out)
-        _check_renders(out)
+        _must_render(out)
     except Exception as exc:  # noqa: BLE001 - total, as the results loader: a bad store is a note, never a crash
         return None, f"the stored advice is malformed ({type(exc).__name__}: {files.one_line(exc)}); ignored"
     return out, "reused"
 
 
-def _check_renders(doc: Mapping[str, Any]) -> None:
+def _must_render(doc: Mapping[str, Any]) -> None:
     """Stored advice is reused only if it can be shown: its text (which lays out the same view as the TUI's
     screen, `render.view`) and its JSON. A value of the wrong type (a hand-edited or damaged store) raises
     here, where `find_reusable` turns it into a note, rather than in the printer."""

@@ -551,9 +551,9 @@ class Advisor:
             result = replace(result, status=ending[0], error=ending[1])
         return result
 
-    def _guard(self, runner: Any, done: threading.Event, watch: RunWatch, alive_check: bool) -> None:
+    def _guard(self, runner: Any, done: threading.Event, watch: RunWatch, watch_alive: bool) -> None:
         """Until `done`: stop the run at its deadline or at the user's stop, kill its worker when it has not ended a
-        grace later (`RunWatch`); `alive_check`: also end when the runner is no longer alive (a worker that died
+        grace later (`RunWatch`); `watch_alive`: also end when the runner is no longer alive (a worker that died
         without a final snapshot)."""
         while not done.wait(POLL_S):
             action = watch.poll(self._cancel.is_set())
@@ -564,7 +564,7 @@ class Advisor:
                     runner.kill(watch.kill_words())
             except Exception:  # noqa: BLE001 - a runner that cannot be stopped: its run ends as it will
                 pass
-            if alive_check and not runner.is_alive():
+            if watch_alive and not runner.is_alive():
                 done.wait(1.0)
                 return
 

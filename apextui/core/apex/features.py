@@ -1,7 +1,7 @@
 """Which NVIDIA Apex features exist, what each needs, and how an import failure is classified and fixed.
 
 The tables and the classification of import failures here are shared by the
-preset availability check (`apextui.core.apex.check`, which imports Apex in a
+preset availability check (`apextui.core.apex.probe`, which imports Apex in a
 child process) and the full doctor report (`apextui.core.apex.doctor`). Nothing here
 imports Apex.
 """

@@ -1,5 +1,5 @@
-"""The axes a training loop can change, each value declared once: its name, summary, what it needs and its
-availability check.
+"""The axes a training loop can change, each value declared once: its name, description, what it needs and where
+it builds.
 
 Why one registry: a configuration is a point with one value per axis (`point.Config`); every workload's variants
 are points (the optimizer and norm kernels, the Transformer's recipes, the user's model's named variants), so one
@@ -8,7 +8,7 @@ the apply table (`workloads/apply.py`: what it builds), one line in the snippet 
 (CONTRIBUTING.md shows one).
 
 This module is data only (no torch, nothing of apextui's above it), so that the workload registry
-(`workloads/spec.py`) can declare its variants as points; whether a value can run here is `checks.py`'s.
+(`workloads/spec.py`) can declare its variants as points; whether a value can run here is `needs.py`'s.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class Value(str):
     value means (`config.compile.setup_cost`) is an attribute, never a lookup. Frozen; unpickled as the registry's
     own Value (`__reduce__`)."""
 
-    summary: str
+    description: str  # a few words: what the value is
     label: str  # its token in a point's readable name ("" for the axis's default)
     apex: tuple[str, ...]  # Apex features it needs (names from apex.features.FEATURES)
     needs: tuple[Need, ...]  # beyond torch: compile, CUDA graphs, CUDA, torchao, an sm_89+ GPU
@@ -47,11 +47,11 @@ class Value(str):
     autocast: Autocast  # a precision's autocast dtype ("none" for the other axes' values)
     axis: str  # the axis it belongs to (set by `Axis`)
 
-    def __new__(cls, name: str, summary: str, label: str, *, apex: tuple[str, ...] = (),
+    def __new__(cls, name: str, description: str, label: str, *, apex: tuple[str, ...] = (),
                 needs: tuple[Need, ...] = (), setup_cost: float = 0.0, workloads: tuple[str, ...] = (),
                 default_on: tuple[str, ...] = (), torch_twin: str = "", autocast: Autocast = "none") -> Value:
         self = super().__new__(cls, name)
-        for key, value in (("summary", summary), ("label", label), ("apex", apex), ("needs", needs),
+        for key, value in (("description", description), ("label", label), ("apex", apex), ("needs", needs),
                            ("setup_cost", setup_cost), ("workloads", workloads), ("default_on", default_on),
                            ("torch_twin", torch_twin), ("autocast", autocast), ("axis", "")):
             object.__setattr__(self, key, value)
@@ -79,8 +79,8 @@ def _registered(axis_name: str, name: str) -> Value:
 class Axis:
     """One axis: its values, the first of which is the default (fp32's)."""
 
-    def __init__(self, name: AxisName, summary: str, values: tuple[Value, ...]) -> None:
-        self.name, self.summary, self.values = name, summary, values
+    def __init__(self, name: AxisName, description: str, values: tuple[Value, ...]) -> None:
+        self.name, self.description, self.values = name, description, values
         for v in values:
             object.__setattr__(v, "axis", name)
         self._by_name: Mapping[str, Value] = MappingProxyType({v.name: v for v in values})

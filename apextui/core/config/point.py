@@ -95,8 +95,8 @@ class Config:
         """None where `workload` builds every value of the point, else why not."""
         for value in self.values():
             if not value.builds_on(workload):
-                return (f"{value.axis}={value.name} ({value.summary}) is built for the {', '.join(value.workloads)} "
-                        f"workload only")
+                return (f"{value.axis}={value.name} ({value.description}) is built for the "
+                        f"{', '.join(value.workloads)} workload only")
         return None
 
     @cached_property
@@ -107,8 +107,9 @@ class Config:
     def needs(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(n for v in self.values() for n in v.needs))
 
-    def summary(self) -> str:
-        parts = [v.summary for v in self.values() if v.label]
+    def description(self) -> str:
+        """What the point changes, in a few words (its values' descriptions); a preset's description."""
+        parts = [v.description for v in self.values() if v.label]
         return " + ".join(parts) if parts else "your model as written: fp32, torch AdamW defaults"
 
 

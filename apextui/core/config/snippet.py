@@ -117,6 +117,6 @@ def _whole_step_graph(lines: list[str], config: Config) -> str:
 def preset_toml(config: Config, model: str, steps: int = 50, description: str = "") -> str:
     """A preset file for the model workload that runs `config` (presets.parse reads it back to `config`)."""
     table = ", ".join(f"{name} = {json.dumps(value.name)}" for name, value in config.items())
-    text = description or f"{config.label}: {config.summary()}"
+    text = description or f"{config.label}: {config.description()}"
     return (f"description = {json.dumps(text)}\nworkload = \"model\"\nmodel = {json.dumps(model)}\n"
             f"config = {{ {table} }}\nsteps = {steps}\n")

@@ -132,8 +132,8 @@ class StepStats:
         """Values held in memory (at most `cap`)."""
         return len(self._sorted)
 
-    def summary(self) -> Stats | None:
-        """Statistics of the measured steps, or None while still warming up."""
+    def read(self) -> Stats | None:
+        """Statistics of the measured steps so far, or None while still warming up."""
         s = self._sorted
         if not s:
             return None

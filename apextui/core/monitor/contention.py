@@ -414,7 +414,7 @@ def describe(record: RunContention | None) -> str:
 START_WINDOW_S = 0.2  # how long the check before a run looks at the CPU (the `start` line's record)
 
 
-def check_now(nvml: Nvml | None, window_s: float = START_WINDOW_S) -> Contention:
+def sample_now(nvml: Nvml | None, window_s: float = START_WINDOW_S) -> Contention:
     """One record now, the CPU share over `window_s` (the `start` line's, before the run's sampler runs)."""
     probe = ContentionProbe(nvml)
     probe.read()

@@ -95,20 +95,20 @@ class Delivery:
                 status, error = payload
                 if sampler is not None:
                     sampler.stop()
-            summary = stats.summary()
+            st = stats.read()
             analysis = None
             if kind == "end" and status == "ok" and probe is not None:
                 try:
-                    analysis = analyse_run(info, summary, opt_stats.summary(), probe, gpu_util.mean,
+                    analysis = analyse_run(info, st, opt_stats.read(), probe, gpu_util.mean,
                                            gpu_util.note if self.device == "cuda" else None)
                 except Exception:  # noqa: BLE001 - the run's figures matter more than their analysis
                     traceback.print_exc(file=sys.stderr)
             snap = Snapshot(
-                status=status, info=info, steps_done=done, new_steps=new, stats=summary,
-                throughput=summary.throughput(info.units_per_step) if summary and info else None,
+                status=status, info=info, steps_done=done, new_steps=new, stats=st,
+                throughput=st.throughput(info.units_per_step) if st and info else None,
                 skipped_steps=skips.total, monitor=sampler.latest if sampler else None,
                 elapsed_s=time.perf_counter() - self.t0, error=error, final_loss=final_loss,
-                opt_stats=opt_stats.summary(), loss_scale=skips.scale, analysis=analysis,
+                opt_stats=opt_stats.read(), loss_scale=skips.scale, analysis=analysis,
                 peak_memory_bytes=peak,
             )
             if snap.finished:

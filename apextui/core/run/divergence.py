@@ -52,7 +52,7 @@ class LossGuard:
         self.uses_grad_scaler = uses_grad_scaler
         self.skips = SkipCounter()
 
-    def check(self, records: list[StepRecord]) -> str | None:
+    def divergence(self, records: list[StepRecord]) -> str | None:
         """The reason to fail the run, or None."""
         for rec in records:
             if self.uses_grad_scaler:

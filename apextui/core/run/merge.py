@@ -134,12 +134,12 @@ class Merger:
                     baseline: Baseline | None) -> Distributed:
         """The `distributed` record of the `end` summary (docs/json.md)."""
         measured = sum(self.slowest_counts)
-        st = self.stats.summary()
+        st = self.stats.read()
         per_gpu = st.throughput(units_per_step) / self.world_size if st is not None else None
         ranks = []
         for r in range(self.world_size):
             end = next((e for e in ends if e.rank == r), None)
-            rs = self.rank_stats[r].summary()
+            rs = self.rank_stats[r].read()
             ranks.append(RankOutcome(r if end is None else end.rank, end.status if end else None,
                                      end.error if end else None, end.steps_done if end else None,
                                      round(rs.median_ms, 4) if rs else None))
@@ -171,10 +171,10 @@ def merged_snapshot(local: Snapshot, merger: Merger, new: tuple[MergedRecord, ..
     info = local.info
     if info is not None:
         info = dataclasses.replace(info, units_per_step=info.units_per_step * world_size)
-    summary = merger.stats.summary()
+    st = merger.stats.read()
     return dataclasses.replace(
-        local, info=info, new_steps=new, stats=summary,
-        throughput=summary.throughput(info.units_per_step) if summary and info else None,
+        local, info=info, new_steps=new, stats=st,
+        throughput=st.throughput(info.units_per_step) if st and info else None,
         status=status if status is not None else local.status, error=error if status is not None else local.error,
         steps_done=merger.done, analysis=None,
     )

@@ -140,7 +140,7 @@ class Replay:
         self.status, self.error = "failed", error
 
     def snapshot_at(self, elapsed_s: float, monitor: Any = None) -> Snapshot:
-        st, info = self.stats.summary(), self.info
+        st, info = self.stats.read(), self.info
         new, self._new = tuple(self._new), []
         distributed = self.summary.get("distributed")
         return Snapshot(

@@ -204,7 +204,7 @@ class Runner(RunControl):
                 records = clock.harvest()
                 if records:
                     self._inbox.put(("steps", records))
-                    problem = guard.check(records)
+                    problem = guard.divergence(records)
                     if problem:
                         status, error = "failed", problem
                         break
@@ -212,7 +212,7 @@ class Runner(RunControl):
         records = clock.harvest(wait=True)
         if records:
             self._inbox.put(("steps", records))
-            problem = guard.check(records)
+            problem = guard.divergence(records)
             if problem and status != "failed":
                 status, error = "failed", problem
         return status, error

@@ -361,7 +361,7 @@ class ModelWorkload(Workload):
         message = None if passed else (
             f"the norm swap changed the first batch's fp32 loss by {err:.3g} (from {before:.6g} to {after:.6g}, "
             f"dropout off; tolerance {tol:.3g}): Apex's norm computes something else than the model's "
-            f"({report.summary()})")
+            f"({report.description()})")
         return NormSwap(modules=len(names), loss_before=before, loss_after=after, max_abs_err=err, tolerance=tol,
                         passed=passed, norms=report.found(), message=message)
 

@@ -50,7 +50,7 @@ class NormReport:
     def swappable(self) -> int:
         return sum(c.swappable for c in self.classes.values())
 
-    def summary(self) -> str:
+    def description(self) -> str:
         """'5 LlamaRMSNorm found, 5 swappable' (or swapped, after the swap); 'no norm found; saw: BatchNorm2d'."""
         parts = []
         for name, c in self.classes.items():
@@ -66,14 +66,14 @@ class NormReport:
     def unavailable_reason(self) -> str:
         """Why the norm swap does not apply, naming the classes seen."""
         if not self.classes:
-            return "no module computes a LayerNorm or RMSNorm (" + self.summary() + ")"
-        return "no module Apex could swap: " + self.summary()
+            return "no module computes a LayerNorm or RMSNorm (" + self.description() + ")"
+        return "no module Apex could swap: " + self.description()
 
     def found(self) -> NormsFound:
         """The report as a run's norm swap records it (a frozen copy: the report itself is filled by the swap)."""
         return NormsFound({name: NormClassCount(c.found, c.swappable, self.swapped.get(name, 0), c.left_alone,
                                                 tuple(c.reasons)) for name, c in self.classes.items()},
-                          tuple(self.seen), self.swappable, self.summary())
+                          tuple(self.seen), self.swappable, self.description())
 
     def as_dict(self) -> dict[str, Any]:
         return self.found().to_dict()

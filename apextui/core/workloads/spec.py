@@ -54,7 +54,7 @@ class VariantSpec:
     """One way to run a workload: a named point on the configuration axes, and the words the docs use for it."""
 
     name: str
-    summary: str  # a few words for docs/presets.md and CONTRIBUTING.md's checks
+    description: str  # a few words for docs/presets.md
     # its point (config/axes.py): what it needs and builds; a shipped preset's `amp` sets the point's precision
     # (`point_of`)
     config: Config = Config()
@@ -303,7 +303,7 @@ def _model_work(variant: VariantSpec, size: Mapping[str, int], params: int | Non
 MODEL = WorkloadSpec(
     name="model",
     # one a named point (config/point.py's NAMED): what it needs and its precision are the point's own
-    variants=tuple(VariantSpec(name, point.summary(), point) for name, point in NAMED.items()),
+    variants=tuple(VariantSpec(name, point.description(), point) for name, point in NAMED.items()),
     size_limits=MappingProxyType({}),  # your function sizes the model (`small` on CPU)
     product_limit=((), "elements", 1),
     baseline="fp32",

@@ -173,7 +173,7 @@ def _defines(tree: ast.Module, name: str) -> bool:
     return False
 
 
-def check_static(spec: str) -> None:
+def validate_static(spec: str) -> None:
     """The checks that run none of the user's code (the TUI's process never imports it; its worker does):
     the spec's form; for a file, that it exists, parses, and binds the function at its top level; for a
     module, that it can be found. ModelSpecError on a problem."""
@@ -246,11 +246,11 @@ def call_build(fn: Callable[..., Any], spec: str, small: bool) -> ModelSetup:
     except SystemExit as exc:
         raise ModelSpecError(f"--model {spec!r}: your function raised {_first_line(exc)} (sys.exit) instead of "
                              "returning a ModelSetup", user_traceback(exc, None)) from None
-    check_setup(result, spec)
+    validate_setup(result, spec)
     return result
 
 
-def check_setup(result: Any, spec: str) -> None:
+def validate_setup(result: Any, spec: str) -> None:
     """ModelSpecError unless `result` is a usable ModelSetup (the types of its fields, not their behaviour)."""
     from torch import nn
 
@@ -341,5 +341,5 @@ def build(spec: str, small: bool, seed: int) -> ModelSetup:
     return _copy(setup, torch.get_rng_state(), seed)
 
 
-__all__ = ["ModelSetup", "ModelSpecError", "SPEC_FORM", "build", "call_build", "check_setup", "check_static", "keep",
-           "load_function", "model_name", "reuse_builds", "split_spec", "takes_small", "user_traceback"]
+__all__ = ["ModelSetup", "ModelSpecError", "SPEC_FORM", "build", "call_build", "keep", "load_function", "model_name",
+           "reuse_builds", "split_spec", "takes_small", "user_traceback", "validate_setup", "validate_static"]

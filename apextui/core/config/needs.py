@@ -9,10 +9,10 @@
 - "torchao": an importable torchao (fp8).
 - "sm89": a GPU of compute capability >= 8.9 (fp8's float8 tensor cores).
 
-The checks are cheap (a PATH lookup, a file test, a module spec): they never import torch._dynamo or compile
+Each answer is cheap (a PATH lookup, a file test, a module spec): they never import torch._dynamo or compile
 anything (sm89 alone asks torch for the GPU's capability, on CUDA). A compile that still fails at run time fails
 that run with the error. The warm-up that keeps compile and capture time out of the measured steps is
-`workloads/warmup.py`; whether a whole point can run (these checks and the Apex probe) is `availability.py`'s.
+`workloads/warmup.py`; whether a whole point can run (these answers and the Apex probe) is `availability.py`'s.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def python_header() -> Path:
     return Path(sysconfig.get_paths()["include"]) / "Python.h"
 
 
-def check_cuda_graphs(device: str) -> Availability:
+def cuda_graphs_availability(device: str) -> Availability:
     if device != "cuda":
         return Availability(False, "CUDA graphs need a CUDA device; this run is on CPU",
                             "run on a machine with an NVIDIA GPU (--device cuda), or pick a preset without CUDA "
@@ -71,7 +71,7 @@ def check_cuda_graphs(device: str) -> Availability:
     return Availability(True)
 
 
-def check_compile(device: str) -> Availability:
+def compile_availability(device: str) -> Availability:
     """Can torch.compile's default (inductor) backend build kernels for `device` here?"""
     if sys.version_info >= (3, 15):
         return Availability(False, f"torch.compile does not support Python {sys.version_info.major}."
@@ -106,7 +106,7 @@ def check_compile(device: str) -> Availability:
     return Availability(True)
 
 
-def check_cuda(device: str) -> Availability:
+def cuda_availability(device: str) -> Availability:
     """TF32 is a mode of NVIDIA tensor cores: on the CPU the variant would be fp32 again."""
     if device != "cuda":
         return Availability(False, "TF32 is a CUDA tensor-core mode; on CPU this would be the fp32 run again",
@@ -114,14 +114,14 @@ def check_cuda(device: str) -> Availability:
     return Availability(True)
 
 
-def check_torchao(device: str) -> Availability:
+def torchao_availability(device: str) -> Availability:
     if importlib.util.find_spec("torchao") is None:
         return Availability(False, "fp8 training needs the torchao package; it is not installed",
                             "pip install torchao (the version that matches your torch)")
     return Availability(True)
 
 
-def check_sm89(device: str) -> Availability:
+def sm89_availability(device: str) -> Availability:
     """float8 matmuls need compute capability 8.9 or newer (torch imported only here)."""
     if device != "cuda":
         return Availability(False, "fp8 needs an NVIDIA GPU; this run is on CPU",
@@ -136,16 +136,16 @@ def check_sm89(device: str) -> Availability:
     return Availability(True)
 
 
-# need -> its check on a device (every `Need` has one: tests/test_config.py)
-CHECKS: Mapping[Need, Callable[[str], Availability]] = MappingProxyType({
-    "compile": check_compile, "cuda_graphs": check_cuda_graphs, "cuda": check_cuda, "torchao": check_torchao,
-    "sm89": check_sm89})
+# need -> whether a device here meets it (every `Need` has one: tests/test_config.py)
+NEED_AVAILABILITY: Mapping[Need, Callable[[str], Availability]] = MappingProxyType({
+    "compile": compile_availability, "cuda_graphs": cuda_graphs_availability, "cuda": cuda_availability,
+    "torchao": torchao_availability, "sm89": sm89_availability})
 
 
-def check_needs(needs: tuple[str, ...], device: str) -> Availability:
+def needs_availability(needs: tuple[str, ...], device: str) -> Availability:
     """The first of these needs that `device` here does not meet, or ok."""
     for need in needs:
-        result = CHECKS[need](device)  # type: ignore[index]
+        result = NEED_AVAILABILITY[need](device)  # type: ignore[index]
         if not result.ok:
             return result
     return Availability(True)

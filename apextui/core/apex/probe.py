@@ -1,9 +1,9 @@
-"""Can the Apex features a preset needs be used here? Checked in a child process, cached per environment.
+"""Can the Apex features a preset needs be used here? Probed in a child process, cached per environment.
 
 `list`, headless runs and the TUI's probe ask this before an Apex preset runs on CUDA. `import apex` and its
 compiled extensions can raise anything, call sys.exit, segfault or hang, so, as the doctor does, the imports
 run in the doctor's child process (`doctor_child.py`) with a timeout per import: a crash or a hang becomes a
-failed check that says so, and this process never imports Apex. A child costs seconds (it imports torch), so
+failed probe that says so, and this process never imports Apex. A child costs seconds (it imports torch), so
 the answer is cached in `cache_dir()/apex-check.json` under a key of the interpreter, sys.path, the torch
 version and the files of Apex and its extensions (path, size, mtime): start-up stays fast, and rebuilding
 Apex, or another torch, asks again. A hang is kept for this process only (it may be the GPU's passing
@@ -38,7 +38,7 @@ from .features import (
     nvidia_apex_verdict,
 )
 from ..analysis import cache_dir
-from ..config.checks import Availability
+from ..config.needs import Availability
 from ..atomic import write_atomic
 
 TIMEOUT_ENV = "APEXTUI_APEX_CHECK_TIMEOUT"  # seconds each import may take in the child (default 60)
@@ -60,12 +60,12 @@ def import_timeout() -> float:
     return value if value > 0 and value == value and value != float("inf") else DEFAULT_TIMEOUT_S
 
 
-def check_feature(name: str, cuda_available: bool = True) -> Availability:
+def feature_availability(name: str, cuda_available: bool = True) -> Availability:
     """Can Apex feature `name` be used here? Never raises; never imports Apex into this process."""
-    return check_features([name], cuda_available)[name]
+    return features_availability([name], cuda_available)[name]
 
 
-def check_features(names: Iterable[str], cuda_available: bool = True) -> dict[str, Availability]:
+def features_availability(names: Iterable[str], cuda_available: bool = True) -> dict[str, Availability]:
     """Check each feature in `names` (a FEATURES name); never raises. Without a usable `apex` package
     (none, or PyPI's unrelated one) no child is started."""
     names = list(names)
@@ -81,7 +81,7 @@ def check_features(names: Iterable[str], cuda_available: bool = True) -> dict[st
     if not nvidia:
         fix = NOT_NVIDIA_FIX if "not NVIDIA" in why else BUILD_HINT
         return {**out, **{n: Availability(False, why, fix) for n in todo}}
-    checks = _all_checks()
+    checks = _probed()
     for name in todo:
         check = checks[name]
         if check.ok and not cuda_available:
@@ -172,13 +172,13 @@ def _store(key: str, checks: dict[str, Availability]) -> None:
         pass
 
 
-def _all_checks() -> dict[str, Availability]:
+def _probed() -> dict[str, Availability]:
     """Every feature's check (as if CUDA were there), from memory, the cache or a fresh child."""
     key = cache_key()
     with _lock:
         checks = _memo.get(key) or _cached(key)
         if checks is None:
-            checks, hung = _run_checks()
+            checks, hung = _probe_in_child()
             if not hung:  # a hang is remembered by this process only: the next start asks again
                 _store(key, checks)
         _memo[key] = checks
@@ -192,7 +192,7 @@ def _line(res: dict) -> str:
     return first_line(res.get("error_type", "Error"), res.get("message", ""))
 
 
-def _run_checks() -> tuple[dict[str, Availability], bool]:
+def _probe_in_child() -> tuple[dict[str, Availability], bool]:
     """Import torch, apex, each core extension and each feature module in the doctor's child (a timeout
     each); (a check for every feature, whether an import hung)."""
     from .doctor import DoctorError, _run_child
