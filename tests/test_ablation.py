@@ -9,6 +9,7 @@ from apextui.core.advise import ablation
 from apextui.core.advise.search import Outcome, Search
 from apextui.core.measure.compare import Timing
 from apextui.core.measure.summary import Summary
+from apextui.core.monitor.contention import RunContention
 from apextui.core.config.point import BASELINE, Config, parse
 
 COMPILE_S = 45.0
@@ -437,7 +438,7 @@ def test_a_baseline_the_budget_ended_on_a_busy_machine_says_the_machine_was_busy
     from apextui.core.advise.records import RunResult
     from apextui.core.advise.run import outcome_of
 
-    ended = RunResult(1, "stopped", Summary(contention={"level": "busy", "other_cpu_cores": 1.9}),
+    ended = RunResult(1, "stopped", Summary(contention=RunContention("busy", other_cpu_cores_mean=1.9)),
                       error="ended by the budget after 52 s")
     fake = Table(lambda c: 100.0)
     r = Search(lambda c, why, round=None: outcome_of(ended), budget_s=46, clock=fake.clock).run()
