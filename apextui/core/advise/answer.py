@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..measure.compare import DISTURBED_WORDS, fields, format_speedup, unsure
+from ..measure.mfu import Mfu
 from ..config.calling import Calling
 from ..config.point import Config
 from ..config.snippet import preset_toml, snippet
@@ -50,6 +51,7 @@ def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | Non
         "preset": rec.preset, "config": point.as_dict(), "label": point.label, "summary": point.description(),
         "is_baseline": rec is base, "fastest": fastest,
         "median_ms": rec.median_ms, "peak_memory_bytes": max(peaks) if peaks else None,
+        "mfu": mfu.to_dict() if (mfu := rec.mfu) is not None else None,
         "best_single": single.preset if single is not None else None,
         "best_single_label": points[single.preset].label if single is not None else None,
         **fields(vs_base, "speedup_vs_fp32"), **fields(vs_single, "speedup_vs_best_single"),
@@ -118,13 +120,15 @@ def answer_lines(doc: Mapping[str, Any]) -> list[str]:
         return lines
     mem = f", peak GPU memory {a['peak_memory_bytes'] / 2**20:.0f} MiB" if a.get("peak_memory_bytes") else ""
     busy = " ⚠" if a.get("competed") else ""
+    mfu = Mfu.from_dict(a.get("mfu"))
+    at = f" at {mfu.words()}" if mfu is not None and mfu.value is not None else ""
     if a["is_baseline"]:
         why = f" (the fastest, {a['fastest']}, is within noise of it)" if a.get("fastest") else ""
-        lines += ["", f"use {a['summary']}{mem}{busy}",
+        lines += ["", f"use {a['summary']}{at}{mem}{busy}",
                   f"  nothing is measurably faster{why}"]
     else:
         head = "fastest configuration" if a.get("confirmed") is not False else "fastest so far, unconfirmed"
-        lines += ["", f"{head}: {a['label']} ({a['summary']}){mem}{busy}",
+        lines += ["", f"{head}: {a['label']} ({a['summary']}){at}{mem}{busy}",
                   f"  against fp32: {a['speedup_vs_fp32_text'] or 'not measured'}",
                   (f"  against the best single change ({a['best_single_label']}): "
                    f"{a['speedup_vs_best_single_text'] or '-'}" if a["best_single"] not in (None, a["preset"])

@@ -14,6 +14,7 @@ from ..measure.compare import Comparison, Disturbance, Drift, Timing, compare, d
     timing_from_runs, unsure
 from ..measure.details import json_ready
 from ..measure.summary import Summary
+from ..measure.mfu import Mfu
 
 KIND = "apextui-advice"
 SCHEMA = 1
@@ -223,6 +224,13 @@ class Measurement:
         return max(times) if times else None
 
     @property
+    def mfu(self) -> Mfu | None:
+        """Its MFU at its median over the kept runs (its runs share the model's FLOPs a step and the GPU's peak);
+        None where no run has one (an old results file)."""
+        found = next((r.summary.mfu for r in self.ok_runs if r.summary.mfu is not None), None)
+        return found.at(self.median_ms) if found is not None else None
+
+    @property
     def measured(self) -> bool:
         return self.median_ms is not None
 
@@ -362,6 +370,7 @@ class WorkloadVerdict:
                 "roofline": json_ready(rep.summary.roofline.to_dict())
                 if rep is not None and rep.summary.roofline else None,
                 "gpu_busy": rep.summary.gpu_busy if rep is not None else None,
+                "mfu": mfu.to_dict() if (mfu := m.mfu) is not None else None,
                 "evidence_run": rep.repeat if rep is not None else None,
                 "errors": m.errors,
                 "runs": [r.to_dict() for r in m.runs],

@@ -4,8 +4,9 @@ to the `end` line's `summary` object (docs/json.md), a saved results row (`Resul
 at the edges (`to_dict` for the JSON line and the results file, `from_dict` for a file or a `--json` output,
 tolerant of old and foreign ones: a missing or ill-typed value is None, a key it does not know is kept and written
 back). Its nested objects are typed records too (`details`: the correctness check, roofline, bottleneck and
-data-parallel ranks; `monitor.contention.RunContention`), each made by its producer; `to_dict` writes them as the
-`end` line always has, the roofline, bottleneck, ranks and contention with floats to 6 significant digits."""
+data-parallel ranks; `monitor.contention.RunContention`; `mfu.Mfu`), each made by its producer; `to_dict` writes
+them as the `end` line always has, the roofline, bottleneck, ranks and contention with floats to 6 significant
+digits, the MFU with 4."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 from ..monitor.contention import RunContention
 from .compare import Timing
 from .details import Bottleneck, CorrectnessCheck, Distributed, Roofline, json_ready
+from .mfu import Mfu
 
 ANALYSIS_KEYS = ("gpu_busy", "gpu_busy_source", "gpu_busy_note", "gpu_kernel_ms", "roofline", "bottleneck")
 
@@ -58,6 +60,7 @@ class Summary:
     distributed: Distributed | None = None  # a data-parallel run's (docs/distributed.md); absent otherwise
     peak_memory_bytes: int | None = None  # a CUDA run's torch.cuda.max_memory_allocated(); None on CPU
     contention: RunContention | None = None  # other work competing over the run (monitor/contention.py)
+    mfu: Mfu | None = None  # model FLOPs utilisation (measure/mfu.py): a null value with a reason where none is known
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a loaded summary this version does not know
 
     @property
@@ -69,7 +72,7 @@ class Summary:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object (docs/json.md): every key but `distributed`, which is there only when set, in the order
-        the `end` line has always had (`peak_memory_bytes`, then `contention`, last)."""
+        the `end` line has always had (`peak_memory_bytes`, then `contention`), and `mfu` last."""
         out: dict[str, Any] = {}
         for f in fields(self):
             if f.name == "extra":
@@ -81,6 +84,8 @@ class Summary:
                 value = value.to_dict()
             elif isinstance(value, (Roofline, Bottleneck, Distributed, RunContention)):
                 value = json_ready(value.to_dict())
+            elif isinstance(value, Mfu):  # its figures rounded to 4 significant digits by its own to_dict
+                value = value.to_dict()
             out[f.name] = value
         return {**out, **{k: v for k, v in self.extra.items() if k not in out}}
 
@@ -100,7 +105,7 @@ def _known_fields() -> dict[str, str]:
 
 
 _RECORDS: dict[str, Any] = {"CorrectnessCheck": CorrectnessCheck, "Roofline": Roofline, "Bottleneck": Bottleneck,
-                             "Distributed": Distributed, "RunContention": RunContention}
+                             "Distributed": Distributed, "RunContention": RunContention, "Mfu": Mfu}
 
 
 def _typed(kind: str, value: Any) -> Any:

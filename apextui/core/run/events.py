@@ -83,6 +83,9 @@ def setup_event(info: RunInfo) -> dict[str, Any]:
         "flops_per_step": _num(info.flops_per_step, 1),
         "bytes_per_step": _num(info.bytes_per_step, 1),
         "work_scope": info.work.scope if info.work is not None else None,
+        # what MFU rests on: the model's FLOPs a step (counted once) and the GPU's dense peak for the precision
+        "model_flops": info.model_flops.to_dict() if info.model_flops is not None else None,
+        "peak": info.peak.to_dict() if info.peak is not None else None,
     }
 
 
@@ -175,6 +178,7 @@ def summary(snap: Snapshot) -> Summary:
         distributed=snap.distributed,
         peak_memory_bytes=snap.peak_memory_bytes,
         contention=snap.monitor.run_contention if snap.monitor else None,
+        mfu=info.mfu(st.median_ms if st else None) if info else None,
     )
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from ..measure.mfu import Peak, StepFlops
 from .merge import MergedRecord
 from .snapshot import RunInfo, Snapshot, Status
 from ..measure.details import CorrectnessCheck, Distributed
@@ -65,7 +66,8 @@ def info_from(start: Mapping[str, Any], setup: Mapping[str, Any]) -> RunInfo:
         check=CorrectnessCheck.from_dict(setup["check"]) if isinstance(setup.get("check"), dict) else None,
         uses_grad_scaler=bool(setup.get("grad_scaler")),
         params=setup.get("params") if isinstance(setup.get("params"), int) else None,
-        compile_s=number(setup.get("compile_s")))
+        compile_s=number(setup.get("compile_s")), model_flops=StepFlops.from_dict(setup.get("model_flops")),
+        peak=Peak.from_dict(setup.get("peak")))
 
 
 class Replay:

@@ -18,6 +18,7 @@ import traceback
 from typing import Any, Callable, Mapping
 
 from ..analysis import PROFILE_STEPS, probe_after_run
+from ..analysis.peaks import peak
 from ..env import pci_bus_id
 from ..monitor.sampler import Sampler
 from ..presets import Preset
@@ -254,6 +255,9 @@ class Runner(RunControl):
             baseline=self.preset.baseline, loss_floor=workload.loss_floor, check=workload.check,
             uses_grad_scaler=workload.uses_grad_scaler, params=workload.params,
             work=getattr(workload, "work", None), compile_s=compile_s,
+            model_flops=getattr(workload, "step_flops", None),
+            peak=peak(self.device, torch.cuda.get_device_name() if self.device == "cuda" else None,
+                      str(getattr(workload, "config", self.preset.config).precision)),
         )
         return info, workload, clock
 

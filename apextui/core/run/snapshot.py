@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Callable, Literal, Mapping
 
 from ..analysis import PerStepWork, RunAnalysis, Work
+from ..measure.mfu import Mfu, Peak, StepFlops, mfu
 from ..monitor.sampler import MonitorReading
 from ..measure.details import CorrectnessCheck, Distributed, FinalStatus
 from ..measure.stats import Stats
@@ -40,6 +41,13 @@ class RunInfo(PerStepWork):
     params: int | None = None
     work: Work | None = None  # the workload's FLOPs and bytes a step (roofline model), where modelled
     compile_s: float | None = None  # compile / CUDA-graph capture in set-up, never in a step; None: none
+    model_flops: StepFlops | None = None  # the model's FLOPs a training step, counted once (workloads/flop_count.py)
+    peak: Peak | None = None  # the GPU's dense peak for the run's precision (analysis/peaks.py), or why none
+
+    def mfu(self, step_ms: float | None) -> Mfu:
+        """The run's MFU at `step_ms` (its median so far, or over the measured steps): the one computation's
+        (`measure.mfu.mfu`), for the `end` line and the TUI alike."""
+        return mfu(self.model_flops, step_ms, self.peak)
 
 
 @dataclass(frozen=True)

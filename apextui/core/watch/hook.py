@@ -51,7 +51,7 @@ from ..run import events
 from ..run.delivery import Delivery
 from ..run.snapshot import FinalStatus, RunInfo, Snapshot
 from ..run.timing import CpuClock, CudaClock, StepRecord, block_steps
-from . import lines, store, values, workload
+from . import lines, mfu_inputs, store, values, workload
 from .stream import DEFAULT_MAX_BYTES, Opener, Stream, append
 
 log = logging.getLogger("apextui.watch")
@@ -106,7 +106,8 @@ class Watch:
     def __init__(self, name: str | None = None, *, steps: int | None = None, warmup: int = WARMUP,
                  sample_interval: float = 1.0, max_bytes: int = DEFAULT_MAX_BYTES, where: str | Path | None = None,
                  model: Any = None, batch_size: int | None = None, rank: int | None = None,
-                 opener: Opener | None = None, now: Callable[[], float] = time.perf_counter) -> None:
+                 opener: Opener | None = None, flops_per_token: float | None = None, precision: str | None = None,
+                 now: Callable[[], float] = time.perf_counter) -> None:
         self.name = name or Path(sys.argv[0] or "run").stem or "run"
         # what the run trains, for `attach` to compare it only with runs of the same (`workload.py`): read at the
         # first step (a lazy module has its parameters by then), then let go
@@ -164,6 +165,11 @@ class Watch:
         self._cuda_seen = False  # CUDA came into use after steps on the host clock
         self._on_host = False  # the clock is the host's (CpuClock)
         self._nonfinite = False
+        # what MFU rests on (`mfu_inputs.py`): read from the options and the model at the first step, as the model's
+        # fields are (a lazy module has its parameters by then)
+        self._mfu_options = (flops_per_token, precision)
+        self._flops = mfu_inputs.FlopsPerToken(None, "none", reason=mfu_inputs.NOT_GIVEN)
+        self._precision = mfu_inputs.DEFAULT_PRECISION
         self.where = Path(where) if where is not None else None
         self._earlier_exc = getattr(sys, "last_value", None)  # an interactive session's earlier error, not this run's
         try:
@@ -343,9 +349,12 @@ class Watch:
         from ..env import describe
 
         assert self.meta is not None
-        self._info = RunInfo(preset=self.name, workload=lines.WORKLOAD, variant=self.name, device=device,
-                             size_name="default", size={}, steps=self.steps or 0, warmup=self.warmup, amp="none",
-                             units="steps", units_per_step=1, baseline="")
+        flops_per_token, precision = self._mfu_options
+        self._flops = mfu_inputs.FlopsPerToken.given(flops_per_token, self._model, self._warn)
+        self._precision = mfu_inputs.precision_of(precision, self._model, self._warn)
+        self._info = self._with_mfu(RunInfo(
+            preset=self.name, workload=lines.WORKLOAD, variant=self.name, device=device, size_name="default", size={},
+            steps=self.steps or 0, warmup=self.warmup, amp="none", units="steps", units_per_step=1, baseline=""))
         # a loop without torch (JAX, NumPy) is not made to import it: its env has no torch fields
         env = describe(device) if torch is not None else {"python": platform.python_version(),
                                                            "platform": sys.platform, "torch": None}
@@ -402,7 +411,7 @@ class Watch:
         old, self._sampler = self._sampler, self._new_sampler("cuda")
         old.stop()
         assert self._info is not None
-        self._info = replace(self._info, device="cuda")
+        self._info = self._with_mfu(replace(self._info, device="cuda"))
         self._inbox.put(("info", self._info))
         self._extra(lines.note_event(self._n, f"CUDA is in use from step {self._n}: timed with CUDA events from "
                                                    "here (the steps before were timed on the host)"))
@@ -480,8 +489,14 @@ class Watch:
         per_step = max(1, round(self._unit_total / self._unit_steps))
         info = self._info
         if info.units != self._units or abs(per_step - info.units_per_step) > 0.01 * info.units_per_step:
-            self._info = replace(info, units=self._units, units_per_step=per_step)
+            self._info = self._with_mfu(replace(info, units=self._units, units_per_step=per_step))
             self._inbox.put(("info", self._info))
+
+    def _with_mfu(self, info: RunInfo) -> RunInfo:
+        """`info` with what its MFU rests on: the FLOPs a step (a token's, given or 6N, times the step's tokens) and
+        the GPU's dense peak for the run's precision."""
+        return replace(info, model_flops=self._flops.per_step(info.units, info.units_per_step),
+                       peak=mfu_inputs.peak_of(info.device, self._precision, self._torch))
 
     def _calibrate(self, records: list[StepRecord]) -> None:
         """Once the warm-up's intervals are in: its second half's median sets the block size."""
@@ -697,5 +712,8 @@ def watch(name: str | None = None, **options: Any) -> Watch:
     it as a context manager). `apextui attach NAME` shows it live. Options: `steps` (the run's total, for the
     progress bar), `warmup`, `sample_interval`, `max_bytes` (the stream on disk), `where` (the folder of runs;
     default the user data dir's `watch`), `model` and `batch_size` (what the run trains: `attach` compares runs
-    of the same model and batch; `mon.step(batch=...)` gives the batch's shape instead). docs/watch.md."""
+    of the same model and batch; `mon.step(batch=...)` gives the batch's shape instead);
+    for MFU, with `tokens=` in `mon.step`: `flops_per_token` (a training step's model FLOPs a token, forward and
+    backward) or `model` (then 6N a token), and `precision` (the peak it is measured against: fp32, tf32, bf16, fp16,
+    fp8; default the model's parameters' bf16/fp16, else bf16). docs/watch.md."""
     return Watch(name, **options)

@@ -9,6 +9,10 @@ import torch
 from ..analysis import PerStepWork, Work
 from ..measure.details import CorrectnessCheck
 from ..measure.marker import Marker
+from ..measure.mfu import StepFlops
+
+MICRO_BENCHMARK = StepFlops(None, "none", reason="a kernel micro-benchmark: no model forward and backward to count "
+                                                 "(MFU is a model's measure)")
 
 
 class Workload(PerStepWork):
@@ -22,6 +26,7 @@ class Workload(PerStepWork):
     uses_grad_scaler: bool = False
     params: int | None = None  # trainable parameters
     work: Work | None = None  # FLOPs and bytes of one step (roofline model), where modelled
+    step_flops: StepFlops = MICRO_BENCHMARK  # the model's FLOPs a step, counted (`flop_count`): what MFU reads
     compiles: bool = False  # True: warm_up() compiles or captures before the first step
     uses_cuda_graphs: bool = False  # replays captured CUDA graphs (the GPU-busy profiler skips these)
 

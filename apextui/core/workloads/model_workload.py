@@ -39,10 +39,12 @@ from .failure import is_out_of_memory
 from . import user_model
 from . import dropout
 from . import apply
+from . import flop_count
 from .apply import fp8_layer_fits
 from .base import Workload, backward_and_step, scale_tensor
 from ..measure.details import CorrectnessCheck, NormSwap
 from ..measure.marker import Marker, NoMark
+from ..measure.mfu import StepFlops
 from .norm_swap import count_norms, find_norms, swap_norms
 from ..config.axes import Value
 from ..config.calling import Calling, InputForm, LossForm
@@ -63,14 +65,18 @@ NO_LOSS = ("the model returned an output whose loss is None (a Hugging Face mode
 # the check's fp32 reference losses (and how they called the model), kept for every later run of the same model in a
 # process that runs several (`run.reusable`): fp32's steps from the same initial weights on the same stream
 _references: dict[tuple[Any, ...], tuple[tuple[float, ...], Calling | None]] = {}
+# the model's FLOPs a step (`flop_count`), kept likewise: the model as built, the same first batch
+_flops: dict[tuple[Any, ...], StepFlops] = {}
 _reuse_references = False
 
 
 def reuse_references(on: bool) -> None:
-    """From now on (`on`), the check's fp32 reference steps run once per model in this process (`_fp32_losses`)."""
+    """From now on (`on`), the check's fp32 reference steps run, and the model's FLOPs a step are counted, once per
+    model in this process (`_fp32_losses`, `_count_flops`)."""
     global _reuse_references
     _reuse_references = on
     _references.clear()
+    _flops.clear()
 
 
 class UserCodeError(RuntimeError):
@@ -200,6 +206,7 @@ class ModelWorkload(Workload):
         self.calling: Calling | None = None  # how the check's fp32 steps called the model (the answer's code does so)
         self._i = 0
         self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.step_flops = self._count_flops()
         reference = None if self.config == BASELINE else self._reference_losses()
         self._reference = reference
         swap: NormSwap | None = None
@@ -325,6 +332,19 @@ class ModelWorkload(Workload):
         self._restore()
         apply.set_tf32(self.device, self.config.precision)
         return losses
+
+    def _count_flops(self) -> StepFlops:
+        """The model's FLOPs a step: one forward and backward of the model as built (eager, before a norm swap or fp8)
+        on the first batch, under this run's autocast; weights, buffers and random state untouched (`flop_count`).
+        Under `reuse_references`, once per process for each model."""
+        key = (self.spec, self.device, self._check_seed)
+        if _reuse_references and key in _flops:
+            return _flops[key]
+        first = self.batches[0]
+        flops = flop_count.counted(self.model, lambda: self._forward(self.loss_module, first), self.device)
+        if _reuse_references:
+            _flops[key] = flops
+        return flops
 
     def _dropout_off(self, off: bool) -> Any:
         from contextlib import nullcontext

@@ -11,7 +11,7 @@ from torch.nn import functional as F
 
 from .warmup import WARMUP_STEPS, TrainingState, compile_warmup
 from ..analysis import transformer_work
-from . import apply, markov, parallel
+from . import apply, flop_count, markov, parallel
 from ..measure.marker import Marker, NoMark
 from .base import Workload, backward_and_step, scale_tensor
 from ..config.axes import Value
@@ -114,6 +114,9 @@ class TransformerWorkload(Workload):
         norm = apply.norm_class(point, "layer_norm")
         self.model = TinyDecoder(size["vocab"], size["d_model"], size["layers"], size["heads"], seq, norm).to(device)
         self.params = sum(p.numel() for p in self.model.parameters())  # before FSDP2 shards them
+        # the eager model's FLOPs, before DDP or FSDP2 wraps it (its backward would run their collectives)
+        loss_model, first = LossModel(self.model, device, point.precision), self.batches[0]
+        self.step_flops = flop_count.counted(self.model, lambda: loss_model(first[:, :-1], first[:, 1:]), device)
         if how is not None and point.cuda_graphs:
             raise ValueError(f"{variant} captures CUDA graphs; apextui does not run it data-parallel")
         self.model = parallel.wrap(self.model, how, device, shards=self.model.blocks)  # type: ignore[assignment]  # DDP/FSDP wrap it

@@ -93,6 +93,7 @@ def sections(entry: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]
     check = summary.pop("check", None)
     out.append(("Norm check", list(flatten("check", check)) if check else [("check", "— (no reference check)")]))
     out.append(("Bottleneck and roofline", take(summary, ANALYSIS)))
+    out.append(("MFU", take(summary, ("mfu",))))
     other = [pair for k, v in {**top, **summary}.items() for pair in flatten(k, v)]
     if other:
         out.append(("Other", other))

@@ -3,7 +3,8 @@
 Speed-ups are `core.measure.compare`'s: ≈ when within noise, coloured only beyond noise; a failed run has none
 (`results.comparison`) and shows "failed" there. The columns follow the table's width (`tier`): narrow
 (a 60-column terminal) keeps preset, median, speed-up, loss and max error under short headers; from `NORMAL`
-the device and p10–p90 join and the loss shows its floor; from `WIDE` the speed-up shows its 95 % interval;
+the device and p10–p90 join and the loss shows its floor; from `WIDE` the speed-up shows its 95 % interval and
+the MFU column joins (`summary.mfu`: the model's FLOPs a step against the GPU's dense peak; — where none is known);
 from `EXTRA` (big terminals) steps, throughput and compile time join. The subtitle names the
 baseline run when another one was passed over (stopped, failed, too short), and the drift between runs every
 interval holds (`RunIndex.drift_notes`: "single runs, one after another: drift unknown" until a preset has run
@@ -51,7 +52,8 @@ COLUMNS = (
     Column("median", "median ms", "ms", NARROW), Column("spread", "p10–p90", "p10–p90", NORMAL),
     Column("speedup", "speed-up", "speed-up", NARROW), Column("vs", "vs", "vs", WIDE),
     Column("loss", "loss/floor", "loss", NARROW),
-    Column("err", "max err", "err", NARROW), Column("steps", "steps", "steps", EXTRA),
+    Column("err", "max err", "err", NARROW), Column("mfu", "MFU", "MFU", WIDE),
+    Column("steps", "steps", "steps", EXTRA),
     Column("throughput", "throughput", "throughput", EXTRA), Column("compile", "compile", "compile", EXTRA),
 )
 STATUS_MARK = {"ok": "", "stopped": " ■", "failed": " ✗"}
@@ -109,10 +111,12 @@ def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = 
     steps = summary.steps
     unit = str(summary.throughput_unit or "/s").replace("tokens", "tok")
     compile_s = summary.compile_s
+    mfu = summary.mfu.percent if summary.mfu is not None else None
     by_key: dict[str, object] = {
         "preset": name, "run": str(index.number(row)), "device": row.device,
         "median": Text(fmt.ms(row.median_ms), style="bold"),
         "spread": spread, "speedup": up_text, "vs": vs, "loss": loss, "err": err,
+        "mfu": mfu or Text(fmt.DASH, style="dim"),
         "steps": str(steps) if isinstance(steps, int) else fmt.DASH,
         "throughput": fmt.si(summary.throughput, unit),
         "compile": fmt.seconds(compile_s) if compile_s else Text(fmt.DASH, style="dim"),

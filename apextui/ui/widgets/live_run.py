@@ -225,6 +225,10 @@ class LiveRun(Vertical):
             title.append(f"{info.preset}", style="bold")
             if snap.status == "running" and snap.steps_done < info.warmup:
                 title.append(" warm-up", style="cyan")
+            mfu = info.mfu(getattr(snap.stats, "median_ms", None))
+            if mfu.value is not None:  # early in the line: the title is cut at the pane's width
+                title.append(" · MFU ", style="dim")
+                title.append(mfu.percent or "", style="bold cyan")
             title.append(f" · {info.device} · {size if info.workload != 'watch' else self.trains or 'watched'}",
                          style="dim")
             if info.params:
