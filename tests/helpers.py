@@ -140,3 +140,36 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(saved)
+
+
+WATCHED_TOKENS = 64 * 16  # the tokens a step of `train_watched`
+
+
+def train_watched(mon, steps: int = 40, **count) -> None:
+    """A small real training loop with `mon.step` in it: `count` is what each step gives (`tokens=` by default)."""
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = torch.randn(64, 16), torch.randn(64, 1)
+    for _ in range(steps):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        mon.step(loss=loss.detach(), **(count or {"tokens": WATCHED_TOKENS}))
+
+
+def watched_on_a_fake_gpu(monkeypatch, name: str, flops_per_token: float = 100.0):
+    """A finished watched run whose peak is a GPU's (a FAKE: a peak is GPU-only; 1e-3 TFLOP/s and 100 FLOPs a token,
+    so that a CPU step is of the order of it); its monitor."""
+    import apextui
+    from apextui.core.measure.mfu import Peak
+    from apextui.core.watch import mfu_inputs
+
+    fake = Peak(1e-3, "bf16", gpu="Fake GPU", source="https://example.invalid/spec")
+    monkeypatch.setattr(mfu_inputs, "peak_of", lambda device, precision, torch: fake)
+    with apextui.watch(name=name, flops_per_token=flops_per_token) as mon:
+        train_watched(mon)
+    return mon
