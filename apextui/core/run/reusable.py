@@ -4,7 +4,8 @@ Why: in a worker of its own each run of a search spent most of its time outside 
 HF GPT-2's run took 15-20 s for 3 s of steps: importing transformers (5-15 s), building the model on the CPU (2 s),
 CUDA's context and first kernels (2-3 s), the check's fp32 reference steps (2 s); a 300 s search ran 15 points and
 no compile. A worker that stays keeps the imports, the user's built model (`user_model.reuse_builds`: each run gets a
-copy of it, the same initial weights), the check's fp32 reference (`model_workload.reuse_references`) and CUDA's
+copy of it, the same initial weights), the check's fp32 reference and the model's FLOPs a step (MFU's; both
+`model_workload.reuse_references`) and CUDA's
 context and kernels, so a point costs little more than its steps.
 
 What the shared process must not change, and how it is kept from doing so:

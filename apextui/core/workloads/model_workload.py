@@ -19,6 +19,10 @@ eager one whose masks differ anyway, is checked with dropout off (`dropout.disab
 first calls the model (eagerly): they note how (`config.calling.Calling`: the inputs' form, where the loss comes
 from), and the record keeps it as `calling`, for the answer's code to call the model the same way.
 
+The model's FLOPs a step (`step_flops`, what MFU reads) are counted on the model as built, before the check, the norm
+swap or fp8 change anything: one eager forward and backward on the first batch (`flop_count`), weights, buffers and
+random state left as they were.
+
 The norm swap (fused_norms, fused_amp) replaces every module that computes a LayerNorm or RMSNorm
 (`norm_swap.find_norms`, whatever its class) with Apex's `FusedLayerNorm` / `FusedRMSNorm`, its weights
 copied, and checks the swap on the first batch with dropout off: the model's loss before and after, in
