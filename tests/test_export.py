@@ -30,11 +30,11 @@ def test_csv_exact_text():
     assert lines[1] == ("fp32 run 1,fp32,transformer,fp32,fp32,cuda,default,none,ok,400,350,12.0,11.399999999999999,"
                         "12.600000000000001,,,,"
                         "682666.6666666666,tokens/s,,,,base,,fp32 run 1,1.0681,1.0475,,,,"
-                        "session,,False")  # the baseline: `base`, as on the screen, never a speed-up against itself
+                        "session,,False,,")  # the baseline: `base`, as on the screen, never a speed-up against itself
     # single runs one after another, none repeated: the interval is widened by the assumed drift (a factor of 2)
     assert lines[2] == ("fused_amp run 1,fused_amp,transformer,fused_amp,fp32,cuda,default,none,ok,400,350,5.0,4.75,"
                         "5.25,,,,1638400.0,tokens/s,2.4,1.1762,4.897,faster,drift_unknown,fp32 run 1,1.0681,1.0475,,,,"
-                        "session,,False")
+                        "session,,False,,")
     assert len(lines) == 3 and text.endswith("\n")
 
 
@@ -43,7 +43,14 @@ def test_csv_quotes_commas_and_newlines_in_errors():
     failed = ResultRow(**{**failed.__dict__, "error": 'boom, "bad"\nline 2'})
     text = to_csv([failed])
     assert text.splitlines()[1].endswith(',session,"boom, ""bad""')
-    assert 'line 2"' in text
+    assert 'line 2",False,,\n' in text
+
+
+def test_csv_has_the_runs_mfu_and_its_achieved_rate():
+    with_mfu = row("fp32", 12.0, mfu={"value": 0.31, "tflops": 306.7, "precision": "bf16", "reason": None})
+    lines = to_csv([with_mfu, ROWS[1]]).splitlines()
+    assert lines[1].endswith(",False,0.31,306.7")
+    assert lines[2].endswith(",False,,")  # a run without one (an older file): empty cells
 
 
 def test_markdown_exact_text():

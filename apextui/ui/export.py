@@ -24,7 +24,8 @@ CSV_COLUMNS = (
     "run", "preset", "workload", "variant", "baseline", "device", "size", "amp", "status", "steps", "measured_steps",
     "median_ms", "p10_ms", "p90_ms", "mean_ms", "opt_median_ms", "compile_s", "throughput", "throughput_unit",
     "speedup", "speedup_low", "speedup_high", "speedup_verdict", "speedup_basis", "baseline_run", "final_loss",
-    "loss_floor", "max_abs_err", "check_passed", "bottleneck", "source", "error", "speedup_competed",
+    "loss_floor", "max_abs_err", "check_passed", "bottleneck", "source", "error", "speedup_competed", "mfu",
+    "mfu_tflops",
 )
 MD_HEADER = ("run", "preset", "device", "status", "median ms", "p10–p90 ms", "speed-up", "throughput", "loss/floor",
              "max err")
@@ -47,6 +48,8 @@ def _flat(entry: Mapping[str, Any]) -> dict[str, Any]:
     flat["max_abs_err"] = check.get("max_abs_err") if check else None
     flat["check_passed"] = check.get("passed") if check else None
     flat["bottleneck"] = bottleneck.get("label") if bottleneck else None
+    mfu = summary["mfu"] if isinstance(summary.get("mfu"), Mapping) else {}
+    flat["mfu"], flat["mfu_tflops"] = mfu.get("value"), mfu.get("tflops")  # a fraction, and the achieved TFLOP/s
     if entry.get("baseline_run") is not None and entry.get("baseline_run") == entry.get("run"):
         flat["speedup_verdict"] = "base"  # the run the others are against: no speed-up against itself
     return flat
