@@ -7,7 +7,9 @@ text advice then wrapped at 80 columns under `-n auto` only)."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,10 +21,39 @@ if "torch" in sys.modules:  # imported already (by a plugin): the variable came 
     sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
+@pytest.fixture(scope="session")
+def measured_ceilings(tmp_path_factory) -> Path | None:
+    """This machine's CPU ceilings (core/analysis/ceilings.py), really measured, once for the whole run: the first
+    xdist worker to ask measures them under a file lock, the others read its file (the workers' base temp folders
+    share a parent). None if they cannot be measured here (each run then measures them itself, as before)."""
+    from filelock import FileLock
+
+    from apextui.core.analysis.ceilings import CACHE_FILE, CeilingsUnavailable, get_ceilings
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path = root / "measured-ceilings" / CACHE_FILE
+    with FileLock(str(root / "measured-ceilings.lock")):
+        if not path.exists():
+            try:
+                get_ceilings("cpu", path=path)
+            except CeilingsUnavailable:
+                return None
+    return path
+
+
 @pytest.fixture(autouse=True)
-def _private_user_dirs(tmp_path_factory, monkeypatch):
+def _private_user_dirs(tmp_path_factory, monkeypatch, request):
     monkeypatch.setenv("APEXTUI_PRESET_DIR", str(tmp_path_factory.mktemp("user-presets")))
-    monkeypatch.setenv("APEXTUI_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    cache = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("APEXTUI_CACHE_DIR", str(cache))
+    # A run that ends ok fetches the ceilings: measuring them on this CPU takes ~14 s of CPU time (their bf16
+    # matmuls), and with an empty cache every such test paid it again. A slow test (the ones that train) starts with
+    # the run's measured ceilings in its own cache folder, as a machine that has run apextui before has them.
+    if request.node.get_closest_marker("slow") is not None:
+        measured = request.getfixturevalue("measured_ceilings")
+        if measured is not None:
+            shutil.copy(measured, cache / measured.name)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("data")))
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.delenv("LINES", raising=False)
@@ -41,11 +72,15 @@ def _signals_unsettled():
 
 
 # Fixtures that take over ~1.5 s once (test_doctor's `probes`: every fake Apex tree probed in child processes): a
-# test that uses one is slow, whichever test of its module happens to pay for it.
+# test that uses one is slow, whichever test of its module happens to pay for it. Under xdist (`--dist loadgroup`)
+# the tests that use one share an `xdist_group` named after it: one worker runs them all and builds the fixture once
+# (handed out one test at a time, neighbours went to both workers, and each built it).
 SLOW_FIXTURES = frozenset({"probes"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+        for name in sorted(SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ()))):
             item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.xdist_group(name))

@@ -178,6 +178,52 @@ def test_a_run_far_wider_than_its_points_other_runs_is_left_out():
     assert kept_runs([(Timing(10.0, 9.0, 11.0), True)] * 2) == ([0, 1], True)
 
 
+def _disturbances_by_definition(runs):
+    """DISTURBED_RULE read literally: each run against the median width of every other run of its configuration."""
+    import statistics
+
+    from apextui.core.measure.compare import WIDE_FACTOR, WIDE_FLOOR, _width
+
+    out = []
+    for i, (t, competed) in enumerate(runs):
+        mine = _width(t)
+        others = [w for j, (o, _) in enumerate(runs) if j != i and (w := _width(o)) is not None]
+        wide = mine is not None and len(others) >= 2 and mine > WIDE_FLOOR and \
+            mine > WIDE_FACTOR * statistics.median(others)
+        out.append("busy" if competed else "wide" if wide else None)
+    return out
+
+
+def test_disturbances_reads_each_runs_others_as_the_rule_says_for_any_runs():
+    """The sorted-once median (a history of thousands of runs of a preset) marks what the rule does, run by run: ties,
+    unknown intervals, competed runs, odd and even counts of others."""
+    import random
+
+    from apextui.core.measure.compare import disturbances
+
+    rng = random.Random(0)
+    for _ in range(400):
+        runs = []
+        for _ in range(rng.randint(0, 9)):
+            median = rng.choice([10.0, 20.0, 22.6])
+            half = rng.choice([None, 0.01, 0.05, 0.1, 0.5, 2.0, 5.0])
+            t = Timing(median) if half is None else Timing(median, median - min(half, median / 2), median + half)
+            runs.append((t, rng.random() < 0.15))
+        assert disturbances(runs) == _disturbances_by_definition(runs), runs
+
+
+def test_disturbances_reads_each_runs_width_once(monkeypatch):
+    """Linear in the runs, not quadratic: a history of 10,000 runs of two presets is read whole on every page of
+    the comparison table (it took 36 s of CPU a page when each run re-read every other run's width)."""
+    from apextui.core.measure import compare
+
+    read = []
+    width = compare._width
+    monkeypatch.setattr(compare, "_width", lambda t: read.append(t) or width(t))
+    assert compare.disturbances([(Timing(10.0, 9.9, 10.1), False)] * 1000) == [None] * 1000
+    assert len(read) == 1000
+
+
 def test_a_search_at_its_own_step_count_carries_no_too_few_steps_warning():
     from apextui.core.advise.search import SEARCH_STEPS
     from apextui.core.advise.wording import trust_note

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from textual.app import SystemCommand
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable
 
@@ -30,7 +31,10 @@ class ScreenActions(AppBase):
         interleaved = getattr(self, "interleaved_job", None)
         if interleaved is not None and interleaved.running:
             text = interleaved.progress_line()
-        live = self.live
+        try:
+            live = self.live
+        except NoMatches:  # a tick as the app exits: Textual takes the panes down before it stops the timers
+            return
         if (live.border_subtitle or "") != text:
             live.border_subtitle = text
 

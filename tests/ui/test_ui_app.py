@@ -406,3 +406,16 @@ async def test_preset_file_from_the_command_line_joins_the_picker(tmp_path):
         assert names.index("my_fp32") == last_transformer + 1  # with the other transformer presets
         assert engine.runners[0].preset.path == str(path)
         assert app.table.rows_data[0].preset == "my_fp32"
+
+
+async def test_the_advice_subtitle_tick_after_the_run_pane_is_gone_does_nothing():
+    """The once-a-second subtitle tick (`_show_advice_measuring`) can fire as the app exits, after Textual has taken
+    the panes down: it raised NoMatches, which failed whichever test was exiting then (seen under load)."""
+    from apextui.ui.widgets.live_run import LiveRun
+
+    app = gpu_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await until_ready(pilot, app)
+        await app.query_one(LiveRun).remove()
+        app._show_advice_measuring()
+        assert not app.query(LiveRun)

@@ -12,6 +12,7 @@ What the rule reads of a run is its `Timing` (a median, its interval, how many v
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from dataclasses import dataclass
@@ -265,18 +266,34 @@ def _width(t: Timing) -> float | None:
 def disturbances(runs: Sequence[tuple[Timing, bool]]) -> list[Disturbance | None]:
     """Each run of one configuration (its timing, whether other work competed with it) -> why it is disturbed
     (DISTURBED_RULE), or None. A run is wide only against two or more other runs whose widths are known, so that
-    one noisy run of a pair does not make the quiet one look wide."""
+    one noisy run of a pair does not make the quiet one look wide. The other runs' median width is read from the
+    known widths sorted once (`_median_without`): a run's history holds thousands of runs of one preset, and
+    taking each run's others anew made the comparison table's every page take minutes (quadratic)."""
+    widths = [_width(t) for t, _ in runs]
+    ordered = sorted(w for w in widths if w is not None)
     out: list[Disturbance | None] = []
-    for i, (t, competed) in enumerate(runs):
+    for (_, competed), mine in zip(runs, widths, strict=True):
         if competed:
             out.append("busy")
             continue
-        mine = _width(t)
-        others = [w for j, (o, _) in enumerate(runs) if j != i and (w := _width(o)) is not None]
-        wide = mine is not None and len(others) >= 2 and mine > WIDE_FLOOR and \
-            mine > WIDE_FACTOR * statistics.median(others)
+        # the others' known widths: all of them, less this run's own where it is known
+        wide = mine is not None and len(ordered) - 1 >= 2 and mine > WIDE_FLOOR and \
+            mine > WIDE_FACTOR * _median_without(ordered, mine)
         out.append("wide" if wide else None)
     return out
+
+
+def _median_without(ordered: Sequence[float], value: float) -> float:
+    """`statistics.median` of the sorted `ordered` less one occurrence of `value` (which it holds), without copying
+    it: the middle one or two of what is left, found by index."""
+    gone = bisect.bisect_left(ordered, value)
+    n = len(ordered) - 1
+
+    def at(i: int) -> float:  # the i-th of what is left
+        return ordered[i] if i < gone else ordered[i + 1]
+
+    mid = n // 2
+    return at(mid) if n % 2 else (at(mid - 1) + at(mid)) / 2
 
 
 def kept_runs(runs: Sequence[tuple[Timing, bool]]) -> tuple[list[int], bool]:
