@@ -278,7 +278,7 @@ def test_ligers_family_patch_is_used_for_an_hf_model_and_undone_for_the_next_run
 def test_the_values_that_run_on_cpu_pass_the_check_on_a_model_they_apply_to(text):
     spec = VIT if "memory" in text else LLAMA  # the Llama example has no dropout, which the CPU flash kernel lacks
     w = ModelWorkload(spec, parse(text).label, "cpu", lr=1e-3, seed=0, steps=2, config=parse(text))
-    assert w.check is not None and w.check["passed"], w.check
+    assert w.check is not None and w.check.passed, w.check
     if "memory" in text:
         assert w.model.embed.weight.is_contiguous(memory_format=torch.channels_last)
         assert torch.backends.cudnn.benchmark
