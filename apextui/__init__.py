@@ -2,7 +2,9 @@
 
 `apextui.ModelSetup` is what a function given to `apextui --model FILE.py:FUNC` returns (docs/your-model.md);
 `apextui.watch(name=...)` watches your own training loop, `apextui attach NAME` shows it (docs/watch.md);
-`apextui.swap_norms(model)` is the norm swap `advise` measures, for the training script its answer goes into.
+`apextui.swap_norms(model)` is the norm swap `advise` measures (Apex's, or `kernels="liger"`), for the training script
+its answer goes into; so are `apextui.channels_last(batch)` (a batch's 4-D tensors to channels_last) and
+`apextui.fused_linear_cross_entropy(model)` (Liger's fused linear cross-entropy in a Hugging Face causal LM).
 """
 
 from __future__ import annotations
@@ -12,17 +14,20 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .core.watch.hook import Watch, watch
+    from .core.workloads.apply import channels_last
+    from .core.workloads.liger import fused_linear_cross_entropy
     from .core.workloads.norm_swap import swap_norms
     from .core.workloads.user_model import ModelSetup
 
 __version__ = "0.1.0"
 
-__all__ = ["ModelSetup", "Watch", "__version__", "swap_norms", "watch"]
+__all__ = ["ModelSetup", "Watch", "__version__", "channels_last", "fused_linear_cross_entropy", "swap_norms", "watch"]
 
 
 def __getattr__(name: str) -> Any:
-    """`ModelSetup`, `watch`, `Watch` and `swap_norms` on first use: importing `apextui` itself stays free of
-    imports (`apextui` starts its signal handling before anything else loads; see cli.main)."""
+    """`ModelSetup`, `watch`, `Watch`, `swap_norms`, `channels_last` and `fused_linear_cross_entropy` on first use:
+    importing `apextui` itself stays free of imports (`apextui` starts its signal handling before anything else
+    loads; see cli.main)."""
     if name == "ModelSetup":
         from .core.workloads.user_model import ModelSetup
 
@@ -35,4 +40,12 @@ def __getattr__(name: str) -> Any:
         from .core.workloads.norm_swap import swap_norms
 
         return swap_norms
+    if name == "channels_last":
+        from .core.workloads.apply import channels_last
+
+        return channels_last
+    if name == "fused_linear_cross_entropy":
+        from .core.workloads.liger import fused_linear_cross_entropy
+
+        return fused_linear_cross_entropy
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,12 +7,18 @@ reference an `advise --model` verdict is checked against, side by side in one pr
 A configuration is `+`-joined parts: a precision (`fp32`, `tf32`, `bf16`, `fp16`), optionally `fused` (torch
 `AdamW(fused=True)`) or `foreach` (`AdamW(foreach=True)`; else AdamW's default, foreach on CUDA only), `apexadam`
 (Apex `FusedAdam(adam_w_mode=True)`), `compile` (`torch.compile(model)`, mode default), `autotune` (mode
-`max-autotune-no-cudagraphs`) or `reduce` (mode `reduce-overhead`), `apexnorm` (every nn.LayerNorm / nn.RMSNorm, and
-every module of a class named `…RMSNorm` with a `weight` and an `eps` or `variance_epsilon`, as a Llama-style
-codebase's own, swapped for Apex's fused one, by class: the hand-written way). Each configuration builds the model
-afresh (same seed), warms up (compiling there), then the configurations are timed in `--rounds` interleaved rounds
-(ABBA order), `--steps` steps each, with CUDA events around the whole block and one synchronisation at its end. The
-table reports the median ms/step over rounds and the speed-up against the first configuration.
+`max-autotune-no-cudagraphs`), `cd` (`torch.compile(options={"coordinate_descent_tuning": True})`) or `reduce` (mode
+`reduce-overhead`), `apexnorm` (every nn.LayerNorm / nn.RMSNorm, and every module of a class named `…RMSNorm` with a
+`weight` and an `eps` or `variance_epsilon`, as a Llama-style codebase's own, swapped for Apex's fused one, by class:
+the hand-written way), `ligernorm` (Liger-Kernel: a Hugging Face model's family patch,
+`_apply_liger_kernel_to_instance(model=...)` as HF Trainer's `use_liger_kernel` applies it, its loss left alone;
+another model's norms swapped for LigerLayerNorm / LigerRMSNorm by class, as `apexnorm`), `ligerflce` (Liger's fused
+linear cross-entropy by the same patch), `channelslast` (the model and each batch's 4-D tensors in channels_last,
+`cudnn.benchmark` on), `flash`, `efficient`, `cudnn` or `math` (the forward under `sdpa_kernel` with that backend).
+Each configuration builds the model afresh (same seed), warms up (compiling there), then the configurations are timed
+in `--rounds` interleaved rounds (ABBA order), `--steps` steps each, with CUDA events around the whole block and one
+synchronisation at its end. The table reports the median ms/step over rounds and the speed-up against the first
+configuration.
 
 `--advice ADVICE.json` (the output of `apextui advise --model … --json`) adds the advice's answer, written the
 hand-written way, as one more configuration in the same interleaved rounds, and prints its time against the fastest
@@ -39,8 +45,10 @@ import torch
 from torch import nn
 
 DEFAULT_CONFIGS = "fp32,bf16,bf16+fused,bf16+fused+compile"
-PARTS = ("fused", "foreach", "apexadam", "compile", "autotune", "reduce", "apexnorm")
-COMPILE_PARTS = {"compile": None, "autotune": "max-autotune-no-cudagraphs", "reduce": "reduce-overhead"}
+SDPA_PARTS = ("flash", "efficient", "cudnn", "math")
+PARTS = ("fused", "foreach", "apexadam", "compile", "autotune", "cd", "reduce", "apexnorm", "ligernorm", "ligerflce",
+         "channelslast", *SDPA_PARTS)
+COMPILE_PARTS = {"compile": None, "autotune": "max-autotune-no-cudagraphs", "reduce": "reduce-overhead", "cd": None}
 PRECISIONS = {"fp32": None, "tf32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -85,6 +93,48 @@ def swap_apex_norms(model: nn.Module) -> int:
     return n
 
 
+def liger_patch(model: nn.Module, **flags: bool) -> bool:
+    """Liger's patch of a Hugging Face model family it knows, on this model; False for any other model."""
+    if not getattr(getattr(model, "config", None), "model_type", None):
+        return False
+    from liger_kernel.transformers import _apply_liger_kernel_to_instance
+
+    _apply_liger_kernel_to_instance(model=model, cross_entropy=False, **flags)
+    return True
+
+
+def swap_liger_norms(model: nn.Module) -> int:
+    """Another model's norms swapped for Liger's, by class (`swap_apex_norms`' way)."""
+    from liger_kernel.transformers import LigerLayerNorm, LigerRMSNorm
+
+    n = 0
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            weight = getattr(child, "weight", None)
+            if type(child) is nn.LayerNorm and child.bias is not None:
+                new: nn.Module = LigerLayerNorm(child.normalized_shape[0], eps=child.eps, bias=True)
+            elif (type(child) is nn.RMSNorm or type(child).__name__.endswith("RMSNorm")) \
+                    and isinstance(weight, nn.Parameter):
+                eps = getattr(child, "eps", None) or getattr(child, "variance_epsilon", 1e-6)
+                new = LigerRMSNorm(weight.shape[0], eps=eps)
+            else:
+                continue
+            new.load_state_dict(child.state_dict(), strict=False)
+            setattr(parent, name, new.to(next(child.parameters()).device))
+            n += 1
+    return n
+
+
+def channels_last(batch: Any) -> Any:
+    if isinstance(batch, torch.Tensor):
+        return batch.contiguous(memory_format=torch.channels_last) if batch.dim() == 4 else batch
+    if isinstance(batch, dict):
+        return {k: channels_last(v) for k, v in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(channels_last(v) for v in batch)
+    return batch
+
+
 class Trainer:
     """One configuration: its model, optimizer and step, written as a user would."""
 
@@ -102,6 +152,15 @@ class Trainer:
         self.model = setup.model.to(device).train()
         if "apexnorm" in parts:
             swap_apex_norms(self.model)
+        if "ligernorm" in parts and not liger_patch(self.model, fused_linear_cross_entropy="ligerflce" in parts):
+            swap_liger_norms(self.model)
+        elif "ligerflce" in parts and "ligernorm" not in parts:
+            liger_patch(self.model, rope=False, rms_norm=False, swiglu=False, fused_linear_cross_entropy=True)
+        self.channels_last = "channelslast" in parts
+        if self.channels_last:
+            self.model.to(memory_format=torch.channels_last)
+        backends = [p for p in parts if p in SDPA_PARTS]
+        self.backend = backends[0] if backends else None
         self.device = device
         gen = torch.Generator(device=device).manual_seed(seed + 1)
         self.batches = [setup.make_batch(torch.device(device), gen) for _ in range(8)]
@@ -117,14 +176,23 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(device) if self.precision == "fp16" else None
         forward = self.forward
         modes = [COMPILE_PARTS[p] for p in parts if p in COMPILE_PARTS]
-        if modes:
+        if "cd" in parts:
+            forward = torch.compile(forward, options={"coordinate_descent_tuning": True})
+        elif modes:
             forward = torch.compile(forward, mode=modes[0])
         self.run_forward = forward
         self.i = 0
         self.peak = 0
 
     def forward(self, batch: Any) -> torch.Tensor:
-        with torch.autocast(self.device, dtype=self.dtype, enabled=self.dtype is not None):
+        from contextlib import nullcontext
+
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        backend = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                   "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}.get(self.backend or "")
+        with torch.autocast(self.device, dtype=self.dtype, enabled=self.dtype is not None), \
+                (sdpa_kernel(backend) if backend is not None else nullcontext()):
             if self.setup.loss_fn is None:
                 out = call(self.model, batch)
                 return out if isinstance(out, torch.Tensor) else out["loss"] if isinstance(out, dict) else out.loss
@@ -135,10 +203,13 @@ class Trainer:
         on = self.precision == "tf32"
         torch.backends.cuda.matmul.allow_tf32 = on
         torch.backends.cudnn.allow_tf32 = on
+        torch.backends.cudnn.benchmark = self.channels_last
 
     def step(self) -> torch.Tensor:
         batch = self.batches[self.i % len(self.batches)]
         self.i += 1
+        if self.channels_last:
+            batch = channels_last(batch)
         self.opt.zero_grad(set_to_none=True)
         loss = self.run_forward(batch)
         if self.scaler is not None:
@@ -173,9 +244,13 @@ class Trainer:
 ADVICE_PARTS = {("optimizer", "fused"): "fused", ("optimizer", "foreach"): "foreach",
                 ("optimizer", "apex"): "apexadam", ("norms", "apex"): "apexnorm",
                 ("compile", "default"): "compile", ("compile", "max-autotune-no-cudagraphs"): "autotune",
-                ("compile", "reduce-overhead"): "reduce"}
+                ("compile", "coordinate-descent"): "cd", ("compile", "reduce-overhead"): "reduce",
+                ("norms", "liger"): "ligernorm", ("loss", "liger_flce"): "ligerflce",
+                ("memory_format", "channels_last"): "channelslast",
+                **{("attention", backend): backend for backend in SDPA_PARTS}}
 # torch AdamW's own default ("adamw") is foreach on CUDA only, so foreach is a part of its own
-NO_CHANGE = {("optimizer", "adamw"), ("norms", "torch"), ("compile", "none")}
+NO_CHANGE = {("optimizer", "adamw"), ("norms", "torch"), ("compile", "none"), ("memory_format", "contiguous"),
+             ("attention", "default"), ("loss", "model")}
 
 
 def advice_config(path: str) -> str:

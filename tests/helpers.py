@@ -12,6 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from apextui.core.config.axes import Scope
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
 
@@ -173,3 +175,26 @@ def watched_on_a_fake_gpu(monkeypatch, name: str, flops_per_token: float = 100.0
     with apextui.watch(name=name, flops_per_token=flops_per_token) as mon:
         train_watched(mon)
     return mon
+
+
+def search_on_a_model_with_norms(measure, budget_s, **kw):
+    """`advise.search.Search` as the search's tests were written for it: on a model whose one trait is its norms (no
+    convolution, no SDPA call, not a causal LM: the memory format, attention and loss axes do not apply to it,
+    `axes.Scope`), on a machine without Liger-Kernel or Triton's CUDA kernels (Liger's norms and coordinate-descent
+    tuning are unavailable there, as `available` says before the tests' own `available`)."""
+    import types
+
+    from apextui.core.advise.search import Search
+
+    given = kw.pop("available", None)
+
+    def available(c):
+        if c.norms == "liger" or c.compile == "coordinate-descent":
+            return types.SimpleNamespace(ok=False, reason="needs liger-kernel / Triton", fix="")
+        return given(c) if given is not None else types.SimpleNamespace(ok=True, reason="", fix="")
+
+    kw.setdefault("workload", Scope("model", NORMS_ONLY.traits, kw.get("device", "")))
+    return Search(measure, budget_s, available=available, **kw)
+
+
+NORMS_ONLY = Scope("model", frozenset({"norms"}))  # a model whose one trait is its norms

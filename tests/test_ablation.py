@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import types
 
+import pytest
+
 from apextui.core.advise import ablation
-from apextui.core.advise.search import Outcome, Search
+from apextui.core.advise.search import Outcome
 from apextui.core.measure.compare import Timing
 from apextui.core.measure.summary import Summary
 from apextui.core.monitor.contention import RunContention
 from apextui.core.config.point import BASELINE, Config, parse
+from helpers import search_on_a_model_with_norms as Search
 
 COMPILE_S = 45.0
 
@@ -507,3 +510,59 @@ def test_a_real_runs_compile_time_reaches_the_search():
     s = Search(lambda c, why, round=None: (fake.measure(c, why), outcome_of(ran))[1], budget_s=1_000, clock=fake.clock)
     s._run("ascent", parse("precision=bf16,compile=default"), "a compiled point")
     assert s._rerun_cost(parse("precision=bf16,compile=default")) < 55.0 - 0.5 * 33.2
+
+
+def test_a_value_that_saves_memory_but_not_time_stays_in_the_answer_and_says_so():
+    """Liger's fused linear cross-entropy never holds the logits whole: as fast, a third less peak memory. A tie in
+    time would take it out (the simpler point); the memory it frees keeps it, and the row says why."""
+    from apextui.core.measure.compare import Comparison
+
+    answer = parse("precision=bf16,loss=liger_flce")
+    peak = {answer: 700, parse("precision=bf16"): 1000, parse("loss=liger_flce"): 1400}
+
+    def versus(a: Config, b: Config):
+        speed = 3.0 if a.precision != b.precision else 1.001
+        return Comparison.of(speed, speed * 0.98, speed * 1.02, basis="paired")
+
+    parts = ablation.parts(answer, versus, lambda c: 1.0, memory=lambda c: peak.get(c, 2000))
+    loss = next(p for p in parts if p.axis == "loss")
+    assert loss.verdict == "saves_memory" and loss.kept and loss.memory_saved == pytest.approx(0.3)
+    assert ablation.to_drop(parts) is None
+    assert loss.to_dict()["memory_saved"] == pytest.approx(0.3)
+    assert "less peak memory: kept" in ablation.PART_WORDS[loss.verdict]
+    peak[parse("precision=bf16")] = 710  # 1.4 % less: within noise in time and in memory alike
+    parts = ablation.parts(answer, versus, lambda c: 1.0, memory=lambda c: peak.get(c, 2000))
+    assert ablation.to_drop(parts).axis == "loss"  # type: ignore[union-attr]
+    no_memory = ablation.parts(answer, versus, lambda c: 1.0)  # CPU: no peak measured, the tie rule as before
+    assert next(p for p in no_memory if p.axis == "loss").verdict == "within_noise"
+
+
+def test_a_value_the_search_left_out_on_time_is_reported_where_it_saved_memory():
+    """The search moves on time alone, so a value that buys memory only never joins the answer: the answer's record
+    lists it apart, with what it saved, instead of dropping it silently."""
+    import dataclasses
+
+    from apextui.core.advise.answer import answer_lines, confirmation
+    from apextui.core.config.axes import Scope
+
+    fake = Table(lambda c: 50.0 if c.precision == "bf16" else 100.0)  # Liger's loss: no faster
+
+    def measure(config: Config, why: str, round: int | None = None) -> Outcome:
+        peak = (1000 if config.precision == "bf16" else 1400) * (0.6 if config.loss == "liger_flce" else 1.0)
+        return dataclasses.replace(fake.measure(config, why, round), peak_memory_bytes=int(peak))
+
+    r = Search(measure, budget_s=2_000, clock=fake.clock, device="cuda",
+               workload=Scope("model", frozenset({"norms", "causal_lm_loss"}), "cuda")).run()
+    assert r.winner is not None and r.winner.loss == "model"
+    savers = confirmation(r)["memory_savers"]
+    assert [(s["axis"], s["value"]) for s in savers] == [("loss", "liger_flce")]
+    assert abs(savers[0]["memory_saved"] - 0.4) < 1e-9
+    doc = {"search": r.to_dict(), "answer": {**_answer_of(r), **confirmation(r)}, "device": "cuda"}
+    assert "saves memory, not time: loss=liger_flce" in "\n".join(answer_lines(doc))
+
+
+def _answer_of(r) -> dict:
+    """The fields `answer_lines` reads of a searched answer, for the winner of `r`."""
+    return {"label": r.winner.label, "summary": r.winner.description(), "is_baseline": r.winner == BASELINE,
+            "speedup_vs_fp32_text": "2.00x", "best_single": None, "preset": r.winner.label, "snippet": "",
+            "toml": None, "peak_memory_bytes": None}

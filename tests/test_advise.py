@@ -791,8 +791,9 @@ def test_one_verdict_per_workload_and_every_line_derived_from_it():
     assert doc["apex"]["text"].endswith("best torch-only options: optimizer: adamw, transformer: torch_compile")
     # the transformer's answer: its recommended preset as a point, with the code
     ans = tr["answer"]
-    assert ans["preset"] == "torch_compile" and ans["config"] == {"precision": "bf16", "optimizer": "fused",
-                                                                  "norms": "torch", "compile": "default"}
+    assert ans["preset"] == "torch_compile" and ans["config"] == {
+        "precision": "bf16", "optimizer": "fused", "norms": "torch", "compile": "default",
+        "memory_format": "contiguous", "attention": "default", "loss": "model"}
     assert ans["speedup_vs_fp32_verdict"] == "faster" and "torch.compile(model)" in ans["snippet"]
     assert ans["toml"] is None and opt["answer"] is None  # the optimizer's presets are kernels, not points
     v = advise.view(doc)
@@ -800,7 +801,7 @@ def test_one_verdict_per_workload_and_every_line_derived_from_it():
     assert o.recommended == "adamw" and o.why_recommended == "nothing is measurably faster"
     assert o.within_noise == ("adamw_fused",)
     text = advise.format_text(doc)
-    assert "configuration: precision=bf16, optimizer=fused, norms=torch, compile=default" in text
+    assert "configuration: precision=bf16, optimizer=fused, compile=default (" in text  # the axes off their default
     assert "apextui --preset torch_compile" in text
     from apextui.ui.screens.advise_screen import render_doc
 

@@ -14,7 +14,8 @@ from apextui.core.config.point import BASELINE, Config, parse
 from apextui.core.workloads import apply
 
 TABLES = {"precision": apply.PRECISIONS, "optimizer": apply.OPTIMIZERS, "norms": apply.NORMS,
-          "compile": apply.COMPILE_MODES}
+          "compile": apply.COMPILE_MODES, "memory_format": apply.MEMORY_FORMATS, "attention": apply.ATTENTION,
+          "loss": apply.LOSSES}
 
 
 def test_every_value_of_every_axis_has_its_entry_and_nothing_else_has_one():

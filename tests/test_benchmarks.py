@@ -335,6 +335,12 @@ def test_handwritten_writes_the_advices_answer_the_hand_written_way_and_refuses_
                                     "compile": "max-autotune-no-cudagraphs"})) == "bf16+apexadam+autotune"
     assert hw.advice_config(advice({"precision": "fp32", "optimizer": "adamw", "norms": "torch",
                                     "compile": "none"})) == "fp32"
+    every_default = {"precision": "bf16", "optimizer": "adamw", "norms": "torch", "compile": "none",
+                     "memory_format": "contiguous", "attention": "default", "loss": "model"}
+    assert hw.advice_config(advice(every_default)) == "bf16"
+    assert hw.advice_config(advice({**every_default, "norms": "liger", "loss": "liger_flce", "attention": "cudnn",
+                                    "memory_format": "channels_last", "compile": "coordinate-descent"})) == \
+        "bf16+ligernorm+cd+channelslast+cudnn+ligerflce"
     # torch AdamW is foreach by default on CUDA only: on CPU (the answer on HF GPT-2 here) it must be asked for
     assert hw.advice_config(advice({**point, "precision": "fp32", "optimizer": "foreach", "norms": "torch"})) == \
         "fp32+foreach+compile"

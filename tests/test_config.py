@@ -33,7 +33,8 @@ def test_every_axis_value_has_a_description_a_label_an_availability_and_its_snip
     from apextui.core.config import snippet as lines
 
     tables = {"precision": lines.PRECISION, "optimizer": lines.OPTIMIZER, "norms": lines.NORMS,
-              "compile": lines.COMPILE}
+              "compile": lines.COMPILE, "memory_format": lines.MEMORY_FORMAT, "attention": lines.ATTENTION,
+              "loss": lines.LOSS}
     for a in axes.AXES:
         assert a.description and a.default.label == ""
         assert len(set(a.names)) == len(a.names)
@@ -90,12 +91,14 @@ def test_cpu_availability_says_why_and_how():
 
 
 @pytest.mark.parametrize("text, says", [
-    ("precison=bf16", "unknown axis 'precison'; allowed: precision, optimizer, norms, compile"),
+    ("precison=bf16", "unknown axis 'precison'; allowed: precision, optimizer, norms, compile, memory_format, "
+                      "attention, loss"),
     ("precision=bf17", "unknown precision 'bf17'; allowed: fp32, tf32, bf16, fp16, fp8"),
     ("precision", "is not axis=value"),
     ("", "empty configuration"),
     ("precision=bf16,precision=fp16", "given twice"),
-    ("compile=max", "allowed: none, default, max-autotune-no-cudagraphs, reduce-overhead, graph"),
+    ("compile=max", "allowed: none, default, max-autotune-no-cudagraphs, coordinate-descent, reduce-overhead, graph"),
+    ("attention=fast", "unknown attention 'fast'; allowed: default, flash, efficient, cudnn, math"),
 ])
 def test_config_errors_name_what_is_wrong_and_what_is_allowed(text, says):
     with pytest.raises(axes.ConfigError) as e:
@@ -113,7 +116,9 @@ def test_parse_forms_and_labels():
 
 @pytest.mark.parametrize("text", ["precision=bf16,optimizer=fused,compile=default", "fused_amp", "tf32",
                                   "precision=fp8,compile=reduce-overhead", "fp32",
-                                  "precision=bf16,compile=max-autotune-no-cudagraphs"])
+                                  "precision=bf16,compile=max-autotune-no-cudagraphs",
+                                  "memory_format=channels_last,precision=bf16", "attention=flash,precision=fp16",
+                                  "attention=math", "norms=liger,loss=liger_flce,compile=coordinate-descent"])
 def test_the_snippet_says_the_exact_calls_and_the_toml_reproduces_the_config(text):
     c = parse(text)
     code = snippet(c)
@@ -126,6 +131,15 @@ def test_the_snippet_says_the_exact_calls_and_the_toml_reproduces_the_config(tex
     assert ("torch.compile(model" in code) == (c.compile != "none")
     if c.compile in ("reduce-overhead", "max-autotune-no-cudagraphs"):
         assert f'mode="{c.compile}"' in code
+    assert ('options={"coordinate_descent_tuning": True}' in code) == (c.compile == "coordinate-descent")
+    assert ("model.to(memory_format=torch.channels_last)" in code and "cudnn.benchmark = True" in code
+            and "inputs = channels_last(inputs)" in code) == c.channels_last
+    backend = {"flash": "FLASH_ATTENTION", "math": "MATH"}.get(c.attention)
+    assert ("sdpa_kernel(" in code) == (backend is not None)
+    if backend is not None:  # one `with` for autocast and the backend, the forward inside it
+        assert f"sdpa_kernel(SDPBackend.{backend}):\n    loss = " in code
+    assert ('swap_norms(model, kernels="liger")' in code) == (c.norms == "liger")
+    assert ("fused_linear_cross_entropy(model)" in code) == (c.loss == "liger_flce")
     assert {"adamw": "AdamW(model.parameters(), lr=lr)", "fused": "fused=True", "foreach": "foreach=True",
             "apex": "FusedAdam("}[c.optimizer] in code
     p = presets.parse(tomllib.loads(preset_toml(c, "examples/gpt.py:build")), name="mine")
@@ -233,3 +247,18 @@ def test_the_docs_say_config_takes_a_variants_name_as_the_code_does():
     assert "or not `axis=value`" not in doc  # the error list said a named point was refused
     with pytest.raises(ConfigError, match="or a named point"):
         parse("bf17")
+
+
+def test_the_docs_axes_table_lists_every_axis_and_every_value_the_model_builds():
+    """docs/your-model.md's table has a row per axis naming each of its values your model can take."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "your-model.md").read_text()
+    rows: dict[str, str] = {}
+    for line in doc.splitlines():  # the axes table is the first with a row per axis (the variants' follows)
+        if line.startswith("| `"):
+            rows.setdefault(line.split("|")[1].strip().strip("`"), line)
+    for a in axes.AXES:
+        assert a.name in rows, a.name
+        missing = [v.name for v in a.values_for("model") if f"`{v.name}`" not in rows[a.name]]
+        assert not missing, (a.name, missing)

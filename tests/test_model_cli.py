@@ -169,7 +169,8 @@ def test_a_preset_file_naming_a_model_gets_the_same_usage_errors(tmp_path):
 
 @pytest.mark.parametrize("args, expected", [
     (["--config", "precison=bf16", "--json"], "--config: unknown axis 'precison'; allowed: precision, optimizer"),
-    (["--config", "compile=fast", "--json"], "allowed: none, default, max-autotune-no-cudagraphs, reduce-overhead"),
+    (["--config", "compile=fast", "--json"], "allowed: none, default, max-autotune-no-cudagraphs, coordinate-descent, "
+                                                "reduce-overhead"),
     (["--config", "bf16", "--variant", "bf16", "--json"], "give --variant NAME or --config axis=value,..., not both"),
 ], ids=["unknown-axis", "unknown-value", "both"])
 def test_bad_config_exits_2_with_one_line_listing_what_is_allowed(tmp_path, args, expected):
@@ -190,7 +191,8 @@ def test_a_config_run_says_its_config_in_the_start_event(tmp_path):
     lines = json_lines(proc.stdout)
     start, end = lines[0], lines[-1]
     assert start["preset"] == "m:build/bf16+fused" and start["variant"] == "bf16+fused" and start["amp"] == "bf16"
-    assert start["config"] == {"precision": "bf16", "optimizer": "fused", "norms": "torch", "compile": "none"}
+    assert start["config"] == {"precision": "bf16", "optimizer": "fused", "norms": "torch", "compile": "none",
+                               "memory_format": "contiguous", "attention": "default", "loss": "model"}
     assert end["status"] == "ok" and end["summary"]["peak_memory_bytes"] is None  # CPU: no GPU peak
 
 

@@ -79,6 +79,27 @@ def test_the_pasted_code_trains_the_examples_as_apextui_did(spec, text, calling,
     assert recorded_calling == calling and line in code, code
     assert pasted == pytest.approx(mine, rel=1e-5, abs=1e-6)
     assert autocast_on and all(autocast_on), "autocast was not on inside the pasted step"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("spec", "text"), [(VIT, "memory_format=channels_last"), (GPT, "attention=math"),
+                                            (LLAMA, "attention=flash,precision=bf16")],
+                         ids=["vit-channels_last", "gpt-sdpa_math", "llama-sdpa_flash"])
+def test_the_pasted_layout_and_attention_backend_train_as_apextui_did(spec, text):
+    """channels_last (the model's weights and each batch's 4-D tensors) and an SDPA backend (the forward under
+    `sdpa_kernel`, torch's CPU flash kernel for the dropout-free Llama example) run on CPU: pasted, they train the
+    losses apextui's own run trained, with the model's convolution in channels_last."""
+    from torch.nn.attention import SDPBackend
+
+    config = parse(text)
+    code, ns, mine, pasted, _, _ = run_case(spec, text)
+    assert pasted == pytest.approx(mine, rel=1e-5, abs=1e-6)
+    if config.channels_last:
+        assert "batch = channels_last(batch)" in code
+        assert ns["model"].embed.weight.is_contiguous(memory_format=torch.channels_last)
+        assert ns["batch"][0].is_contiguous(memory_format=torch.channels_last)  # the last batch, as the step moved it
+    else:
+        assert ns["SDPBackend"] is SDPBackend and f"sdpa_kernel(SDPBackend.{config.attention.name.upper()}" in code
     assert 'device_type="cuda"' not in code and 'GradScaler("cuda")' not in code
     if "fp16" in text:
         assert 'scaler = torch.amp.GradScaler("cpu")' in code

@@ -1,8 +1,10 @@
 """Can a preset run here: the one answer, for every workload (every preset carries its point, `Preset.config`).
 
-The point's values must be built by the preset's workload (`axes.Value.workloads`), their needs met on the device
-(`config.needs`: torch.compile, CUDA graphs, CUDA, torchao, an sm_89 GPU), and the Apex features the preset
-needs (`Preset.needs_apex`) must import and work (`apex.probe`, a child process, cached; CUDA only), checked
+The point's values must be built by the preset's workload (`axes.Value.workloads`) and run together on the device
+(`Config.conflict`: flash attention at fp32 on CUDA does not), their needs met on the device
+(`config.needs`: torch.compile, CUDA graphs, CUDA, torchao, an sm_89 GPU, the SDPA kernels, Liger, Triton), and the
+Apex features the preset needs (`Preset.needs_apex`) must import and work (`apex.probe`, a child process, cached;
+CUDA only), checked
 last because that check is the slow one. Never substitutes another implementation.
 """
 
@@ -20,6 +22,9 @@ def availability(preset: Preset, device: str) -> Availability:
     why = config.builds_on(preset.workload)
     if why is not None:
         return Availability(False, why, "pick another value of that axis")
+    why = config.conflict(device)
+    if why is not None:
+        return Availability(False, why, "pick precision=bf16 or precision=fp16 with it, or another value of that axis")
     needs = needs_availability(config.needs, device)
     if not needs.ok:
         return needs

@@ -11,6 +11,14 @@ otherwise the simpler point is the answer: a tie goes to fewer changes, and to t
 (`axes.Value.torch_twin`; the Apex question is "does Apex's kernel beat torch's here", so FusedAdam is weighed
 against torch's fused AdamW, not against the unfused default).
 
+Memory beside time: each part carries the peak memory of the answer and of the answer without it (the runs' peaks,
+CUDA only). A value that buys no time (within noise) but takes the peak down by `MEMORY_SAVING` or more (Liger's
+fused linear cross-entropy, which never holds the logits whole) is "saves_memory": kept, and said so, not taken out
+as a tie would be (the memory it frees is room for a larger batch). One that is slower beyond noise is taken out
+whatever it saves, and its row says what it saved. A value that never joined the answer (the search moves on time
+alone) but saved memory where it ran beside the answer, or as a single change beside fp32, is listed apart
+(`memory_savers`), so that it is not lost with the points the search left behind.
+
 Pure: timings and points in, rows out; `search.Search` runs the rounds and calls `decide`.
 """
 
@@ -23,14 +31,17 @@ from ..measure.compare import Comparison, fields, format_speedup
 from ..config.axes import axis
 from ..config.point import Config
 
-PartVerdict = Literal["earns", "within_noise", "hurts", "needed", "not_measured", "disturbed"]
+PartVerdict = Literal["earns", "within_noise", "saves_memory", "hurts", "needed", "not_measured", "disturbed"]
+MEMORY_SAVING = 0.05  # a part that buys no time stays where it takes the peak memory down by this share or more
 PART_WORDS = {"earns": "earns its place", "within_noise": "within noise: taken out",
+              "saves_memory": "no faster (within noise) but less peak memory: kept",
               "hurts": "slower with it: taken out", "needed": "kept: without it the point fails",
               "not_measured": "kept, unconfirmed: not measured without it",
               "disturbed": "kept, unconfirmed: other work disturbed the runs"}
 
 Versus = Callable[[Config, Config], "Comparison | None"]
 Median = Callable[[Config], "float | None"]
+Memory = Callable[[Config], "int | None"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,15 @@ class Part:
     without_ms: float | None
     without_failed: bool = False  # the point without it failed or was unavailable: the value is needed
     disturbed: bool = False  # the comparison rests on runs other work disturbed: it decides nothing
+    peak_bytes: int | None = None  # the answer's peak memory (None: not measured, as on CPU)
+    without_peak_bytes: int | None = None  # the answer's without it
+
+    @property
+    def memory_saved(self) -> float | None:
+        """The share of the peak memory the value saves (above 0: less with it), None where either is unmeasured."""
+        if not self.peak_bytes or not self.without_peak_bytes:
+            return None
+        return 1 - self.peak_bytes / self.without_peak_bytes
 
     @property
     def apex(self) -> bool:
@@ -60,13 +80,18 @@ class Part:
             return "disturbed"
         if c is None or c.basis != "paired":  # measured only side by side in the rounds: never on single runs
             return "not_measured"
-        return "earns" if c.verdict == "faster" else "hurts" if c.verdict == "slower" else "within_noise"
+        if c.verdict == "faster":
+            return "earns"
+        if c.verdict == "slower":
+            return "hurts"
+        saved = self.memory_saved
+        return "saves_memory" if saved is not None and saved >= MEMORY_SAVING else "within_noise"
 
     @property
     def kept(self) -> bool:
         """It stays in the answer: it earns its place, the point fails without it, or it could not be measured
         without it (then the answer is unconfirmed: `confirmed`)."""
-        return self.verdict in ("earns", "needed", "not_measured", "disturbed")
+        return self.verdict in ("earns", "saves_memory", "needed", "not_measured", "disturbed")
 
     @property
     def confirmed(self) -> bool:
@@ -77,7 +102,8 @@ class Part:
                 "without": self.without.label, "without_config": self.without.as_dict(),
                 "without_median_ms": self.without_ms, **fields(self.comparison, "speedup"),
                 "speedup_text": format_speedup(self.comparison) if self.comparison else None,
-                "verdict": self.verdict, "kept": self.kept}
+                "peak_memory_bytes": self.peak_bytes, "without_peak_memory_bytes": self.without_peak_bytes,
+                "memory_saved": self.memory_saved, "verdict": self.verdict, "kept": self.kept}
 
 
 def without(answer: Config, ax: str) -> Config:
@@ -109,15 +135,15 @@ def points(answer: Config) -> list[Config]:
 
 
 def parts(answer: Config, versus: Versus, median: Median, failed: Callable[[Config], bool] = lambda c: False,
-          disturbed: Callable[[Config], bool] = lambda c: False) -> list[Part]:
+          disturbed: Callable[[Config], bool] = lambda c: False, memory: Memory = lambda c: None) -> list[Part]:
     """Every value of `answer` against the answer without it, by the one noise rule (`versus(a, b)`: a against b);
     `failed(point)`: it failed or was unavailable (and never ran ok); `disturbed(point)`: its runs all rest on other
-    work's disturbance (`compare.DISTURBED_RULE`)."""
+    work's disturbance (`compare.DISTURBED_RULE`); `memory(point)`: its peak memory (None: not measured)."""
     out = []
     for ax in answer.changes():
         w = without(answer, ax)
         out.append(Part(ax, getattr(answer, ax), answer, w, versus(answer, w), median(w), failed(w),
-                        disturbed(answer) or disturbed(w)))
+                        disturbed(answer) or disturbed(w), memory(answer), memory(w)))
     return out
 
 
@@ -128,3 +154,29 @@ def to_drop(ps: Sequence[Part]) -> Part | None:
     if not out:
         return None
     return min(out, key=lambda p: (not p.apex, p.comparison.speedup))  # type: ignore[union-attr]
+
+
+def memory_savers(answer: Config, ran: Sequence[Config], versus: Versus, median: Median, memory: Memory) -> list[Part]:
+    """The values not in `answer` that took the peak memory down by `MEMORY_SAVING` or more without being slower
+    beyond noise, each once: measured as the answer with it against the answer where that ran (`ran`: the points that
+    ran ok), else as its single change against fp32. Each is a `Part` of the point that holds it (`answer`), weighed
+    against the point without it (`without`)."""
+    from ..config.point import BASELINE
+
+    out: dict[tuple[str, str], Part] = {}
+    for base in (answer, BASELINE):
+        for point in ran:
+            changed = [ax for ax in point.changes() + base.changes() if getattr(point, ax) != getattr(base, ax)]
+            if len(set(changed)) != 1:
+                continue
+            ax = changed[0]
+            value = getattr(point, ax)
+            if value == axis(ax).default or (ax, value.name) in out or getattr(answer, ax) == value:
+                continue
+            part = Part(ax, value.name, point, base, versus(point, base), median(base), peak_bytes=memory(point),
+                        without_peak_bytes=memory(base))
+            saved = part.memory_saved
+            if saved is not None and saved >= MEMORY_SAVING and (part.comparison is None
+                                                                 or part.comparison.verdict != "slower"):
+                out[(ax, value.name)] = part
+    return list(out.values())

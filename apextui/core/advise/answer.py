@@ -15,7 +15,7 @@ from ..measure.mfu import Mfu
 from ..config.calling import Calling
 from ..config.point import Config
 from ..config.snippet import preset_toml, snippet
-from .ablation import PART_WORDS
+from .ablation import PART_WORDS, memory_savers
 from .records import Measurement, WorkloadVerdict, versus
 from .search import STOP_WORDS
 
@@ -68,8 +68,16 @@ def confirmation(r: Any) -> dict[str, Any]:
     taken out on the way (`dropped`), whether it was confirmed side by side (and why not), and whether other work
     competed with the runs its comparisons read."""
     d = r.to_dict()
+    ran = list(dict.fromkeys(t.config for t in r.trials if t.outcome.ok))
+
+    def median(c: Any) -> float | None:
+        t = r.timing(c)
+        return t.median_ms if t is not None else None
+
+    savers = memory_savers(r.winner, ran, r.versus, median, r.peak_memory) if r.winner is not None else []
     return {**{k: d[k] for k in ("ablation", "dropped", "confirmed", "unconfirmed_why", "competed")},
-            "rounds": len(r._by_round(r.winner)) if r.winner is not None else 0}
+            "rounds": len(r._by_round(r.winner)) if r.winner is not None else 0,
+            "memory_savers": [p.to_dict() for p in savers]}
 
 
 BUSY = "the machine was busy while measuring: run again when it is quiet"
@@ -78,12 +86,23 @@ BUSY = "the machine was busy while measuring: run again when it is quiet"
 def _part_line(p: Mapping[str, Any]) -> str:
     ms = f"{p['without_median_ms']:.4g} ms" if p.get("without_median_ms") else "not measured"
     return (f"  {p['axis']}={p['value']:<12} without it: {p['without']} {ms}, the part buys "
-            f"{p['speedup_text'] or '-'}: {PART_WORDS[p['verdict']]}")
+            f"{p['speedup_text'] or '-'}{memory_words(p)}: {PART_WORDS[p['verdict']]}")
+
+
+def memory_words(p: Mapping[str, Any]) -> str:
+    """', 31 % less peak memory' (or more) where a part's peak memory was measured with and without it, else ''."""
+    saved = p.get("memory_saved")
+    if saved is None or abs(saved) < 0.005:
+        return ""
+    return f", {abs(saved):.0%} {'less' if saved > 0 else 'more'} peak memory"
 
 
 def configuration_line(a: Mapping[str, Any]) -> str:
-    """One line for a shipped workload's answer: its point and how to run it."""
-    spec = ", ".join(f"{k}={x}" for k, x in a["config"].items())
+    """One line for a shipped workload's answer: its point (the axes off their default, as `--config` takes them; fp32
+    where none is) and how to run it."""
+    from ..config.axes import axis
+
+    spec = ", ".join(f"{k}={x}" for k, x in a["config"].items() if x != axis(k).default) or "precision=fp32"
     return f"configuration: {spec} ({a['summary']}); apextui --preset {a['preset']}"
 
 
@@ -146,7 +165,10 @@ def answer_lines(doc: Mapping[str, Any]) -> list[str]:
                   *(_part_line(p) for p in a["ablation"])]
     for p in a.get("dropped") or []:
         lines.append(f"  taken out: {p['axis']}={p['value']} (in {p['in']}, the part bought "
-                     f"{p['speedup_text'] or '-'}): {PART_WORDS[p['verdict']]}")
+                     f"{p['speedup_text'] or '-'}{memory_words(p)}): {PART_WORDS[p['verdict']]}")
+    for p in a.get("memory_savers") or []:
+        lines.append(f"  saves memory, not time: {p['axis']}={p['value']} ({p['in']} against {p['without']}: "
+                     f"{p['speedup_text'] or 'speed within noise'}{memory_words(p)}); add it where memory is tight")
     lines += ["", "in your training script:", "",
               *("    " + line if line else "" for line in a["snippet"].splitlines())]
     if a.get("toml"):

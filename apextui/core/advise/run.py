@@ -143,7 +143,8 @@ class Advisor:
                  env: Mapping[str, Any] | None = None, use_run: bool = True,
                  search_budget_s: float | None = None, data_parallel: bool = False,
                  budget_started: float | None = None, clock: Callable[[], float] = time.monotonic,
-                 search_runner_factory: RunnerFactory | None = None) -> None:
+                 search_runner_factory: RunnerFactory | None = None,
+                 model_traits: frozenset[str] | None = None) -> None:
         if device not in DEFAULT_STEPS:
             raise AdviceError(f"device must be cpu or cuda (resolved), got {device!r}")
         if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
@@ -176,6 +177,9 @@ class Advisor:
         self.use_run = use_run
         # the model workload: a search over the configuration axes within this many seconds (None: its presets)
         self.search_budget_s = search_budget_s
+        # what the user's model has that values need (`model_presets.ModelFacts.traits`; None: not known): the search
+        # never tries a value that does not apply to it (`axes.Scope`)
+        self.model_traits = model_traits
         # when the budget began to count, on `clock` (the CLI: before it loaded and built the model to check it, which
         # counts against the budget; None: when the search starts); `clock` times the budget and every run's deadline
         self.budget_started = budget_started
@@ -413,6 +417,7 @@ class Advisor:
     def _run_search(self, p: WorkloadPlan, index: int) -> int:
         """The model workload's search (search.py) within `search_budget_s`; every run goes through `_run_one`
         as a preset of its point (model_presets.config_preset). Returns the last run's index."""
+        from ..config.axes import Scope
         from ..config.point import Config
         from ..model_presets import config_preset
         from .search import Search
@@ -461,7 +466,8 @@ class Advisor:
             say(f"search: loading your model and building it to check it took {self._setup_s:.0f} s of the "
                 f"{budget:.0f} s budget: {max(0.0, budget - self._setup_s):.0f} s left for the search")
         self._search = Search(measure, max(0.0, budget - self._setup_s), available=available, on_progress=say,
-                              device=self.device, clock=self.clock)
+                              device=self.device, clock=self.clock,
+                              workload=Scope(p.workload, self.model_traits, self.device))
         if self._cancel.is_set():
             self._search.stop()
         self._search_result = self._search.result

@@ -79,7 +79,7 @@ COMPILE_PRIOR_RUNS = 4.0
 # example on an H200: 44.6 s with cold caches, its eager run 3.5-7 s in a reused worker; a tiny model on a 2-core CPU:
 # 20-90 s by the machine's load, its eager run 2-4 s)
 COMPILE_PRIOR_S = {"cuda": 45.0, "cpu": 30.0}
-GRAPH_AXES = ("precision", "norms", "compile")  # what torch.compile sees: the optimizer's step is not compiled
+GRAPH_AXES = tuple(a.name for a in AXES if a.graph)  # what torch.compile sees: the optimizer's step is not compiled
 
 
 @dataclass(frozen=True)
@@ -640,7 +640,8 @@ class Search:
         return t.median_ms if t is not None else None
 
     def _parts(self, answer: Config) -> list[Part]:
-        return ablation.parts(answer, self.result.versus, self._median, self._failed, self.result.rests_on_disturbed)
+        return ablation.parts(answer, self.result.versus, self._median, self._failed, self.result.rests_on_disturbed,
+                              memory=self.result.peak_memory)
 
     def _confirm_answer(self, current: Config) -> None:
         """The answer's confirmation (module docstring, step 5): the rounds, then each value against the answer

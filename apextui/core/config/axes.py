@@ -16,9 +16,14 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
-AxisName = Literal["precision", "optimizer", "norms", "compile"]
-Need = Literal["compile", "cuda_graphs", "cuda", "torchao", "sm89"]
+AxisName = Literal["precision", "optimizer", "norms", "compile", "memory_format", "attention", "loss"]
+Need = Literal["compile", "cuda_graphs", "cuda", "torchao", "sm89", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn",
+               "liger", "triton"]
 Autocast = Literal["none", "fp16", "bf16"]  # the dtype torch.autocast runs at ("none": no autocast context)
+# what a model must have for a value to apply to it (`Value.applies`; a probe finds it: `model_presets.probe`):
+# a 2-D convolution, a call of scaled_dot_product_attention in one step, a norm the finder can swap, a Hugging Face
+# causal LM that computes its own loss from `labels`
+Trait = Literal["conv2d", "sdpa", "norms", "causal_lm_loss"]
 
 
 class Value(str):
@@ -45,15 +50,23 @@ class Value(str):
     # torch's fused AdamW); "" for the axis's default
     torch_twin: str
     autocast: Autocast  # a precision's autocast dtype ("none" for the other axes' values)
+    # what the model must have for it to do anything (""): a value that does not apply to a model is never tried on it
+    # (`Axis.values_for` with a `Scope` that knows the model's traits), and asked for, it is unavailable with why
+    applies: Trait | Literal[""]
+    # devices on which it takes half-precision inputs only (flash and cuDNN attention on CUDA): there a point of it
+    # needs fp16 or bf16 autocast (`point.Config.conflict`), and the search never makes one without (`single_changes`)
+    half_on: tuple[str, ...]
     axis: str  # the axis it belongs to (set by `Axis`)
 
     def __new__(cls, name: str, description: str, label: str, *, apex: tuple[str, ...] = (),
                 needs: tuple[Need, ...] = (), setup_cost: float = 0.0, workloads: tuple[str, ...] = (),
-                default_on: tuple[str, ...] = (), torch_twin: str = "", autocast: Autocast = "none") -> Value:
+                default_on: tuple[str, ...] = (), torch_twin: str = "", autocast: Autocast = "none",
+                applies: Trait | Literal[""] = "", half_on: tuple[str, ...] = ()) -> Value:
         self = super().__new__(cls, name)
         for key, value in (("description", description), ("label", label), ("apex", apex), ("needs", needs),
                            ("setup_cost", setup_cost), ("workloads", workloads), ("default_on", default_on),
-                           ("torch_twin", torch_twin), ("autocast", autocast), ("axis", "")):
+                           ("torch_twin", torch_twin), ("autocast", autocast), ("applies", applies),
+                           ("half_on", half_on), ("axis", "")):
             object.__setattr__(self, key, value)
         return self
 
@@ -71,16 +84,21 @@ class Value(str):
     def builds_on(self, workload: str) -> bool:
         return not self.workloads or workload in self.workloads
 
+    def applies_to(self, traits: frozenset[str] | None) -> bool:
+        """It does something on a model of these traits (None: not known, so it may)."""
+        return traits is None or not self.applies or self.applies in traits
+
 
 def _registered(axis_name: str, name: str) -> Value:
     return axis(axis_name).value(name)
 
 
 class Axis:
-    """One axis: its values, the first of which is the default (fp32's)."""
+    """One axis: its values, the first of which is the default (fp32's); `graph`: torch.compile sees it (what the
+    compiled graph holds changes with it: every axis but the optimizer, whose step is not compiled)."""
 
-    def __init__(self, name: AxisName, description: str, values: tuple[Value, ...]) -> None:
-        self.name, self.description, self.values = name, description, values
+    def __init__(self, name: AxisName, description: str, values: tuple[Value, ...], graph: bool = True) -> None:
+        self.name, self.description, self.values, self.graph = name, description, values, graph
         for v in values:
             object.__setattr__(v, "axis", name)
         self._by_name: Mapping[str, Value] = MappingProxyType({v.name: v for v in values})
@@ -97,7 +115,10 @@ class Axis:
         return tuple(v.name for v in self.values)
 
     def values_for(self, workload: str) -> tuple[Value, ...]:
-        return tuple(v for v in self.values if v.builds_on(workload))
+        """The values `workload` builds; where it is a `Scope` that knows its model's traits, only those that apply to
+        that model (the default always: it is the model as written)."""
+        traits = workload.traits if isinstance(workload, Scope) else None
+        return tuple(v for v in self.values if v.builds_on(workload) and (v is self.default or v.applies_to(traits)))
 
     def value(self, name: str) -> Value:
         """The Value of this name (a Value of this axis is returned as it is); ConfigError listing the names."""
@@ -105,6 +126,22 @@ class Axis:
         if found is None:
             raise ConfigError(f"unknown {self.name} {str(name)[:40]!r}; allowed: {', '.join(self.names)}")
         return found
+
+
+class Scope(str):
+    """A workload's name (a `str`: every `workload=` takes one) with what is known of the model it runs and the
+    device: `traits` (None: not known), `device` ("": any). The search is handed one (`advise.run`), so that every
+    value it reads off an axis (`Axis.values_for`) and every single change it makes (`point.single_changes`) is one
+    that applies to this model on this device: no SDPA call, no attention backend; no convolution, no memory format.
+    """
+
+    traits: frozenset[str] | None
+    device: str
+
+    def __new__(cls, workload: str, traits: frozenset[str] | None = None, device: str = "") -> Scope:
+        self = super().__new__(cls, workload)
+        self.traits, self.device = (frozenset(traits) if traits is not None else None), device
+        return self
 
 
 class ConfigError(ValueError):
@@ -132,10 +169,13 @@ AXES: tuple[Axis, ...] = (
               "replayed", "adamw_capturable_graph", needs=("cuda_graphs",), workloads=("optimizer",)),
         Value("apex_distributed", "apex DistributedFusedAdam (ZeRO-style sharded optimizer state)",
               "distributed_fused_adam", apex=("DistributedFusedAdam",), workloads=("transformer",)),
-    )),
+    ), graph=False),
     Axis("norms", "the model's LayerNorm / RMSNorm modules", (
         Value("torch", "the model's own norms", ""),
-        Value("apex", "swapped for apex FusedLayerNorm / FusedRMSNorm", "fused_norms", apex=_NORMS),
+        Value("apex", "swapped for apex FusedLayerNorm / FusedRMSNorm", "fused_norms", apex=_NORMS, applies="norms"),
+        Value("liger", "Liger-Kernel: for a Hugging Face model family Liger patches, its patch (RMSNorm, SwiGLU, "
+              "RoPE); elsewhere LigerLayerNorm / LigerRMSNorm swapped in", "liger_norms", needs=("liger",),
+              applies="norms", workloads=("model",)),
     )),
     Axis("compile", "torch.compile of the model and its loss", (
         Value("none", "eager", ""),
@@ -145,10 +185,35 @@ AXES: tuple[Axis, ...] = (
         # choices, 6-30 s each, one after another)
         Value("max-autotune-no-cudagraphs", "`torch.compile(mode=\"max-autotune-no-cudagraphs\")`",
               "max_autotune", needs=("compile",), setup_cost=7.0),
+        # torch >= 2.6 tunes by coordinate descent under max-autotune already: this is the default mode with it
+        Value("coordinate-descent", "`torch.compile` with inductor's coordinate-descent tuning of its Triton kernels "
+              "(`coordinate_descent_tuning`)", "compile_cd", needs=("triton", "compile"), setup_cost=2.0),
         Value("reduce-overhead", "`torch.compile(mode=\"reduce-overhead\")`: CUDA graphs", "compile_cg",
               needs=("compile", "cuda_graphs"), setup_cost=1.2),
         Value("graph", "`torch.compile` and the whole step (forward, backward, capturable fused AdamW) in one CUDA "
               "graph", "compile_graph", needs=("compile", "cuda_graphs"), setup_cost=1.5, workloads=("transformer",)),
+    )),
+    Axis("memory_format", "the layout of the model's 4-D weights and inputs", (
+        Value("contiguous", "as written (NCHW)", ""),
+        Value("channels_last", "model and 4-D inputs in `torch.channels_last` (NHWC), `cudnn.benchmark` on",
+              "channels_last", applies="conv2d", workloads=("model",)),
+    )),
+    Axis("attention", "the kernel behind `F.scaled_dot_product_attention`", (
+        Value("default", "torch's own choice of SDPA kernel", ""),
+        Value("flash", "SDPA's flash-attention kernel only (`sdpa_kernel(SDPBackend.FLASH_ATTENTION)`)", "sdpa_flash",
+              needs=("sdpa_flash",), applies="sdpa", half_on=("cuda",), workloads=("model",)),
+        Value("efficient", "SDPA's memory-efficient kernel only (`SDPBackend.EFFICIENT_ATTENTION`)", "sdpa_efficient",
+              needs=("sdpa_efficient",), applies="sdpa", workloads=("model",)),
+        Value("cudnn", "SDPA's cuDNN kernel only (`SDPBackend.CUDNN_ATTENTION`)", "sdpa_cudnn",
+              needs=("sdpa_cudnn",), applies="sdpa", half_on=("cuda",), workloads=("model",)),
+        Value("math", "SDPA's math (unfused) kernel only (`SDPBackend.MATH`)", "sdpa_math", applies="sdpa",
+              workloads=("model",)),
+    )),
+    Axis("loss", "how the model's loss is computed", (
+        Value("model", "the model's own loss", ""),
+        Value("liger_flce", "Liger's fused linear cross-entropy: the LM head and the loss in chunks, the logits never "
+              "held whole (a Hugging Face causal LM of a family Liger patches)", "liger_flce", needs=("liger",),
+              applies="causal_lm_loss", workloads=("model",)),
     )),
 )
 AXIS_MAP: Mapping[str, Axis] = MappingProxyType({a.name: a for a in AXES})

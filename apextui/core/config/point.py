@@ -15,7 +15,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping
 
-from .axes import AXES, AXIS_NAMES, Autocast, ConfigError, Value, allowed, axis
+from .axes import AXES, AXIS_NAMES, Autocast, ConfigError, Scope, Value, allowed, axis
 
 
 @dataclass(frozen=True, init=False)
@@ -27,10 +27,15 @@ class Config:
     optimizer: Value
     norms: Value
     compile: Value
+    memory_format: Value
+    attention: Value
+    loss: Value
 
     def __init__(self, precision: str = "fp32", optimizer: str = "adamw", norms: str = "torch",
-                 compile: str = "none") -> None:
-        for name, given in zip(AXIS_NAMES, (precision, optimizer, norms, compile), strict=True):
+                 compile: str = "none", memory_format: str = "contiguous", attention: str = "default",
+                 loss: str = "model") -> None:
+        for name, given in zip(AXIS_NAMES, (precision, optimizer, norms, compile, memory_format, attention, loss),
+                               strict=True):
             object.__setattr__(self, name, axis(name).value(given))  # ConfigError naming the axis and its values
 
     # ---- reading ----------------------------------------------------------------------------------
@@ -80,7 +85,16 @@ class Config:
 
     @property
     def fused_norms(self) -> bool:
+        """Apex's norms (`swaps_norms`: any value that swaps the model's norms, Liger's too)."""
         return self.norms == "apex"
+
+    @property
+    def swaps_norms(self) -> bool:
+        return self.norms != axis("norms").default
+
+    @property
+    def channels_last(self) -> bool:
+        return self.memory_format == "channels_last"
 
     @property
     def whole_step_graph(self) -> bool:
@@ -97,6 +111,15 @@ class Config:
             if not value.builds_on(workload):
                 return (f"{value.axis}={value.name} ({value.description}) is built for the "
                         f"{', '.join(value.workloads)} workload only")
+        return None
+
+    def conflict(self, device: str) -> str | None:
+        """None where its values can run together on `device`, else why not: flash and cuDNN attention take fp16 or
+        bf16 inputs only on CUDA (`axes.Value.half_on`), so there they need a half-precision autocast."""
+        for value in self.values():
+            if device in value.half_on and self.autocast == "none":
+                return (f"{value.axis}={value.name} ({value.description}) takes fp16 or bf16 inputs only on {device}; "
+                        f"this point runs precision={self.precision.name}")
         return None
 
     @cached_property
@@ -166,8 +189,12 @@ def parse(text: Any) -> Config:
 
 
 def single_changes(base: Config = BASELINE, workload: str = "model") -> list[Config]:
-    """Every point one axis away from `base` that `workload` builds, in axis then value order."""
-    return [base.with_(a.name, v) for a in AXES for v in a.values_for(workload) if v != getattr(base, a.name)]
+    """Every point one axis away from `base` that `workload` builds, in axis then value order; for a `Scope`, only
+    values that apply to its model (`axes.Axis.values_for`), and on its device no point whose values cannot run
+    together (`Config.conflict`: flash attention at fp32 on CUDA: the search tries it on a bf16 point instead)."""
+    device = workload.device if isinstance(workload, Scope) else ""
+    points = [base.with_(a.name, v) for a in AXES for v in a.values_for(workload) if v != getattr(base, a.name)]
+    return [c for c in points if not device or c.conflict(device) is None]
 
 
 CONFIG_FIELDS = tuple(f.name for f in fields(Config))

@@ -47,12 +47,41 @@ NORM_SWAP = ["# each module that computes a LayerNorm / RMSNorm Apex can take (n
              "# own RMSNorm class) -> Apex's FusedLayerNorm / FusedRMSNorm, weights copied: the swap apextui measured",
              "from apextui import swap_norms", "swap_norms(model)"]
 # norms value -> its lines
-NORMS: dict[str, list[str]] = {"torch": [], "apex": NORM_SWAP}
+NORMS: dict[str, list[str]] = {
+    "torch": [], "apex": NORM_SWAP,
+    "liger": ["# Liger-Kernel, as apextui measured it: for a Hugging Face model family Liger patches, its",
+              "# apply_liger_kernel_to_<family>(model=model) (RMSNorm, SwiGLU, RoPE); elsewhere every module that",
+              "# computes a LayerNorm / RMSNorm -> LigerLayerNorm / LigerRMSNorm, weights copied",
+              "from apextui import swap_norms", 'swap_norms(model, kernels="liger")'],
+}
+# loss value -> its lines
+LOSS: dict[str, list[str]] = {
+    "model": [],
+    "liger_flce": ["# Liger's fused linear cross-entropy in the model's forward (its family's Liger patch): the loss",
+                   "# from the hidden states in chunks, the logits never held whole (the batch keeps its `labels`)",
+                   "from apextui import fused_linear_cross_entropy", "fused_linear_cross_entropy(model)"],
+}
+# memory format value -> its set-up lines; the step moves each batch's 4-D tensors (`_MEMORY_STEP`)
+MEMORY_FORMAT: dict[str, list[str]] = {
+    "contiguous": [],
+    "channels_last": ["torch.backends.cudnn.benchmark = True  # cuDNN picks its fastest convolution for each shape",
+                      "model = model.to(memory_format=torch.channels_last)",
+                      "from apextui import channels_last  # a batch's 4-D tensors to channels_last, each step"],
+}
+# attention value -> the SDPA backend the step runs under (None: torch's own choice)
+ATTENTION: dict[str, str | None] = {
+    "default": None,
+    "flash": "SDPBackend.FLASH_ATTENTION",
+    "efficient": "SDPBackend.EFFICIENT_ATTENTION",
+    "cudnn": "SDPBackend.CUDNN_ATTENTION",
+    "math": "SDPBackend.MATH",
+}
 # compile value -> its line (the whole-step graph: `_whole_step_graph`'s lines)
 COMPILE: dict[str, str | None] = {
     "none": None,
     "default": "compiled = torch.compile(model)",
     "max-autotune-no-cudagraphs": 'compiled = torch.compile(model, mode="max-autotune-no-cudagraphs")',
+    "coordinate-descent": 'compiled = torch.compile(model, options={"coordinate_descent_tuning": True})',
     "reduce-overhead": 'compiled = torch.compile(model, mode="reduce-overhead")',
     "graph": "compiled = torch.compile(model)",
 }
@@ -66,7 +95,11 @@ def snippet(config: Config, *, calling: Calling | None = None, device: str = "cu
     only fp32 ran, or a shipped workload) the step is ModelSetup's documented form, `loss_fn(model(inputs),
     targets)`."""
     lines = ["import torch", ""]
-    lines += NORMS[config.norms] + PRECISION[config.precision]  # the engine's order: the swap, then fp8's layers
+    # the engine's order: the swap and the loss's patch, then fp8's layers, then the layout
+    lines += NORMS[config.norms] + LOSS[config.loss] + PRECISION[config.precision] + MEMORY_FORMAT[config.memory_format]
+    backend = ATTENTION[config.attention]
+    if backend is not None:
+        lines.append("from torch.nn.attention import SDPBackend, sdpa_kernel")
     if config.whole_step_graph:
         return _whole_step_graph(lines, config)
     lines += OPTIMIZER[config.optimizer].splitlines()
@@ -81,9 +114,14 @@ def snippet(config: Config, *, calling: Calling | None = None, device: str = "cu
     step = ["optimizer.zero_grad()"]
     if config.cuda_graphs:
         step.append("torch.compiler.cudagraph_mark_step_begin()")
+    if config.channels_last:
+        step.append("batch = channels_last(batch)" if calling is not None else "inputs = channels_last(inputs)")
     step += calling.unpack() if calling is not None else []
-    if config.autocast != "none":
-        step += [f'with torch.autocast(device_type="{device}", dtype={_DTYPE[config.autocast]}):', f"    {call}"]
+    contexts = [f'torch.autocast(device_type="{device}", dtype={_DTYPE[config.autocast]})'] \
+        if config.autocast != "none" else []
+    contexts += [f"sdpa_kernel({backend})"] if backend is not None else []
+    if contexts:
+        step += [f"with {', '.join(contexts)}:", f"    {call}"]
     else:
         step.append(call)
     if config.precision == "fp16":

@@ -130,12 +130,14 @@ class NormsFound:
         return cls(classes, texts(d.get("seen")), integer(d.get("swappable")), text(d.get("summary")))
 
 
-NORM_SWAP_KEYS = ("modules", "loss_before", "loss_after", "max_abs_err", "tolerance", "passed", "norms", "message")
+NORM_SWAP_KEYS = ("modules", "loss_before", "loss_after", "max_abs_err", "tolerance", "passed", "norms", "message",
+                  "loss_patched")
 
 
 @dataclass(frozen=True)
 class NormSwap:
-    """A model's norm swap checked on its first batch: the fp32 loss before and after Apex's norms went in."""
+    """A model's norm swap (Apex's norms or Liger's) and loss patch (Liger's fused linear cross-entropy) checked on its
+    first batch: the fp32 loss before and after they went in."""
 
     modules: int | None = None
     loss_before: float | None = None
@@ -145,6 +147,7 @@ class NormSwap:
     passed: bool | None = None
     norms: NormsFound | None = None
     message: str | None = None  # a failed swap's cause
+    loss_patched: bool | None = None  # the loss value patched the model's forward too (None: a record from before)
     extra: Extra = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -153,6 +156,8 @@ class NormSwap:
                                "norms": self.norms.to_dict() if self.norms is not None else None}
         if self.message is not None:
             out["message"] = self.message
+        if self.loss_patched is not None:
+            out["loss_patched"] = self.loss_patched
         return _with_extra(out, self.extra)
 
     @classmethod
@@ -161,7 +166,7 @@ class NormSwap:
         return cls(integer(d.get("modules")), number(d.get("loss_before")), number(d.get("loss_after")),
                    number(d.get("max_abs_err")), number(d.get("tolerance")), flag(d.get("passed")),
                    NormsFound.from_dict(norms) if isinstance(norms, Mapping) else None, text(d.get("message")),
-                   extra(d, NORM_SWAP_KEYS))
+                   flag(d.get("loss_patched")), extra(d, NORM_SWAP_KEYS))
 
 
 CHECK_KEYS = ("against", "kind", "steps", "max_abs_err", "max_abs_err_output", "max_abs_err_grad", "tolerance",

@@ -1,11 +1,17 @@
 """What each value of the configuration axes builds: the one table every workload builds its point from.
 
 The optimizer and norm micro-benchmarks, the shipped Transformer and the user's model all run a point
-(`config.point.Config`); what its precision, optimizer, norms and compile values make of a model is here, one entry
-a value (`PRECISIONS`, `OPTIMIZERS`, `NORMS`, `COMPILE_MODES`; `tests/test_apply.py` checks that every value of
-every axis has its entry). What a value needs to run is declared with the value (`config/axes.py`); the code the
-advice hands back for it is `config/snippet.py`'s. Apex and torchao are imported only where one of their values
-is built.
+(`config.point.Config`); what its precision, optimizer, norms, compile, memory format, attention and loss values make
+of a model is here, one entry a value (`PRECISIONS`, `OPTIMIZERS`, `NORMS`, `COMPILE_MODES`, `MEMORY_FORMATS`,
+`ATTENTION`, `LOSSES`; `tests/test_apply.py` checks that every value of every axis has its entry). What a value
+needs to run is declared with the value (`config/axes.py`); the code the advice hands back for it is
+`config/snippet.py`'s. Apex, torchao and Liger are imported only where one of their
+values is built.
+
+What a value changes in the process rather than in the model is set for every run, whatever its value, so that a run
+never inherits it from the run before it in a reused worker (`run.reusable`): TF32 (`set_tf32`), cuDNN's benchmark
+mode (`set_memory_format`), and Liger's rebinding of names in transformers' modules, undone first (`undo_patches`);
+coordinate-descent tuning is a `torch.compile` option of that compile alone, never inductor's global config.
 
 Why one table: the workloads used to build their variants from names, each its own way (two `make_optimizer`s, an
 `if variant ==` chain for the norms, a counterpart table, the model's own recipes), so a new value meant finding
@@ -15,7 +21,7 @@ every one of them.
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, ContextManager, Literal, Mapping
 
@@ -153,10 +159,22 @@ def _apex_norm(kind: NormKind) -> type[nn.Module]:
     return FusedLayerNorm if kind == "layer_norm" else FusedRMSNorm
 
 
+def _liger_norm(kind: NormKind) -> type[nn.Module]:
+    from liger_kernel.transformers import LigerLayerNorm, LigerRMSNorm  # type: ignore[import-not-found]
+
+    return LigerLayerNorm if kind == "layer_norm" else LigerRMSNorm
+
+
 def _apex_swap(model: nn.Module, report: Any = None) -> list[str]:
     from .norm_swap import swap_norms
 
     return swap_norms(model, report)
+
+
+def _liger_swap(model: nn.Module, report: Any = None) -> list[str]:
+    from .norm_swap import swap_norms
+
+    return swap_norms(model, report, kernels="liger")
 
 
 @dataclass(frozen=True)
@@ -171,6 +189,7 @@ class Norms:
 NORMS: Mapping[str, Norms] = MappingProxyType({
     "torch": Norms(_torch_norm, None),
     "apex": Norms(_apex_norm, _apex_swap),
+    "liger": Norms(_liger_norm, _liger_swap),
 })
 
 
@@ -180,27 +199,184 @@ def norm_class(config: Config, kind: NormKind) -> type[nn.Module]:
 
 
 # ---- compile ------------------------------------------------------------------------------------------------
-# compile value -> torch.compile's mode (None: eager); the whole-step graph compiles in mode "default", and its
-# workload then captures the step (transformer.py)
-COMPILE_MODES: Mapping[str, str | None] = MappingProxyType({
-    "none": None,
-    "default": "default",
-    "max-autotune-no-cudagraphs": "max-autotune-no-cudagraphs",
-    "reduce-overhead": "reduce-overhead",
-    "graph": "default",
+@dataclass(frozen=True)
+class Compile:
+    """What a compile value hands torch.compile: its mode (None: eager), or inductor options instead (torch.compile
+    takes one or the other): options apply to that compile alone, so a later run in the same process compiles
+    without them (inductor's global `config` would carry them over)."""
+
+    mode: str | None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+# compile value -> what torch.compile is given; the whole-step graph compiles in mode "default", and its workload then
+# captures the step (transformer.py)
+COMPILE_MODES: Mapping[str, Compile] = MappingProxyType({
+    "none": Compile(None),
+    "default": Compile("default"),
+    "max-autotune-no-cudagraphs": Compile("max-autotune-no-cudagraphs"),
+    "coordinate-descent": Compile("default", {"coordinate_descent_tuning": True}),
+    "reduce-overhead": Compile("reduce-overhead"),
+    "graph": Compile("default"),
 })
 
 
 def compile_mode(config: Config) -> str | None:
-    return COMPILE_MODES[config.compile]
+    """torch.compile's mode for the point (None: eager)."""
+    return COMPILE_MODES[config.compile].mode
 
 
 def compiled(module: nn.Module, config: Config, **options: Any) -> Callable[..., Any] | None:
-    """`module` through torch.compile in the point's mode (`options`: torch.compile's others), None for eager."""
-    mode = compile_mode(config)
-    return None if mode is None else torch.compile(module, mode=mode, **options)
+    """`module` through torch.compile in the point's mode, or with its inductor options (`options`: torch.compile's
+    other arguments), None for eager."""
+    spec = COMPILE_MODES[config.compile]
+    if spec.mode is None:
+        return None
+    if spec.options:
+        return torch.compile(module, options=dict(spec.options), **options)
+    return torch.compile(module, mode=spec.mode, **options)
 
 
-__all__ = ["COMPILE_MODES", "NORMS", "OPTIMIZERS", "PRECISIONS", "NormKind", "Norms", "Precision", "autocast",
-           "compile_mode", "compiled", "convert", "fp8_layer_fits", "grad_scaler", "norm_class", "optimizer",
-           "optimizer_value", "set_tf32"]
+# ---- memory format ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MemoryFormat:
+    """A memory format value: the layout of the model's 4-D weights and of the batches' 4-D tensors, and whether
+    cuDNN benchmarks its convolution algorithms (the tuning guide pairs the two)."""
+
+    format: torch.memory_format
+    cudnn_benchmark: bool
+
+
+MEMORY_FORMATS: Mapping[str, MemoryFormat] = MappingProxyType({
+    "contiguous": MemoryFormat(torch.contiguous_format, False),
+    "channels_last": MemoryFormat(torch.channels_last, True),
+})
+
+
+def set_memory_format(model: nn.Module, value: Value) -> None:
+    """The model's 4-D weights in the value's layout (contiguous: left as built), and cuDNN's benchmark mode set as
+    it says, for every value: a run in the same process as a channels_last one must not inherit it."""
+    spec = MEMORY_FORMATS[value]
+    torch.backends.cudnn.benchmark = spec.cudnn_benchmark
+    if spec.format is not torch.contiguous_format:
+        model.to(memory_format=spec.format)  # type: ignore[call-overload]  # a real overload torch's stubs lack
+
+
+def channels_last(batch: Any) -> Any:
+    """`batch` with each 4-D tensor in it (tensors, and tuples, lists and dicts of them, nested) in channels_last
+    layout, the rest as it was. Public as `apextui.channels_last`: the answer's code moves each batch with it, as
+    apextui's step did."""
+    if isinstance(batch, torch.Tensor):
+        return batch.contiguous(memory_format=torch.channels_last) if batch.dim() == 4 else batch
+    if isinstance(batch, dict):  # a dict subclass comes back a plain dict: `model(**batch)` reads it the same
+        return {k: channels_last(v) for k, v in batch.items()}
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
+        return type(batch)(*(channels_last(v) for v in batch))
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(channels_last(v) for v in batch)
+    return batch
+
+
+def batch_layout(batch: Any, value: Value) -> Any:
+    """A batch as the step feeds it to the model under the memory format `value`."""
+    return channels_last(batch) if MEMORY_FORMATS[value].format is torch.channels_last else batch
+
+
+# ---- attention ----------------------------------------------------------------------------------------------
+def _backends() -> Mapping[str, Any]:
+    from torch.nn.attention import SDPBackend
+
+    return {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+            "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+
+
+# attention value -> the SDPA backend its forward is restricted to (None: torch's own choice)
+ATTENTION: Mapping[str, str | None] = MappingProxyType({
+    "default": None, "flash": "flash", "efficient": "efficient", "cudnn": "cudnn", "math": "math"})
+NO_KERNEL = ("No available kernel", "No viable backend")  # torch's words when the restricted backend cannot take a call
+
+
+def attention(value: Value) -> ContextManager[Any]:
+    """The forward's SDPA backend: `torch.nn.attention.sdpa_kernel` restricted to the value's backend (strict: a
+    call it cannot take fails, with torch's reasons: `attention_failure`), a no-op for torch's own choice."""
+    backend = ATTENTION[value]
+    if backend is None:
+        return nullcontext()
+    from torch.nn.attention import sdpa_kernel
+
+    return sdpa_kernel(_backends()[backend])
+
+
+def attention_failure(exc: BaseException, value: Value, again: Callable[[], Any]) -> str | None:
+    """Where `exc` is torch finding no kernel of the attention value's backend for the model's SDPA call: one line
+    saying so, with torch's reasons (its warnings, caught by running `again`, the failing forward, once more); else
+    None (some other error)."""
+    if ATTENTION[value] is None or not any(words in str(exc) for words in NO_KERNEL):
+        return None
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            again()
+        except Exception:  # noqa: BLE001 - the same failure: what it warned is what we want
+            pass
+    said = "; ".join(_reasons(str(w.message) for w in caught)[:3]) or str(exc).splitlines()[0]
+    return (f"attention={value.name}: torch's {value.name} SDPA kernel cannot take this model's attention call here "
+            f"({said}); pick another attention backend (attention=default lets torch choose)")
+
+
+def _reasons(messages: Any) -> list[str]:
+    """torch's warnings of why a kernel was not used, each once, a heading ("Flash attention kernel not used
+    because:") joined to the reason after it."""
+    out: list[str] = []
+    for text in messages:
+        line = text.split("(Triggered internally")[0].strip()
+        if not line:
+            continue
+        if out and out[-1].endswith(":"):
+            out[-1] = f"{out[-1]} {line}"
+        elif line not in out:
+            out.append(line)
+    return out
+
+
+# ---- loss ---------------------------------------------------------------------------------------------------
+def _liger_flce(model: nn.Module) -> None:
+    from .liger import fused_linear_cross_entropy
+
+    fused_linear_cross_entropy(model)
+
+
+# loss value -> what it does to the model, in place (None: the model's own loss)
+LOSSES: Mapping[str, Callable[[nn.Module], None] | None] = MappingProxyType({
+    "model": None,
+    "liger_flce": _liger_flce,
+})
+
+
+def patch_loss(model: nn.Module, value: Value) -> bool:
+    """What the loss value does to the model (Liger's fused linear cross-entropy); whether it changed anything."""
+    change = LOSSES[value]
+    if change is None:
+        return False
+    change(model)
+    return True
+
+
+def undo_patches() -> None:
+    """What an earlier run in this process changed outside its own model, put back (Liger's rebinding of names in
+    transformers' modules): called before a run builds anything. A no-op where nothing was patched."""
+    import sys
+
+    if "apextui.core.workloads.liger" in sys.modules:
+        from .liger import undo
+
+        undo()
+
+
+__all__ = ["ATTENTION", "COMPILE_MODES", "LOSSES", "MEMORY_FORMATS", "NORMS", "OPTIMIZERS", "PRECISIONS", "Compile",
+           "MemoryFormat", "NormKind", "Norms", "Precision", "attention", "attention_failure", "autocast",
+           "batch_layout", "channels_last", "compile_mode", "compiled", "convert", "fp8_layer_fits", "grad_scaler",
+           "norm_class", "optimizer", "optimizer_value", "patch_loss", "set_memory_format", "set_tf32",
+           "undo_patches"]

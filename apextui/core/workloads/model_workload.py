@@ -23,10 +23,19 @@ The model's FLOPs a step (`step_flops`, what MFU reads) are counted on the model
 swap or fp8 change anything: one eager forward and backward on the first batch (`flop_count`), weights, buffers and
 random state left as they were.
 
-The norm swap (fused_norms, fused_amp) replaces every module that computes a LayerNorm or RMSNorm
-(`norm_swap.find_norms`, whatever its class) with Apex's `FusedLayerNorm` / `FusedRMSNorm`, its weights
-copied, and checks the swap on the first batch with dropout off: the model's loss before and after, in
-fp32, must agree within `SWAP_TOLERANCE` (relative).
+The norm swap (fused_norms, fused_amp; norms=liger) replaces every module that computes a LayerNorm or RMSNorm
+(`norm_swap.find_norms`, whatever its class) with Apex's `FusedLayerNorm` / `FusedRMSNorm` (or Liger's; for a
+Hugging Face family Liger patches, Liger's patch), its weights copied, and Liger's fused linear cross-entropy
+(loss=liger_flce) patches the model's forward; either is checked on the first batch with dropout off: the model's
+loss before and after, in fp32, must agree within `SWAP_TOLERANCE` (relative).
+
+A value that does nothing to this model (channels_last without a 2-D convolution, an attention backend without an
+SDPA call in the check's fp32 steps, Liger's loss on a model that is not a causal LM computing its own:
+`axes.Value.applies`) fails the run with why, as the norm swap does on a model without norms: advise's probe finds
+these before the search and never tries them (`model_presets.probe`); a run no probe preceded (the TUI's) finds them
+here. The memory format and the attention backend act in each step (`LossModule`: the batch's 4-D tensors moved,
+the forward under `sdpa_kernel`); an attention backend torch has no kernel of for the model's call fails the run
+with torch's reasons (`apply.attention_failure`).
 """
 
 from __future__ import annotations
@@ -50,8 +59,9 @@ from ..measure.details import CorrectnessCheck, NormSwap
 from ..measure.marker import Marker, NoMark
 from ..measure.mfu import StepFlops
 from .norm_swap import count_norms, find_norms, swap_norms
-from ..config.axes import Value
+from .traits import count_sdpa, traits
 from ..config.calling import Calling, InputForm, LossForm
+from ..config.needs import applies_availability
 from ..config.point import BASELINE, NAMED, Config
 from .spec import MODEL
 
@@ -66,9 +76,10 @@ CHECK_SEED_OFFSET = 2  # the check's random stream: torch seeded with seed + thi
 NO_LOSS = ("the model returned an output whose loss is None (a Hugging Face model computes its loss only when the "
            "batch has labels): give make_batch a `labels` entry, or a loss_fn")
 
-# the check's fp32 reference losses (and how they called the model), kept for every later run of the same model in a
-# process that runs several (`run.reusable`): fp32's steps from the same initial weights on the same stream
-_references: dict[tuple[Any, ...], tuple[tuple[float, ...], Calling | None]] = {}
+# the check's fp32 reference losses (how they called the model, how many SDPA calls they made), kept for every later
+# run of the same model in a process that runs several (`run.reusable`): fp32's steps from the same initial weights on
+# the same stream
+_references: dict[tuple[Any, ...], tuple[tuple[float, ...], Calling | None, int]] = {}
 # the model's FLOPs a step (`flop_count`), kept likewise: the model as built, the same first batch
 _flops: dict[tuple[Any, ...], StepFlops] = {}
 _reuse_references = False
@@ -138,18 +149,19 @@ def loss_form(output: Any) -> LossForm:
 
 
 class LossModule(nn.Module):
-    """Forward and loss of one batch under the variant's autocast: what each step runs, and what
-    torch.compile compiles (it sees, and fuses, the loss too)."""
+    """Forward and loss of one batch under the point's autocast and SDPA backend, the batch's 4-D tensors in its
+    memory format: what each step runs, and what torch.compile compiles (it sees, and fuses, the loss too)."""
 
     def __init__(self, model: nn.Module, loss_fn: Callable[[Any, Any], torch.Tensor] | None, device: str,
-                 precision: Value, notes_calling: bool = False) -> None:
+                 config: Config, notes_calling: bool = False) -> None:
         super().__init__()
-        self.model, self.loss_fn, self.device, self.precision = model, loss_fn, device, precision
+        self.model, self.loss_fn, self.device, self.config = model, loss_fn, device, config
         self.notes_calling = notes_calling  # the check's fp32 steps (eager): note how the model was called
         self.calling: Calling | None = None
 
     def forward(self, batch: Any) -> torch.Tensor:
-        with apply.autocast(self.device, self.precision):
+        batch = apply.batch_layout(batch, self.config.memory_format)
+        with apply.autocast(self.device, self.config.precision), apply.attention(self.config.attention):
             if self.loss_fn is None:
                 output = _call(self.model, batch)
                 if self.notes_calling:
@@ -189,6 +201,7 @@ class ModelWorkload(Workload):
         self.spec, self.variant, self.device = spec, variant, device
         self.config = config if config is not None else NAMED[variant]
         self.amp = self.config.autocast
+        apply.undo_patches()  # what an earlier run in this process changed outside its model (Liger's patch)
         apply.set_tf32(device, self.config.precision)
         try:
             setup = user_model.build(spec, device == "cpu", seed)
@@ -206,19 +219,22 @@ class ModelWorkload(Workload):
         self.batches = self._make_batches(seed)
         self.units = setup.units
         self.units_per_step = setup.units_per_step or self._batch_size(self.batches[0])
-        self.loss_module = LossModule(self.model, setup.loss_fn, device, self.config.precision)
+        self.loss_module = LossModule(self.model, setup.loss_fn, device, self.config)
         self.calling: Calling | None = None  # how the check's fp32 steps called the model (the answer's code does so)
+        self.sdpa_calls: int | None = None  # scaled_dot_product_attention calls the check's fp32 steps made
         self._i = 0
         self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.step_flops = self._count_flops()
         reference = None if self.config == BASELINE else self._reference_losses()
         self._reference = reference
+        self._refuse_what_does_not_apply()
         swap: NormSwap | None = None
-        if self.config.fused_norms:
+        if self.config.swaps_norms or apply.LOSSES[self.config.loss] is not None:
             swap = self._swap_norms()
             self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         if apply.convert(self.model, self.config.precision):  # fp8's float8 Linears
             self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        apply.set_memory_format(self.model, self.config.memory_format)  # cuDNN's benchmark mode set either way
         self.params = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
         self.opt = self._optimizer()
         self.scaler = apply.grad_scaler(device, self.config.precision)
@@ -301,6 +317,9 @@ class ModelWorkload(Workload):
         except Exception as exc:  # noqa: BLE001
             if _is_oom(exc):
                 raise
+            no_kernel = apply.attention_failure(exc, self.config.attention, lambda: module(batch))
+            if no_kernel is not None:
+                raise UserCodeError(no_kernel) from exc
             if self.setup.loss_fn is not None and not (isinstance(batch, (tuple, list)) and len(batch) == 2):
                 raise UserCodeError(f"make_batch returned {type(batch).__name__}; with a loss_fn it must return "
                                     "(inputs, targets)") from exc
@@ -312,19 +331,20 @@ class ModelWorkload(Workload):
         `reuse_references`, once per process for each model and dropout handling."""
         key = (self.spec, self.device, self._check_seed, self.lr, dropout_off)
         if _reuse_references and key in _references:
-            kept, self.calling = _references[key]
+            kept, self.calling, self.sdpa_calls = _references[key]
             return list(kept)
         losses = self._train_fp32(dropout_off)
         if _reuse_references:
-            _references[key] = (tuple(losses), self.calling)
+            _references[key] = (tuple(losses), self.calling, self.sdpa_calls or 0)
         return losses
 
     def _train_fp32(self, dropout_off: bool) -> list[float]:
         apply.set_tf32(self.device, BASELINE.precision)
-        module = LossModule(self.model, self.setup.loss_fn, self.device, BASELINE.precision, notes_calling=True)
+        module = LossModule(self.model, self.setup.loss_fn, self.device, BASELINE, notes_calling=True)
         opt = apply.optimizer(BASELINE, [p for p in self.model.parameters() if p.requires_grad], self.lr)
         losses = []
-        with dropout.same_stream(self._check_seed, self.device), self._dropout_off(dropout_off):
+        with dropout.same_stream(self._check_seed, self.device), self._dropout_off(dropout_off), \
+                count_sdpa() as sdpa:
             for k in range(PARITY_STEPS):
                 opt.zero_grad()
                 loss = self._forward(module, self.batches[k % POOL])
@@ -332,6 +352,7 @@ class ModelWorkload(Workload):
                 opt.step()
                 losses.append(float(loss.detach()))
         self.calling = module.calling
+        self.sdpa_calls = sdpa.calls
         del opt
         self._restore()
         apply.set_tf32(self.device, self.config.precision)
@@ -365,29 +386,48 @@ class ModelWorkload(Workload):
             return {"disabled_for_check": self._fp32_losses(True)}
         return {"same_masks": self._fp32_losses(False), "disabled_for_check": self._fp32_losses(True)}
 
+    def _refuse_what_does_not_apply(self) -> None:
+        """ValueError naming the first value of the point that does nothing to this model (`axes.Value.applies`;
+        the norms' own reason is the swap's, with the finder's record): the SDPA calls counted in the check's fp32
+        steps, the convolutions and the loss's form read here."""
+        values = [v for v in self.config.values() if v.label and v.applies and v.applies != "norms"]
+        if not values:
+            return
+        found = traits(self.model, norms=0, sdpa_calls=self.sdpa_calls,
+                       loss=self.calling.loss if self.calling is not None else None)
+        a = applies_availability(values, found)
+        if not a.ok:
+            raise ValueError(f"{self.variant}: {a.reason}; this variant does not apply to it")
+
     def _swap_norms(self) -> NormSwap:
-        """Swap the norms, and check on the first batch that the fp32 loss is the same before and after (dropout
-        off: the swap's arithmetic is what is checked; buffers such as BatchNorm's running stats put back)."""
+        """Swap the norms and patch the loss where the point says so, and check on the first batch that the fp32 loss
+        is the same before and after (dropout off: the change's arithmetic is what is checked; buffers such as
+        BatchNorm's running stats put back)."""
         report, _ = find_norms(self.model)
-        if report.swappable == 0:
+        swap_in = apply.NORMS[self.config.norms].swap
+        if swap_in is not None and report.swappable == 0:
             raise ValueError(f"{self.variant}: {report.unavailable_reason()}; this variant does not apply to it")
-        plain = LossModule(self.model, self.setup.loss_fn, self.device, BASELINE.precision)
+        plain = LossModule(self.model, self.setup.loss_fn, self.device, BASELINE)
         with torch.no_grad(), dropout.disabled(self.model):
             before = float(self._forward(plain, self.batches[0]))
-            swap_in = apply.NORMS[self.config.norms].swap
-            assert swap_in is not None  # a norms value that swaps (`fused_norms`)
-            names = swap_in(self.model, report)
+            names = swap_in(self.model, report) if swap_in is not None else []
+            loss_patched = apply.patch_loss(self.model, self.config.loss)
             after = float(self._forward(plain, self.batches[0]))
         self._restore(partial=True)
         err = abs(after - before)
         tol = SWAP_TOLERANCE * max(abs(before), 1e-6)
         passed = bool(err <= tol)
-        message = None if passed else (
-            f"the norm swap changed the first batch's fp32 loss by {err:.3g} (from {before:.6g} to {after:.6g}, "
-            f"dropout off; tolerance {tol:.3g}): Apex's norm computes something else than the model's "
-            f"({report.description()})")
+        message = None
+        if not passed:
+            what = " and ".join(w for w, on in (("the norm swap", swap_in is not None),
+                                                ("Liger's fused linear cross-entropy", loss_patched)) if on)
+            kernel = {"apex": "Apex's norm", "liger": "Liger's norm"}.get(self.config.norms.name, "Liger's loss")
+            message = (f"{what} changed the first batch's fp32 loss by {err:.3g} (from {before:.6g} to {after:.6g}, "
+                       f"dropout off; tolerance {tol:.3g}): {kernel} computes something else than the model's "
+                       f"({report.description()})")
         return NormSwap(modules=len(names), loss_before=before, loss_after=after, max_abs_err=err, tolerance=tol,
-                        passed=passed, norms=report.found(), message=message)
+                        passed=passed, norms=report.found(), message=message,
+                        loss_patched=loss_patched if self.config.loss.label else None)
 
     @property
     def _checks_without_dropout(self) -> bool:

@@ -1,4 +1,4 @@
-"""Every norm of the user's model, found by what it computes, and its swap for Apex's fused one.
+"""Every norm of the user's model, found by what it computes, and its swap for Apex's fused one or Liger's.
 
 Models define their own norms (HF `LlamaRMSNorm`, `T5LayerNorm`, the `RMSNorm` class nearly every LLM codebase
 writes), so a norm is recognised by structure and behaviour, not by class: a module with a 1-D `weight` over the
@@ -8,6 +8,11 @@ epsilon attribute (`EPS_ATTRS`); its output on a random fp32 input of shape (2, 
 weight, bias and eps within `PROBE_RTOL` / `PROBE_ATOL`. The probe runs on a copy of the module, so the model's
 weights are never touched. A look-alike that computes something else (a weight of `1 + w`, another scale) is
 left alone, and the record says why.
+
+Both kernels' norms are swapped by the same finder (`swap_norms(model, kernels=...)`): Apex's FusedLayerNorm /
+FusedRMSNorm, or Liger-Kernel's LigerLayerNorm / LigerRMSNorm. Neither takes a bias-free LayerNorm or an RMSNorm with a
+bias, so the finder leaves those alone for both. For a Hugging Face model family Liger patches, `kernels="liger"` is
+Liger's own patch of it (`liger.patch`: its norms, SwiGLU MLP and RoPE), as HF users apply it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ EPS_ATTRS = ("eps", "variance_epsilon", "epsilon", "layer_norm_eps", "rms_norm_e
 PROBE_RTOL = 1e-4
 PROBE_ATOL = 1e-5
 NormKind = Literal["layer_norm", "rms_norm"]
+Kernels = Literal["apex", "liger"]
 
 
 @dataclass
@@ -143,11 +149,12 @@ def classify(module: nn.Module) -> tuple[NormKind | None, str] | None:
             rms = rms + b
         if torch.allclose(out, ln, rtol=PROBE_RTOL, atol=PROBE_ATOL):
             if w is not None and b is None:
-                return None, "a LayerNorm without bias (FusedLayerNorm has no bias-free form)"
+                return None, ("a LayerNorm without bias (neither Apex's FusedLayerNorm nor Liger's LayerNorm has a "
+                              "bias-free form)")
             return "layer_norm", ""
         if torch.allclose(out, rms, rtol=PROBE_RTOL, atol=PROBE_ATOL):
             if b is not None:
-                return None, "an RMSNorm with a bias (FusedRMSNorm has none)"
+                return None, "an RMSNorm with a bias (Apex's FusedRMSNorm and Liger's RMSNorm have none)"
             return "rms_norm", ""
     return None, "its output matches neither layer_norm nor rms_norm with its weight and eps"
 
@@ -185,15 +192,23 @@ def count_norms(model: nn.Module) -> int:
     return find_norms(model)[0].swappable
 
 
-def swap_norms(model: nn.Module, report: NormReport | None = None) -> list[str]:
-    """Every norm the finder matched replaced in place by apex FusedLayerNorm / FusedRMSNorm with the same size,
-    eps, weights, dtype and device. Returns the swapped modules' names; `report` (when given) gets the count
-    swapped per class. Public as `apextui.swap_norms`: the answer's snippet calls it, so the user's script swaps
+def swap_norms(model: nn.Module, report: NormReport | None = None, kernels: Kernels = "apex") -> list[str]:
+    """Every norm the finder matched replaced in place by apex FusedLayerNorm / FusedRMSNorm (`kernels="apex"`) or
+    Liger's LigerLayerNorm / LigerRMSNorm (`kernels="liger"`) with the same size, eps, weights, dtype and device; for
+    `kernels="liger"` on a Hugging Face model of a family Liger patches, Liger's patch of it instead (its norms,
+    SwiGLU MLP and RoPE, in place). Returns the swapped (or patched) norms' names; `report` (when given) gets the
+    count per class. Public as `apextui.swap_norms`: the answer's snippet calls it, so the user's script swaps
     exactly the modules `advise` swapped when it measured (call it before the optimizer is made)."""
-    from apex.normalization import FusedLayerNorm, FusedRMSNorm
-
+    if kernels not in ("apex", "liger"):
+        raise ValueError(f"kernels={kernels!r}: allowed: apex, liger")
     found, kinds = find_norms(model)
     report = report if report is not None else found
+    if kernels == "liger":
+        from . import liger
+
+        if liger.patch(model, norms=True, fused_linear_cross_entropy=False):
+            return _count_in_place(model, kinds, report)
+    layer_norm, rms_norm = _kernel_classes(kernels)
     swapped: list[str] = []
     new_of: dict[int, nn.Module] = {}  # one module used in two places stays one module
     for parent_name, parent in list(model.named_modules()):
@@ -203,7 +218,7 @@ def swap_norms(model: nn.Module, report: NormReport | None = None) -> list[str]:
                 continue
             new = new_of.get(id(child))
             if new is None:
-                new = _fused(child, kind, FusedLayerNorm if kind == "layer_norm" else FusedRMSNorm)
+                new = _fused(child, kind, layer_norm if kind == "layer_norm" else rms_norm, kernels)
                 new_of[id(child)] = new
                 cls = type(child).__name__
                 report.swapped[cls] = report.swapped.get(cls, 0) + 1
@@ -212,12 +227,44 @@ def swap_norms(model: nn.Module, report: NormReport | None = None) -> list[str]:
     return swapped
 
 
-def _fused(child: nn.Module, kind: NormKind, fused: Any) -> nn.Module:
+def _kernel_classes(kernels: Kernels) -> tuple[Any, Any]:
+    """(the LayerNorm class, the RMSNorm class) of these kernels (imported here: only a swap needs them)."""
+    if kernels == "liger":
+        from liger_kernel.transformers import LigerLayerNorm, LigerRMSNorm  # type: ignore[import-not-found]
+
+        return LigerLayerNorm, LigerRMSNorm
+    from apex.normalization import FusedLayerNorm, FusedRMSNorm
+
+    return FusedLayerNorm, FusedRMSNorm
+
+
+def _count_in_place(model: nn.Module, kinds: dict[int, NormKind], report: NormReport) -> list[str]:
+    """The norms the finder matched, counted as swapped where a patch replaced their forward in place."""
+    names = []
+    for name, module in model.named_modules():
+        if id(module) in kinds:
+            cls = type(module).__name__
+            report.swapped[cls] = report.swapped.get(cls, 0) + 1
+            names.append(name)
+    return names
+
+
+def _fused(child: nn.Module, kind: NormKind, fused: Any, kernels: Kernels = "apex") -> nn.Module:
     hidden = _hidden(child)
     eps = _eps(child)
     eps = torch.finfo(torch.float32).eps if eps is None or eps is False else eps
     weight, bias = child._parameters.get("weight"), child._parameters.get("bias")
-    new = fused(hidden, eps=eps, elementwise_affine=weight is not None)
+    if kernels == "apex":
+        new = fused(hidden, eps=eps, elementwise_affine=weight is not None)
+    elif kind == "layer_norm":  # LigerLayerNorm(hidden_size, eps, bias): always affine (the finder saw a weight)
+        new = fused(hidden, eps=eps, bias=bias is not None)
+    else:  # LigerRMSNorm(hidden_size, eps, ...): its backward not in place (a model of any shape may read its output's
+        # gradient again; Liger's own family patches choose per family), a weight-free one where it takes that
+        import inspect
+
+        takes = inspect.signature(fused).parameters
+        extra = {k: v for k, v in (("in_place", False), ("elementwise_affine", weight is not None)) if k in takes}
+        new = fused(hidden, eps=eps, **extra)
     if weight is not None:
         new = new.to(device=weight.device, dtype=weight.dtype)
         with torch.no_grad():
