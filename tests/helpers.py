@@ -37,6 +37,24 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
                           timeout=timeout, env=cli_env(), cwd=ROOT)
 
 
+def cli_in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """`apextui ARGS` in this process, as `run_cli` reports it (exit code, stdout, stderr), for what the CLI refuses
+    before any run starts (usage errors, exit 2): the same code path without a fresh interpreter and torch's import
+    (~2.5 s of CPU a call). What starts a run or the TUI stays in a subprocess (`run_cli`)."""
+    import contextlib
+    import io
+
+    from apextui import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(list(args))
+        except SystemExit as exc:  # argparse's errors
+            code = exc.code if isinstance(exc.code, int) else 2
+    return subprocess.CompletedProcess(["apextui", *args], code, out.getvalue(), err.getvalue())
+
+
 def json_lines(stdout: str) -> list[dict]:
     """Every stdout line must be one JSON object."""
     lines = [line for line in stdout.splitlines()]

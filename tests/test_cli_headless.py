@@ -17,7 +17,7 @@ from apextui.core import presets
 from apextui.core.presets import MAX_STEPS, load_builtin
 from apextui.core.monitor.sampler import METRIC_UNITS
 
-from helpers import ROOT, cli_env, json_lines, run_cli
+from helpers import ROOT, cli_env, cli_in_process, json_lines, run_cli
 
 # torch presets that run on any CPU; the torch.compile / CUDA-graph ones (`Value.needs`) are tested in
 # test_compile_presets.py
@@ -61,7 +61,9 @@ def check_end(e: dict, status: str, steps: int) -> None:
 @pytest.mark.parametrize("preset", TORCH_PRESETS)
 @pytest.mark.slow
 def test_every_torch_preset_runs_headless_and_follows_the_schema(preset):
-    proc = run_cli("--preset", preset, "--json", "--steps", "6", "--device", "cpu")
+    # in this process (`cli.main`, the same path as `python -m apextui` once the interpreter is up): what a fresh
+    # process adds (signals, a closed stdout, the exit status) has tests of its own below and in test_cli_edges
+    proc = cli_in_process("--preset", preset, "--json", "--steps", "6", "--device", "cpu")
     assert proc.returncode == 0, proc.stderr
     events = json_lines(proc.stdout)
     check_start(events[0], preset)
@@ -89,7 +91,7 @@ def test_every_torch_preset_runs_headless_and_follows_the_schema(preset):
 @pytest.mark.parametrize("preset", APEX_PRESETS)
 @pytest.mark.slow
 def test_apex_presets_are_unavailable_on_cpu_with_reason_and_fix(preset):
-    proc = run_cli("--preset", preset, "--json", "--steps", "3", "--device", "cpu")
+    proc = cli_in_process("--preset", preset, "--json", "--steps", "3", "--device", "cpu")
     assert proc.returncode == 3
     (event,) = json_lines(proc.stdout)
     assert event["event"] == "unavailable" and event["preset"] == preset
@@ -100,7 +102,7 @@ def test_apex_presets_are_unavailable_on_cpu_with_reason_and_fix(preset):
 
 @pytest.mark.slow
 def test_device_cuda_without_a_gpu_exits_3():
-    proc = run_cli("--preset", "adamw", "--json", "--device", "cuda")
+    proc = cli_in_process("--preset", "adamw", "--json", "--device", "cuda")
     assert proc.returncode == 3
     (event,) = json_lines(proc.stdout)
     assert event["event"] == "unavailable" and "--device cuda" in event["reason"]
@@ -116,7 +118,7 @@ def test_device_cuda_without_a_gpu_exits_3():
 ])
 @pytest.mark.slow
 def test_usage_errors_exit_2_with_a_message(args, needle):
-    proc = run_cli(*args)
+    proc = cli_in_process(*args)
     assert proc.returncode == 2
     assert needle in proc.stderr
     assert proc.stdout == ""

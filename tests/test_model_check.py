@@ -19,7 +19,7 @@ from apextui.core.workloads import model_workload as model_mod
 from apextui.core.workloads import norm_swap
 from apextui.core.workloads.model_workload import ModelWorkload, UserCodeError
 from apextui.core.workloads.user_model import ModelSpecError
-from helpers import ROOT, json_lines, run_cli
+from helpers import ROOT, cli_in_process, json_lines
 
 GPT = str(ROOT / "examples" / "gpt.py") + ":build"
 LLAMA = str(ROOT / "examples" / "llama.py") + ":build"
@@ -151,10 +151,10 @@ def test_dropout_disabled_for_the_check_is_put_back():
     assert model.blocks[0].attn_dropout == 0.1 and model.drop.p == 0.1
 
 
-@pytest.mark.slow  # a CLI subprocess
+@pytest.mark.slow  # a CLI run (in this process)
 def test_a_failed_check_is_an_error_in_json_and_exit_4(tmp_path):
     spec = model_file(tmp_path, WRONG_UNDER_AUTOCAST)
-    proc = run_cli("--model", spec, "--variant", "bf16", "--json", "--device", "cpu", "--steps", "3")
+    proc = cli_in_process("--model", spec, "--variant", "bf16", "--json", "--device", "cpu", "--steps", "3")
     assert proc.returncode == 4, proc.stderr
     end = json_lines(proc.stdout)[-1]
     assert end["event"] == "end" and end["status"] == "ok" and end["summary"]["median_ms"] is not None
@@ -320,7 +320,7 @@ def test_the_snippets_norm_swap_swaps_the_llama_examples_own_rmsnorms_as_advise_
 
 
 def test_list_model_finds_the_llama_examples_rmsnorms():
-    proc = run_cli("list", "--model", LLAMA, "--device", "cpu")
+    proc = cli_in_process("list", "--model", LLAMA, "--device", "cpu")
     assert proc.returncode == 0, proc.stderr
     assert "5 norms Apex could swap (5 RMSNorm found, 5 swappable)" in proc.stdout
     facts = mp.probe(LLAMA, "cpu")
@@ -361,11 +361,10 @@ def build(small=False):
 '''
 
 
-@pytest.mark.slow  # a CLI subprocess
 def test_a_model_with_every_parameter_frozen_is_one_line_at_set_up_and_in_list(tmp_path):
     spec = model_file(tmp_path, FROZEN)
     with pytest.raises(ModelSpecError, match="every parameter of the model is frozen"):
         ModelWorkload(spec, "fp32", "cpu", lr=1e-3, seed=0, steps=1)
-    proc = run_cli("list", "--model", spec, "--device", "cpu")
+    proc = cli_in_process("list", "--model", spec, "--device", "cpu")
     assert proc.returncode == 2 and "every parameter of the model is frozen" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr

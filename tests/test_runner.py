@@ -208,3 +208,14 @@ def test_fast_steps_cost_the_monitor_one_interval_a_block(monkeypatch):
     assert summary["measured_steps"] == 20_000 - warmup and summary["block_steps"] > 1
     assert summary["timed_intervals"] == len(recorded) - warmup
     assert summary["median_low_ms"] <= summary["median_ms"] <= summary["median_high_ms"]
+
+
+def test_a_distributed_presets_world_of_one_ends_with_its_run():
+    """DDP and FSDP2 presets outside torchrun train on a world of one made for the run; it ends with the run, or the
+    next run in this process would train under DDP and the next distributed preset could not make its own."""
+    import torch.distributed as dist
+
+    for name in ("ddp_adamw_fused", "fsdp2_adamw_fused", "ddp_adamw_fused"):
+        final = Runner(RunRequest(presets.resolve(name), "cpu", 3), lambda s: None, analyse=False).run()
+        assert final is not None and final.status == "ok", (name, final and final.error)
+        assert not dist.is_initialized(), name

@@ -15,7 +15,7 @@ from apextui.core.measure.summary import Summary
 from apextui.core.run import events
 from apextui.core.run.request import RunRequest
 from apextui.core.run.runner import Runner
-from helpers import TINY_MODEL, run_cli
+from helpers import TINY_MODEL, cli_in_process, run_cli
 
 
 def test_a_runs_summary_round_trips_through_its_dict():
@@ -60,7 +60,10 @@ def test_a_real_cpu_runs_end_line_is_written_back_byte_for_byte_from_its_typed_s
     model = tmp_path / "m.py"
     model.write_text(TINY_MODEL)
     args = [f"{model}:build" if a == "MODEL" else a for a in REAL_RUNS[which]]
-    proc = run_cli(*args, "--json", "--device", "cpu", "--steps", "6", timeout=300)
+    if which == "ranks":  # torchrun's ranks: processes of their own
+        proc = run_cli(*args, "--json", "--device", "cpu", "--steps", "6", timeout=300)
+    else:  # `cli.main` in this process, as `python -m apextui` runs it
+        proc = cli_in_process(*args, "--json", "--device", "cpu", "--steps", "6")
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = proc.stdout.splitlines()[-1]
     end = json.loads(line)

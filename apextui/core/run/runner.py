@@ -30,6 +30,7 @@ from .frozen_heap import FrozenHeap
 from .handle import RunControl
 from .request import RunRequest
 from ..workloads import builders
+from ..workloads.parallel import release_single_group
 from .snapshot import Callback, FinalStatus, RunInfo, Snapshot
 from .timing import CpuClock, CudaClock
 
@@ -148,6 +149,7 @@ class Runner(RunControl):
             # the workload (model, optimizer, CUDA tensors) is unreachable by now: _train_steps returned
             if status == "failed":
                 release_memory(self.device)
+            release_single_group()  # a distributed preset's world of one ends with its run
             self._inbox.put(("end", (status, error)))
 
     def _train_steps(self) -> tuple[FinalStatus, str | None]:

@@ -33,14 +33,35 @@ def backend_for(device: str) -> str:
     return "nccl" if device == "cuda" else "gloo"
 
 
+_single_group = False  # this process's world of one, made by `ensure_single_group` (not torchrun's group)
+
+
 def ensure_single_group(device: str) -> None:
     """A world of one for a distributed preset run outside torchrun (the TUI, advise, a plain `--json`):
-    DDP, FSDP2 and Apex's DistributedFusedAdam need a process group, here one rank on an in-process store."""
+    DDP, FSDP2 and Apex's DistributedFusedAdam need a process group, here one rank on an in-process store.
+    The run that made it ends it (`release_single_group`)."""
+    global _single_group
     import torch.distributed as dist
 
     if dist.is_initialized():
         return
     dist.init_process_group(backend_for(device), store=dist.HashStore(), rank=0, world_size=1)
+    _single_group = True
+
+
+def release_single_group() -> None:
+    """End the world of one that `ensure_single_group` made, at the end of its run: left in place, every later run
+    in the same process (a reusable worker's next point, a run in a thread) would find a process group and train
+    under DDP (`kind`), and the next distributed preset's `init_process_group` would raise. Torchrun's group is
+    not this module's to end."""
+    global _single_group
+    if not _single_group:
+        return
+    import torch.distributed as dist
+
+    _single_group = False
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def kind(declared: Parallel | None) -> Parallel | None:
@@ -75,4 +96,4 @@ def wrap(model: nn.Module, how: Parallel | None, device: str, shards: Iterable[n
     return model  # distributed_optimizer: the optimizer reduce-scatters the gradients itself
 
 
-__all__ = ["Parallel", "backend_for", "ensure_single_group", "kind", "world", "wrap"]
+__all__ = ["Parallel", "backend_for", "ensure_single_group", "kind", "release_single_group", "world", "wrap"]
