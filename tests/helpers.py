@@ -47,11 +47,22 @@ def cli_in_process(*args: str) -> subprocess.CompletedProcess[str]:
     from apextui import cli
 
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(list(args))
-        except SystemExit as exc:  # argparse's errors
-            code = exc.code if isinstance(exc.code, int) else 2
+    # what a process keeps for its life and a test's process must not: a `--model` file's folder goes first on
+    # sys.path (as `python FILE.py` has it), which other tests' child processes would not have (an Apex cache key
+    # covers sys.path: test_doctor's differed from its child's)
+    path, environ, cwd = list(sys.path), dict(os.environ), os.getcwd()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as exc:  # argparse's errors
+                code = exc.code if isinstance(exc.code, int) else 2
+    finally:
+        sys.path[:] = path
+        if dict(os.environ) != environ:
+            os.environ.clear()
+            os.environ.update(environ)
+        os.chdir(cwd)
     return subprocess.CompletedProcess(["apextui", *args], code, out.getvalue(), err.getvalue())
 
 
