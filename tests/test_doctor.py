@@ -21,6 +21,7 @@ import json
 import os
 import signal
 import subprocess
+import shutil
 import sys
 import textwrap
 import time
@@ -823,8 +824,11 @@ def test_availability_survives_an_apex_that_exits_crashes_or_hangs(on_path, monk
 
 @pytest.mark.slow
 def test_apex_check_answer_is_cached_per_environment(on_path):
-    """The second start reads the answer; a rebuilt Apex (another mtime) is checked afresh."""
+    """The second start reads the answer; a rebuilt Apex (another mtime) is checked afresh. The tree has never been
+    imported (no __pycache__): the probe's child writes one into the apex folder, whose mtime is in the key, and the
+    answer is stored under the key that later starts compute."""
     tree = on_path("apex_exit")
+    shutil.rmtree(tree / "apex" / "__pycache__", ignore_errors=True)
     first = apex_probe.feature_availability("FusedAdam")
     assert first.reason == "import apex fails: SystemExit: 3"
     path = apex_probe._cache_path()

@@ -179,8 +179,13 @@ def _probed() -> dict[str, Availability]:
         checks = _memo.get(key) or _cached(key)
         if checks is None:
             checks, hung = _probe_in_child()
+            # the child's `import apex` may have written apex/__pycache__, and the folder's mtime is part of the key:
+            # stored under the key as it is now, which every later start computes (before, the first answer was
+            # stored under a key never seen again, and the second start probed anew)
+            after = cache_key()
             if not hung:  # a hang is remembered by this process only: the next start asks again
-                _store(key, checks)
+                _store(after, checks)
+            _memo[after] = checks
         _memo[key] = checks
         return checks
 
