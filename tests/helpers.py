@@ -38,9 +38,10 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
 
 
 def cli_in_process(*args: str) -> subprocess.CompletedProcess[str]:
-    """`apextui ARGS` in this process, as `run_cli` reports it (exit code, stdout, stderr), for what the CLI refuses
-    before any run starts (usage errors, exit 2): the same code path without a fresh interpreter and torch's import
-    (~2.5 s of CPU a call). What starts a run or the TUI stays in a subprocess (`run_cli`)."""
+    """`apextui ARGS` in this process, as `run_cli` reports it (exit code, stdout, stderr): usage errors and headless
+    runs through the same code path without a fresh interpreter and torch's import (~2.5 s of CPU a call). Where the
+    process is the subject (signals, exit statuses at start-up, closed pipes, torchrun, advise's workers, the TUI),
+    `run_cli`."""
     import contextlib
     import io
 

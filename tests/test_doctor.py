@@ -19,9 +19,9 @@ import importlib.util
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
-import shutil
 import sys
 import textwrap
 import time
