@@ -238,134 +238,166 @@ def _range(lo: int, hi: int) -> str:
     return f"an integer from {lo} to {hi}"
 
 
-def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
-    """Validate a preset's decoded TOML table."""
+def _show(value: Any) -> str:
+    """A value as an error line quotes it: its repr, at most 60 characters."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long to print
+        return "a number with thousands of digits"
+    return text if len(text) <= 60 else text[:57] + "..."
 
-    def fail(fld: str, why: str) -> PresetError:
+
+class _Table:
+    """A preset's decoded TOML table being read: each check names its field and what is allowed
+    (`PresetError("PATH: field 'F': why")`, one line)."""
+
+    def __init__(self, data: Mapping[str, Any], path: str) -> None:
+        self.data, self.path = data, path
+
+    def fail(self, fld: str, why: str) -> PresetError:
         if not fld.isprintable():  # a key with a newline or a control character: keep the message on one line
             fld = repr(fld)[1:-1]
-        return PresetError(f"{path}: field '{fld}': {why}")
+        return PresetError(f"{self.path}: field '{fld}': {why}")
 
-    def show(value: Any) -> str:
-        try:
-            text = repr(value)
-        except ValueError:  # an int too long to print
-            return "a number with thousands of digits"
-        return text if len(text) <= 60 else text[:57] + "..."
-
-    if not isinstance(data, Mapping):
-        raise PresetError(f"{path}: field '<top level>': got {type(data).__name__}; a preset is a TOML table")
-    unknown = sorted(str(k) for k in set(data) - TOP_KEYS)
-    if unknown:
-        raise fail(unknown[0], f"unknown field; allowed: {', '.join(sorted(TOP_KEYS))}")
-    workload = data.get("workload")
-    if workload is None:
-        raise fail("workload", f"missing; allowed: {', '.join(VARIANTS)}")
-    if not isinstance(workload, str) or workload not in VARIANTS:
-        raise fail("workload", f"got {show(workload)}; allowed: {', '.join(VARIANTS)}")
-    variant = data.get("variant")
-    config: Config | None = None
-    if "config" in data and workload != REGISTRY_MODEL:
-        raise fail("config", f"only the model workload takes a config; this preset's workload is {workload}")
-    if "config" in data:
-        try:
-            config = parse_config(data["config"])
-        except ConfigError as exc:
-            raise fail("config", str(exc)) from None
-    if variant is None and config is None:
-        also = " (or config = \"axis=value,...\")" if workload == REGISTRY_MODEL else ""
-        raise fail("variant", f"missing{also}; allowed for {workload}: {', '.join(VARIANTS[workload])}")
-    if variant is not None and (not isinstance(variant, str) or variant not in VARIANTS[workload]):
-        raise fail("variant", f"got {show(variant)}; allowed for {workload}: {', '.join(VARIANTS[workload])}")
-    if workload == REGISTRY_MODEL:
-        if config is not None and variant is not None and NAMED_POINTS[variant] != config:
-            raise fail("config", f"{config.spec()} is not the variant {variant} ({NAMED_POINTS[variant].spec()}); "
-                                 "give one of them")
-        config = config if config is not None else NAMED_POINTS[str(variant)]
-        variant = config.label
-    variant = str(variant)
-
-    model = data.get("model")
-    if workload == REGISTRY_MODEL and (not isinstance(model, str) or not model.strip()):
-        raise fail("model", f"got {show(model)}; the model workload needs model = \"FILE.py:FUNC\" or "
-                   "\"package.module:FUNC\"" if model is not None else
-                   "missing; the model workload needs model = \"FILE.py:FUNC\" or \"package.module:FUNC\"")
-    if workload != REGISTRY_MODEL and model is not None:
-        raise fail("model", f"only the model workload takes a model; this preset's workload is {workload}")
-
-    def integer(fld: str, default: int | None = None) -> int:
+    def integer(self, fld: str, default: int | None = None) -> int:
         lo, hi = LIMITS[fld]
-        value = data.get(fld, default)
+        value = self.data.get(fld, default)
         if value is None:
-            raise fail(fld, f"missing; give {_range(lo, hi)}")
+            raise self.fail(fld, f"missing; give {_range(lo, hi)}")
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise fail(fld, f"got {show(value)}; must be {_range(lo, hi)}")
+            raise self.fail(fld, f"got {_show(value)}; must be {_range(lo, hi)}")
         return value
 
-    steps = integer("steps")
-    warmup = integer("warmup", default=10)
-    if warmup >= steps:
-        given = "" if "warmup" in data else " (the default)"
-        raise fail("warmup", f"got {warmup}{given}; must be smaller than steps ({steps})")
-    seed = integer("seed", default=0)
-    amp = data.get("amp", "none")
-    if not isinstance(amp, str) or amp not in AMP_MODES:
-        raise fail("amp", f"got {show(amp)}; allowed: {', '.join(AMP_MODES)}")
-    lr = data.get("lr", 1e-3)
-    lo_lr, hi_lr = LR_RANGE
-    if (isinstance(lr, bool) or not isinstance(lr, (int, float))
-            or (isinstance(lr, float) and not math.isfinite(lr)) or not lo_lr < lr < hi_lr):
-        raise fail("lr", f"got {show(lr)}; must be a finite number greater than {lo_lr:g} and less than {hi_lr:g}")
-    if workload == REGISTRY_MODEL:
-        fixed = config.autocast if config is not None else "none"
-        if "amp" in data and amp != fixed:
-            raise fail("amp", f"got {show(amp)}; the model configuration {variant} runs at amp = {fixed!r} "
-                              "(leave amp out)")
-        amp = fixed
-        for table in ("size", "cpu_size"):
-            if table in data:
-                raise fail(table, "the model workload has no sizes: your function sizes the model (its `small` "
-                                  "argument on CPU)")
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        raise fail("description", f"got {show(description)}; must be a string")
-    if len(description) > MAX_DESCRIPTION:
-        raise fail("description", f"{len(description)} characters; at most {MAX_DESCRIPTION} allowed")
+    def workload(self) -> str:
+        unknown = sorted(str(k) for k in set(self.data) - TOP_KEYS)
+        if unknown:
+            raise self.fail(unknown[0], f"unknown field; allowed: {', '.join(sorted(TOP_KEYS))}")
+        workload = self.data.get("workload")
+        if workload is None:
+            raise self.fail("workload", f"missing; allowed: {', '.join(VARIANTS)}")
+        if not isinstance(workload, str) or workload not in VARIANTS:
+            raise self.fail("workload", f"got {_show(workload)}; allowed: {', '.join(VARIANTS)}")
+        return workload
 
-    def sizes(fld: str) -> Mapping[str, int]:
+    def point(self, workload: str) -> tuple[str, Config | None]:
+        """The variant's name and, for the model workload, its point (`config`, or the named variant's)."""
+        variant = self.data.get("variant")
+        config: Config | None = None
+        if "config" in self.data and workload != REGISTRY_MODEL:
+            raise self.fail("config", f"only the model workload takes a config; this preset's workload is {workload}")
+        if "config" in self.data:
+            try:
+                config = parse_config(self.data["config"])
+            except ConfigError as exc:
+                raise self.fail("config", str(exc)) from None
+        if variant is None and config is None:
+            also = " (or config = \"axis=value,...\")" if workload == REGISTRY_MODEL else ""
+            raise self.fail("variant", f"missing{also}; allowed for {workload}: {', '.join(VARIANTS[workload])}")
+        if variant is not None and (not isinstance(variant, str) or variant not in VARIANTS[workload]):
+            raise self.fail("variant", f"got {_show(variant)}; allowed for {workload}: "
+                                       f"{', '.join(VARIANTS[workload])}")
+        if workload != REGISTRY_MODEL:
+            return str(variant), None
+        if config is not None and variant is not None and NAMED_POINTS[variant] != config:
+            raise self.fail("config", f"{config.spec()} is not the variant {variant} "
+                                      f"({NAMED_POINTS[variant].spec()}); give one of them")
+        config = config if config is not None else NAMED_POINTS[str(variant)]
+        return str(config.label), config
+
+    def model(self, workload: str) -> str | None:
+        model = self.data.get("model")
+        if workload == REGISTRY_MODEL and (not isinstance(model, str) or not model.strip()):
+            wanted = "the model workload needs model = \"FILE.py:FUNC\" or \"package.module:FUNC\""
+            raise self.fail("model", f"got {_show(model)}; {wanted}" if model is not None else f"missing; {wanted}")
+        if workload != REGISTRY_MODEL and model is not None:
+            raise self.fail("model", f"only the model workload takes a model; this preset's workload is {workload}")
+        return str(model).strip() if model is not None else None
+
+    def lr(self) -> float:
+        lr = self.data.get("lr", 1e-3)
+        lo_lr, hi_lr = LR_RANGE
+        if (isinstance(lr, bool) or not isinstance(lr, (int, float))
+                or (isinstance(lr, float) and not math.isfinite(lr)) or not lo_lr < lr < hi_lr):
+            raise self.fail("lr", f"got {_show(lr)}; must be a finite number greater than {lo_lr:g} and less than "
+                                  f"{hi_lr:g}")
+        return float(lr)
+
+    def amp(self) -> str:
+        amp = self.data.get("amp", "none")
+        if not isinstance(amp, str) or amp not in AMP_MODES:
+            raise self.fail("amp", f"got {_show(amp)}; allowed: {', '.join(AMP_MODES)}")
+        return amp
+
+    def model_precision(self, config: Config, variant: str, amp: str) -> str:
+        """The model workload's precision is its point's: `amp` may only restate it, and it has no sizes."""
+        if "amp" in self.data and amp != config.autocast:
+            raise self.fail("amp", f"got {_show(amp)}; the model configuration {variant} runs at amp = "
+                                   f"{config.autocast!r} (leave amp out)")
+        for table in ("size", "cpu_size"):
+            if table in self.data:
+                raise self.fail(table, "the model workload has no sizes: your function sizes the model (its "
+                                       "`small` argument on CPU)")
+        return str(config.autocast)
+
+    def description(self) -> str:
+        description = self.data.get("description", "")
+        if not isinstance(description, str):
+            raise self.fail("description", f"got {_show(description)}; must be a string")
+        if len(description) > MAX_DESCRIPTION:
+            raise self.fail("description", f"{len(description)} characters; at most {MAX_DESCRIPTION} allowed")
+        return description
+
+    def sizes(self, fld: str, workload: str) -> Mapping[str, int]:
         allowed = SIZE_KEYS[workload]
         limits = SIZE_LIMITS[workload]
-        table = data.get(fld)
+        table = self.data.get(fld)
         if table is None:
-            raise fail(fld, f"missing table [{fld}] with keys {', '.join(allowed)}")
+            raise self.fail(fld, f"missing table [{fld}] with keys {', '.join(allowed)}")
         if not isinstance(table, dict):
-            raise fail(fld, f"got {show(table)}; must be a table [{fld}] with keys {', '.join(allowed)}")
+            raise self.fail(fld, f"got {_show(table)}; must be a table [{fld}] with keys {', '.join(allowed)}")
         for key, value in table.items():
             if key not in allowed:
-                raise fail(f"{fld}.{key}", f"unknown size for {workload}; allowed: {', '.join(allowed)}")
+                raise self.fail(f"{fld}.{key}", f"unknown size for {workload}; allowed: {', '.join(allowed)}")
             lo, hi = limits[key]
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-                raise fail(f"{fld}.{key}", f"got {show(value)}; must be {_range(lo, hi)}")
+                raise self.fail(f"{fld}.{key}", f"got {_show(value)}; must be {_range(lo, hi)}")
         missing = [k for k in allowed if k not in table]
         if missing:
             lo, hi = limits[missing[0]]
-            raise fail(f"{fld}.{missing[0]}", f"missing; give {_range(lo, hi)}")
+            raise self.fail(f"{fld}.{missing[0]}", f"missing; give {_range(lo, hi)}")
         check = REGISTRY[workload].size_check
         bad = check(table) if check is not None else None
         if bad is not None:
-            raise fail(f"{fld}.{bad[0]}", bad[1])
+            raise self.fail(f"{fld}.{bad[0]}", bad[1])
         keys, what, most = PRODUCT_LIMITS[workload]
         product = math.prod(table[k] for k in keys)
         if product > most:
-            raise fail(fld, f"{' x '.join(keys)} = {product} {what}; at most {most} allowed")
+            raise self.fail(fld, f"{' x '.join(keys)} = {product} {what}; at most {most} allowed")
         return MappingProxyType(dict(table))
 
-    if workload == REGISTRY_MODEL:
-        return Preset(name=name, path=path, workload=workload, variant=variant, description=description,
-                      steps=steps, warmup=warmup, amp=amp, lr=float(lr), seed=seed, model=str(model).strip(),
-                      config=config if config is not None else NAMED_POINTS[variant])
-    return Preset(
-        name=name, path=path, workload=workload, variant=variant, description=description,
-        steps=steps, warmup=warmup, amp=amp, lr=float(lr), seed=seed, config=point_of(workload, variant, amp),
-        size=sizes("size"), cpu_size=sizes("cpu_size"),
-    )
+
+def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
+    """Validate a preset's decoded TOML table: the first bad field, in the order below, is the one named."""
+    if not isinstance(data, Mapping):
+        raise PresetError(f"{path}: field '<top level>': got {type(data).__name__}; a preset is a TOML table")
+    table = _Table(data, path)
+    workload = table.workload()
+    variant, config = table.point(workload)
+    model = table.model(workload)
+    steps = table.integer("steps")
+    warmup = table.integer("warmup", default=10)
+    if warmup >= steps:
+        given = "" if "warmup" in data else " (the default)"
+        raise table.fail("warmup", f"got {warmup}{given}; must be smaller than steps ({steps})")
+    seed = table.integer("seed", default=0)
+    amp = table.amp()
+    lr = table.lr()
+    if config is not None:
+        amp = table.model_precision(config, variant, amp)
+    description = table.description()
+    if config is not None:
+        return Preset(name=name, path=path, workload=workload, variant=variant, description=description, steps=steps,
+                      warmup=warmup, amp=amp, lr=lr, seed=seed, model=str(model), config=config)
+    return Preset(name=name, path=path, workload=workload, variant=variant, description=description, steps=steps,
+                  warmup=warmup, amp=amp, lr=lr, seed=seed, config=point_of(workload, variant, amp),
+                  size=table.sizes("size", workload), cpu_size=table.sizes("cpu_size", workload))
