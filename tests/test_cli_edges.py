@@ -234,7 +234,7 @@ def test_second_signal_just_after_start_still_prints_an_end_line(sig, code):
 
 
 def test_two_signals_during_a_long_c_call_are_both_counted_and_the_second_quits_at_once():
-    """Two SIGINTs 10 ms apart while the main thread is inside one long C call (as importing torch or building
+    """SIGINT and SIGTERM 10 ms apart while the main thread is inside one long C call (as importing torch or building
     a model is): Python would run its handler once, after the call; StopOnSignals counts both and quits then.
     The C call would last an hour or more (2e9 PBKDF2 rounds): quitting at once is told from quitting after it by the
     process ending at all within the timeout, not by a number of seconds a loaded machine could exceed."""
@@ -252,8 +252,15 @@ def test_two_signals_during_a_long_c_call_are_both_counted_and_the_second_quits_
         "print('not quit', flush=True)\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=cli_env())
-    assert proc.returncode == 143, proc.stdout + proc.stderr
-    assert proc.stdout.splitlines() == [f"first {int(signal.SIGINT)}", f"again {int(signal.SIGTERM)}"]
+    # both counted, in the order their bytes reached the wakeup pipe, and the second's code is the exit status. That
+    # order is the kernel's, not the sender's: a signal to a process goes to any of its threads that does not block
+    # it, and on a loaded box the thread that took SIGINT was once preempted before its C handler wrote the byte,
+    # after SIGTERM's (seen beside two CPU burners: "first 15, again 2", exit 130)
+    int_, term = int(signal.SIGINT), int(signal.SIGTERM)
+    assert proc.stdout.splitlines() in ([f"first {int_}", f"again {term}"], [f"first {term}", f"again {int_}"]), (
+        proc.stdout + proc.stderr)
+    second = int(proc.stdout.splitlines()[1].split()[1])
+    assert proc.returncode == 128 + second, proc.stdout + proc.stderr
 
 
 def test_twice_names_the_signals_received():
