@@ -87,6 +87,33 @@ def test_compile_variant_on_cpu_checks_parity_during_its_warm_up(spec):
     assert counters["stats"]["unique_graphs"] == compiled
 
 
+def test_the_traced_forward_reads_no_configuration_value():
+    """torch.compile traces LossModule.forward, and torch 2.11's dynamo failed every compiled step of the model
+    workload on a configuration Value read there (a `str` subclass: "UserDefinedObjectVariable(Value) is not a
+    constant", on an H200; torch 2.13 traces it). The forward works from plain values resolved when the module is
+    built: with its config taken away it still runs the point's layout, autocast and SDPA backend."""
+    from apextui.core.config.point import parse
+    from apextui.core.workloads.model_workload import LossModule
+
+    seen: dict = {}
+
+    class Probe(nn.Module):
+        def forward(self, x):
+            seen["channels_last"] = x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+            seen["autocast"] = torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu")
+            seen["math_only"] = (torch._C._get_flash_sdp_enabled(), torch._C._get_math_sdp_enabled())
+            return x.sum(dim=(1, 2, 3))
+
+    def loss_fn(out, target):
+        return (out.float() - target).pow(2).mean()
+
+    module = LossModule(Probe(), loss_fn, "cpu", parse("precision=bf16,memory_format=channels_last,attention=math"))
+    module.config = None  # the forward must not need it
+    loss = module((torch.randn(2, 3, 4, 4), torch.zeros(2)))
+    assert torch.isfinite(loss)
+    assert seen == {"channels_last": True, "autocast": torch.bfloat16, "math_only": (False, True)}
+
+
 # ---- the norm swap, against a FAKE apex (apex is not installed here; the fake computes the norms in torch) --
 class FakeFusedLayerNorm(nn.Module):
     """A FAKE of apex.normalization.FusedLayerNorm (same constructor and parameters), computed by torch."""

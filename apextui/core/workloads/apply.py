@@ -72,9 +72,19 @@ _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 def autocast(device: str, precision: Value) -> ContextManager[Any]:
     """The precision's autocast context (torch.autocast at its dtype); a no-op where it has none (fp32, tf32)."""
-    if precision.autocast == "none":
-        return nullcontext()
-    return torch.autocast(device_type=device, dtype=_DTYPES[precision.autocast])
+    return autocast_at(device, autocast_dtype(precision))
+
+
+def autocast_dtype(precision: Value) -> torch.dtype | None:
+    """The precision's autocast dtype; None where it has none (fp32, tf32)."""
+    return None if precision.autocast == "none" else _DTYPES[precision.autocast]
+
+
+def autocast_at(device: str, dtype: torch.dtype | None) -> ContextManager[Any]:
+    """torch.autocast at `dtype` (None: no autocast). Plain torch values only, so that it can run inside a forward
+    torch.compile traces: a `Value` there (a `str` subclass) made torch 2.11's dynamo fail every compiled step
+    ("UserDefinedObjectVariable(Value) is not a constant")."""
+    return nullcontext() if dtype is None else torch.autocast(device_type=device, dtype=dtype)
 
 
 def grad_scaler(device: str, precision: Value) -> torch.amp.GradScaler | None:
@@ -277,9 +287,10 @@ def channels_last(batch: Any) -> Any:
     return batch
 
 
-def batch_layout(batch: Any, value: Value) -> Any:
-    """A batch as the step feeds it to the model under the memory format `value`."""
-    return channels_last(batch) if MEMORY_FORMATS[value].format is torch.channels_last else batch
+def channels_last_batches(value: Value) -> bool:
+    """Whether the step feeds the model its batches in channels_last layout (`channels_last`) under the memory
+    format `value`: resolved before the step runs, never inside a traced forward (`autocast_at` says why)."""
+    return MEMORY_FORMATS[value].format is torch.channels_last
 
 
 # ---- attention ----------------------------------------------------------------------------------------------
@@ -299,7 +310,12 @@ NO_KERNEL = ("No available kernel", "No viable backend")  # torch's words when t
 def attention(value: Value) -> ContextManager[Any]:
     """The forward's SDPA backend: `torch.nn.attention.sdpa_kernel` restricted to the value's backend (strict: a
     call it cannot take fails, with torch's reasons: `attention_failure`), a no-op for torch's own choice."""
-    backend = ATTENTION[value]
+    return sdpa_backend(ATTENTION[value])
+
+
+def sdpa_backend(backend: str | None) -> ContextManager[Any]:
+    """`sdpa_kernel` restricted to the named backend (ATTENTION's values; None: torch's own choice). Plain values
+    only, for a traced forward (`autocast_at` says why)."""
     if backend is None:
         return nullcontext()
     from torch.nn.attention import sdpa_kernel
@@ -377,6 +393,6 @@ def undo_patches() -> None:
 
 __all__ = ["ATTENTION", "COMPILE_MODES", "LOSSES", "MEMORY_FORMATS", "NORMS", "OPTIMIZERS", "PRECISIONS", "Compile",
            "MemoryFormat", "NormKind", "Norms", "Precision", "attention", "attention_failure", "autocast",
-           "batch_layout", "channels_last", "compile_mode", "compiled", "convert", "fp8_layer_fits", "grad_scaler",
-           "norm_class", "optimizer", "optimizer_value", "patch_loss", "set_memory_format", "set_tf32",
-           "undo_patches"]
+           "autocast_at", "autocast_dtype", "channels_last", "channels_last_batches", "compile_mode", "compiled",
+           "convert", "fp8_layer_fits", "grad_scaler", "norm_class", "optimizer", "optimizer_value", "patch_loss",
+           "sdpa_backend", "set_memory_format", "set_tf32", "undo_patches"]

@@ -158,10 +158,16 @@ class LossModule(nn.Module):
         self.model, self.loss_fn, self.device, self.config = model, loss_fn, device, config
         self.notes_calling = notes_calling  # the check's fp32 steps (eager): note how the model was called
         self.calling: Calling | None = None
+        # what the point does inside the forward, as plain torch values: torch.compile traces the forward, and a
+        # configuration Value read there (a `str` subclass) made torch 2.11's dynamo fail every compiled step
+        self._channels_last = apply.channels_last_batches(config.memory_format)
+        self._autocast_dtype = apply.autocast_dtype(config.precision)
+        self._sdpa_backend = apply.ATTENTION[config.attention]
 
     def forward(self, batch: Any) -> torch.Tensor:
-        batch = apply.batch_layout(batch, self.config.memory_format)
-        with apply.autocast(self.device, self.config.precision), apply.attention(self.config.attention):
+        if self._channels_last:
+            batch = apply.channels_last(batch)
+        with apply.autocast_at(self.device, self._autocast_dtype), apply.sdpa_backend(self._sdpa_backend):
             if self.loss_fn is None:
                 output = _call(self.model, batch)
                 if self.notes_calling:
