@@ -114,6 +114,25 @@ def test_the_traced_forward_reads_no_configuration_value():
     assert seen == {"channels_last": True, "autocast": torch.bfloat16, "math_only": (False, True)}
 
 
+def test_the_shipped_transformers_traced_forward_reads_no_configuration_value():
+    """The same for the Transformer workload's LossModel (compiled by the torch_compile presets): with its precision
+    taken away its forward still runs under the point's autocast."""
+    from apextui.core.config.axes import axis
+    from apextui.core.workloads.transformer import LossModel
+
+    seen: list = []
+
+    class Probe(nn.Module):
+        def forward(self, x):
+            seen.append(torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu"))
+            return x.unsqueeze(-1).float().expand(*x.shape, 3)
+
+    module = LossModel(Probe(), "cpu", axis("precision").value("bf16"))
+    module.precision = None  # the forward must not need it
+    assert torch.isfinite(module(torch.zeros(2, 4), torch.zeros(2, 4, dtype=torch.long)))
+    assert seen == [torch.bfloat16]
+
+
 # ---- the norm swap, against a FAKE apex (apex is not installed here; the fake computes the norms in torch) --
 class FakeFusedLayerNorm(nn.Module):
     """A FAKE of apex.normalization.FusedLayerNorm (same constructor and parameters), computed by torch."""

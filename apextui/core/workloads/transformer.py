@@ -68,9 +68,10 @@ class LossModel(nn.Module):
     def __init__(self, model: nn.Module, device: str, precision: Value) -> None:
         super().__init__()
         self.model, self.device, self.precision = model, device, precision
+        self._autocast_dtype = apply.autocast_dtype(precision)  # a plain dtype: torch.compile traces the forward
 
     def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        with apply.autocast(self.device, self.precision):
+        with apply.autocast_at(self.device, self._autocast_dtype):
             logits = self.model(inputs)
         return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
 
