@@ -27,6 +27,7 @@ from textual.message import Message
 
 from apextui.core.monitor.sampler import METRIC_UNITS
 from apextui.core.measure.stats import Downsampled
+from apextui.core.run.merge import MergedRecord
 from apextui.core.run.snapshot import Snapshot
 
 from .messages import RunUpdated
@@ -70,6 +71,9 @@ class RunView:
     gpu_util: Mapping[int, tuple[float, ...]] = field(default_factory=dict)  # GPU (NVML index) -> recent util %
     updates: int = 0  # snapshots folded in so far
     smooth_loss: float | None = None  # `LossAverage` of the losses so far
+    # a data-parallel run's latest interval with each rank's time: kept from the snapshot that brought it, since
+    # the one the UI takes may bring no step (a coalesced final snapshot, a monitor reading)
+    last_ranks: MergedRecord | None = None
 
     @property
     def finished(self) -> bool:
@@ -100,6 +104,7 @@ class RunBridge:
         self._monitor_time: float | None = None
         self._gpu_util: dict[int, deque[float]] = {}
         self._updates = 0
+        self._last_ranks: MergedRecord | None = None
         self.posted = 0  # messages posted (for tests and the overhead check)
 
     # ---- delivery thread ----------------------------------------------------------------
@@ -139,6 +144,8 @@ class RunBridge:
                     self._first_loss = rec.loss
             if rec.loss_scale is not None:
                 self._scale = rec.loss_scale
+            if isinstance(rec, MergedRecord) and rec.rank_ms:
+                self._last_ranks = rec
         reading = snap.monitor
         if reading is not None and reading.time != self._monitor_time:
             self._monitor_time = reading.time
@@ -164,7 +171,7 @@ class RunBridge:
                 first_loss=self._first_loss, last_ms=self._last_ms, last_loss=self._last_loss,
                 loss_scale=self._scale, monitor={k: tuple(v) for k, v in self._monitor.items()},
                 gpu_util={k: tuple(v) for k, v in self._gpu_util.items()},
-                updates=self._updates, smooth_loss=self._smooth.value,
+                updates=self._updates, smooth_loss=self._smooth.value, last_ranks=self._last_ranks,
             )
 
     @property

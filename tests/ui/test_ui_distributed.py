@@ -1,18 +1,51 @@
-"""The TUI's data-parallel runs (`apextui --nproc N`): a real run on 2 gloo ranks shows each rank's ms/step and the
-slowest rank in the run pane. Slow: it starts torchrun's launcher and two ranks."""
+"""The TUI's data-parallel runs (`apextui --nproc N`): a run on 2 ranks shows each rank's ms/step and the slowest
+rank in the run pane: a fake run delivered whole before the pane draws, and a real run on 2 gloo ranks (slow: it
+starts torchrun's launcher and two ranks)."""
 
 from __future__ import annotations
 
 import pytest
-from ui_fakes import cpu_probe_no_apex, no_gpu_report, provider, static_text, wait_for
+from ui_fakes import FakeEngine, FakeRunner, cpu_app, cpu_probe_no_apex, no_gpu_report, provider, static_text, wait_for
 
 from apextui.core.presets import resolve
 from apextui.core.run.launched import launched_factory
+from apextui.core.run.merge import MergedRecord
+from apextui.core.run.timing import StepRecord
 from apextui.ui.app import make_app
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+pytestmark = pytest.mark.asyncio
 
 
+class TwoRanks(FakeRunner):
+    """A fake data-parallel run: every record is merged from 2 ranks, rank 1 the slower by 1 ms."""
+
+    def _record(self, step: int) -> StepRecord:
+        one = super()._record(step)
+        return MergedRecord(step=one.step, ms=one.ms + 1.0, loss=one.loss, rank_ms=(one.ms, one.ms + 1.0),
+                            slowest_rank=1)
+
+
+class TwoRanksEngine(FakeEngine):
+    def __call__(self, request, callback):  # type: ignore[no-untyped-def]
+        runner = TwoRanks(request, callback)
+        self.runners.append(runner)
+        return runner
+
+
+async def test_the_ranks_row_outlives_a_final_snapshot_that_brings_no_step() -> None:
+    """The fake run delivers every snapshot, the final one (no new step) last, before the UI takes any: the row
+    comes from the last interval that had each rank's time (once it came from the snapshot taken, and a loaded box
+    taking only the final one never showed the row)."""
+    engine = TwoRanksEngine()
+    app = cpu_app(engine, preset=resolve("fp32"), device="cpu", steps=30)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: bool(engine.runners) and engine.runners[0].finished, what="the fake run's end")
+        await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.finished, what="its final view")
+        text = static_text(app, "#ranks-row")
+        assert text.startswith("2 ranks") and "slowest rank 1" in text and app.query_one("#ranks-row").display
+
+
+@pytest.mark.slow
 async def test_a_run_on_two_ranks_shows_every_rank_and_the_slowest() -> None:
     app = make_app(preset=resolve("fp32"), device="cpu", steps=60, runner_factory=launched_factory(2),
                    report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex())

@@ -17,6 +17,7 @@ from textual.widgets import ProgressBar, Static
 from apextui.core.availability import Availability
 from apextui.core.monitor.contention import competing, describe
 from apextui.core.presets import Preset
+from apextui.core.run.merge import MergedRecord
 from apextui.core.run.snapshot import RunInfo
 
 from .. import widget_format as fmt
@@ -282,7 +283,7 @@ class LiveRun(Vertical):
         if spark.display != chart:
             spark.display = chart
 
-        self._show_ranks(snap)
+        self._show_ranks(view.last_ranks)
 
         amp = self._amp = bool(info and info.uses_grad_scaler)
         self._show_amp_row()
@@ -310,24 +311,21 @@ class LiveRun(Vertical):
         if row.display != shown:
             row.display = shown
 
-    def _show_ranks(self, snap: object) -> None:
-        """Each rank's ms/step in the latest merged interval and the slowest rank (data-parallel runs only);
-        kept between snapshots that bring no step."""
-        last = getattr(snap, "last", None)
-        rank_ms = getattr(last, "rank_ms", ()) if last is not None else ()
+    def _show_ranks(self, last: MergedRecord | None) -> None:
+        """Each rank's ms/step in the run's latest merged interval and the slowest rank (data-parallel runs only;
+        the row stays hidden for others)."""
         row = self.query_one("#ranks-row")
-        if not rank_ms:
-            if getattr(snap, "info", None) is None and row.display:
+        if last is None:
+            if row.display:
                 row.display = False
             return
         if not row.display:
             row.display = True
-        slowest = getattr(last, "slowest_rank", 0)
-        text = Text.assemble((f"{len(rank_ms)} ranks", "bold"), (" · ms/step ", "dim"))
-        for r, ms in enumerate(rank_ms):
+        text = Text.assemble((f"{len(last.rank_ms)} ranks", "bold"), (" · ms/step ", "dim"))
+        for r, ms in enumerate(last.rank_ms):
             text.append(f"{'' if r == 0 else ' · '}{r}: ", style="dim")
-            text.append(_ms_label(ms), style="bold yellow" if r == slowest else "")
-        text.append(f" · slowest rank {slowest}", style="dim")
+            text.append(_ms_label(ms), style="bold yellow" if r == last.slowest_rank else "")
+        text.append(f" · slowest rank {last.slowest_rank}", style="dim")
         self._set("ranks-row", text)
 
     def show_stopping(self, compiling: bool = False) -> None:
