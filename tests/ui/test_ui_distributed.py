@@ -1,17 +1,16 @@
 """The TUI's data-parallel runs (`apextui --nproc N`): a run on 2 ranks shows each rank's ms/step and the slowest
-rank in the run pane: a fake run delivered whole before the pane draws, and a real run on 2 gloo ranks (slow: it
-starts torchrun's launcher and two ranks)."""
+rank in the run pane. The runner is a fake here: the real one (`LaunchedRunner`, torchrun's launcher and two gloo
+ranks) is tested in tests/test_distributed.py, down to the merged records with every rank's time that this pane
+shows."""
 
 from __future__ import annotations
 
 import pytest
-from ui_fakes import FakeEngine, FakeRunner, cpu_app, cpu_probe_no_apex, no_gpu_report, provider, static_text, wait_for
+from ui_fakes import FakeEngine, FakeRunner, cpu_app, static_text, wait_for
 
 from apextui.core.presets import resolve
-from apextui.core.run.launched import launched_factory
 from apextui.core.run.merge import MergedRecord
 from apextui.core.run.timing import StepRecord
-from apextui.ui.app import make_app
 
 pytestmark = pytest.mark.asyncio
 
@@ -43,22 +42,3 @@ async def test_the_ranks_row_outlives_a_final_snapshot_that_brings_no_step() -> 
         await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.finished, what="its final view")
         text = static_text(app, "#ranks-row")
         assert text.startswith("2 ranks") and "slowest rank 1" in text and app.query_one("#ranks-row").display
-
-
-@pytest.mark.slow
-async def test_a_run_on_two_ranks_shows_every_rank_and_the_slowest() -> None:
-    app = make_app(preset=resolve("fp32"), device="cpu", steps=60, runner_factory=launched_factory(2),
-                   report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex())
-    try:
-        async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: static_text(app, "#ranks-row").startswith("2 ranks"), timeout=240,
-                           what="the ranks row")
-            text = static_text(app, "#ranks-row")
-            assert "0: " in text and "1: " in text and "slowest rank " in text
-            assert app.query_one("#ranks-row").display
-            # the run ended while the app is whole: an update posted during run_test's teardown reached a run pane
-            # whose widgets were gone (NoMatches '#run-timing', on a loaded box)
-            app.shutdown_runs(60)
-            await pilot.pause()
-    finally:
-        app.shutdown_runs(60)
