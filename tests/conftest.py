@@ -92,8 +92,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     meanwhile: on a 2-core machine, cold caches, the whole suite took 9:07 with 2 workers, 8:38 with 3 and 7:35
     with 4 (2026-12-04). (Two workers a core were dropped once, for a torchrun TUI test that beside two CPU burners
     waited out its 240 s for the ranks row: the pane drew that row from whichever snapshot the UI took, and a loaded
-    box took only the run's final one, which brings no step; the bridge keeps the row's interval now.) Counted on the CPUs this process may use (the affinity mask). $PYTEST_XDIST_AUTO_NUM_WORKERS
-    still overrides it, as in xdist's own hook (a value that is not a whole number is warned of and ignored)."""
+    box took only the run's final one, which brings no step; the bridge keeps the row's interval now.) Counted on
+    the CPUs this process may use (the affinity mask). $PYTEST_XDIST_AUTO_NUM_WORKERS still overrides it, as
+    in xdist's own hook (a value that is not a whole number is warned of and ignored)."""
     wanted = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
     if wanted:
         try:
