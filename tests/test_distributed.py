@@ -120,6 +120,46 @@ def test_the_baseline_json_is_read_as_its_runs_summary_with_its_source(tmp_path)
         read_baseline(str(short), preset, "cpu")
 
 
+def test_rank_0_reads_every_row_a_rank_sent_before_its_end() -> None:
+    """Rank 1's last rows and its end land in the (real, in-process) store just after rank 0 counted rank 1's
+    batches: rank 0 still merges all 45 steps (it once took the end as the last word and printed 38)."""
+    import torch.distributed as dist
+
+    from apextui.core.run.data_parallel import Collector
+    from apextui.core.run.distributed import Channel
+    from apextui.core.run.merge import to_row
+    from apextui.core.run.snapshot import Snapshot
+
+    store = dist.HashStore()
+    rank_1 = Channel(store, 2)
+
+    class Racing:
+        """The store as rank 0 sees it: rank 1 sends its last batch and its end right after rank 0's first count."""
+
+        raced = False
+
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(store, name)
+
+        def add(self, key: str, amount: int) -> int:
+            count = store.add(key, amount)
+            if key == "n/1" and amount == 0 and not self.raced:
+                self.raced = True
+                rank_1.send(1, [to_row(rec(41, 9.0, steps=5))])
+                rank_1.end(1, {"status": "ok", "error": None, "steps": 45})
+            return count
+
+    blocks = [rec(1, 10.0, steps=40), rec(41, 10.0, steps=5)]
+    rank_1.send(1, [to_row(blocks[0])])
+    printed: list[Snapshot] = []
+    collector = Collector(Channel(Racing(), 2), 2, 0, printed.append, "gloo", None, grace=30)
+    local = Snapshot(status="ok", info=None, steps_done=45, new_steps=tuple(blocks), stats=None, throughput=None,
+                     skipped_steps=0, monitor=None, elapsed_s=1.0)
+    collector.on_local(local)
+    assert collector.finish(local) == "ok"
+    assert collector.merger.done == 45 and [r.step for r in printed[-1].new_steps] == [1, 41]
+
+
 def test_a_rank_that_failed_by_itself_is_named_before_the_ranks_it_took_down() -> None:
     status, error = overall([RankEnd(0, "failed", "RuntimeError: Connection closed by peer (at step 5)"),
                              RankEnd(1, "failed", "ValueError: injected fault (at step 5)")])
