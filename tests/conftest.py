@@ -90,9 +90,10 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto`: two workers a CPU. Much of the suite waits on processes it started (a CLI run, torchrun's ranks,
     a hung step that its timeout or budget ends) rather than computing, and a second worker a core computes
     meanwhile: on a 2-core machine, cold caches, the whole suite took 9:07 with 2 workers, 8:38 with 3 and 7:35
-    with 4 (2026-12-04). (Two workers a core were dropped once, for a torchrun TUI test that beside two CPU burners
-    waited out its 240 s for the ranks row: the pane drew that row from whichever snapshot the UI took, and a loaded
-    box took only the run's final one, which brings no step; the bridge keeps the row's interval now.) Counted on
+    with 4 (2026-12-04). (Twice two workers a core were dropped for a test that failed beside two CPU burners: the
+    first time two process tests timed out at load 8; the second, a torchrun TUI test waited out its 240 s for the
+    ranks row, which the pane drew from whichever snapshot the UI took, and a loaded box took only the run's final
+    one, which brings no step: the bridge keeps the row's interval now.) Counted on
     the CPUs this process may use (the affinity mask). $PYTEST_XDIST_AUTO_NUM_WORKERS still overrides it, as
     in xdist's own hook (a value that is not a whole number is warned of and ignored)."""
     wanted = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")

@@ -160,6 +160,64 @@ def test_rank_0_reads_every_row_a_rank_sent_before_its_end() -> None:
     assert collector.merger.done == 45 and [r.step for r in printed[-1].new_steps] == [1, 41]
 
 
+def test_finish_reads_the_channel_after_the_collectors_thread_not_beside_it() -> None:
+    """The collector's thread is inside a read of rank 1's first batch when the run ends: `finish` waits for that
+    read instead of reading beside it (it once read the batch too and deleted its key, and the thread's read then
+    waited on a key that was gone until the store's timeout, and failed)."""
+    import datetime
+    import threading
+
+    import torch.distributed as dist
+
+    from apextui.core.run.data_parallel import Collector
+    from apextui.core.run.distributed import Channel
+    from apextui.core.run.merge import to_row
+    from apextui.core.run.snapshot import Snapshot
+
+    store = dist.HashStore()
+    store.set_timeout(datetime.timedelta(seconds=2))
+    rank_1 = Channel(store, 2)
+    blocks = [rec(1, 10.0, steps=40), rec(41, 10.0, steps=5)]
+    for block in blocks:
+        rank_1.send(1, [to_row(block)])
+    rank_1.end(1, {"status": "ok", "error": None, "steps": 45})
+    inside, release = threading.Event(), threading.Event()
+    failed: list[BaseException] = []
+
+    class Held:
+        """The store as rank 0 sees it: the collector thread's first read of a batch waits for `release`."""
+
+        def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+            return getattr(store, name)
+
+        def get(self, key: str) -> bytes:
+            if key.startswith("rec/") and threading.current_thread().name == "apextui-collect" and not inside.is_set():
+                inside.set()
+                release.wait(30)
+            try:
+                return store.get(key)
+            except BaseException as exc:
+                failed.append(exc)
+                raise
+
+    printed: list[Snapshot] = []
+    collector = Collector(Channel(Held(), 2), 2, 0, printed.append, "gloo", None, grace=30)
+    local = Snapshot(status="ok", info=None, steps_done=45, new_steps=tuple(blocks), stats=None, throughput=None,
+                     skipped_steps=0, monitor=None, elapsed_s=1.0)
+    collector.on_local(local)
+    collector.start()
+    assert inside.wait(30)
+    status: list[str] = []
+    finishing = threading.Thread(target=lambda: status.append(collector.finish(local)))
+    finishing.start()
+    finishing.join(1.0)  # before: finish read both batches meanwhile; now it waits for the thread's read
+    release.set()
+    finishing.join(30)
+    collector._thread.join(30)  # its read, done
+    assert status == ["ok"] and not failed, failed
+    assert collector.merger.done == 45 and [r.step for r in printed[-1].new_steps] == [1, 41]
+
+
 def test_a_rank_that_failed_by_itself_is_named_before_the_ranks_it_took_down() -> None:
     status, error = overall([RankEnd(0, "failed", "RuntimeError: Connection closed by peer (at step 5)"),
                              RankEnd(1, "failed", "ValueError: injected fault (at step 5)")])

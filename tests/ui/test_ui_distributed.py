@@ -42,3 +42,11 @@ async def test_the_ranks_row_outlives_a_final_snapshot_that_brings_no_step() -> 
         await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.finished, what="its final view")
         text = static_text(app, "#ranks-row")
         assert text.startswith("2 ranks") and "slowest rank 1" in text and app.query_one("#ranks-row").display
+
+
+async def test_a_run_of_one_process_leaves_the_ranks_row_hidden() -> None:
+    engine = FakeEngine()
+    app = cpu_app(engine, preset=resolve("fp32"), device="cpu", steps=30)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.finished, what="its final view")
+        assert app._drawn_view.last_ranks is None and not app.query_one("#ranks-row").display

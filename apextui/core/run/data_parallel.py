@@ -57,6 +57,7 @@ class Collector:
         self.ends: dict[int, RankEnd] = {}
         self.runner: Runner | None = None
         self._stop = threading.Event()
+        self._reading = threading.Lock()  # one reader of the channel at a time (`_poll`)
         self._peer_failed_at: float | None = None
         self._thread = threading.Thread(target=self._loop, name="apextui-collect", daemon=True)
 
@@ -80,21 +81,35 @@ class Collector:
             self.printer(replace(merged_snapshot(self.local, self.merger, new, self.world_size),
                                  status="running" if self.local.finished else self.local.status))
 
-    def _poll(self) -> None:
-        for r in range(1, self.world_size):
-            # the end first: a rank writes it after its last rows, so every row it sent before its end is in the
-            # store by then (read the other way round, rows sent between the two reads were lost: the end closed
-            # the wait for them, and a run of 45 steps printed 38)
-            end = self.channel.ended(r) if r not in self.ends else None
-            rows = self.channel.receive(r)
-            with self.lock:
-                self.merger.add(r, [from_row(x) for x in rows])
+    def _poll(self, wait: float = -1.0) -> bool:
+        """Read what the other ranks sent since the last call; False if another reader held the channel for `wait` s
+        (-1: as long as it takes). One reader at a time: the collector's thread and `finish` (after the run, or on a
+        second signal) share the channel's read positions, and two readers at once read a batch twice or wait on a
+        key the other had deleted."""
+        if not self._reading.acquire(timeout=wait):
+            return False
+        try:
+            for r in range(1, self.world_size):
+                # the end first: a rank writes it after its last rows, so every row it sent before its end is in
+                # the store by then (read the other way round, rows sent between the two reads were lost: the end
+                # closed the wait for them, and a run of 45 steps printed 38)
+                end = self.channel.ended(r) if r not in self.ends else None
                 if end is not None:
-                    self.ends[r] = RankEnd(r, end["status"], end.get("error"), int(end.get("steps") or 0))
-                    if end["status"] == "failed" and self._peer_failed_at is None:
-                        self._peer_failed_at = time.monotonic()
-                        if self.runner is not None:
-                            self.runner.stop()
+                    self._ended(r, end)
+                rows = self.channel.receive(r)
+                with self.lock:
+                    self.merger.add(r, [from_row(x) for x in rows])
+        finally:
+            self._reading.release()
+        return True
+
+    def _ended(self, rank: int, end: dict[str, Any]) -> None:
+        with self.lock:
+            self.ends[rank] = RankEnd(rank, end["status"], end.get("error"), int(end.get("steps") or 0))
+            if end["status"] == "failed" and self._peer_failed_at is None:
+                self._peer_failed_at = time.monotonic()
+                if self.runner is not None:
+                    self.runner.stop()
 
     def _loop(self) -> None:
         while not self._stop.wait(POLL_S):
@@ -119,7 +134,9 @@ class Collector:
         deadline = time.monotonic() + (0 if waited else self.grace)
         while True:
             try:
-                self._poll()
+                # a second signal's finish waits for the collector's read a second at most, then prints what it has
+                if not self._poll(wait=1.0 if waited else -1.0):
+                    break
             except Exception:  # noqa: BLE001 - the store went with a failed rank: what arrived is kept
                 break
             if len(self.ends) == self.world_size - 1 or time.monotonic() >= deadline:

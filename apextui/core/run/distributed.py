@@ -145,7 +145,9 @@ class Coordinator:
 
 class Channel:
     """Rank r's records and end to rank 0 through the rendezvous store (no collective): rank r `send`s batches
-    (keys rec/r/i, count n/r) and its `end`; rank 0 `receive`s what is new and reads the ends."""
+    (keys rec/r/i, count n/r) and then its `end`; rank 0 `receive`s what is new and reads the ends, a rank's end
+    before its rows (then every row sent before the end is read), one reader at a time (the read positions are the
+    reader's own)."""
 
     def __init__(self, store: Any, world_size: int) -> None:
         self.store, self.world_size = store, world_size
