@@ -13,8 +13,11 @@ import pytest
 
 from helpers import ROOT, cli_env, gone_within, kill_all, wait_for_worker
 
-# a model whose forward never returns, in pure Python (the worker's main thread holds the GIL in turns)
+# a model whose forward never returns in a run, in pure Python (the worker's main thread holds the GIL in turns);
+# advise's own probe of the model (one forward on its thread "apextui-probe-forward") gets an answer, or advise would
+# spin 15 s in it (model_presets.PROBE_FORWARD_S) before it starts the worker
 HANG_MODEL = '''
+import threading
 import torch
 from torch import nn
 from apextui import ModelSetup
@@ -25,6 +28,8 @@ class Hang(nn.Module):
         self.lin = nn.Linear(4, 1)
 
     def forward(self, x):
+        if threading.current_thread().name == "apextui-probe-forward":
+            return self.lin(x)
         while True:
             pass
 
