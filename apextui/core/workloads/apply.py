@@ -307,15 +307,10 @@ ATTENTION: Mapping[str, str | None] = MappingProxyType({
 NO_KERNEL = ("No available kernel", "No viable backend")  # torch's words when the restricted backend cannot take a call
 
 
-def attention(value: Value) -> ContextManager[Any]:
-    """The forward's SDPA backend: `torch.nn.attention.sdpa_kernel` restricted to the value's backend (strict: a
-    call it cannot take fails, with torch's reasons: `attention_failure`), a no-op for torch's own choice."""
-    return sdpa_backend(ATTENTION[value])
-
-
 def sdpa_backend(backend: str | None) -> ContextManager[Any]:
-    """`sdpa_kernel` restricted to the named backend (ATTENTION's values; None: torch's own choice). Plain values
-    only, for a traced forward (`autocast_at` says why)."""
+    """The forward's SDPA backend: `torch.nn.attention.sdpa_kernel` restricted to the named backend (ATTENTION's
+    values; strict: a call it cannot take fails, with torch's reasons: `attention_failure`), a no-op for None,
+    torch's own choice. It takes the name, not the axis `Value`, for a traced forward (`autocast_at` says why)."""
     if backend is None:
         return nullcontext()
     from torch.nn.attention import sdpa_kernel
@@ -392,7 +387,7 @@ def undo_patches() -> None:
 
 
 __all__ = ["ATTENTION", "COMPILE_MODES", "LOSSES", "MEMORY_FORMATS", "NORMS", "OPTIMIZERS", "PRECISIONS", "Compile",
-           "MemoryFormat", "NormKind", "Norms", "Precision", "attention", "attention_failure", "autocast",
+           "MemoryFormat", "NormKind", "Norms", "Precision", "attention_failure", "autocast",
            "autocast_at", "autocast_dtype", "channels_last", "channels_last_batches", "compile_mode", "compiled",
            "convert", "fp8_layer_fits", "grad_scaler", "norm_class", "optimizer", "optimizer_value", "patch_loss",
            "sdpa_backend", "set_memory_format", "set_tf32", "undo_patches"]

@@ -67,7 +67,7 @@ class LossModel(nn.Module):
 
     def __init__(self, model: nn.Module, device: str, precision: Value) -> None:
         super().__init__()
-        self.model, self.device, self.precision = model, device, precision
+        self.model, self.device = model, device
         self._autocast_dtype = apply.autocast_dtype(precision)  # a plain dtype: torch.compile traces the forward
 
     def forward(self, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
