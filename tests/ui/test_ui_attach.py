@@ -9,7 +9,7 @@ import threading
 import pytest
 import torch
 from helpers import killed_watched_run
-from ui_fakes import static_text, wait_for
+from ui_fakes import static_text, wait_for, wait_for_screen
 
 import apextui
 from apextui.core.watch import store
@@ -71,7 +71,7 @@ async def test_without_a_name_the_picker_lists_the_runs_and_attaches_the_chosen_
     try:
         app = AttachApp(None, poll_s=0.05, refresh_s=0.1)
         async with app.run_test(size=(100, 32)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app.screen, RunPicker), what="the picker")
+            await wait_for_screen(pilot, app, RunPicker, "the picker")
             assert [m.name for m in app.screen.runs] == ["picked"] and app.screen.live == 1
             await pilot.press("enter")
             await wait_for(pilot, lambda: app.meta is not None and app.meta.name == "picked", what="attached")
@@ -343,7 +343,7 @@ async def test_attach_with_no_runs_lists_a_run_that_starts_while_the_picker_is_o
 
     app = AttachApp(None, poll_s=0.05, refresh_s=0.1)
     async with app.run_test(size=(100, 32)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, RunPicker), what="the picker")
+        await wait_for_screen(pilot, app, RunPicker, "the picker")
         picker = app.screen
         assert "escape: quit" in static_text(picker, "#picker-empty")
         title = static_text(app, "#run-title")
@@ -365,6 +365,6 @@ async def test_attach_with_no_runs_lists_a_run_that_starts_while_the_picker_is_o
 async def test_escape_from_the_empty_picker_quits_as_it_says():
     app = AttachApp(None, poll_s=0.05, refresh_s=0.1)
     async with app.run_test(size=(100, 32)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, RunPicker), what="the picker")
+        await wait_for_screen(pilot, app, RunPicker, "the picker")
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.return_code == 0, what="the app quit")

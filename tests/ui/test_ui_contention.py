@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from ui_fakes import FakeEngine, gpu_app, reading, running, static_text, wait_for
+from ui_fakes import FakeEngine, gpu_app, reading, running, static_text, wait_for, wait_for_screen
 
 from apextui.core.monitor.contention import Contention, ContentionTally
 from apextui.ui.widget_format import COMPETED
@@ -81,7 +81,7 @@ async def test_the_marked_presets_run_interleaved_and_show_pooled_intervals(tmp_
             await pilot.press("m")
         assert app.picker.marked == ["adamw_fused", "fused_adam"]
         await pilot.press("c")
-        await wait_for(pilot, lambda: isinstance(app.screen, InterleavedScreen), what="the comparison's result")
+        await wait_for_screen(pilot, app, InterleavedScreen, "the comparison's result")
         order = [r.preset.name for r in engine.runners]
         assert order == ["adamw_fused", "fused_adam", "adamw", "adamw", "fused_adam", "adamw_fused"]  # A B C C B A
         body = static_text(app.screen, "#interleaved-body")
@@ -116,6 +116,6 @@ async def test_c_with_one_marked_preset_runs_it_against_its_baseline(tmp_path):
         await pilot.press("m")
         assert app.picker.marked == ["adamw_fused"]
         await pilot.press("c")
-        await wait_for(pilot, lambda: isinstance(app.screen, InterleavedScreen), 30, "the comparison's result")
+        await wait_for_screen(pilot, app, InterleavedScreen, "the comparison's result", 30)
         assert [r.preset.name for r in engine.runners] == ["adamw_fused", "adamw", "adamw", "adamw_fused"]
         await pilot.press("escape")

@@ -9,7 +9,7 @@ import json
 import time
 
 import pytest
-from ui_fakes import FakeEngine, cpu_app, gpu_app, static_text, until_ready, wait_for
+from ui_fakes import FakeEngine, cpu_app, gpu_app, static_text, until_ready, wait_for, wait_for_screen
 
 from apextui.ui import history
 
@@ -268,7 +268,7 @@ async def test_at_80x24_a_dialog_opens_clear_of_the_toasts_before_it(tmp_path):
         await pilot.press("p")  # an SVG: its toast says where
         await wait_for(pilot, lambda: bool(app.screen.query("Toast")), 30, "the SVG saved toast")
         await pilot.press("n")
-        await wait_for(pilot, lambda: isinstance(app.screen, StepsScreen), 30, "the steps dialog")
+        await wait_for_screen(pilot, app, StepsScreen, "the steps dialog", 30)
         await pilot.pause()
         assert not app.screen.query("Toast") and not app._notifications
         app.notify("what the dialog says shows")

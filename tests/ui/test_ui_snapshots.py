@@ -199,7 +199,7 @@ def test_advice_measuring_80x24(snap_compare, monkeypatch):
     async def run_before(pilot) -> None:
         await until_ready(pilot, app)
         await pilot.press("a")
-        await wait_for(pilot, lambda: isinstance(app.screen, AdviseScreen) and held
+        await wait_for(pilot, lambda: isinstance(app.screen, AdviseScreen) and app.screen.is_mounted and held
                        and "50/100" in str(app.screen.query_one("#advise-status").render()), what="advice progress")
         app.screen.query_one("#advise-progress #bar")._clock = MockClock(1.0)
         app.clear_notifications()

@@ -389,6 +389,14 @@ async def wait_for(pilot: Any, condition: Callable[[], bool], timeout: float = 6
         await pilot.pause(0.02)
 
 
+async def wait_for_screen(pilot: Any, app: Any, screen_type: type, what: str, timeout: float = 60.0) -> Any:
+    """Wait until the app shows a `screen_type` screen that has composed its widgets, and return it. A screen pushed
+    from a worker is on the stack (`app.screen`) a moment before Textual composes and mounts it: querying its widgets
+    in that moment finds none."""
+    await wait_for(pilot, lambda: isinstance(app.screen, screen_type) and app.screen.is_mounted, timeout, what)
+    return app.screen
+
+
 def static_text(app: Any, selector: str) -> str:
     """The plain text a Static currently shows."""
     widget = app.query_one(selector)
