@@ -263,6 +263,33 @@ def test_two_signals_during_a_long_c_call_are_both_counted_and_the_second_quits_
     assert proc.returncode == 128 + second, proc.stdout + proc.stderr
 
 
+def test_early_signals_swallowed_on_their_way_to_main_are_acted_on_once_the_work_is_in():
+    """Before the work's own handlers are in, the first signal raises EarlySignal and a second is only recorded.
+    Code on the way to main that swallows the first (a library catching BaseException, C code clearing whatever a
+    call raised) lost both, and the run trained on, deaf to two Ctrl-Cs: StopOnSignals now takes both as it comes
+    in (the first stops the work, the second quits with its code)."""
+    script = (
+        "import os, signal, time\n"
+        "from apextui.cli.signals import StopOnSignals, early_signals\n"
+        "def first(s): print('first', s, flush=True)\n"
+        "def again(s): print('again', s, flush=True)\n"
+        "with early_signals():\n"
+        "    try:  # a library that swallows whatever its call raised\n"
+        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        time.sleep(60)  # the handler raises in here at the latest\n"
+        "    except BaseException:\n"
+        "        pass\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)  # recorded: as far as the handler knows, the first unwinds\n"
+        "    time.sleep(0)\n"
+        "    with StopOnSignals(first, again):\n"
+        "        print('not quit', flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=cli_env())
+    assert proc.stdout.splitlines() == [f"first {int(signal.SIGINT)}", f"again {int(signal.SIGTERM)}"], (
+        proc.stdout + proc.stderr)
+    assert proc.returncode == 143, proc.stdout + proc.stderr
+
+
 def test_twice_names_the_signals_received():
     from apextui.cli.signals import StopOnSignals
 

@@ -25,6 +25,7 @@ SIGNAL_WORD: dict[int, str] = {signal.SIGINT: "interrupted", signal.SIGTERM: "te
                                signal.SIGHUP: "hung up (SIGHUP)"}
 _inherited: dict[int, Any] = {}  # the dispositions the process started with (early_signals records them)
 _settled = False  # the outcome is out (`settle`): signals change nothing from then on
+_early: early_signals | None = None  # the handlers in before the work's own (`StopOnSignals` takes what they kept)
 
 
 def settle() -> None:
@@ -134,6 +135,8 @@ class StopOnSignals:
         finally:
             if block is not None:
                 block(signal.SIG_UNBLOCK, self._signals)
+        for signum in _take_early_signals(self._signals):
+            self._deliver(signum)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -144,6 +147,18 @@ class StopOnSignals:
             self._via_fd = False
             os.close(self._wake_w)  # the reader sees the end of the pipe and stops
             self._wake_w = -1
+
+
+def _take_early_signals(signals: Sequence[int]) -> list[int]:
+    """The signals `early_signals` received that never ended the program, taken from it: its EarlySignal was
+    swallowed on the way to `main` (by code that catches BaseException, or C code that clears whatever a Python call
+    it made raised). The second was then only recorded, as named by the first's clean-up, so without this both
+    were lost and the run trained on, deaf to two Ctrl-Cs; `StopOnSignals` acts on them as soon as it is in."""
+    if _early is None:
+        return []
+    taken_now = [signum for signum in _early.received if signum in signals]
+    _early.received.clear()
+    return taken_now
 
 
 def two_signals(received: Sequence[int]) -> str:
@@ -187,7 +202,8 @@ class early_signals:
 
     def __init__(self, restore: bool = True) -> None:
         self.restore = restore
-        self.received: list[int] = []
+        self.received: list[int] = []  # kept until `finish`, or taken by `StopOnSignals` (`_take_early_signals`)
+        self._outer: early_signals | None = None
 
     def _handle(self, signum: int, frame: Any) -> None:
         if _settled:  # the work's outcome is out (`settle`): the program only ends now
@@ -196,7 +212,8 @@ class early_signals:
         if len(self.received) == 1:
             raise EarlySignal(signum)
         # a second signal while the first unwinds (INT then TERM 10 ms apart; both pending at once run their
-        # handlers one after the other): named by finish(), never raised inside the first's clean-up
+        # handlers one after the other): named by finish(), never raised inside the first's clean-up; where the
+        # first never reaches main, StopOnSignals takes both (`_take_early_signals`)
 
     def _unraisable(self, unraisable: Any) -> None:
         """Raised inside a weakref callback or `__del__` (importlib runs one after every import), EarlySignal
@@ -210,8 +227,9 @@ class early_signals:
             self._hook(unraisable)
 
     def __enter__(self) -> "early_signals":
-        global _settled
+        global _settled, _early
         _settled = False
+        self._outer, _early = _early, self
         self._previous = {sig: signal.signal(sig, self._handle) for sig in taken()}
         for sig, handler in self._previous.items():
             _inherited.setdefault(sig, handler)
@@ -219,6 +237,8 @@ class early_signals:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        global _early
+        _early = self._outer
         if self.restore:
             for sig, handler in self._previous.items():
                 signal.signal(sig, handler)
