@@ -275,10 +275,10 @@ async def test_save_load_and_screenshot_keys(tmp_path):
         assert isinstance(app.screen, LoadScreen)
         app.screen.query_one("#load-path").value = str(saved[0])  # typing a long tmp path key by key is slow
         app.screen.query_one("#load-path").focus()  # the recent files list has the focus first
-        await pilot.press("enter")
-        await pilot.pause()
+        await pilot.press("enter")  # the input's Submitted reaches the screen as a message: the rows come after
+        await wait_for(pilot, lambda: len(app.query_one(ComparisonTable).rows_data) == 4, what="the loaded runs")
         rows = app.query_one(ComparisonTable).rows_data
-        assert len(rows) == 4 and rows[2].source == str(saved[0])
+        assert rows[2].source == str(saved[0])
         assert str(app.query_one(ComparisonTable).get_row_at(2)[0]) == "layernorm f1"
 
 

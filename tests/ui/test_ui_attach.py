@@ -355,7 +355,11 @@ async def test_attach_with_no_runs_lists_a_run_that_starts_while_the_picker_is_o
             mon.step(loss=1.0)
             await wait_for(pilot, lambda: [m.name for m in picker.runs] == ["late"] and picker.live == 1,
                            timeout=10 * run_picker.REFRESH_S + 30, what="the run started after the picker opened")
-            await wait_for(pilot, lambda: bool(app.screen.query("#picker-list")), what="the list drawn")
+            def ready() -> bool:  # the list is drawn, then highlighted and focused after the recompose
+                lists = app.screen.query("#picker-list")
+                return bool(lists) and app.screen.focused is lists.first() and lists.first().highlighted == 0
+
+            await wait_for(pilot, ready, what="the list drawn and focused")
             await pilot.press("enter")
             await wait_for(pilot, lambda: app.meta is not None and app.meta.name == "late", what="attached")
         finally:

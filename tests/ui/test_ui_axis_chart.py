@@ -56,10 +56,10 @@ async def test_loss_chart_in_the_app_uses_its_whole_width_at_80x24():
         await until_ready(pilot, app)
         app.start_preset("fp32")
         await wait_for(pilot, lambda: len(app.query_one("#loss-spark", AxisChart).data) > 0, what="losses")
-        await pilot.pause(0.2)
-        chart = app.query_one("#loss-spark", AxisChart)
+        chart = app.query_one("#loss-spark", AxisChart)  # the pane's columns after the avg/batch labels, not a
+        # fixed sparkline: laid out after a refresh, so waited for (a fixed-width chart never gets there)
+        await wait_for(pilot, lambda: chart.content_size.width >= 30, what="the chart laid out 30+ columns wide")
         width = chart.content_size.width
-        assert width >= 30  # the pane's columns after the avg/batch labels, not a fixed sparkline
         lines = [line.plain for line in chart.lines()]
         assert len(lines) == chart.content_size.height >= 2
         assert all(len(line) == width for line in lines)

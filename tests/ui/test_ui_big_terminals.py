@@ -4,7 +4,7 @@ one screen line (rough edge 8: it wrapped to column 0 and split the fix command)
 from __future__ import annotations
 
 import pytest
-from ui_fakes import cpu_app, static_text, until_ready
+from ui_fakes import cpu_app, static_text, until_ready, wait_for
 
 from apextui.ui import doctor_view
 from apextui.ui.widgets.status_pane import StatusPane
@@ -35,7 +35,12 @@ async def test_full_report_lines_are_wrapped_once_by_the_screen_only():
     async with app.run_test(size=(80, 24)) as pilot:
         await until_ready(pilot, app)
         await pilot.press("d")
-        await pilot.pause(0.3)
+
+        def laid_out() -> bool:  # wrapped to the screen after a refresh, then laid out a line a wrapped line
+            body = app.screen.query_one("#report-body")
+            return app.screen._wrapped_at > 0 and body.size.height == len(str(body.content).splitlines())
+
+        await wait_for(pilot, laid_out, what="the report wrapped and laid out")
         body = app.screen.query_one("#report-body")
         lines = str(body.content).splitlines()
         assert len(lines) > len(doctor_view.full_report_lines(app.report))  # some wrapped at 80 columns

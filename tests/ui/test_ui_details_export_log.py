@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from ui_fakes import FakeRunner, gpu_app, until_ready, wait_for
+from ui_fakes import FakeRunner, gpu_app, until_ready, wait_for, wait_for_screen
 
 from apextui.core.results import results_document
 from apextui.ui import history
@@ -42,10 +42,9 @@ async def test_enter_on_a_comparison_row_shows_everything_the_json_has():
         table = app.query_one(ComparisonTable)
         table.focus()
         table.move_cursor(row=1)
-        await pilot.press("enter")
-        await pilot.pause()
-        screen = app.screen
-        assert isinstance(screen, RunDetailsScreen) and screen.row is app.table.rows_data[1]
+        await pilot.press("enter")  # the table's RowSelected bubbles to the app, which pushes the screen after
+        screen = await wait_for_screen(pilot, app, RunDetailsScreen, "the run's details")
+        assert screen.row is app.table.rows_data[1]
         assert "fused_layernorm run 1" in str(screen.query_one("#details-scroll").border_title)
         shown = dict(pair for _title, pairs in sections(screen.entry) for pair in pairs)
         entry = results_document(app.table.rows_data)["runs"][1]
@@ -151,7 +150,7 @@ async def test_l_offers_recent_results_from_the_history(tmp_path: Path):
         await pilot.press("l")
         await pilot.pause()
         assert [f.path.name for f in app.screen.recent] == [saved[0].path.name]  # the copy in cwd: listed once
-        await pilot.press("enter")
-        await pilot.pause()
+        await pilot.press("enter")  # the list's selection reaches the app as a message: the rows come after
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 4, what="the loaded runs")
         rows = app.table.rows_data
-        assert len(rows) == 4 and Path(rows[2].source) == saved[0].path
+        assert Path(rows[2].source) == saved[0].path

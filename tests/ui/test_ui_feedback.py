@@ -70,7 +70,9 @@ async def test_repeated_keys_do_not_stack_identical_toasts(tmp_path):
             app.start_preset("fp32")  # what Enter does on the picker
         await pilot.pause()
         assert len(toasts(app)) == 1 and "fp32 is running" in toasts(app)[0]
-        await pilot.pause(0.3)
+        # the toast is drawn after a refresh: wait for it on screen, then count it once more after another pause
+        await wait_for(pilot, lambda: any("fp32 is running" in line for line in screen_lines(app)), what="the toast")
+        await pilot.pause()
         assert sum("fp32 is running" in line for line in screen_lines(app)) == 1
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 from nvml_fakes import fake_nvml
-from ui_fakes import FakeEngine, fake_probe, gpu_report, provider, static_text, wait_for
+from ui_fakes import FakeEngine, fake_probe, gpu_report, provider, settle_bars, static_text, wait_for
 
 from apextui.core.monitor.sampler import MonitorReading, Sampler
 from apextui.ui.app import make_app
@@ -45,6 +45,7 @@ def session(monitor: Callable[[int, bool], MonitorReading]):
         app.start_preset("fused_amp")
         await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.snapshot.steps_done == 150,
                        what="fused_amp at step 150")
+        await settle_bars(pilot, app)
         app.clear_notifications()
         await pilot.pause()
 

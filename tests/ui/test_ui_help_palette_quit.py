@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from ui_fakes import FakeEngine, gpu_app, until_ready, wait_for
@@ -99,7 +100,7 @@ async def test_command_palette_has_every_action_and_starts_a_preset():
         await pilot.pause()
         for ch in "start fused_amp":
             await pilot.press("space" if ch == " " else ch)
-        await pilot.pause(0.5)
+        await wait_for(pilot, lambda: palette_top(app) == "start fused_amp", what="the palette's search")
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="fused_amp via the palette")
         assert app.table.rows_data[0].preset == "fused_amp"
@@ -107,9 +108,24 @@ async def test_command_palette_has_every_action_and_starts_a_preset():
         await pilot.pause()
         for ch in "Run details":
             await pilot.press("space" if ch == " " else ch)
-        await pilot.pause(0.5)
+        await wait_for(pilot, lambda: palette_top(app) == "Run details", what="the palette's search")
         await pilot.press("enter")
         await wait_for(pilot, lambda: type(app.screen).__name__ == "RunDetailsScreen", what="details via the palette")
+
+
+def palette_top(app: Any) -> str:
+    """The title of the command palette's first result, once its list shows (it searches in a worker and shows
+    results in batches: an `enter` before then is lost, or picks the top result of a shorter prefix)."""
+    from textual.command import CommandList, CommandPalette
+
+    screen = app.screen
+    if not isinstance(screen, CommandPalette) or not screen._list_visible:
+        return ""
+    results = screen.query_one(CommandList)
+    if not results.option_count:
+        return ""
+    prompt = results.get_option_at_index(0).prompt  # its title, then its help on the next line
+    return str(getattr(prompt, "plain", prompt)).split("\n")[0]
 
 
 async def test_help_says_what_quitting_does():

@@ -100,14 +100,16 @@ async def test_toasts_stay_clear_of_the_comparison_table():
             await until_ready(pilot, app)
             app.notify("saved 1 run to\n/home/someone/work/apextui-results-20261202-011500.json", title="saved")
             app.notify("a second one")
-            await pilot.pause(0.3)
+            await wait_for(pilot, lambda app=app: len(app.query("Toast")) == 2  # mounted, laid out after a refresh
+                           and all(t.region.area > 0 for t in app.query("Toast")), what="the two toasts drawn")
             toasts = list(app.query("Toast"))
-            assert len(toasts) == 2
             table = app.table.region
             assert all(t.region.bottom <= table.y for t in toasts), (size, [t.region for t in toasts], table)
 
 
 async def test_r_runs_the_highlighted_rows_preset_again_and_n_sets_the_steps():
+    from apextui.ui.screens.steps_screen import StepsScreen
+
     engine = FakeEngine()
     app = gpu_app(engine)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -121,16 +123,15 @@ async def test_r_runs_the_highlighted_rows_preset_again_and_n_sets_the_steps():
         assert [r.preset for r in app.table.rows_data] == ["fp32", "fused_amp", "fused_amp"]
         app.table.move_cursor(row=0)
         await pilot.press("n")
-        await pilot.pause()
+        await wait_for_screen(pilot, app, StepsScreen, "the steps dialog")
         for key in ("ctrl+u", "x", "enter"):  # not a number: refused with what is allowed
             await pilot.press(key)
-        await pilot.pause()
-        assert type(app.screen).__name__ == "StepsScreen" and "whole number" in static_text(app.screen,
-                                                                                             "#steps-error")
+        await wait_for(pilot, lambda: "whole number" in static_text(app.screen, "#steps-error"), what="the refusal")
+        assert isinstance(app.screen, StepsScreen)
         for key in ("ctrl+u", "1", "2", "0", "enter"):
             await pilot.press(key)
-        await pilot.pause()
-        assert app.settings.steps == 120 and type(app.screen).__name__ != "StepsScreen"
+        await wait_for(pilot, lambda: app.settings.steps == 120 and not isinstance(app.screen, StepsScreen),
+                       what="the steps taken and the dialog closed")
         await pilot.press("r")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 4, what="fp32 again")
     assert engine.runners[-1].preset.name == "fp32" and engine.runners[-1].steps == 120
@@ -218,8 +219,8 @@ async def test_the_doctor_report_at_80_columns_wraps_at_words_fix_lines_too():
     async with app.run_test(size=(80, 24)) as pilot:
         await until_ready(pilot, app)
         await pilot.press("d")
-        await wait_for(pilot, lambda: "fix:" in str(app.screen.query_one("#report-body").content), 30, "the report")
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: "fix:" in str(app.screen.query_one("#report-body").content)
+                       and app.screen._wrapped_at > 0, what="the report, wrapped to the screen (after a refresh)")
         box = app.screen.scroll_box
         text = str(app.screen.query_one("#report-body").content)
         width = box.size.width - box.styles.gutter.width - 1

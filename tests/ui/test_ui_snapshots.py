@@ -7,7 +7,7 @@ Regenerate after an intended UI change with
 from __future__ import annotations
 
 import pytest
-from ui_fakes import FakeEngine, LoggingEngine, cpu_app, gpu_app, until_ready, wait_for
+from ui_fakes import FakeEngine, LoggingEngine, cpu_app, gpu_app, until_ready, settle_bars, wait_for
 
 pytestmark = pytest.mark.slow  # each test over ~1.5 s
 
@@ -36,6 +36,7 @@ def gpu_session(log_dir=None):
                 return any(log.title.startswith("fused_amp") and "GradScaler" in log.text for log in app.run_logs)
 
             await wait_for(pilot, shown, what="fused_amp's worker output in the log pane")
+        await settle_bars(pilot, app)
         app.clear_notifications()
         await pilot.pause()
 
@@ -53,6 +54,7 @@ def cpu_session():
         app.start_preset("fp32")
         await wait_for(pilot, lambda: app._drawn_view is not None and app._drawn_view.snapshot.steps_done == 150,
                        what="fp32 at step 150")
+        await settle_bars(pilot, app)
         app.clear_notifications()
         await pilot.pause()
 
@@ -140,6 +142,7 @@ def test_log_screen_80x24(snap_compare, tmp_path):
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="fp32")
         app.start_preset("fused_amp")
         await wait_for(pilot, lambda: app.active is not None, what="fused_amp running")
+        await settle_bars(pilot, app)
         app.clear_notifications()
         await pilot.press("o")
         await pilot.pause(0.2)
@@ -167,6 +170,7 @@ def test_compiling_80x24(snap_compare):
         app.live._started = time.monotonic() - 12.2
         app.live._tick()
         app.query_one("#run-progress #bar")._clock = MockClock(1.0)  # the indeterminate bar's pulse, stopped
+        await settle_bars(pilot, app)
         app.clear_notifications()
         await pilot.pause()
 
@@ -202,6 +206,7 @@ def test_advice_measuring_80x24(snap_compare, monkeypatch):
         await wait_for(pilot, lambda: isinstance(app.screen, AdviseScreen) and app.screen.is_mounted and held
                        and "50/100" in str(app.screen.query_one("#advise-status").render()), what="advice progress")
         app.screen.query_one("#advise-progress #bar")._clock = MockClock(1.0)
+        await settle_bars(pilot, app)
         app.clear_notifications()
         await pilot.pause()
 
@@ -223,6 +228,7 @@ def test_failed_run_80x24(snap_compare):
         await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="fp32")
         app.start_preset("fused_amp")
         await wait_for(pilot, lambda: len(app.table.rows_data) == 2, what="fused_amp failed")
+        await settle_bars(pilot, app)
         app.clear_notifications()
         await pilot.pause()
 
@@ -252,6 +258,7 @@ def test_stopping_while_compiling_80x24(snap_compare):
         app.query_one("#run-progress #bar")._clock = MockClock(1.0)
         app.live._started = 0.0
         app.live._set("run-steps", " … · 12 s")
+        await settle_bars(pilot, app)
         app.clear_notifications()
         await pilot.pause()
 
@@ -272,6 +279,7 @@ def test_no_gpu_after_the_run_80x24(snap_compare):
         for n, name in enumerate(("adamw", "adamw_fused"), 1):
             app.start_preset(name)
             await wait_for(pilot, lambda n=n: len(app.table.rows_data) == n, what=name)
+        await settle_bars(pilot, app)
         app.clear_notifications()
         await pilot.pause()
 

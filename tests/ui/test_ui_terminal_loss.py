@@ -40,6 +40,14 @@ def _controlling_tty() -> None:  # in the child, after setsid: the pty becomes i
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
+def _alive(pid: int) -> bool:
+    """A process that runs and is not a zombie; one that ends between the two questions is not alive either."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _read_until_drawn(fd: int, seconds: float) -> bool:
     """Drain the TUI's output until it has drawn a screen (a fair amount of output) or `seconds` pass."""
     got, end = 0, time.monotonic() + seconds
@@ -95,13 +103,11 @@ def test_closing_the_terminal_under_load_leaves_no_process(tmp_path):
         deadline = time.monotonic() + 60  # a bound on a hang: the TUIs end within seconds unless the box is loaded
         for p in procs:
             p.wait(max(0.1, deadline - time.monotonic()))
-        left = [pid for p in procs for pid in (p.pid, *family[p.pid]) if psutil.pid_exists(pid)
-                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        left = [pid for p in procs for pid in (p.pid, *family[p.pid]) if _alive(pid)]
         end = time.monotonic() + 30  # the worker and the forkserver notice their parent's end by polling: wait for it
         while left and time.monotonic() < end:
             time.sleep(0.2)
-            left = [pid for pid in left if psutil.pid_exists(pid)
-                    and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+            left = [pid for pid in left if _alive(pid)]
         assert left == []
         assert all(p.returncode in (129, 0) for p in procs), [p.returncode for p in procs]
     finally:

@@ -397,6 +397,21 @@ async def wait_for_screen(pilot: Any, app: Any, screen_type: type, what: str, ti
     return app.screen
 
 
+async def settle_bars(pilot: Any, app: Any) -> None:
+    """Round every progress bar's fill to its laid-out width, as the next progress update would. Textual rounds a
+    bar's fill to the half cells of its width when the progress is set; one set before the bar's first layout (width
+    0, which a loaded box makes likely) stays unrounded, half a cell off, until the next update, and a snapshot
+    whose fake run holds its step never gets one."""
+    from textual.widgets._progress_bar import Bar
+
+    bars = list(app.screen.query(Bar))
+    await wait_for(pilot, lambda: all(bar.size.width > 0 for bar in bars), what="the progress bars laid out")
+    for bar in bars:
+        if bar.percentage is not None:
+            bar.percentage = bar.percentage  # validated again, at the width it has now
+    await pilot.pause()
+
+
 def static_text(app: Any, selector: str) -> str:
     """The plain text a Static currently shows."""
     widget = app.query_one(selector)
@@ -436,7 +451,7 @@ def cpu_app(engine: Any = None, **kw: Any) -> Any:
     return make_app(runner_factory=FakeEngine() if engine is None else engine, **kw)
 
 
-async def until_ready(pilot: Any, app: Any, timeout: float = 10.0) -> None:
+async def until_ready(pilot: Any, app: Any, timeout: float = 60.0) -> None:
     """Wait for the device probe and the doctor report (runs start only after both)."""
     await wait_for(pilot, lambda: app.probe is not None and app.report is not None, timeout, "probe and report")
 
