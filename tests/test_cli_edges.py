@@ -77,8 +77,9 @@ def test_reader_gone_stops_a_long_run_at_once():
 def _popen(args: list[str], env: dict[str, str] | None = None, sigint=signal.SIG_DFL) -> subprocess.Popen[str]:
     """`python -m apextui ARGS`, started with SIGINT at `sigint` (SIG_IGN: as a background job of a script), set
     here so that a pytest started in the background does not pass its ignored SIGINT on."""
+    env = {**(env or cli_env()), "PYTHONFAULTHANDLER": "1"}  # a run that hangs shows its threads (_communicate)
     return subprocess.Popen([sys.executable, "-m", "apextui", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env or cli_env(), cwd=ROOT,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
 
 
@@ -87,9 +88,14 @@ def _communicate(proc: subprocess.Popen[str], timeout: float) -> tuple[str, str]
     try:
         return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"still running {timeout} s after the signal (it was lost); stderr: {err[-2000:]}")
+        proc.send_signal(signal.SIGABRT)  # faulthandler (_popen) writes every thread's stack to stderr, then ends it
+        try:
+            out, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        pytest.fail(f"still running {timeout} s after the signal (it was lost); stdout begins {out[:300]!r}; "
+                    f"stderr (the threads' stacks at the end): {err[-6000:]}")
 
 
 def test_sigint_while_importing_exits_130_without_traceback():
@@ -314,7 +320,7 @@ def test_two_signals_at_start_up_never_give_an_end_without_a_start():
         proc.send_signal(signal.SIGINT)
         time.sleep(0.01)
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=120)
+        out, err = _communicate(proc, 120)
         if "init_import_site" in err and "/apextui/" not in err:  # Python's own start-up had it
             if not delays and not reached and delay < 60:
                 delays.append(delay * 2)
