@@ -288,12 +288,34 @@ def test_early_signals_swallowed_on_their_way_to_main_are_acted_on_once_the_work
         "    os.kill(os.getpid(), signal.SIGTERM)  # recorded: as far as the handler knows, the first unwinds\n"
         "    time.sleep(0)\n"
         "    with StopOnSignals(first, again):\n"
-        "        print('not quit', flush=True)\n"
+        "        time.sleep(60)  # the work: the signals taken as it comes in end it\n"
+        "    print('not quit', flush=True)\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=cli_env())
     assert proc.stdout.splitlines() == [f"first {int(signal.SIGINT)}", f"again {int(signal.SIGTERM)}"], (
         proc.stdout + proc.stderr)
     assert proc.returncode == 143, proc.stdout + proc.stderr
+
+
+def test_an_early_signal_swallowed_in_a_del_is_sent_again_unless_a_later_one_is_recorded(monkeypatch):
+    """EarlySignal raised inside a `__del__` or weakref callback is only printed: alone, the signal is sent again
+    (from another thread, to land once the callback returned); with a later signal already recorded (both were
+    pending at once), sent again it would come after that one, so both stay recorded in the order they came, for
+    StopOnSignals (the signal-level path is in the swallowed test above)."""
+    from types import SimpleNamespace
+
+    from apextui.cli import signals as sig
+
+    sent: list[tuple[object, tuple[int, int]]] = []
+    monkeypatch.setattr(sig._thread, "start_new_thread", lambda fn, args: sent.append((fn, args)))
+    early = sig.early_signals()
+    early.received = [signal.SIGINT]
+    early._unraisable(SimpleNamespace(exc_value=sig.EarlySignal(signal.SIGINT)))
+    assert early.received == [] and sent == [(os.kill, (os.getpid(), signal.SIGINT))]
+    sent.clear()
+    early.received = [signal.SIGINT, signal.SIGTERM]
+    early._unraisable(SimpleNamespace(exc_value=sig.EarlySignal(signal.SIGINT)))
+    assert early.received == [signal.SIGINT, signal.SIGTERM] and sent == []
 
 
 def test_twice_names_the_signals_received():
@@ -335,3 +357,23 @@ def test_two_signals_at_start_up_never_give_an_end_without_a_start():
             if events[-1]["error"] is not None:
                 assert events[-1]["error"] == "interrupted, then terminated (SIGTERM)", (delay, events[-1])
     assert reached, "every signal landed in Python's own start-up, before any apextui code"
+
+
+def test_a_printer_closed_before_its_start_line_prints_nothing_more_and_after_it_may_end():
+    """A second signal's rule for json_run and torchrun's rank 0 alike (`JsonLinePrinter.close_unstarted`): before
+    the `start` line, no JSON at all (neither the start line later nor an end line); after it, an end line."""
+    import io
+
+    from apextui.cli.json_run import JsonLinePrinter
+
+    out = io.StringIO()
+    unstarted = JsonLinePrinter(out)
+    assert unstarted.close_unstarted() is True
+    unstarted.emit({"event": "start"})
+    unstarted.emit({"event": "end", "status": "stopped"})
+    assert out.getvalue() == ""
+    started = JsonLinePrinter(out)
+    started.emit({"event": "start"})
+    assert started.close_unstarted() is False
+    started.emit({"event": "end", "status": "stopped"})
+    assert [json.loads(line)["event"] for line in out.getvalue().splitlines()] == ["start", "end"]

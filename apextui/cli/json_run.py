@@ -64,6 +64,19 @@ class JsonLinePrinter:
         if self.broken and self.on_broken is not None:
             self.on_broken()
 
+    def close_unstarted(self) -> bool | None:
+        """A second signal's question: is the `start` line still to come? True: then it never comes, nor any other
+        line (no JSON at all rather than an `end` without a `start`); False: it is out, an `end` line may follow;
+        None: a write stuck for a second holds the printer (the process quits without another line)."""
+        if not self.lock.acquire(timeout=1.0):
+            return None
+        try:
+            before_start = not self.started
+            self.ended = self.ended or before_start
+        finally:
+            self.lock.release()
+        return before_start
+
     def __call__(self, snap: Snapshot) -> None:
         self.last = snap
         lines: list[dict[str, Any]] = []
@@ -131,13 +144,9 @@ def run(request: RunRequest, avail: Availability | None = None) -> int:
 
     def again(signum: int) -> None:
         error = twice_error(signum, signals.twice())
-        if not printer.lock.acquire(timeout=1.0):  # held by a stuck write: quit without the end line
+        before_start = printer.close_unstarted()
+        if before_start is None:  # held by a stuck write: quit without the end line
             return
-        try:
-            before_start = not printer.started
-            printer.ended = printer.ended or before_start  # before `start`: no JSON at all, nor a start line later
-        finally:
-            printer.lock.release()
         if before_start:
             log(f"{error} before the run started: nothing measured")
             return

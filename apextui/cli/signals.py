@@ -117,25 +117,34 @@ class StopOnSignals:
         _settled = False  # new work: its outcome is not out yet
         self._signals = taken()
         block = getattr(signal, "pthread_sigmask", None)
-        if block is not None:  # signals that come meanwhile wait, then find both the handler and the fd in
-            block(signal.SIG_BLOCK, self._signals)
+        later: list[int] = []
         try:
+            if block is not None:  # signals that come meanwhile wait, then find both the handler and the fd in
+                block(signal.SIG_BLOCK, self._signals)  # (in the `try`: an early signal run here unblocks them)
             self._previous = {sig: signal.signal(sig, self._handle) for sig in self._signals}
+            r = w = -1
             try:
                 r, w = os.pipe()
                 os.set_blocking(w, False)
                 self._old_wakeup = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
-            except (OSError, ValueError):  # not the main thread
-                pass
+            except (OSError, ValueError):  # not the main thread (or no file descriptor left)
+                for fd in (r, w):
+                    if fd >= 0:
+                        os.close(fd)
             else:
                 import threading
 
                 self._wake_w, self._via_fd = w, True
                 threading.Thread(target=self._read, args=(r,), name="apextui-signals", daemon=True).start()
+            early = _take_early_signals(self._signals)
+            if early and self._via_fd:  # in the order they came, by the path every later delivery takes
+                os.write(self._wake_w, bytes(early))
+            else:
+                later = early
         finally:
             if block is not None:
                 block(signal.SIG_UNBLOCK, self._signals)
-        for signum in _take_early_signals(self._signals):
+        for signum in later:  # no wakeup fd (not the main thread): delivered here, once the `with` is set up
             self._deliver(signum)
         return self
 
@@ -190,7 +199,7 @@ class EarlySignal(BaseException):
 
 
 class early_signals:
-    """From the first line of `cli.main()` (and `command.main()`): SIGINT/SIGTERM/SIGHUP (`taken`) raise EarlySignal (a
+    """From the first line of `cli.main()`: SIGINT/SIGTERM/SIGHUP (`taken`) raise EarlySignal (a
     BaseException, so no `except Exception` swallows it), which main turns into 130/143 with one line on stderr
     instead of a KeyboardInterrupt traceback from inside an import. StopOnSignals replaces it while work runs.
 
@@ -218,11 +227,13 @@ class early_signals:
     def _unraisable(self, unraisable: Any) -> None:
         """Raised inside a weakref callback or `__del__` (importlib runs one after every import), EarlySignal
         would only be printed, and the run would go on: the signal is sent again from another thread, so that
-        it lands once the callback has returned."""
+        it lands once the callback has returned. Where a later signal is already recorded (both were pending at
+        once), nothing is sent again: sent again, the first would come after it, in the wrong order; both are
+        kept for `StopOnSignals`, in the order they came (`_take_early_signals`)."""
         if isinstance(unraisable.exc_value, EarlySignal):
-            if self.received[:1] == [unraisable.exc_value.signum]:
+            if self.received == [unraisable.exc_value.signum]:
                 self.received.pop(0)  # swallowed: the signal sent again raises again
-            _thread.start_new_thread(os.kill, (os.getpid(), unraisable.exc_value.signum))
+                _thread.start_new_thread(os.kill, (os.getpid(), unraisable.exc_value.signum))
         else:
             self._hook(unraisable)
 

@@ -99,10 +99,16 @@ def run(request: RunRequest, env: DistEnv) -> int:
     def again(signum: int) -> None:
         if collector is not None:
             collector.finish(final=collector.local, waited=True)
-        elif printer is not None:
-            printer.emit(events.end_line("stopped", twice_error(signum)))
+        elif printer is not None:  # as a single run's (json_run): no `end` line without a `start` line
+            error = twice_error(signum, signals.twice())
+            before_start = printer.close_unstarted()
+            if before_start:
+                log(0, f"{error} before the run started: nothing measured")
+            elif before_start is not None:
+                printer.emit(events.end_line("stopped", error))
 
-    with StopOnSignals(first, again) as signals:
+    signals = StopOnSignals(first, again)  # named before the `with`: `again` may run as soon as it is entered
+    with signals:
         steps_n = run_steps(preset, request.steps)
         warmup = warmup_steps(preset, steps_n)
         if printer is not None:
