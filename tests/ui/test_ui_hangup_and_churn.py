@@ -6,7 +6,6 @@ import glob
 import json
 import os
 import pty
-import re
 import select
 import signal
 import subprocess
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from ui_fakes import highlight, no_gpu_report, provider, wait_for
+from ui_fakes import alive, highlight, no_gpu_report, provider, read_pty_until, wait_for
 
 from apextui.ui.app import make_app
 
@@ -26,29 +25,6 @@ pytestmark = pytest.mark.slow  # each test over ~1.5 s
 
 ROOT = Path(__file__).resolve().parents[2]
 CYCLES = 30
-
-
-def _read_until_stepped(fd: int, total: int, seconds: float) -> bool:
-    """Drain the TUI's output until the run pane counts a step (' 3/1000000 · 1.2 s') or `seconds` pass."""
-    shown, tail, end = re.compile(rb"[1-9][0-9]*/%d " % total), b"", time.monotonic() + seconds
-    while time.monotonic() < end:
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
-            try:
-                tail = (tail + os.read(fd, 65536))[-8192:]
-            except OSError:
-                return False
-            if shown.search(tail):
-                return True
-    return False
-
-
-def _alive(proc: psutil.Process) -> bool:
-    """Running and not a zombie; a process that ends between the two questions is not alive either."""
-    try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _drain(fd: int, seconds: float) -> None:
@@ -81,7 +57,7 @@ def test_sighup_stops_the_run_saves_results_and_exits(tmp_path):
             descendants = app.children(recursive=True)
             worker = next((p for p in descendants if p.ppid() != proc.pid), None)
         assert worker is not None, "no worker process started"
-        assert _read_until_stepped(master, 1000000, 120), "the run never counted a step"  # it trained a while
+        assert read_pty_until(master, rb"[1-9][0-9]*/1000000 ", 120), "the run never counted a step"  # trained
         os.close(master)  # the terminal goes away ...
         os.killpg(proc.pid, signal.SIGHUP)  # ... and the whole session gets SIGHUP
         assert proc.wait(90) == 128 + signal.SIGHUP
@@ -99,7 +75,7 @@ def test_sighup_stops_the_run_saves_results_and_exits(tmp_path):
     left = descendants
     end = time.monotonic() + 30
     while time.monotonic() < end:
-        left = [p for p in descendants if _alive(p)]
+        left = [p for p in descendants if alive(p.pid)]
         if not left:
             break
         time.sleep(0.2)
@@ -189,7 +165,7 @@ async def test_start_and_stop_30_times_leaks_nothing(tmp_path):
             assert len(rows) == CYCLES and {r.status for r in rows} <= {"stopped", "ok"}
 
             def workers() -> list[psutil.Process]:
-                return [p for p in psutil.Process().children(recursive=True) if p.pid not in helpers and _alive(p)]
+                return [p for p in psutil.Process().children(recursive=True) if p.pid not in helpers and alive(p.pid)]
 
             # a run hands over its last snapshot before its worker has exited: wait for the exit, a leak never ends
             await wait_for(pilot, lambda: not workers(), 60, "the last run's worker process to exit")

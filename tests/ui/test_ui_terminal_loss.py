@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from ui_fakes import alive, read_pty_until
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color", "OMP_NUM_THREADS": "1"}
@@ -40,14 +41,6 @@ def _controlling_tty() -> None:  # in the child, after setsid: the pty becomes i
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
-def _alive(pid: int) -> bool:
-    """A process that runs and is not a zombie; one that ends between the two questions is not alive either."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def _read_until_drawn(fd: int, seconds: float) -> bool:
     """Drain the TUI's output until it has drawn a screen (a fair amount of output) or `seconds` pass."""
     got, end = 0, time.monotonic() + seconds
@@ -61,21 +54,6 @@ def _read_until_drawn(fd: int, seconds: float) -> bool:
             if got > 20000:
                 return True
     return got > 0
-
-
-def _read_until(fd: int, text: bytes, seconds: float) -> bool:
-    """Drain the TUI's output until `text` is on screen or `seconds` pass."""
-    tail, end = b"", time.monotonic() + seconds
-    while time.monotonic() < end:
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
-            try:
-                tail = (tail + os.read(fd, 65536))[-8192:]
-            except OSError:
-                return False
-            if text in tail:
-                return True
-    return False
 
 
 @pytest.mark.slow
@@ -103,11 +81,11 @@ def test_closing_the_terminal_under_load_leaves_no_process(tmp_path):
         deadline = time.monotonic() + 60  # a bound on a hang: the TUIs end within seconds unless the box is loaded
         for p in procs:
             p.wait(max(0.1, deadline - time.monotonic()))
-        left = [pid for p in procs for pid in (p.pid, *family[p.pid]) if _alive(pid)]
+        left = [pid for p in procs for pid in (p.pid, *family[p.pid]) if alive(pid)]
         end = time.monotonic() + 30  # the worker and the forkserver notice their parent's end by polling: wait for it
         while left and time.monotonic() < end:
             time.sleep(0.2)
-            left = [pid for pid in left if _alive(pid)]
+            left = [pid for pid in left if alive(pid)]
         assert left == []
         assert all(p.returncode in (129, 0) for p in procs), [p.returncode for p in procs]
     finally:
@@ -163,7 +141,7 @@ def test_closing_the_terminal_ends_the_tui_without_the_watchdog(tmp_path):
                             start_new_session=True, preexec_fn=_controlling_tty)
     os.close(slave)
     try:
-        assert _read_until(master, b"/10000000", 90), "the run never showed its steps"
+        assert read_pty_until(master, rb"/10000000", 90), "the run never showed its steps"
         os.close(master)
         proc.wait(120)  # TimeoutExpired (the test fails) where the shutdown blocked until the watchdog
         assert proc.returncode == 129

@@ -412,6 +412,37 @@ async def settle_bars(pilot: Any, app: Any) -> None:
     await pilot.pause()
 
 
+def read_pty_until(fd: int, pattern: bytes, seconds: float) -> bool:
+    """Drain a TUI's pseudo-terminal output until the regular expression `pattern` matches its latest 8 KiB, or
+    `seconds` pass (a bound on a hang); False also once the terminal is gone."""
+    import os
+    import re
+    import select
+    import time
+
+    shown, tail, end = re.compile(pattern), b"", time.monotonic() + seconds
+    while time.monotonic() < end:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                tail = (tail + os.read(fd, 65536))[-8192:]
+            except OSError:
+                return False
+            if shown.search(tail):
+                return True
+    return False
+
+
+def alive(pid: int) -> bool:
+    """A process that runs and is not a zombie; one that ends between the two questions is not alive either."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def static_text(app: Any, selector: str) -> str:
     """The plain text a Static currently shows."""
     widget = app.query_one(selector)
