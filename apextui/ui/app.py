@@ -234,6 +234,8 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
     def on_probe_done(self, message: ProbeDone) -> None:
         freeze_gc_once()  # torch is imported now; no run is active yet
         probe = self.probe = message.probe
+        if not self.panes_up():
+            return
         self.query_one(StatusPane).set_device(probe.device_line, gpu=probe.gpu)
         self.picker.set_availability(probe.availability, probe.device)
         if probe.device == "cpu" and self.settings.device != "cpu":
@@ -250,6 +252,8 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
     def on_probe_failed(self, message: ProbeFailed) -> None:
         self.probe_error = message.error
         self._pending_start = None
+        if not self.panes_up():
+            return
         self.query_one(StatusPane).set_device_error(message.error)
         if message.exit_code == EXIT_UNAVAILABLE:
             self.exit(return_code=EXIT_UNAVAILABLE, message=f"apextui: error: {message.error}")
@@ -258,6 +262,8 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
 
     def on_doctor_ready(self, message: DoctorReady) -> None:
         self.report = message.report
+        if not self.panes_up():
+            return
         self._show_highlighted()
         try:
             self.query_one(StatusPane).set_report(message.report)
@@ -268,6 +274,8 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
 
     def on_doctor_failed(self, message: DoctorFailed) -> None:
         self.report_error = message.error
+        if not self.panes_up():
+            return
         self.query_one(StatusPane).set_error(message.error)
         self._start_pending()
 

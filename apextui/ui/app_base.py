@@ -99,6 +99,12 @@ class AppBase(App[None]):
         self._history_copy: Path | None = None  # this session's latest file in the run history (w's copy, quit's)
         self._toasts_until: dict[tuple[str, str], float] = {}  # (message, title) -> its toast's expiry
 
+    def panes_up(self) -> bool:
+        """Whether the panes are there to draw on. The probe's and the doctor's results arrive from their threads
+        as messages, and one that lands while the app exits (quit during start-up) found its panes taken down and
+        raised NoMatches out of the app. The app stops running before Textual removes any pane."""
+        return self.is_running
+
     @property
     def picker(self) -> PresetPicker:
         return self.query_one(PresetPicker)

@@ -106,3 +106,22 @@ async def test_a_fifo_in_the_preset_folder_is_skipped_at_start_up(tmp_path: Path
         assert error.title == "preset file skipped"
         assert error.message == f"{d / 'pipe.toml'}: not a regular file (a FIFO); a preset file must be a regular file"
         assert app.query_one(PresetPicker).preset("tiny_norm") is not None
+
+
+async def test_a_probe_or_doctor_result_landing_as_the_app_exits_is_kept_not_drawn():
+    """Quit during start-up: the device probe's and the doctor's results come from their threads as messages, and
+    one that lands once the app has stopped found its panes gone (NoMatches raised out of the app, seen beside two
+    CPU burners). Their handlers keep what came and draw nothing once the app is not running."""
+    from apextui.ui.messages import DoctorFailed, DoctorReady, ProbeDone, ProbeFailed
+
+    app = make_app(device="cpu", report_provider=provider(no_gpu_report()), probe=fake_probe("cpu"),
+                   runner_factory=FakeEngine())
+    async with app.run_test(size=SIZE) as pilot:
+        await until_ready(pilot, app)
+        probe, report = app.probe, app.report
+    assert not app.is_running
+    app.on_doctor_ready(DoctorReady(report))
+    app.on_probe_done(ProbeDone(probe))
+    app.on_doctor_failed(DoctorFailed("late"))
+    app.on_probe_failed(ProbeFailed("late", 1))
+    assert app.report is report and app.probe is probe and app.report_error == "late" and app.probe_error == "late"
