@@ -62,31 +62,6 @@ def fused_pays_only_eager(c: Config) -> float:
     return gpt2_like(c.with_("optimizer", "adamw") if c.compile != "none" else c)
 
 
-def test_a_value_within_noise_in_the_final_point_is_taken_out_and_the_apex_line_weighs_like_with_like():
-    fake = Table(fused_pays_only_eager)
-    lines: list[str] = []
-    r = Search(fake.measure, budget_s=2_000, clock=fake.clock, on_progress=lines.append).run()
-    # fused AdamW joined on its eager gain...
-    assert parse("precision=bf16,optimizer=fused") in fake.calls
-    # ...and is taken out side by side once compiled: the simpler point is the answer
-    assert r.winner is not None and r.winner.optimizer == "adamw" and r.winner.compile != "none"
-    dropped = [(p.axis, p.value, p.verdict) for p in r.dropped]
-    assert ("optimizer", "fused", "within_noise") in dropped
-    assert any("optimizer=fused does not earn its place" in line for line in lines)
-    # Apex's norms (3 % eager, nothing compiled) were weighed on the compiled point, where they did not pay
-    assert any(c.norms == "apex" and c.compile != "none" for c in fake.calls) and r.winner.norms == "torch"
-    # every value left earns its place, measured round by round against the answer without it
-    assert r.confirmed and {p.axis for p in r.ablation} == set(r.winner.changes())
-    assert all(p.verdict == "earns" and p.comparison.basis == "paired" for p in r.ablation)  # type: ignore[union-attr]
-    # the Apex verdict: the answer with Apex's norms against the answer (not against some eager torch point)
-    assert r.apex_counterpart == r.winner and r.apex_point is not None and r.apex_point.needs_apex
-    assert [a for a in r.apex_point.changes() if getattr(r.apex_point, a) != getattr(r.winner, a)] in (
-        ["optimizer"], ["norms"])  # one Apex value in place of torch's, nothing else changed
-    d = r.to_dict()
-    assert d["apex_speedup_verdict"] == "within_noise"
-    assert all(row["verdict"] == "earns" and row["speedup_verdict"] == "faster" for row in d["ablation"])
-
-
 def test_a_tie_goes_to_the_simpler_point_and_to_torch_over_apex():
     def tie(c: Config) -> float:  # bf16 halves the step; fused AdamW and Apex's FusedAdam change nothing
         return 50.0 if c.precision == "bf16" else 100.0
@@ -121,51 +96,6 @@ def test_an_apex_value_is_weighed_against_its_torch_counterpart():
     assert ablation.without(answer, "norms") == parse("precision=bf16,optimizer=apex")  # torch's own norms
     assert ablation.without(answer, "precision") == parse("optimizer=apex,norms=apex")  # the axis's default
     assert ablation.without_apex(answer) == parse("precision=bf16,optimizer=fused")
-
-
-def test_no_beyond_noise_verdict_rests_on_runs_other_work_disturbed():
-    """A 2-core box with burners beside it: every run of bf16 competed with other work. Its speed-up over fp32 is
-    reported, never called faster, and its part decides nothing: kept, unconfirmed, and the record says the machine
-    was busy (before, `unsure` read as "within noise" took bf16 out: the disturbed side decided)."""
-    def plain(c: Config) -> float:
-        return 50.0 if c.precision == "bf16" else 100.0
-
-    fake = Table(plain, busy=lambda c, rnd: c.precision == "bf16")
-    r = Search(fake.measure, budget_s=2_000, clock=fake.clock).run()
-    bf16 = parse("precision=bf16")
-    assert r.rests_on_disturbed(bf16)
-    c = r.versus(bf16, BASELINE)
-    assert c is not None and c.within_noise and c.speedup > 1
-    assert r.winner == bf16 and not r.confirmed and r.competed
-    assert [p.verdict for p in r.ablation] == ["disturbed"] and not r.dropped
-
-
-def test_a_disturbed_run_is_run_again_in_its_round_and_left_out_of_the_comparison():
-    """The cold GPT-2 search on an H200: its answer's figure was one disturbed run (30.5 ms, p10 26.1, p90 32.8)
-    of a point that runs 22.6 alone. Here the answer's first run in round 1 competed with other work: it is run
-    again in that round, and the comparison reads the quiet runs only."""
-    answer = parse("precision=bf16")
-
-    def plain(c: Config) -> float:
-        return 50.0 if c.precision == "bf16" else 100.0
-
-    state = {"hit": False}
-
-    def busy(c: Config, rnd: int | None) -> bool:
-        if c == answer and rnd is not None and not state["hit"]:  # its first run in the rounds
-            state["hit"] = True
-            return True
-        return False
-
-    fake = Table(plain, busy=busy)
-    r = Search(fake.measure, budget_s=2_000, clock=fake.clock).run()
-    assert r.winner == answer and r.confirmed
-    left = r.disturbed()
-    assert [(t.config, why) for t, why in left] == [(answer, "busy")]
-    again = [t for t in r.trials if t.config == answer and t.round == left[0][0].round]
-    assert len(again) == 2 and "again" in again[1].why
-    assert r.timing(answer).median_ms == 50.0  # type: ignore[union-attr]
-    assert r.to_dict()["left_out"][0]["why"] == "busy"
 
 
 def test_a_run_far_wider_than_its_points_other_runs_is_left_out():
@@ -256,53 +186,6 @@ class H200HFGPT2(Table):
                        compile_s=((cost - 16.0) if compiled else None))
 
 
-def test_on_an_h200_shaped_host_the_compile_is_reached_and_confirmed_within_the_budget():
-    """2026-12-03 on an H200, HF GPT-2: the single changes (15-20 s a run) took the budget with the whole confirmation
-    kept back, and the answer was bf16 alone, 2.5x slower than bf16 + fused + compile by hand. Now the eager
-    exploration keeps the first compile's room, and the compile's gain is confirmed side by side."""
-    fake = H200HFGPT2(gpt2_like)
-    lines: list[str] = []
-    r = Search(fake.measure, budget_s=281, clock=fake.clock, on_progress=lines.append, device="cuda").run()
-    assert r.winner is not None and r.winner.precision == "bf16" and r.winner.compile == "default", lines
-    assert r.spent_s <= 281
-    compile_part = next(p for p in r.ablation if p.axis == "compile")
-    assert compile_part.verdict == "earns" and compile_part.comparison.basis == "paired"  # type: ignore[union-attr]
-    assert any(t.outcome.status == "not_run" for t in r.trials) or r.confirmed  # what it left, it says
-
-
-def test_an_unconfirmed_answer_claims_nothing_beyond_noise_and_a_busy_search_says_so():
-    """The new-user pass on a loaded 2-core box (2026-12-03): with no round run, the answer read "against fp32: 1.22x
-    (1.15-3.32)", a verdict on single runs minutes apart. Now a searched answer's speed-ups not measured round by
-    round are shown, never called faster; and where other work competed with any run, the answer line says so."""
-    from apextui.core.advise import Measurement, RunResult, verdict
-    from apextui.core.advise.answer import answer, answer_lines, confirmation
-
-    def plain(c: Config) -> float:
-        return 50.0 if c.precision == "bf16" else 100.0
-
-    fake = Table(plain, busy=lambda c, rnd: c == BASELINE and rnd is None)
-    only_bf16 = lambda c: types.SimpleNamespace(ok=c in (BASELINE, parse("precision=bf16")), reason="not here",  # noqa: E731
-                                                fix="")
-    r = Search(fake.measure, budget_s=25, clock=fake.clock, available=only_bf16).run()  # one run each: no round
-    assert r.winner == parse("precision=bf16") and not r.confirmed and r.competed
-    runs = {c: tuple(RunResult(i, "ok", Summary(median_ms=t.outcome.timing.median_ms,
-                                               median_low_ms=t.outcome.timing.low_ms,
-                                               median_high_ms=t.outcome.timing.high_ms, timed_intervals=40))
-                     for i, t in enumerate((x for x in r.trials if x.config == c and x.outcome.ok), start=1))
-            for c in (BASELINE, r.winner)}
-    ms = [Measurement(c.label, c.label, "model", runs=rs, planned=len(rs)) for c, rs in runs.items()]
-    v = verdict("model", ms, baseline="fp32")
-    points = {c.label: c for c in runs}
-    assert answer(v, points)["speedup_vs_fp32_verdict"] == "faster"  # a grid's answer (pooled runs) may say so
-    a = answer(v, points, side_by_side=True)
-    assert a is not None and a["speedup_vs_fp32_verdict"] == "within_noise" and a["speedup_vs_fp32"] > 1
-    a.update(confirmation(r))
-    text = "\n".join(answer_lines({"search": r.to_dict(), "answer": a, "device": "cpu"}))
-    assert "⚠ the machine was busy while measuring: run again when it is quiet" in text
-    assert "unconfirmed: " in text and "--device cpu --budget 50" in text
-    assert "single runs only: not measured side by side" in text
-
-
 def test_a_busy_search_that_ran_only_fp32_says_why_there_is_no_answer_and_that_the_machine_was_busy():
     """The new-user pass beside two CPU burners (2026-12-03 19:13): the fp32 baseline took the 60 s budget, and the
     text said "no answer: the budget ended before anything but fp32 ran" without the busy caution its run carried."""
@@ -364,21 +247,6 @@ def test_single_changes_left_for_the_compiles_room_are_tried_later_when_the_comp
     assert r.winner == parse("optimizer=fused") and r.spent_s <= 300
 
 
-def test_a_baseline_the_budget_ended_leaves_the_rest_recorded_as_not_run():
-    """Issue 41 row 12, re-run on the merged code: with `--budget 1` the budget's deadline ended the fp32 baseline,
-    and the search said only "the fp32 baseline failed": the points it never reached were not listed."""
-    class Ended(Table):
-        def measure(self, config: Config, why: str, round: int | None = None) -> Outcome:
-            self.now += 6.0
-            return Outcome("failed", reason="no step finished in 6 s: ended by the budget")
-
-    fake = Ended(lambda c: 1.0)
-    r = Search(fake.measure, 1, clock=fake.clock).run()
-    assert r.stopped_by == "baseline failed" and r.winner is None
-    assert {c.label for c in r.not_run()} >= {"bf16", "adamw_fused"}
-    assert all(x["reason"] == "not run: the budget ended first" for x in r.to_dict()["not_run"])
-
-
 class H200HFGPT2Reused(Table):
     """HF GPT-2 small on an H200 (2026-12-03 18:19, cold caches), the search's runs in one worker, in shape: a run
     costs 9 s at fp32 and 4-5 s otherwise (the worker's start, 15 s, said apart: `Outcome.start_s`), a first compile
@@ -415,25 +283,6 @@ def test_apex_joins_only_beyond_noise():
     assert r.spent_s <= 285
 
 
-def test_the_answer_without_its_apex_values_is_measured_even_as_a_new_compile():
-    """Where Apex's norms do pay beyond noise (8 % eager and compiled), the compiled answer holds them, and the point
-    without them, a compile of its own, is in the confirmation's core: the Apex verdict is measured side by side."""
-    class ApexPays(H200HFGPT2Reused):
-        def measure(self, config: Config, why: str, round: int | None = None) -> Outcome:
-            out = super().measure(config, why, round)
-            if config.norms != "apex" or out.timing is None:
-                return out
-            ms = out.timing.median_ms / 0.997 * 0.92 if config.compile == "none" else out.timing.median_ms * 0.92
-            return Outcome("ok", Timing(ms, ms * 0.995, ms * 1.005, n=40), start_s=out.start_s, compile_s=out.compile_s)
-
-    fake = ApexPays(gpt2_like)
-    r = Search(fake.measure, budget_s=285, clock=fake.clock, device="cuda").run()
-    assert r.winner is not None and r.winner.norms == "apex" and r.winner.compile != "none"
-    apex = next(p for p in r.ablation if p.axis == "norms")
-    assert apex.apex and apex.verdict == "earns" and apex.comparison is not None and apex.comparison.basis == "paired"
-    assert r.apex_point == r.winner and r.apex_counterpart == r.winner.with_("norms", "torch")
-
-
 class H200Llama(Table):
     """The Llama example (220 M) on an H200 (2026-12-03 21:10, cold caches, one worker), in shape: a run costs 15 s at
     fp32 and 5 s at bf16 or fp16 (the worker's start, 12 s, said apart), a graph's first compile 40 s (36 s in
@@ -462,23 +311,6 @@ class H200Llama(Table):
                        compile_s=((cost - 5.0) if compiled else None))
 
 
-def test_a_runs_cost_is_estimated_from_its_own_precision_so_the_compiled_moves_fit():
-    """2026-12-03 21:10 on an H200, the Llama example: every estimate came from the costliest eager run (fp32, 15 s a
-    run, against bf16's 5), so a compile was priced at 100 s, bf16 + fused AdamW and fused AdamW on the compiled point
-    never fit, reduce-overhead's 4 % could not be confirmed, and the search ended with 100 of its 288 s unspent: the
-    answer, bf16 + compile, ran 1.14x slower than bf16 + fused + reduce-overhead by hand right after. Estimated from
-    runs of its own precision, the search reaches the fused optimizer and the CUDA-graph mode and spends its budget."""
-    fake = H200Llama(lambda c: 0.0)
-    lines: list[str] = []
-    r = Search(fake.measure, budget_s=288, clock=fake.clock, on_progress=lines.append, device="cuda").run()
-    assert r.winner is not None, lines
-    assert (r.winner.precision, r.winner.optimizer, r.winner.compile) == ("bf16", "fused", "reduce-overhead"), lines
-    assert 288 - 30 < r.spent_s <= 288, lines
-    assert {p.axis: p.verdict for p in r.ablation}["optimizer"] == "earns"
-    # Apex's norms (3.4 % eager) waited for the compiled point instead of splitting its graph from torch's eagerly
-    assert not any(c.norms == "apex" and c.compile == "none" and c.precision == "bf16" for c in fake.calls)
-
-
 def test_a_baseline_the_budget_ended_on_a_busy_machine_says_the_machine_was_busy():
     """The new-user pass beside two CPU burners (2026-12-03 21:24, load 8-10 on 2 cores): the fp32 baseline was ended
     by the 60 s budget after 24 of its 30 steps, and the search said nothing of the busy machine: a run that did not
@@ -495,21 +327,6 @@ def test_a_baseline_the_budget_ended_on_a_busy_machine_says_the_machine_was_busy
     text = "\n".join(answer_lines({"search": r.to_dict(), "answer": None, "device": "cpu"}))
     assert "⚠ the machine was busy while measuring: run again when it is quiet" in text, text
     assert "search: 1 run in " in text  # the unavailable and unrun points it looked up are no runs
-
-
-def test_a_real_runs_compile_time_reaches_the_search():
-    """2026-12-03 21:38 on an H200: a RunResult keeps its compile time in its summary, the search read it as the
-    result's attribute and found none, so every compiled rerun was priced at its first run's whole cost (35 s for 5):
-    fused AdamW on the compiled point never fit, and the answer ran 1.14x slower than the hand-written loop."""
-    from apextui.core.advise.records import RunResult
-    from apextui.core.advise.run import outcome_of
-
-    ran = RunResult(1, "ok", Summary(median_ms=29.3, timed_intervals=40, compile_s=33.2))
-    assert outcome_of(ran).compile_s == 33.2
-    fake = Table(lambda c: 10.0)
-    s = Search(lambda c, why, round=None: (fake.measure(c, why), outcome_of(ran))[1], budget_s=1_000, clock=fake.clock)
-    s._run("ascent", parse("precision=bf16,compile=default"), "a compiled point")
-    assert s._rerun_cost(parse("precision=bf16,compile=default")) < 55.0 - 0.5 * 33.2
 
 
 def test_a_value_that_saves_memory_but_not_time_stays_in_the_answer_and_says_so():

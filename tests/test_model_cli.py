@@ -155,8 +155,9 @@ def test_advise_model_gives_the_verdict_for_the_model(tmp_path):
     assert "fp32" in ok and len(ok) >= 2, w["presets"]
     for p in w["presets"]:
         assert p["status"] in ("ok", "unavailable", "not_run") and (p["status"] == "ok" or p["reason"]), p
-    unavailable = {p["variant"] for p in w["presets"] if p["status"] == "unavailable"}
-    assert {"tf32", "fp8", "fused_adam", "fused_norms"} <= unavailable  # CUDA only
+    unavailable = {value for t in doc["search"]["trials"] if t["status"] == "unavailable"
+                   for value in t["config"].items()}
+    assert {("precision", "tf32"), ("precision", "fp8"), ("optimizer", "apex"), ("norms", "apex")} <= unavailable
     assert w["apex"]["status"] == "not_measurable"
 
 
@@ -233,7 +234,7 @@ def test_advise_model_searches_and_hands_back_the_snippet_and_a_preset_that_repr
     s, a = doc["search"], doc["answer"]
     assert s["trials"][0]["phase"] == "baseline" and s["trials"][0]["status"] == "ok"
     assert s["stopped_by"] in ("budget", "converged") and s["budget_s"] == budget
-    assert any(t["status"] == "unavailable" and t["label"] == "tf32" for t in s["trials"])
+    assert any(t["status"] == "unavailable" and t["config"]["precision"] == "tf32" for t in s["trials"])
     assert all(p["peak_memory_bytes"] is None for p in s["points"].values())  # CPU
     assert a["label"] == s["winner_label"]
     # a speed-up against fp32 unless the answer is fp32 itself (within noise of it on a busy CPU: the one decision)

@@ -305,7 +305,9 @@ class Advisor:
 
     def _search_verdict(self, p: WorkloadPlan) -> WorkloadVerdict:
         """The model's verdict over every point the search ran (all of its runs) and those it found unavailable."""
-        base = next(iter(self._search_presets.values()), None)
+        from ..config.point import BASELINE
+
+        base = next((x for x in self._search_presets.values() if x.point == BASELINE), None)
         ms = []
         for name, x in self._search_presets.items():
             runs = tuple(self._runs.get((p.workload, name), ()))
@@ -457,6 +459,7 @@ class Advisor:
         def say(line: str) -> None:
             self._emit(Progress("search", workload=p.workload, message=line))
 
+        preset_of(Config())  # the model as written first: the verdict's baseline and the table's first row
         budget = self.search_budget_s or 0.0
         self._setup_s = max(0.0, self.clock() - self.budget_started) if self.budget_started is not None else 0.0
         setup_words = ""
