@@ -67,8 +67,8 @@ class CostModel:
             else:
                 self._warm.append(per)
             self._graphs.add(graph)
-        elif compiled:
-            self._graphs.add(graph_of(config))
+        elif compiled and ok:
+            self._graphs.add(graph_of(config))  # compiled, its time unknown
         self._runs.setdefault(config, []).append(wall_s)
         if ok:
             self._steps.setdefault(config, []).append(max(0.0, wall_s - (compile_s or 0.0)))
@@ -126,8 +126,10 @@ class CostModel:
 
     def deadline_s(self, config: Config) -> float:
         """How long a run of `config` may take before it is stopped: its estimate and a grace."""
-        if not self._runs:
-            return math.inf  # the search's first run: nothing to estimate it from, the budget bounds it
+        if not self._runs or config.compile != "none" and self._cold is None:
+            # the search's first run, or its first compile: nothing measured here to estimate it from (a large
+            # model's cold compile can take minutes), so the budget bounds it
+            return math.inf
         est = self.estimate(config)
         if config.compile != "none" and self._cold is not None and not self._warm \
                 and graph_of(config) not in self._graphs:

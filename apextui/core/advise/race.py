@@ -102,7 +102,9 @@ class Race:
         """Faster by more than the floor with an interval that still holds 1, or not yet comparable side by side
         (other work disturbed a round's run, and disturbed runs are left out: `compare.DISTURBED_RULE`)."""
         cmp = self.record.paired(c, self.incumbent)
-        return cmp is None or cmp.verdict == "within_noise" and cmp.speedup > 1 + NOISE_FLOOR
+        if cmp is None:  # another round helps only where disturbed runs were left out (not unknown intervals)
+            return any(m is not None for x in (c, self.incumbent) for _, m in self.record.marks(x))
+        return cmp.verdict == "within_noise" and cmp.speedup > 1 + NOISE_FLOOR
 
 
 def decide(record: SearchResult, incumbent: Config, finalists: list[Config]) -> tuple[Config | None, str]:

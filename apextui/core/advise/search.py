@@ -62,7 +62,7 @@ class Search:
         self.costs = CostModel(device or "cuda")
         self.result = SearchResult(budget_s=float(budget_s))
         self.run_until: float = float(budget_s)  # when the run in flight must end, on the search's clock
-        self._t0 = 0.0
+        self._t0: float | None = None
         self._stopped = False
         self._round = 0
         self._avail: dict[Config, Any] = {}
@@ -75,11 +75,11 @@ class Search:
 
     @property
     def started(self) -> bool:
-        return self._t0 != 0.0
+        return self._t0 is not None
 
     @property
     def spent(self) -> float:
-        return self.clock() - self._t0
+        return self.clock() - self._t0 if self._t0 is not None else 0.0
 
     def _say(self, line: str) -> None:
         if self.on_progress is not None:
@@ -137,11 +137,13 @@ class Search:
               phases: dict[Config, Phase] | None = None) -> list[Config]:
         """`cands` beside `incumbent` (`race.Race`); a removal runs every round, so that the answer's part it
         measures has its side-by-side figure."""
-        for c in cands:
-            self._raced.add((incumbent, c))
+        first = len(self.result.trials)
         removals = frozenset(c for c in cands if kind(c, incumbent) == "remove")
-        return Race(self.result, incumbent, cands, self._run, self._fits, self._new_round, lambda: self._stopped,
-                    why, phases, removals).go()
+        out = Race(self.result, incumbent, cands, self._run, self._fits, self._new_round, lambda: self._stopped,
+                   why, phases, removals).go()
+        ran = {t.config for t in self.result.trials[first:]}
+        self._raced.update((incumbent, c) for c in cands if c in ran)  # one the budget left out may come again
+        return out
 
     # ---- the search -------------------------------------------------------------------------------
     def run(self) -> SearchResult:
@@ -166,7 +168,7 @@ class Search:
         """The model as written beside the recipe (less each part that fails, said so); the faster beyond noise,
         None where the baseline could not run."""
         r = self.result
-        tried = [start, *without_part(start)] if start != BASELINE else []
+        tried = [p for p in (start, *without_part(start)) if p != BASELINE]
         for point in tried:
             if not self._usable(point):
                 continue
@@ -262,7 +264,8 @@ class Search:
                                  if len(ok) < 2 else "the budget ended before the answer ran in interleaved rounds")
         elif any(not p.confirmed for p in r.ablation):
             r.unconfirmed_why = "not measured without " + ", ".join(
-                f"{p.axis}={p.value}" for p in r.ablation if not p.confirmed) + " before the budget ended"
+                f"{p.axis}={p.value}" for p in r.ablation if not p.confirmed) + (
+                " before it was stopped" if self._stopped else " before the budget ended")
         r.confirmed = not r.unconfirmed_why
 
     def _median(self, config: Config) -> float | None:

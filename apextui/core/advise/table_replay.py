@@ -101,7 +101,8 @@ class TableReplay:
         warm = [p.runs[0].compile_s / p.config.compile.setup_cost for p in compiled[1:] if p.runs[0].compile_s]
         cold = compiled[0].runs[0].compile_s / compiled[0].config.compile.setup_cost if compiled else 0.0
         self._cold_over_warm = cold / statistics.median(warm) if warm and cold else 1.0
-        rec = [p.runs[1].compile_s for p in compiled if len(p.runs) > 1 and p.runs[1].compile_s]
+        rec = [p.runs[1].compile_s / p.config.compile.setup_cost for p in compiled if len(p.runs) > 1
+               and p.runs[1].compile_s]
         self._recompile_s = statistics.median(rec) if rec else 1.0
 
     # ---- the search's hooks ------------------------------------------------------------------------
