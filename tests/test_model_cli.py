@@ -274,3 +274,43 @@ def test_advise_trains_every_run_in_a_process_of_its_own(tmp_path):
     pids = [int(line.split()[-1]) for line in proc.stderr.splitlines() if line.startswith("built in pid ")]
     # fp32, bf16, bf16, fp32: four runs, four processes (and the CLI's own, where it built the model to describe it)
     assert len(set(pids)) >= 4 and len(pids) == len(set(pids)), proc.stderr
+
+
+NOISY = '''
+import sys, warnings, torch
+from torch import nn
+from apextui import ModelSetup
+
+class Noisy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 1)
+    def forward(self, x):
+        warnings.warn("NOISY-THIRD-PARTY-WARNING from deep inside a library")
+        print("NOISY-PRINT", file=sys.stderr)
+        return self.lin(x)
+
+def build(small=False):
+    return ModelSetup(model=Noisy(), make_batch=lambda d, g: (torch.randn(2, 4, device=d, generator=g),
+                                                              torch.randn(2, 1, device=d, generator=g)),
+                      loss_fn=nn.functional.mse_loss)
+'''
+
+
+@pytest.mark.slow
+def test_what_the_searchs_runs_print_goes_to_its_log_and_the_terminal_gets_a_line_per_kind(tmp_path, monkeypatch):
+    """A model whose forward warns and prints every step: the search's terminal carries its own lines and a count
+    per kind, the log file (in the cache folder, named by date) holds what the runs printed."""
+    monkeypatch.setenv("APEXTUI_CACHE_DIR", str(tmp_path / "cache"))
+    proc = run_cli("advise", "--model", f"{model_file(tmp_path, NOISY)}:build", "--device", "cpu", "--steps", "8",
+                   "--budget", "15", "--json", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    # the model's check before the search (one forward in this process) prints once; the runs' hundreds go to the log
+    assert proc.stderr.count("NOISY-PRINT") <= 2, proc.stderr
+    log = json.loads(proc.stdout)["search"]["log"]
+    assert log["path"].startswith(str(tmp_path / "cache" / "search-logs")) and log["path"].endswith("-search.log")
+    text = Path(log["path"]).read_text()
+    assert "NOISY-THIRD-PARTY-WARNING" in text and text.count("NOISY-PRINT") > 10
+    kinds = {k["kind"]: k["lines"] for k in log["kinds"]}
+    assert kinds.get("Python warnings", 0) >= 1 and log["lines"] == sum(kinds.values())
+    assert f"kept in {log['path']}" in proc.stderr and "lines: Python warnings" in proc.stderr

@@ -198,3 +198,22 @@ def test_a_stop_ends_the_search_after_the_current_run():
     s.measure = measure
     r = s.run()
     assert len(calls) == 3 and r.stopped_by == "stopped" and not r.confirmed
+
+
+def test_a_search_log_is_named_by_its_date_and_only_the_newest_are_kept(tmp_path, monkeypatch):
+    from apextui.core.advise import search_log
+
+    monkeypatch.setenv("APEXTUI_CACHE_DIR", str(tmp_path))
+    folder = tmp_path / search_log.FOLDER
+    folder.mkdir()
+    for k in range(search_log.KEEP + 5):
+        (folder / f"2026-01-{k + 1:02d}-000000-search.log").write_text("x\n")
+    path = search_log.new_path(0.0)
+    assert path.parent == folder and path.name.endswith("-search.log") and not path.exists()
+    left = sorted(p.name for p in folder.glob("*-search.log"))
+    assert len(left) == search_log.KEEP - 1 and left[0] == "2026-01-07-000000-search.log"  # the oldest six went
+    path.write_text("Traceback (most recent call last):\n  File \"x.py\", line 1\nUserWarning: w\nplain\n")
+    s = search_log.summarise(path)
+    assert s is not None and s.lines == 4
+    assert dict(s.kinds) == {"tracebacks": 2, "Python warnings": 1, "other output": 1}
+    assert s.words()[0].startswith("the search's runs printed 4 lines, kept in ")

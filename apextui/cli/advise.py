@@ -288,6 +288,7 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
 
     with StopOnSignals(first, again) as signals:
         doc = advisor.run()
+    _worker_log(search_factory, doc)
     if facts is not None:  # the user's model: named in the advice, never stored (its code may change)
         from ..core.model_presets import describe
 
@@ -309,6 +310,22 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
     return EXIT_OK
 
 
+def _worker_log(factory: Any, doc: dict[str, Any]) -> None:
+    """Where the search's runs printed what they printed, and how many lines of each kind (`advise.search_log`): on
+    stderr, and as the document's `search.log`."""
+    path = getattr(factory, "log_path", "") if getattr(factory, "keep_log", False) else ""
+    if not path or not doc.get("search"):
+        return
+    from ..core.advise.search_log import summarise
+
+    summary = summarise(path)
+    if summary is None:
+        return
+    doc["search"]["log"] = summary.to_dict()
+    for line in summary.words():
+        log(line)
+
+
 def _runs_in_processes(search: bool) -> tuple[Any, Any]:
     """Each run in a worker process of its own, as the TUI's (`worker.headless_runner_factory` says why);
     $APEXTUI_WORKER=thread keeps them in this process. With `search` (`--model`'s search) also the factory of
@@ -320,9 +337,10 @@ def _runs_in_processes(search: bool) -> tuple[Any, Any]:
         prestart()  # the server imports torch once; every run's process is forked from it
     if not search:
         return factory, None
+    from ..core.advise.search_log import new_path
     from ..core.run.reusable import search_runner_factory
 
-    return factory, search_runner_factory(headless=True)
+    return factory, search_runner_factory(headless=True, log_path=str(new_path()))
 
 
 def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:

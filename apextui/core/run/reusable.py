@@ -33,6 +33,7 @@ import tempfile
 import threading
 import time
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any, Callable
 
 from .handle import ForwardsSnapshots
@@ -160,7 +161,10 @@ class ReusableWorker:
     """A `RunnerFactory` whose runs share one worker process (started at the first run, again after a run that
     did not end ok); `close()` ends it. One run at a time: a run is made after the previous one's final snapshot."""
 
-    def __init__(self, *, to_stderr: bool = True, target: Callable[..., None] | None = None) -> None:
+    def __init__(self, *, to_stderr: bool = True, target: Callable[..., None] | None = None,
+                 log_path: str | None = None) -> None:
+        """`log_path`: every worker's output goes to this one file, kept after `close()` (`advise.search_log`);
+        None: each worker's to a temporary file of its own (or to stderr, `to_stderr`), removed at `close()`."""
         self.to_stderr = to_stderr
         self.target = target or reusable_main
         self._lock = threading.Lock()
@@ -169,7 +173,8 @@ class ReusableWorker:
         self._reader: threading.Thread | None = None
         self._run: ReusedRun | None = None
         self._retiring = False  # its last run did not end ok: the worker is ending (`reusable_main`)
-        self.log_path = ""
+        self.keep_log = log_path is not None
+        self.log_path = log_path or ""
         self.started = 0  # worker processes started (tests, and the lab report's figures)
 
     def __call__(self, request: RunRequest, callback: Callback, /) -> "ReusedRun":
@@ -201,8 +206,11 @@ class ReusableWorker:
 
     def _start(self) -> None:
         ctx = context()
-        fd, self.log_path = tempfile.mkstemp(prefix="apextui-search-worker-", suffix=".log")
-        os.close(fd)
+        if self.keep_log:
+            Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
+        else:
+            fd, self.log_path = tempfile.mkstemp(prefix="apextui-search-worker-", suffix=".log")
+            os.close(fd)
         ours, theirs = ctx.Pipe(duplex=True)
         proc = ctx.Process(target=self.target, name="apextui-search-worker", args=(theirs, self.log_path),
                            kwargs={"to_stderr": True} if self.to_stderr else {})
@@ -284,7 +292,7 @@ class ReusableWorker:
             proc.kill()
         if reader is not None:
             reader.join(EXIT_GRACE_S * 2)
-        if self.log_path:
+        if self.log_path and not self.keep_log:
             try:
                 os.unlink(self.log_path)
             except OSError:
@@ -349,11 +357,13 @@ class ReusedRun(ForwardsSnapshots):
         self.deliver(final_snapshot(self.last, status, error))
 
 
-def search_runner_factory(headless: bool = True) -> ReusableWorker | None:
+def search_runner_factory(headless: bool = True, log_path: str | None = None) -> ReusableWorker | None:
     """The search's runs in one reusable worker (None: as every other run, a process each: $APEXTUI_WORKER=thread,
-    or $APEXTUI_SEARCH_WORKER=fresh)."""
+    or $APEXTUI_SEARCH_WORKER=fresh); `log_path`: its output goes there, off the terminal (`advise.search_log`)."""
     from .worker import WHERE_ENV
 
     if os.environ.get(WHERE_ENV) == "thread" or os.environ.get(SEARCH_WORKER_ENV) == "fresh":
         return None
+    if log_path is not None:
+        return ReusableWorker(to_stderr=False, log_path=log_path)
     return ReusableWorker(to_stderr=headless)
