@@ -126,20 +126,21 @@ def test_the_snippet_says_the_exact_calls_and_the_toml_reproduces_the_config(tex
     assert ('torch.autocast(device_type="cuda", dtype=torch.bfloat16)' in code) == (c.autocast == "bf16")
     assert ("GradScaler" in code) == (c.precision == "fp16")
     assert ("allow_tf32 = True" in code) == c.tf32
-    assert ("swap_norms(model)" in code) == c.fused_norms
+    assert "apextui" not in code  # the code depends on what the configuration uses alone
+    assert ("from apex.normalization import FusedLayerNorm, FusedRMSNorm" in code) == c.fused_norms
     assert ("module_filter_fn=" in code) == c.fp8  # fp8 converts the layers advise converted, not every nn.Linear
     assert ("torch.compile(model" in code) == (c.compile != "none")
     if c.compile in ("reduce-overhead", "max-autotune-no-cudagraphs"):
         assert f'mode="{c.compile}"' in code
     assert ('options={"coordinate_descent_tuning": True}' in code) == (c.compile == "coordinate-descent")
     assert ("model.to(memory_format=torch.channels_last)" in code and "cudnn.benchmark = True" in code
-            and "inputs = channels_last(inputs)" in code) == c.channels_last
+            and "inputs = inputs.to(memory_format=torch.channels_last)" in code) == c.channels_last
     backend = {"flash": "FLASH_ATTENTION", "math": "MATH"}.get(c.attention)
     assert ("sdpa_kernel(" in code) == (backend is not None)
     if backend is not None:  # one `with` for autocast and the backend, the forward inside it
         assert f"sdpa_kernel(SDPBackend.{backend}):\n    loss = " in code
-    assert ('swap_norms(model, kernels="liger")' in code) == (c.norms == "liger")
-    assert ("fused_linear_cross_entropy(model)" in code) == (c.loss == "liger_flce")
+    assert ("from liger_kernel.transformers import LigerLayerNorm, LigerRMSNorm" in code) == (c.norms == "liger")
+    assert ("fused_linear_cross_entropy=True)" in code) == (c.loss == "liger_flce")
     assert {"adamw": "AdamW(model.parameters(), lr=lr)", "fused": "fused=True", "foreach": "foreach=True",
             "apex": "FusedAdam("}[c.optimizer] in code
     p = presets.parse(tomllib.loads(preset_toml(c, "examples/gpt.py:build")), name="mine")
@@ -262,3 +263,47 @@ def test_the_docs_axes_table_lists_every_axis_and_every_value_the_model_builds()
         assert a.name in rows, a.name
         missing = [v.name for v in a.values_for("model") if f"`{v.name}`" not in rows[a.name]]
         assert not missing, (a.name, missing)
+
+
+def test_the_written_out_norm_swap_swaps_every_norm_and_keeps_the_weights(monkeypatch):
+    """The answer's norm swap, run: Apex is not installed here, so `apex.normalization` is a FAKE whose kernels are
+    torch's own classes under Apex's names and signatures (the swap's logic is what is tested: which modules, which
+    sizes, eps and weights)."""
+    import sys
+    import types
+
+    import torch
+    from torch import nn
+
+    class FusedLayerNorm(nn.LayerNorm):
+        def __init__(self, size, eps=1e-5, elementwise_affine=True):
+            super().__init__(size, eps=eps, elementwise_affine=elementwise_affine)
+
+    class FusedRMSNorm(nn.RMSNorm):
+        def __init__(self, size, eps=1e-5, elementwise_affine=True):
+            super().__init__(size, eps=eps, elementwise_affine=elementwise_affine)
+
+    class MyRMSNorm(nn.Module):  # a model's own RMSNorm class, as Llama-style codebases have
+        def __init__(self, d):
+            super().__init__()
+            self.weight, self.variance_epsilon = nn.Parameter(torch.rand(d) + 0.5), 1e-6
+
+        def forward(self, x):
+            return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+
+    fake = types.ModuleType("apex.normalization")
+    fake.FusedLayerNorm, fake.FusedRMSNorm = FusedLayerNorm, FusedRMSNorm
+    monkeypatch.setitem(sys.modules, "apex", types.ModuleType("apex"))
+    monkeypatch.setitem(sys.modules, "apex.normalization", fake)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8), nn.Sequential(MyRMSNorm(8), nn.Linear(8, 2)))
+    with torch.no_grad():
+        model[1].weight.uniform_(0.5, 1.5)
+    x = torch.randn(4, 8)
+    before = model(x)
+    code = snippet(parse("norms=apex"))
+    setup = code.split("optimizer = ")[0]
+    exec(setup, {"torch": torch, "model": model})  # noqa: S102 - the answer's own code
+    assert type(model[1]) is FusedLayerNorm and type(model[2][0]) is FusedRMSNorm
+    assert model[2][0].eps == 1e-6
+    torch.testing.assert_close(model(x), before, rtol=1e-5, atol=1e-5)  # the weights came along

@@ -95,7 +95,7 @@ def test_the_pasted_layout_and_attention_backend_train_as_apextui_did(spec, text
     code, ns, mine, pasted, _, _ = run_case(spec, text)
     assert pasted == pytest.approx(mine, rel=1e-5, abs=1e-6)
     if config.channels_last:
-        assert "batch = channels_last(batch)" in code
+        assert "batch = to_channels_last(batch)" in code and "apextui" not in code
         assert ns["model"].embed.weight.is_contiguous(memory_format=torch.channels_last)
         assert ns["batch"][0].is_contiguous(memory_format=torch.channels_last)  # the last batch, as the step moved it
     else:

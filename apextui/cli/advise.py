@@ -210,7 +210,7 @@ def _model_runs(args: argparse.Namespace, device: str, presets: list[Any]) -> di
         search_budget = budget if budget is not None else DEFAULT_BUDGET_S[device]
     return {"facts": facts, "presets": [*presets, *model_presets], "workloads": (*(args.workloads or ()), "model"),
             "availability_fn": availability_fn, "search_budget_s": search_budget, "budget_started": budget_started,
-            "model_traits": facts.traits}
+            "model_traits": facts.traits, "model_type": facts.model_type}
 
 
 def _reused(advisor: Any, args: argparse.Namespace) -> int | None:

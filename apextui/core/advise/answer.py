@@ -30,12 +30,14 @@ def _best_single(v: WorkloadVerdict, points: Mapping[str, Config]) -> Measuremen
 
 
 def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | None = None, steps: int = 50,
-           calling: Calling | None = None, device: str = "cuda", side_by_side: bool = False) -> dict[str, Any] | None:
+           calling: Calling | None = None, device: str = "cuda", side_by_side: bool = False,
+           model_type: str = "") -> dict[str, Any] | None:
     """The answer of one verdict (None without a recommendation, or where its preset is no point). `points`:
     preset name -> its point; `model`: the user's FILE.py:FUNC (then the answer has a TOML preset); `calling` and
     `device`: how the runs called the model and where they ran, for the snippet (`snippet.snippet`);
     `side_by_side`: the answer's figures must come from interleaved rounds (a search's): a speed-up not measured
-    round by round is shown, never called faster or slower (a single run against another, minutes apart)."""
+    round by round is shown, never called faster or slower (a single run against another, minutes apart);
+    `model_type`: the model's Hugging Face type, for Liger's family patch in the code (`liger.apply_name`)."""
     rec, base = v.measurement(v.recommended), v.measurement(v.baseline)
     if rec is None or rec.preset not in points:
         return None
@@ -57,9 +59,18 @@ def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | Non
         **fields(vs_base, "speedup_vs_fp32"), **fields(vs_single, "speedup_vs_best_single"),
         "speedup_vs_fp32_text": format_speedup(vs_base) if vs_base else None,
         "speedup_vs_best_single_text": format_speedup(vs_single) if vs_single else None,
-        "snippet": snippet(point, calling=calling, device=device),
+        "snippet": snippet(point, calling=calling, device=device, liger_apply=_liger_apply(point, model_type)),
         "toml": preset_toml(point, model, steps=steps) if model else None,
     }
+
+
+def _liger_apply(point: Config, model_type: str) -> str:
+    """Liger's family patch's name where the answer uses Liger on a model of a family it patches, else ""."""
+    if point.norms != "liger" and point.loss != "liger_flce":
+        return ""
+    from ..workloads.liger import apply_name
+
+    return apply_name(model_type)
 
 
 def confirmation(r: Any) -> dict[str, Any]:

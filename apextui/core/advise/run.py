@@ -144,7 +144,7 @@ class Advisor:
                  search_budget_s: float | None = None, data_parallel: bool = False,
                  budget_started: float | None = None, clock: Callable[[], float] = time.monotonic,
                  search_runner_factory: RunnerFactory | None = None,
-                 model_traits: frozenset[str] | None = None) -> None:
+                 model_traits: frozenset[str] | None = None, model_type: str = "") -> None:
         if device not in DEFAULT_STEPS:
             raise AdviceError(f"device must be cpu or cuda (resolved), got {device!r}")
         if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
@@ -180,6 +180,7 @@ class Advisor:
         # what the user's model has that values need (`model_presets.ModelFacts.traits`; None: not known): the search
         # never tries a value that does not apply to it (`axes.Scope`)
         self.model_traits = model_traits
+        self.model_type = model_type  # the model's Hugging Face type ("llama"; ""): the answer's Liger code
         # when the budget began to count, on `clock` (the CLI: before it loaded and built the model to check it, which
         # counts against the budget; None: when the search starts); `clock` times the budget and every run's deadline
         self.budget_started = budget_started
@@ -290,7 +291,7 @@ class Advisor:
             calling = recorded(r.summary.check for m in v.measurements for r in m.runs)  # how the runs called it
             searched = v.workload == "model" and self._search_result is not None
             w["answer"] = answer(v, points, model=model, steps=self.steps, calling=calling, device=self.device,
-                                 side_by_side=searched)
+                                 side_by_side=searched, model_type=self.model_type)
             if v.workload == "model":
                 doc["answer"] = w["answer"]
         if self._search_result is not None:

@@ -41,32 +41,63 @@ OPTIMIZER = {
                         "optimizer = DistributedFusedAdam(model.parameters(), lr=lr, adam_w_mode=True, "
                         "weight_decay=0.01, overlap_grad_sync=True)",
 }
-# the swap `advise` measured, as it measured it: every module that computes a LayerNorm or RMSNorm, found by what
-# it computes (a model's own RMSNorm class too, which a test of `type(m) is nn.RMSNorm` would miss), weights copied
-NORM_SWAP = ["# each module that computes a LayerNorm / RMSNorm Apex can take (nn.LayerNorm, nn.RMSNorm, the model's",
-             "# own RMSNorm class) -> Apex's FusedLayerNorm / FusedRMSNorm, weights copied: the swap apextui measured",
-             "from apextui import swap_norms", "swap_norms(model)"]
-# norms value -> its lines
-NORMS: dict[str, list[str]] = {
-    "torch": [], "apex": NORM_SWAP,
-    "liger": ["# Liger-Kernel, as apextui measured it: for a Hugging Face model family Liger patches, its",
-              "# apply_liger_kernel_to_<family>(model=model) (RMSNorm, SwiGLU, RoPE); elsewhere every module that",
-              "# computes a LayerNorm / RMSNorm -> LigerLayerNorm / LigerRMSNorm, weights copied",
-              "from apextui import swap_norms", 'swap_norms(model, kernels="liger")'],
-}
-# loss value -> its lines
+def _norm_swap(kernels: str) -> list[str]:
+    """The norm swap `advise` measured, written out (no apextui in it): every module that computes a LayerNorm or
+    RMSNorm (nn.LayerNorm, nn.RMSNorm, a model's own `...RMSNorm` class) replaced by the kernel's own, weights
+    copied."""
+    if kernels == "apex":
+        head = ["from apex.normalization import FusedLayerNorm, FusedRMSNorm"]
+        layer, rms = ("FusedLayerNorm(size, eps=eps, elementwise_affine=child.weight is not None)",
+                      "FusedRMSNorm(size, eps=eps, elementwise_affine=child.weight is not None)")
+    else:
+        head = ["from liger_kernel.transformers import LigerLayerNorm, LigerRMSNorm"]
+        layer, rms = ("LigerLayerNorm(size, eps=eps, bias=child.bias is not None)",
+                      "LigerRMSNorm(size, eps=eps, in_place=False)")
+    return ["# each LayerNorm / RMSNorm (nn.LayerNorm, nn.RMSNorm, your own ...RMSNorm class) -> the fused kernel's, "
+            "weights copied", *head,
+            "def swap_norms(module):",
+            "    for name, child in module.named_children():",
+            "        weight = getattr(child, \"weight\", None)",
+            "        eps = getattr(child, \"eps\", None) or getattr(child, \"variance_epsilon\", None) or 1e-6",
+            "        if isinstance(child, torch.nn.LayerNorm) and weight is not None:",
+            f"            size = child.normalized_shape[-1]; new = {layer}",
+            "        elif (isinstance(child, torch.nn.RMSNorm) or type(child).__name__.endswith(\"RMSNorm\")) \\",
+            "                and weight is not None:",
+            f"            size = weight.shape[-1]; new = {rms}",
+            "        else:",
+            "            swap_norms(child)",
+            "            continue",
+            "        new.load_state_dict(child.state_dict(), strict=False)",
+            "        setattr(module, name, new.to(weight.device, weight.dtype))",
+            "swap_norms(model)"]
+
+
+def _liger_family(apply_fn: str, norms: bool, flce: bool) -> list[str]:
+    """Liger's own patch of a Hugging Face model family, as measured: its norms, SwiGLU and RoPE (`norms`), its fused
+    linear cross-entropy (`flce`)."""
+    flags = ", ".join(f"{k}={v}" for k, v in (("rope", norms), ("rms_norm", norms), ("swiglu", norms),
+                                               ("cross_entropy", False), ("fused_linear_cross_entropy", flce)))
+    return [f"from liger_kernel.transformers import {apply_fn}", f"{apply_fn}(model=model, {flags})"]
+
+
+# norms value -> its lines (Liger's for a model of a family it patches: `_liger_family`)
+NORMS: dict[str, list[str]] = {"torch": [], "apex": _norm_swap("apex"), "liger": _norm_swap("liger")}
+# loss value -> its lines: Liger's fused linear cross-entropy comes with its family patch (`_liger_family`); the
+# family's name is the model's, so where it is not known the line says how to find it
 LOSS: dict[str, list[str]] = {
     "model": [],
-    "liger_flce": ["# Liger's fused linear cross-entropy in the model's forward (its family's Liger patch): the loss",
-                   "# from the hidden states in chunks, the logits never held whole (the batch keeps its `labels`)",
-                   "from apextui import fused_linear_cross_entropy", "fused_linear_cross_entropy(model)"],
+    "liger_flce": ["# Liger's fused linear cross-entropy: the loss from the hidden states in chunks, the logits never",
+                   "# held whole (the batch keeps its `labels`); apply_liger_kernel_to_<your model's model_type>",
+                   "from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN",
+                   "MODEL_TYPE_TO_APPLY_LIGER_FN[model.config.model_type](model=model, cross_entropy=False, "
+                   "fused_linear_cross_entropy=True)"],
 }
+
 # memory format value -> its set-up lines; the step moves each batch's 4-D tensors (`_MEMORY_STEP`)
 MEMORY_FORMAT: dict[str, list[str]] = {
     "contiguous": [],
     "channels_last": ["torch.backends.cudnn.benchmark = True  # cuDNN picks its fastest convolution for each shape",
-                      "model = model.to(memory_format=torch.channels_last)",
-                      "from apextui import channels_last  # a batch's 4-D tensors to channels_last, each step"],
+                      "model = model.to(memory_format=torch.channels_last)"],
 }
 # attention value -> the SDPA backend the step runs under (None: torch's own choice)
 ATTENTION: dict[str, str | None] = {
@@ -88,15 +119,34 @@ COMPILE: dict[str, str | None] = {
 _DTYPE = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}  # autocast's dtype
 
 
-def snippet(config: Config, *, calling: Calling | None = None, device: str = "cuda") -> str:
+_TO_CHANNELS_LAST = [
+    "def to_channels_last(x):  # a batch's 4-D tensors (in a tuple, list or dict too) to channels_last",
+    "    if torch.is_tensor(x):",
+    "        return x.to(memory_format=torch.channels_last) if x.dim() == 4 else x",
+    "    if isinstance(x, dict):",
+    "        return {k: to_channels_last(v) for k, v in x.items()}",
+    "    return type(x)(to_channels_last(v) for v in x) if isinstance(x, (list, tuple)) else x"]
+
+
+def snippet(config: Config, *, calling: Calling | None = None, device: str = "cuda", liger_apply: str = "") -> str:
     """Python lines for a training script: set-up (TF32, norm swap, fp8, optimizer, compile) and the step
     (autocast and GradScaler on `device`, the forward and loss as `calling` says). `model`, `lr`, `batch` (one
     batch as make_batch returns it) and `loss_fn` are the script's own. Without a `calling` (none was recorded:
     only fp32 ran, or a shipped workload) the step is ModelSetup's documented form, `loss_fn(model(inputs),
-    targets)`."""
+    targets)`. `liger_apply`: Liger's `apply_liger_kernel_to_<family>` for the model's Hugging Face family, where it
+    has one (its norms and loss are then that patch, as measured); else the norm swap written out. Nothing of
+    apextui's is imported: the code depends on what the configuration uses alone."""
     lines = ["import torch", ""]
     # the engine's order: the swap and the loss's patch, then fp8's layers, then the layout
-    lines += NORMS[config.norms] + LOSS[config.loss] + PRECISION[config.precision] + MEMORY_FORMAT[config.memory_format]
+    if liger_apply and (config.norms == "liger" or config.loss == "liger_flce"):
+        lines += _liger_family(liger_apply, config.norms == "liger", config.loss == "liger_flce")
+        lines += [] if config.norms == "liger" else NORMS[config.norms]
+    else:
+        lines += NORMS[config.norms] + LOSS[config.loss]
+    lines += PRECISION[config.precision] + MEMORY_FORMAT[config.memory_format]
+    simple = calling is None or (calling.loss == "loss_fn" and calling.inputs == "one")  # one inputs tensor
+    if config.channels_last and not simple:
+        lines += _TO_CHANNELS_LAST
     backend = ATTENTION[config.attention]
     if backend is not None:
         lines.append("from torch.nn.attention import SDPBackend, sdpa_kernel")
@@ -114,9 +164,10 @@ def snippet(config: Config, *, calling: Calling | None = None, device: str = "cu
     step = ["optimizer.zero_grad()"]
     if config.cuda_graphs:
         step.append("torch.compiler.cudagraph_mark_step_begin()")
-    if config.channels_last:
-        step.append("batch = channels_last(batch)" if calling is not None else "inputs = channels_last(inputs)")
     step += calling.unpack() if calling is not None else []
+    if config.channels_last:
+        step.append("inputs = inputs.to(memory_format=torch.channels_last)" if simple
+                    else "batch = to_channels_last(batch)")
     contexts = [f'torch.autocast(device_type="{device}", dtype={_DTYPE[config.autocast]})'] \
         if config.autocast != "none" else []
     contexts += [f"sdpa_kernel({backend})"] if backend is not None else []

@@ -46,6 +46,23 @@ def family_patch(model: nn.Module) -> Callable[..., None] | None:
     return fn if callable(fn) else None
 
 
+def apply_name(kind: str) -> str:
+    """The name of Liger's `apply_liger_kernel_to_<family>` for a Hugging Face model type ("llama" ->
+    "apply_liger_kernel_to_llama"), "" where Liger has none for it or is not installed here (the answer's code then
+    writes the norm swap out). Imports Liger."""
+    if not kind:
+        return ""
+    import importlib
+
+    try:
+        table = getattr(importlib.import_module(MONKEY_PATCH), "MODEL_TYPE_TO_APPLY_LIGER_FN", {})
+    except Exception:  # noqa: BLE001 - not installed, or broken: the swap written out does without it
+        return ""
+    fn = table.get(kind)
+    name = getattr(fn, "__name__", "") if callable(fn) else ""
+    return name if isinstance(name, str) and name.isidentifier() else ""
+
+
 def _snapshot() -> dict[str, dict[str, Any]]:
     """The attributes of every loaded transformers module (what a family patch may rebind)."""
     return {name: dict(vars(m)) for name, m in list(sys.modules.items())
