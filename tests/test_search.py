@@ -217,3 +217,36 @@ def test_a_search_log_is_named_by_its_date_and_only_the_newest_are_kept(tmp_path
     assert s is not None and s.lines == 4
     assert dict(s.kinds) == {"tracebacks": 2, "Python warnings": 1, "other output": 1}
     assert s.words()[0].startswith("the search's runs printed 4 lines, kept in ")
+
+
+def test_cpu_runs_take_the_cores_other_work_leaves_and_threads_that_sleep_while_they_wait():
+    from apextui.core.advise import cpu_share
+
+    assert cpu_share.fit_threads(2, 1.1) == 1  # one burner on a 2-core box: one thread
+    assert cpu_share.fit_threads(2, 0.3) == 2 and cpu_share.fit_threads(4, 1.6) == 2
+    assert cpu_share.fit_threads(2, 5.0) == 1 and cpu_share.fit_threads(8, None) == 8
+    env: dict[str, str] = {}
+    assert cpu_share.passive_wait(env) == "PASSIVE" and env == {"OMP_WAIT_POLICY": "PASSIVE"}
+    mine = {"OMP_WAIT_POLICY": "ACTIVE"}
+    assert cpu_share.passive_wait(mine) == "ACTIVE"  # the user's own choice stands
+    assert cpu_share.others_in({"other_cpu_cores_mean": 1.1}) == 1.1 and cpu_share.others_in(None) is None
+
+
+def test_where_other_work_leaves_no_comparison_beyond_noise_the_answer_says_so_and_hands_over_no_code():
+    """Every run slowed by other work and seen so: nothing was told apart beside anything else on undisturbed runs,
+    so there is no reliable answer, whatever the medians say."""
+    from apextui.core.advise.answer import answer_lines
+
+    t = table({"": (30.0,), "precision=bf16,optimizer=fused,compile=default": (29.5,)})
+    r, _, _ = search(t, budget=300, contention=1.0, seen=1.0)
+    assert r.competed and not r.decided()
+    why = r.unreliable_why()
+    assert why.startswith("no reliable answer: other work competed with the runs")
+    assert why.endswith("run again when it is quiet")
+    assert r.to_dict()["unreliable_why"] == why
+    doc = {"search": r.to_dict(), "answer": {"reliable": False, "unreliable_why": why, "snippet": None,
+                                             "usual_gain": "bf16+fused+compile (…)"}}
+    text = "\n".join(answer_lines(doc))
+    assert why in text and "usual gain" in text and "in your training script" not in text
+    quiet, _, _ = search(t, budget=300)
+    assert not quiet.unreliable_why()

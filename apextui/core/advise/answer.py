@@ -45,7 +45,11 @@ def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | Non
     single = _best_single(v, points)
     vs_base = versus(rec, base) if base is not None and base.measured and base is not rec else None
     vs_single = versus(rec, single) if single is not None and single is not rec else None
+    apart: dict[str, str] = {}  # a comparison not measured side by side: never called faster or slower, said so
     if side_by_side:
+        for name, c in (("vs_base", vs_base), ("vs_single", vs_single)):
+            if c is not None and c.basis != "paired":
+                apart[name] = f"about {c.speedup:.2f}× (single runs, not side by side)"
         vs_base, vs_single = (unsure(c) if c is not None and c.basis != "paired" else c for c in (vs_base, vs_single))
     peaks = [p for r in rec.ok_runs if (p := r.summary.peak_memory_bytes) is not None]
     fastest = v.fastest if v.fastest != rec.preset else None
@@ -57,8 +61,8 @@ def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | Non
         "best_single": single.preset if single is not None else None,
         "best_single_label": points[single.preset].label if single is not None else None,
         **fields(vs_base, "speedup_vs_fp32"), **fields(vs_single, "speedup_vs_best_single"),
-        "speedup_vs_fp32_text": format_speedup(vs_base) if vs_base else None,
-        "speedup_vs_best_single_text": format_speedup(vs_single) if vs_single else None,
+        "speedup_vs_fp32_text": apart.get("vs_base") or (format_speedup(vs_base) if vs_base else None),
+        "speedup_vs_best_single_text": apart.get("vs_single") or (format_speedup(vs_single) if vs_single else None),
         "snippet": snippet(point, calling=calling, device=device, liger_apply=_liger_apply(point, model_type)),
         "toml": preset_toml(point, model, steps=steps) if model else None,
     }
@@ -147,6 +151,11 @@ def answer_lines(doc: Mapping[str, Any]) -> list[str]:
                                           "nothing ran ok") + f"; give the search more time: {_confirm_command(doc)}")
         if s.get("competed"):  # a loaded machine is the likeliest reason the budget ran out: said where it applies
             lines.append(f"  ⚠ {BUSY}")
+        return lines
+    if a.get("reliable") is False:  # other work left no comparison beyond noise: no code handed over as fastest
+        lines += ["", a["unreliable_why"]]
+        if a.get("usual_gain"):
+            lines.append(f"  the usual gain on such a machine is the practitioner's recipe: {a['usual_gain']}")
         return lines
     mem = f", peak GPU memory {a['peak_memory_bytes'] / 2**20:.0f} MiB" if a.get("peak_memory_bytes") else ""
     busy = " ⚠" if a.get("competed") else ""

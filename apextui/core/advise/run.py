@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -15,6 +16,7 @@ from ..run.handle import RunnerFactory
 from ..run.request import RunRequest
 from ..run.runner import thread_runner_factory
 from ..workloads.spec import WORKLOADS
+from . import cpu_share
 from .cache import environment, find_reusable
 from .choice import Choice
 from .decide import verdict
@@ -187,6 +189,11 @@ class Advisor:
         self.clock = clock
         self._setup_s = 0.0  # of the budget, the seconds spent before the search started
         self._last_start_s = 0.0  # the last run's worker start (`run.reusable.ReusedRun.start_s`)
+        # a CPU search's runs: the cores, the wait policy, each run's intra-op threads (`cpu_share`), and the cores
+        # other work used during the last run
+        self.cpu_record: dict[str, Any] = {"cores": cpu_share.usable_cores(),
+                                           "wait_policy": os.environ.get(cpu_share.WAIT_ENV), "threads": []}
+        self._others: float | None = None
         self.data_parallel = data_parallel  # under torchrun: the data-parallel presets run too (planning.plan)
         self._search: Any = None  # the running search.Search
         self._search_result: Any = None  # its SearchResult
@@ -296,13 +303,44 @@ class Advisor:
                 doc["answer"] = w["answer"]
         if self._search_result is not None:
             doc["search"] = self._search_result.to_dict()
+            if self.cpu_record["threads"]:
+                doc["search"]["cpu"] = dict(self.cpu_record)
             if self.budget_started is not None:  # the search had the budget less what went before it (`_run_search`)
                 s = doc["search"]
                 s.update(budget_s=self.search_budget_s, setup_s=round(self._setup_s, 3),
                          spent_s=round(s["spent_s"] + self._setup_s, 3))
             if doc.get("answer"):  # what each part buys, and whether the answer was confirmed side by side
                 doc["answer"].update(confirmation(self._search_result))
+                self._one_figure(doc["answer"])
+                self._busy_answer(doc["answer"])
         return doc
+
+    def _one_figure(self, a: dict[str, Any]) -> None:
+        """The answer's speed-up against fp32 is the search's own (`SearchResult.shown`: side by side, along the chain
+        of races where the two never ran in one), so the answer, the search record and the text say one thing."""
+        from ..config.point import BASELINE
+        from ..measure.compare import fields, format_speedup
+
+        r = self._search_result
+        if r.winner is None or r.winner == BASELINE or a.get("label") != r.winner.label:
+            return
+        c = r.shown(r.winner, BASELINE)
+        if c is None:
+            return
+        text = format_speedup(c) if c.basis == "paired" else f"about {c.speedup:.2f}× (single runs, not side by side)"
+        a.update(fields(c, "speedup_vs_fp32"), speedup_vs_fp32_text=text)
+
+    def _busy_answer(self, a: dict[str, Any]) -> None:
+        """Where other work left no comparison beyond noise (`SearchResult.unreliable_why`): the answer says so, names
+        the practitioner's recipe as the usual gain, and hands over no code as the fastest."""
+        r = self._search_result
+        why = r.unreliable_why()
+        a["reliable"] = not why
+        if not why:
+            return
+        recipe = r.recipe
+        a.update(unreliable_why=why, snippet=None, toml=None,
+                 usual_gain=f"{recipe.label} ({recipe.description()})" if recipe is not None else None)
 
     def _search_verdict(self, p: WorkloadPlan) -> WorkloadVerdict:
         """The model's verdict over every point the search ran (all of its runs) and those it found unavailable."""
@@ -447,8 +485,10 @@ class Advisor:
                 result = RunResult(len(runs) + 1, "failed", error=f"not run: the budget ended first{setup_words}")
             else:
                 result = self._run_one(preset, len(runs) + 1, counter[0], counter[0], deadline=deadline,
-                                       factory=self.search_runner_factory)
+                                       factory=self.search_runner_factory, cpu_threads=self._cpu_threads(say))
             result = replace(result, round=round)
+            contention = result.summary.contention
+            self._others = cpu_share.others_in(contention.to_dict() if contention is not None else None)
             start_s, self._last_start_s = self._last_start_s, 0.0
             runs.append(result)
             self._emit(Progress("run_end", index=counter[0], total=counter[0], workload=p.workload,
@@ -483,6 +523,23 @@ class Advisor:
                 close()
         return counter[0]
 
+    def _cpu_threads(self, say: Callable[[str], None]) -> int | None:
+        """A CPU search run's intra-op threads: the cores other work left during the run before (a short look before
+        the first), said when it changes (`cpu_share`); None on CUDA, or where the runs are not in a search
+        worker."""
+        if self.device != "cpu" or self.search_runner_factory is None:
+            return None
+        if not self.cpu_record["threads"]:
+            self._others = cpu_share.others_now()
+        cores = self.cpu_record["cores"]
+        threads = cpu_share.fit_threads(cores, self._others)
+        if not self.cpu_record["threads"] or self.cpu_record["threads"][-1] != threads:
+            other = f"other work used {self._others:.1f} cores" if self._others is not None else "other work unknown"
+            say(f"search: CPU runs with {threads} intra-op thread{'s' * (threads != 1)} of {cores} cores ({other}; "
+                f"{cpu_share.WAIT_ENV}={os.environ.get(cpu_share.WAIT_ENV, 'unset')})")
+        self.cpu_record["threads"].append(threads)
+        return threads
+
     def run_deadline(self) -> float | None:
         """When a search's run started now must end, on `clock`: an exploring run, when the search said it must
         (`Search.run_until`: it leaves the answer's confirmation its time, no grace, as the search planned it); any
@@ -498,7 +555,8 @@ class Advisor:
         return now + left + budget_grace(budget)
 
     def _run_one(self, preset: Preset, repeat: int, index: int, total: int,
-                 deadline: float | None = None, factory: RunnerFactory | None = None) -> RunResult:
+                 deadline: float | None = None, factory: RunnerFactory | None = None,
+                 cpu_threads: int | None = None) -> RunResult:
         """One run of `preset` (made by `factory`, else `runner_factory`), to its end, or stopped at `deadline` (on
         `clock`; the search's budget) or at the user's stop, and its worker killed where it does not end
         `STOP_GRACE_S` later (`RunWatch`)."""
@@ -520,7 +578,8 @@ class Advisor:
                             repeat=repeat, repeats=self.repeats, status="starting", steps=self.steps))
         try:
             runner = (factory or self.runner_factory)(RunRequest(preset, self.device, self.steps,
-                                                                 self.sample_interval), callback)
+                                                                 self.sample_interval, cpu_threads=cpu_threads),
+                                                      callback)
         except Exception as exc:  # noqa: BLE001
             return RunResult(repeat, "failed", error=f"could not start: {type(exc).__name__}: {exc}")
         with self._lock:

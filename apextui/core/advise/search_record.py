@@ -146,6 +146,32 @@ class SearchResult:
         """Other work competed with a run of this search (kept or left out): the answer carries the busy caution."""
         return any(t.outcome.competed for t in self.trials)
 
+    def decided(self) -> bool:
+        """Some pair of points ran side by side and the noise rule told them apart, on runs other work left alone."""
+        ran = [c for c in dict.fromkeys(t.config for t in self.trials if t.round is not None) if self.timing(c)]
+        for i, a in enumerate(ran):
+            for b in ran[i + 1:]:
+                c = self.paired(a, b)
+                if c is not None and not c.within_noise:
+                    return True
+        return False
+
+    def unreliable_why(self) -> str:
+        """Where other work competed with the runs and no comparison was told apart beyond noise: the one line that says
+        so (how much of the CPU other work used, where the runs' monitor read it); "" otherwise."""
+        if not self.competed or self.decided():
+            return ""
+        others, cores = [], None
+        for t in self.trials:
+            summary = getattr(t.outcome.result, "summary", None)
+            contention = getattr(summary, "contention", None)
+            if contention is not None and contention.other_cpu_cores_mean is not None:
+                others.append(contention.other_cpu_cores_mean)
+                cores = contention.cores or cores
+        used = (f"other work used {max(others):.1f} of {cores} CPU cores while measuring" if others and cores
+                else "other work competed with the runs")
+        return f"no reliable answer: {used}; run again when it is quiet"
+
     def timing(self, config: Config) -> Timing | None:
         return timing_from_runs(t.outcome.timing for t in self._kept(config)[0])  # type: ignore[misc]
 
@@ -287,6 +313,7 @@ class SearchResult:
             "recipe_config": self.recipe.as_dict() if self.recipe else None,
             "recipe_left_out": [{"part": part, "reason": why} for part, why in self.recipe_left_out],
             "moves": [{"from": a.label, "to": b.label, "why": why} for a, b, why in self.moves],
+            "unreliable_why": self.unreliable_why() or None,
         }
 
 

@@ -315,12 +315,18 @@ def _short(v: float) -> str:
     return f"{v:.2f}" if v < 10 else (f"{v:.1f}" if v < 100 else f"{v:.0f}")
 
 
+UNMEASURABLE = 10.0  # an interval whose ends are further apart than this factor is not shown as figures
+
+
 def format_speedup(c: Comparison | None, compact: bool = False) -> str:
-    """'1.25× (1.20–1.31)' beyond noise, '≈1.01× (0.97–1.05)' within noise, '—' without a comparison;
+    """'1.25× (1.20–1.31)' beyond noise, '≈1.01× (0.97–1.05)' within noise, '—' without a comparison, and no
+    figures where the interval spans over `UNMEASURABLE` (on a busy 2-core box: "0.03–101×");
     `compact` (or an unknown interval) drops the interval. The interval is the one the verdict read (widened by
     the drift between runs where `compare` was told of it)."""
     if c is None:
         return "—"
+    if c.low is not None and c.high is not None and c.high > UNMEASURABLE * c.low:
+        return f"unmeasurable: its interval spans over {UNMEASURABLE:g}x (the machine was busy?)"
     text = ("≈" if c.within_noise else "") + f"{c.speedup:.2f}×"
     if compact or c.low is None or c.high is None:
         return text

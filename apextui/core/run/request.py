@@ -21,6 +21,7 @@ class RunRequest:
     sample_interval: float = 1.0
     force: bool = False
     baseline_path: str | None = None
+    cpu_threads: int | None = None  # a CPU run's intra-op threads (None: torch's own count; `advise.cpu_share`)
 
 
 @dataclass(frozen=True)

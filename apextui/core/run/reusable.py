@@ -57,6 +57,8 @@ def _between_runs(request: RunRequest) -> None:
 
     if "torch._dynamo" in sys.modules:
         torch._dynamo.reset()
+    if request.device == "cpu" and request.cpu_threads:  # the cores other work leaves (`advise.cpu_share`)
+        torch.set_num_threads(request.cpu_threads)
     if request.device == "cuda" and torch.cuda.is_initialized():
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
