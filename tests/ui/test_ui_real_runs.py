@@ -92,7 +92,10 @@ async def test_real_optimizer_runs_and_speedup(apps):
         shown = str(table.get_row_at(1)[sp]).removesuffix(COMPETED)
         c = comparison(fused, table.rows_data)
         assert shown == verdict_mark(c.verdict) + format_speedup(c)  # ▲/▼ beside the colour, beyond noise
-        assert shown.lstrip("≈▲▼").startswith(f"{base.median_ms / fused.median_ms:.2f}× (")
+        if c.low is not None and c.high is not None and c.high > 10 * c.low:  # a busy machine: no figures
+            assert "unmeasurable" in shown
+        else:
+            assert shown.lstrip("≈▲▼").startswith(f"{base.median_ms / fused.median_ms:.2f}× (")
 
 
 @pytest.mark.asyncio

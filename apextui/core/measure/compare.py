@@ -326,7 +326,8 @@ def format_speedup(c: Comparison | None, compact: bool = False) -> str:
     if c is None:
         return "—"
     if c.low is not None and c.high is not None and c.high > UNMEASURABLE * c.low:
-        return f"unmeasurable: its interval spans over {UNMEASURABLE:g}x (the machine was busy?)"
+        return "unmeasurable" if compact else \
+            f"unmeasurable (spread >{UNMEASURABLE:g}×)"
     text = ("≈" if c.within_noise else "") + f"{c.speedup:.2f}×"
     if compact or c.low is None or c.high is None:
         return text
