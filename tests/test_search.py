@@ -226,9 +226,12 @@ def test_cpu_runs_take_the_cores_other_work_leaves_and_threads_that_sleep_while_
     assert cpu_share.fit_threads(2, 0.3) == 2 and cpu_share.fit_threads(4, 1.6) == 2
     assert cpu_share.fit_threads(2, 5.0) == 1 and cpu_share.fit_threads(8, None) == 8
     env: dict[str, str] = {}
-    assert cpu_share.passive_wait(env) == "PASSIVE" and env == {"OMP_WAIT_POLICY": "PASSIVE"}
+    assert cpu_share.passive_wait(1.1, env) == "PASSIVE" and env == {"OMP_WAIT_POLICY": "PASSIVE"}
+    quiet: dict[str, str] = {}
+    assert cpu_share.passive_wait(0.1, quiet) is None and quiet == {}  # a quiet machine keeps OpenMP's default
+    assert cpu_share.passive_wait(None, quiet) is None
     mine = {"OMP_WAIT_POLICY": "ACTIVE"}
-    assert cpu_share.passive_wait(mine) == "ACTIVE"  # the user's own choice stands
+    assert cpu_share.passive_wait(1.1, mine) == "ACTIVE"  # the user's own choice stands
     assert cpu_share.others_in({"other_cpu_cores_mean": 1.1}) == 1.1 and cpu_share.others_in(None) is None
 
 
@@ -250,3 +253,19 @@ def test_where_other_work_leaves_no_comparison_beyond_noise_the_answer_says_so_a
     assert why in text and "usual gain" in text and "in your training script" not in text
     quiet, _, _ = search(t, budget=300)
     assert not quiet.unreliable_why()
+
+
+def test_a_cpu_search_on_a_busy_machine_has_no_reliable_answer_whatever_its_comparisons_said():
+    """Beside two burners on a 2-core box three searches answered fused AdamW, fused AdamW and compile, each 'beyond
+    noise' on runs too short for the monitor to mark: other work seen using a quarter of the cores or more (at least
+    half a core) makes the answer the honest one."""
+    t = table({"": (30.0,), "precision=bf16,optimizer=fused,compile=default": (20.0,)})
+    r, _, _ = search(t, budget=300)
+    assert r.decided() and not r.unreliable_why()
+    r.cpu_others = (1.2, 2)
+    assert r.cpu_busy() and r.unreliable_why() == ("no reliable answer: other work used 1.2 of 2 CPU cores while "
+                                                   "measuring; run again when it is quiet")
+    r.cpu_others = (0.3, 2)
+    assert not r.cpu_busy() and not r.unreliable_why()
+    r.cpu_others = (1.0, 16)  # a quarter of 16 cores is 4
+    assert not r.cpu_busy()

@@ -260,9 +260,9 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
     facts = runs.pop("facts")
     search_factory = None
     if device == "cpu" and runs.get("search_budget_s") is not None:
-        from ..core.advise.cpu_share import passive_wait
+        from ..core.advise.cpu_share import others_now, passive_wait
 
-        passive_wait()  # before the search's worker processes start: OpenMP reads it as it loads
+        passive_wait(others_now())  # before the search's worker processes start: OpenMP reads it as it loads
     if runner_factory is None:
         runner_factory, search_factory = _runs_in_processes(search=runs.get("search_budget_s") is not None)
     try:

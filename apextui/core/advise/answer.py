@@ -155,7 +155,7 @@ def answer_lines(doc: Mapping[str, Any]) -> list[str]:
     if a.get("reliable") is False:  # other work left no comparison beyond noise: no code handed over as fastest
         lines += ["", a["unreliable_why"]]
         if a.get("usual_gain"):
-            lines.append(f"  the usual gain on such a machine is the practitioner's recipe: {a['usual_gain']}")
+            lines.append(f"  the usual gain: the practitioner's recipe for this device, {a['usual_gain']}")
         return lines
     mem = f", peak GPU memory {a['peak_memory_bytes'] / 2**20:.0f} MiB" if a.get("peak_memory_bytes") else ""
     busy = " ⚠" if a.get("competed") else ""

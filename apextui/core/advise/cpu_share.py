@@ -7,8 +7,9 @@ the burner); with one thread 5.9 ms (p90 8.4), with `OMP_WAIT_POLICY=PASSIVE` 4.
 such baseline (538 ms a step) ended a search at 21 of its 60 s with "nothing ran but fp32".
 
 The wait policy is OpenMP's, read when its library loads: it is set in the environment before the search's worker
-processes start (`passive_wait`); the thread count is set in the worker before each run (`RunRequest.cpu_threads`),
-from what other work used during the run before (its contention record) or, before the first, over a short look.
+processes start (`passive_wait`), where other work was running then; the thread count is set in the worker before
+each run (`RunRequest.cpu_threads`), from what other work used during the run before (its contention record; where
+that holds no reading, the count stays) or, before the first, over a short look.
 """
 
 from __future__ import annotations
@@ -38,11 +39,19 @@ def fit_threads(cores: int, others: float | None) -> int:
     return max(1, min(cores, math.floor(cores - others + 0.5)))
 
 
-def passive_wait(environ: MutableMapping[str, str] | None = None) -> str:
-    """OpenMP's threads sleep while they wait (`OMP_WAIT_POLICY=PASSIVE`) unless the user set a policy; the policy in
-    force, for the run's environment record."""
+BUSY_CORES = 0.5  # other work using this many cores when the search starts: its OpenMP threads wait passively
+
+
+def passive_wait(others: float | None, environ: MutableMapping[str, str] | None = None) -> str | None:
+    """Where other work used `BUSY_CORES` or more when the search started, OpenMP's threads sleep while they wait
+    (`OMP_WAIT_POLICY=PASSIVE`), unless the user set a policy; the policy in force (None: OpenMP's default), for the
+    run's environment record. Not on a quiet machine: there a passive wait made the GPT example's fp32 step 3.2x
+    slower on a 2-core box (2.92 -> 9.47 ms: each parallel region wakes sleeping threads), and the answer is for
+    the user's training, which runs with the default."""
     env = os.environ if environ is None else environ
-    return env.setdefault(WAIT_ENV, "PASSIVE")
+    if others is not None and others >= BUSY_CORES:
+        env.setdefault(WAIT_ENV, "PASSIVE")
+    return env.get(WAIT_ENV)
 
 
 def others_now(look_s: float = LOOK_S, clock: Any = time.monotonic) -> float | None:

@@ -7,9 +7,10 @@ here, on the best point: a value is judged where it will be used (fused AdamW ga
 step, 153.1 against 152.9 ms, and a good share on its compiled step, six times shorter).
 
 The order spends the budget where a move is likeliest to be decided cheaply: values taken out and what needs no new
-compile first (a removal gives the answer's parts their figure, and a tie goes to the simpler point), then another
-compile mode of the compiled point (CUDA graphs: the likeliest gain on a short step), then new graphs by their
-estimated cost, the costly compile modes last.
+compile first (a removal gives the answer's parts their figure, and a tie goes to the simpler point), then a compile
+(another mode of the compiled point, CUDA graphs the likeliest gain on a short step; or compile added to an eager
+point: on CPU, where the recipe has none, the likeliest large gain), then new graphs by their estimated cost, the
+costly compile modes last.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def kind(cand: Config, current: Config) -> str:
 def order(cands: list[Config], current: Config, costs: CostModel) -> list[Config]:
     """The order candidates are tried in (the module docstring says why)."""
     def key(c: Config) -> tuple[int, float]:
-        mode = c.compile != current.compile and c.compile != "none" and current.compile != "none"
+        mode = c.compile != current.compile and c.compile != "none"  # another compile mode, or compile added
         costly = c.compile.setup_cost > 1.5 and c.compile != current.compile
         cheap = kind(c, current) == "remove" or graph_of(c) == graph_of(current) or costs.ran(c)
         group = 3 if costly else 0 if cheap else 1 if mode else 2

@@ -192,7 +192,8 @@ class Advisor:
         # a CPU search's runs: the cores, the wait policy, each run's intra-op threads (`cpu_share`), and the cores
         # other work used during the last run
         self.cpu_record: dict[str, Any] = {"cores": cpu_share.usable_cores(),
-                                           "wait_policy": os.environ.get(cpu_share.WAIT_ENV), "threads": []}
+                                           "wait_policy": os.environ.get(cpu_share.WAIT_ENV), "threads": [],
+                                           "other_cores": []}
         self._others: float | None = None
         self.data_parallel = data_parallel  # under torchrun: the data-parallel presets run too (planning.plan)
         self._search: Any = None  # the running search.Search
@@ -488,7 +489,10 @@ class Advisor:
                                        factory=self.search_runner_factory, cpu_threads=self._cpu_threads(say))
             result = replace(result, round=round)
             contention = result.summary.contention
-            self._others = cpu_share.others_in(contention.to_dict() if contention is not None else None)
+            others = cpu_share.others_in(contention.to_dict() if contention is not None else None)
+            self._others = others if others is not None else self._others  # no reading: the last one stands
+            if others is not None and self.cpu_record["threads"]:
+                self.cpu_record["other_cores"].append(float(f"{others:.2f}"))  # (`round` is the round here)
             start_s, self._last_start_s = self._last_start_s, 0.0
             runs.append(result)
             self._emit(Progress("run_end", index=counter[0], total=counter[0], workload=p.workload,
@@ -517,6 +521,12 @@ class Advisor:
         self._search_result = self._search.result
         try:
             self._search.run()
+            if self.cpu_record["threads"]:  # a last look: other work that started while the search ran
+                last = cpu_share.others_now()
+                if last is not None:
+                    self.cpu_record["other_cores"].append(round(last, 2))
+                self._search.result.cpu_others = (max(self.cpu_record["other_cores"], default=None),
+                                                  self.cpu_record["cores"])
         finally:
             close = getattr(self.search_runner_factory, "close", None)
             if callable(close):
@@ -531,6 +541,8 @@ class Advisor:
             return None
         if not self.cpu_record["threads"]:
             self._others = cpu_share.others_now()
+            if self._others is not None:
+                self.cpu_record["other_cores"].append(round(self._others, 2))
         cores = self.cpu_record["cores"]
         threads = cpu_share.fit_threads(cores, self._others)
         if not self.cpu_record["threads"] or self.cpu_record["threads"][-1] != threads:

@@ -218,8 +218,8 @@ class Search:
                 if len(batch) == self.batch:
                     break
             if not batch:
-                for c in cands:
-                    if c.compile != "none" and not self.costs.ran(c):
+                for c in cands:  # what the budget left untried, with the cost it was priced at
+                    if not self.costs.ran(c):
                         self.result.not_tried.setdefault(c, self.costs.estimate(c))
                 self._say(f"search: {len(cands)} candidate(s) left, none fits the {self.budget_s - self.spent:.0f} s "
                           "left of the budget")

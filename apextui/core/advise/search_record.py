@@ -112,6 +112,8 @@ class SearchResult:
     recipe_left_out: tuple[tuple[str, str], ...] = ()  # its parts that could not run here, with why
     # each move the search made: (from, to, why) in order; the answer is the last move's `to`
     moves: list[tuple[Config, Config, str]] = field(default_factory=list)
+    # a CPU search: the most cores other work was seen to use while it ran, and the cores (`cpu_share`)
+    cpu_others: tuple[float | None, int] | None = None
 
     def _runs(self, config: Config) -> list[Trial]:
         return [t for t in self.trials if t.config == config and t.outcome.ok]
@@ -156,9 +158,24 @@ class SearchResult:
                     return True
         return False
 
+    def cpu_busy(self) -> bool:
+        """A CPU search during which other work used a quarter of the cores or more (at least half a core: the
+        monitor's own rule, `contention.CPU_BUSY_SHARE`): every comparison on such a box moved with the other work
+        (beside two burners on a 2-core box three searches answered fused AdamW, fused AdamW and compile, each
+        'beyond noise'), so none is an answer."""
+        from ..monitor.contention import CPU_BUSY_MIN_CORES, CPU_BUSY_SHARE
+
+        others, cores = self.cpu_others if self.cpu_others is not None else (None, 0)
+        return others is not None and others >= max(CPU_BUSY_MIN_CORES, CPU_BUSY_SHARE * cores)
+
     def unreliable_why(self) -> str:
-        """Where other work competed with the runs and no comparison was told apart beyond noise: the one line that says
-        so (how much of the CPU other work used, where the runs' monitor read it); "" otherwise."""
+        """Where other work competed with the runs and no comparison was told apart beyond noise, or a CPU search ran
+        on a busy machine (`cpu_busy`): the one line that says so (how much of the CPU other work used); ""
+        otherwise."""
+        if self.cpu_busy():
+            others, cores = self.cpu_others  # type: ignore[misc]
+            return (f"no reliable answer: other work used {others:.1f} of {cores} CPU cores while measuring; run "
+                    "again when it is quiet")
         if not self.competed or self.decided():
             return ""
         others, cores = [], None
