@@ -239,9 +239,13 @@ def test_advise_model_searches_and_hands_back_the_snippet_and_a_preset_that_repr
     assert a["label"] == s["winner_label"]
     # a speed-up against fp32 unless the answer is fp32 itself (within noise of it on a busy CPU: the one decision)
     assert (a["speedup_vs_fp32"] is not None) == (a["label"] != "fp32"), a
-    assert "import torch" in a["snippet"] and "optimizer.step()" in a["snippet"]
-    p = presets.parse(tomllib.loads(a["toml"]), name="answer")
-    assert p.config == parse(a["config"]) and p.model.endswith("m.py:build")
+    if a.get("reliable") is False:  # other work on this box (the suite's other workers): the honest busy answer
+        assert a["snippet"] is None and a["toml"] is None and a["unreliable_why"].startswith("no reliable answer")
+        assert a["unreliable_why"] in "\n".join(text_lines(view(doc)))
+    else:
+        assert "import torch" in a["snippet"] and "optimizer.step()" in a["snippet"]
+        p = presets.parse(tomllib.loads(a["toml"]), name="answer")
+        assert p.config == parse(a["config"]) and p.model.endswith("m.py:build")
     [w] = doc["workloads"]
     assert w["baseline"] == "m:build/fp32" and any(x["preset"] == a["preset"] for x in w["presets"])
     # confirmed side by side, or it says why not (on a slow box the budget may leave no room for the rounds)
