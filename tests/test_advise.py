@@ -4,6 +4,7 @@ and the CLI end to end on CPU (optimizer workload only: cheap, no torch.compile)
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import signal
 import statistics
 import subprocess
@@ -874,3 +875,25 @@ def test_a_clear_speed_up_measured_only_on_single_runs_reads_about_never_within_
     assert a["speedup_vs_fp32_verdict"] == "within_noise"  # never called faster on such evidence
     plain = answer(v, {"fp32": BASELINE, "bf16+fused": fast}, side_by_side=False)
     assert plain is not None and not plain["speedup_vs_fp32_text"].startswith("about")
+
+
+def test_one_record_judges_every_comparison_of_a_searchs_measurements():
+    """A search's measurements carry its judge (`SearchResult.shown`): the table's speed-up, the verdict's text and
+    the answer read that one comparison, not each its own pooling of the runs."""
+    from apextui.core.advise.records import versus
+    from apextui.core.measure.compare import Comparison
+
+    side_by_side = Comparison.of(1.5, 1.4, 1.6, basis="paired")
+
+    def judge(a, b):
+        return side_by_side if (a.preset, b.preset) == ("fast", "base") else None
+
+    base = replace(m("base", [30.0, 31.0], workload="model", ci=0.01), judge=judge)
+    fast = replace(m("fast", [20.0, 29.0], workload="model", ci=0.01), judge=judge)  # pooled: 1.24x, wide
+    assert versus(fast, base) is side_by_side
+    assert versus(base, fast).speedup != 1 / 1.5  # a pair the judge does not hold: the runs decide
+    v = verdict("model", [base, fast], baseline="base")
+    row = next(p for p in v.to_dict()["presets"] if p["preset"] == "fast")
+    assert (row["speedup_vs_baseline"], row["speedup_vs_baseline_low"], row["speedup_vs_baseline_high"]) == (1.5, 1.4,
+                                                                                                               1.6)
+    assert "1.50× (1.40–1.60) the baseline base's" in v.text

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Callable, Iterable, Literal, Mapping
 
 from ..workloads.spec import WORKLOADS
 from ..measure.compare import Comparison, Disturbance, Drift, Timing, compare, disturbances, fields, kept_runs, \
@@ -143,6 +143,11 @@ class Measurement:
     # the drift between runs of one configuration seen in this advice (`compare.Drift`): a comparison that involves a
     # single run is widened by it (`versus`); None: the caller's comparisons ignore it (tests of other rules)
     drift: Drift | None = None
+    # where one record decides every comparison of these measurements (a model search: `SearchResult.shown`, side by
+    # side along its races), that judge: `versus` asks it first, so that the verdict, the table, the answer and the
+    # text read one comparison of a pair (None: the pooled runs decide, as for the shipped workloads)
+    judge: Callable[["Measurement", "Measurement"], "Comparison | None"] | None = field(default=None, compare=False,
+                                                                                    repr=False)
 
     @property
     def ok_runs(self) -> list[RunResult]:
@@ -275,6 +280,9 @@ def versus(a: Measurement, b: Measurement) -> Comparison:
     ta, tb = a.timing, b.timing
     if ta is None or tb is None:
         raise ValueError("versus needs two measured presets")
+    judged = a.judge(a, b) if a.judge is not None else None
+    if judged is not None:
+        return judged
     c = compare(ta, tb, drift=a.drift or b.drift, rounds=(a.by_round, b.by_round))
     return unsure(c) if a.rests_on_disturbed or b.rests_on_disturbed else c
 

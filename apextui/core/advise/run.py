@@ -348,11 +348,12 @@ class Advisor:
         from ..config.point import BASELINE
 
         base = next((x for x in self._search_presets.values() if x.point == BASELINE), None)
+        judge = self._judge()
         ms = []
         for name, x in self._search_presets.items():
             runs = tuple(self._runs.get((p.workload, name), ()))
             kw: dict[str, Any] = dict(preset=x.name, variant=x.variant, workload=x.workload,
-                                      needs_apex=tuple(x.needs_apex), amp=x.amp)
+                                      needs_apex=tuple(x.needs_apex), amp=x.amp, judge=judge)
             if runs:
                 ms.append(Measurement(**kw, runs=runs, planned=len(runs), drift=self.drift))
             else:
@@ -364,6 +365,21 @@ class Advisor:
                                           fix=getattr(a, "fix", None) or ""))
         return verdict(p.workload, ms, baseline=base.name if base is not None else p.baseline,
                        decided=self._search_choice(ms))
+
+    def _judge(self) -> Any:
+        """The search's one comparison of two of its presets (`SearchResult.shown`: side by side, along its chain of
+        races where the two never ran in one; else single runs, never called faster or slower), for every reader of
+        its measurements (`records.versus`); None before the search ran."""
+        r = self._search_result
+        if r is None:
+            return None
+        point_of = {name: x.point for name, x in self._search_presets.items()}
+
+        def judge(a: Measurement, b: Measurement) -> Any:
+            pa, pb = point_of.get(a.preset), point_of.get(b.preset)
+            return r.shown(pa, pb) if pa is not None and pb is not None else None
+
+        return judge
 
     def _search_choice(self, ms: Sequence[Measurement]) -> Choice[Measurement] | None:
         """The search's decision, as the verdict's (`decide.verdict`'s `decided`): its confirmed answer (`ablation`),
