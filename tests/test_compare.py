@@ -298,3 +298,9 @@ def test_a_pooled_ratio_outside_the_rounds_stays_inside_its_interval():
     ratios, and the interval still holds it."""
     c = compare_paired(_t(4.0), _t(10.0), {1: _t(5.0), 2: _t(5.0)}, {1: _t(10.0), 2: _t(10.5)})
     assert c is not None and c.speedup == 2.5 and c.low < 2.0 and c.high == 2.5
+
+
+def test_an_interval_over_ten_times_wide_is_no_measurement_whichever_side_of_1_it_lies():
+    c = compare(Timing(1.0, 0.5, 1.5), Timing(20.0, 10.0, 100.0))  # 6.7x..200x: excludes 1, but 30x wide
+    assert c.low > 1 and c.verdict == "within_noise" and format_speedup(c) == "unmeasurable (spread >10×)"
+    assert compare(Timing(1.0, 0.9, 1.1), Timing(20.0, 19.0, 21.0)).verdict == "faster"

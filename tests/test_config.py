@@ -307,3 +307,27 @@ def test_the_written_out_norm_swap_swaps_every_norm_and_keeps_the_weights(monkey
     assert type(model[1]) is FusedLayerNorm and type(model[2][0]) is FusedRMSNorm
     assert model[2][0].eps == 1e-6
     torch.testing.assert_close(model(x), before, rtol=1e-5, atol=1e-5)  # the weights came along
+
+
+def test_liger_family_patch_is_called_with_the_flags_that_family_takes_and_channels_last_comes_before_the_unpack():
+    """Gemma's patch takes no `swiglu` (it has GeGLU): the code names only what the family's function takes, as the
+    engine does (`liger.patch`); a (inputs, targets) batch is moved to channels_last whole, before it is unpacked."""
+    from apextui.core.config.calling import Calling
+
+    takes = ("rope", "rms_norm", "geglu", "cross_entropy", "fused_linear_cross_entropy")
+    gemma = ("apply_liger_kernel_to_gemma", takes)
+    code = snippet(parse("norms=liger"), calling=Calling("keyword", "attribute"), liger_apply=gemma)
+    assert "apply_liger_kernel_to_gemma(model=model, rope=True, rms_norm=True, geglu=True, cross_entropy=False, " \
+           "fused_linear_cross_entropy=False)" in code and "swiglu" not in code
+    code = snippet(parse("memory_format=channels_last"), calling=Calling("positional", "loss_fn"))
+    assert code.index("batch = to_channels_last(batch)") < code.index("inputs, targets = batch")
+    import collections
+
+    import torch
+
+    ns: dict = {"torch": torch}
+    exec("\n".join(line for line in code.splitlines() if not line.startswith(("optimizer", "model ="))  # noqa: S102
+                    and "cudnn" not in line).split("# each step")[0], ns)
+    Pair = collections.namedtuple("Pair", "image label")
+    moved = ns["to_channels_last"](Pair(torch.zeros(2, 3, 4, 4), torch.zeros(2)))
+    assert isinstance(moved, Pair) and moved.image.is_contiguous(memory_format=torch.channels_last)

@@ -314,7 +314,7 @@ def test_what_the_searchs_runs_print_goes_to_its_log_and_the_terminal_gets_a_lin
     log = json.loads(proc.stdout)["search"]["log"]
     assert log["path"].startswith(str(tmp_path / "cache" / "search-logs")) and log["path"].endswith("-search.log")
     text = Path(log["path"]).read_text()
-    assert "NOISY-THIRD-PARTY-WARNING" in text and text.count("NOISY-PRINT") > 10
+    assert "NOISY-THIRD-PARTY-WARNING" in text and text.count("NOISY-PRINT") >= 2  # a print a step, every run
     kinds = {k["kind"]: k["lines"] for k in log["kinds"]}
     assert kinds.get("Python warnings", 0) >= 1 and log["lines"] == sum(kinds.values())
     assert f"kept in {log['path']}" in proc.stderr and "lines: Python warnings" in proc.stderr

@@ -9,6 +9,7 @@ SIGTERM), with the partial advice printed: one signal is enough, even while a st
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import sys
 from typing import Any, Sequence
@@ -259,10 +260,11 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
         runs = got
     facts = runs.pop("facts")
     search_factory = None
-    if device == "cpu" and runs.get("search_budget_s") is not None:
+    wait_before = os.environ.get("OMP_WAIT_POLICY")
+    if device == "cpu" and runs.get("search_budget_s") is not None and runner_factory is None:
         from ..core.advise.cpu_share import others_now, passive_wait
 
-        passive_wait(others_now())  # before the search's worker processes start: OpenMP reads it as it loads
+        passive_wait(others_now())  # before the worker processes' server starts: OpenMP reads it as it loads
     if runner_factory is None:
         runner_factory, search_factory = _runs_in_processes(search=runs.get("search_budget_s") is not None)
     try:
@@ -272,6 +274,11 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
     except AdviceError as exc:
         log(f"error: {exc}")
         return EXIT_USAGE
+    finally:  # the workers' server has it; this process (a caller's, where advise runs in it) gets its own back
+        if wait_before is None:
+            os.environ.pop("OMP_WAIT_POLICY", None)
+        else:
+            os.environ["OMP_WAIT_POLICY"] = wait_before
     if args.reuse:
         reused = _reused(advisor, args)
         if reused is not None:

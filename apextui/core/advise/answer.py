@@ -68,13 +68,14 @@ def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | Non
     }
 
 
-def _liger_apply(point: Config, model_type: str) -> str:
-    """Liger's family patch's name where the answer uses Liger on a model of a family it patches, else ""."""
+def _liger_apply(point: Config, model_type: str) -> tuple[str, tuple[str, ...]]:
+    """Liger's family patch (its name, the flags it takes) where the answer uses Liger on a model of a family it
+    patches, else ("", ())."""
     if point.norms != "liger" and point.loss != "liger_flce":
-        return ""
-    from ..workloads.liger import apply_name
+        return "", ()
+    from ..workloads.liger import apply_call
 
-    return apply_name(model_type)
+    return apply_call(model_type)
 
 
 def confirmation(r: Any) -> dict[str, Any]:

@@ -62,30 +62,38 @@ def others_now(look_s: float = LOOK_S, clock: Any = time.monotonic) -> float | N
     except ImportError:
         return None
     me = psutil.Process()
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = []
 
-    def mine() -> float:
-        total = 0.0
-        for p in (me, *me.children(recursive=True)):
+    def mine() -> float:  # this process and its children, those reaped during the look too (children_*)
+        t = me.cpu_times()
+        total = t.user + t.system + t.children_user + t.children_system
+        for p in me.children(recursive=True):
             try:
-                t = p.cpu_times()
-                total += t.user + t.system
+                c = p.cpu_times()
+                total += c.user + c.system
             except psutil.Error:
                 continue
         return total
 
     try:
-        busy0, mine0, t0 = _busy(psutil), mine(), clock()
+        busy0, mine0, t0 = _busy(psutil, cpus), mine(), clock()
         time.sleep(look_s)
-        busy1, mine1, t1 = _busy(psutil), mine(), clock()
+        busy1, mine1, t1 = _busy(psutil, cpus), mine(), clock()
     except (psutil.Error, OSError):
         return None
     wall = t1 - t0
     return max(0.0, (busy1 - busy0) - (mine1 - mine0)) / wall if wall > 0 else None
 
 
-def _busy(psutil: Any) -> float:
-    t = psutil.cpu_times()
-    return float(t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0))
+def _busy(psutil: Any, cpus: list[int]) -> float:
+    """CPU seconds the cores this process may run on (`cpus`; all where unknown) have spent busy."""
+    per = psutil.cpu_times(percpu=True)
+    chosen = [per[i] for i in cpus if i < len(per)] or per
+    return float(sum(t.user + t.system + getattr(t, "nice", 0.0) + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+                     for t in chosen))
 
 
 def others_in(contention: Mapping[str, Any] | None) -> float | None:

@@ -550,21 +550,22 @@ class Advisor:
         return counter[0]
 
     def _cpu_threads(self, say: Callable[[str], None]) -> int | None:
-        """A CPU search run's intra-op threads: the cores other work left during the run before (a short look before
-        the first), said when it changes (`cpu_share`); None on CUDA, or where the runs are not in a search
-        worker."""
+        """A CPU search run's intra-op threads: the cores other work left at the search's start (a short look), the
+        same for every run, so that two runs compared side by side ran alike (`cpu_share`); None on CUDA, or where the
+        runs are not in a search worker."""
         if self.device != "cpu" or self.search_runner_factory is None:
             return None
-        if not self.cpu_record["threads"]:
+        if self.cpu_record["threads"]:
+            threads = int(self.cpu_record["threads"][0])
+        else:
             self._others = cpu_share.others_now()
             if self._others is not None:
                 self.cpu_record["other_cores"].append(round(self._others, 2))
-        cores = self.cpu_record["cores"]
-        threads = cpu_share.fit_threads(cores, self._others)
-        if not self.cpu_record["threads"] or self.cpu_record["threads"][-1] != threads:
+            cores = self.cpu_record["cores"]
+            threads = cpu_share.fit_threads(cores, self._others)
             other = f"other work used {self._others:.1f} cores" if self._others is not None else "other work unknown"
             say(f"search: CPU runs with {threads} intra-op thread{'s' * (threads != 1)} of {cores} cores ({other}; "
-                f"{cpu_share.WAIT_ENV}={os.environ.get(cpu_share.WAIT_ENV, 'unset')})")
+                f"{cpu_share.WAIT_ENV}={self.cpu_record['wait_policy'] or 'unset'})")
         self.cpu_record["threads"].append(threads)
         return threads
 

@@ -54,7 +54,9 @@ def _norm_swap(kernels: str) -> list[str]:
         layer, rms = ("LigerLayerNorm(size, eps=eps, bias=child.bias is not None)",
                       "LigerRMSNorm(size, eps=eps, in_place=False)")
     return ["# each LayerNorm / RMSNorm (nn.LayerNorm, nn.RMSNorm, your own ...RMSNorm class) -> the fused kernel's, "
-            "weights copied", *head,
+            "weights copied;",
+            "# an own ...RMSNorm class must compute weight * x / sqrt(mean(x^2) + eps) (not Gemma's (1 + weight))",
+            *head,
             "def swap_norms(module):",
             "    for name, child in module.named_children():",
             "        weight = getattr(child, \"weight\", None)",
@@ -72,12 +74,17 @@ def _norm_swap(kernels: str) -> list[str]:
             "swap_norms(model)"]
 
 
-def _liger_family(apply_fn: str, norms: bool, flce: bool) -> list[str]:
-    """Liger's own patch of a Hugging Face model family, as measured: its norms, SwiGLU and RoPE (`norms`), its fused
-    linear cross-entropy (`flce`)."""
-    flags = ", ".join(f"{k}={v}" for k, v in (("rope", norms), ("rms_norm", norms), ("swiglu", norms),
-                                               ("cross_entropy", False), ("fused_linear_cross_entropy", flce)))
-    return [f"from liger_kernel.transformers import {apply_fn}", f"{apply_fn}(model=model, {flags})"]
+# what Liger's family patch is asked for, as `workloads.liger.flags` asks it (this module imports nothing above it)
+_LIGER_FLAGS = ("rope", "rms_norm", "layer_norm", "swiglu", "geglu", "cross_entropy", "fused_linear_cross_entropy")
+
+
+def _liger_family(apply_fn: str, takes: tuple[str, ...], norms: bool, flce: bool) -> list[str]:
+    """Liger's own patch of a Hugging Face model family, as measured: its kernels (`norms`: norms, SwiGLU/GeGLU,
+    RoPE), its fused linear cross-entropy (`flce`), each flag the family's function takes (`takes`) written out."""
+    value = {f: norms for f in _LIGER_FLAGS[:5]} | {"cross_entropy": False, "fused_linear_cross_entropy": flce}
+    flags = ", ".join(f"{k}={value[k]}" for k in _LIGER_FLAGS if k in takes)
+    call = f"{apply_fn}(model=model, {flags})" if flags else f"{apply_fn}(model=model)"
+    return [f"from liger_kernel.transformers import {apply_fn}", call]
 
 
 # norms value -> its lines (Liger's for a model of a family it patches: `_liger_family`)
@@ -88,9 +95,13 @@ LOSS: dict[str, list[str]] = {
     "model": [],
     "liger_flce": ["# Liger's fused linear cross-entropy: the loss from the hidden states in chunks, the logits never",
                    "# held whole (the batch keeps its `labels`); apply_liger_kernel_to_<your model's model_type>",
+                   "import inspect",
                    "from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN",
-                   "MODEL_TYPE_TO_APPLY_LIGER_FN[model.config.model_type](model=model, cross_entropy=False, "
-                   "fused_linear_cross_entropy=True)"],
+                   "apply_liger = MODEL_TYPE_TO_APPLY_LIGER_FN[model.config.model_type]",
+                   "flags = dict(rope=False, rms_norm=False, layer_norm=False, swiglu=False, geglu=False,",
+                   "             cross_entropy=False, fused_linear_cross_entropy=True)  # the loss alone, as measured",
+                   "apply_liger(model=model, **{k: v for k, v in flags.items()",
+                   "                            if k in inspect.signature(apply_liger).parameters})"],
 }
 
 # memory format value -> its set-up lines; the step moves each batch's 4-D tensors (`_MEMORY_STEP`)
@@ -125,21 +136,26 @@ _TO_CHANNELS_LAST = [
     "        return x.to(memory_format=torch.channels_last) if x.dim() == 4 else x",
     "    if isinstance(x, dict):",
     "        return {k: to_channels_last(v) for k, v in x.items()}",
-    "    return type(x)(to_channels_last(v) for v in x) if isinstance(x, (list, tuple)) else x"]
+    "    if isinstance(x, (list, tuple)):",
+    "        items = [to_channels_last(v) for v in x]",
+    "        return type(x)(*items) if hasattr(x, \"_fields\") else type(x)(items)  # a namedtuple too",
+    "    return x"]
 
 
-def snippet(config: Config, *, calling: Calling | None = None, device: str = "cuda", liger_apply: str = "") -> str:
+def snippet(config: Config, *, calling: Calling | None = None, device: str = "cuda",
+            liger_apply: tuple[str, tuple[str, ...]] = ("", ())) -> str:
     """Python lines for a training script: set-up (TF32, norm swap, fp8, optimizer, compile) and the step
     (autocast and GradScaler on `device`, the forward and loss as `calling` says). `model`, `lr`, `batch` (one
     batch as make_batch returns it) and `loss_fn` are the script's own. Without a `calling` (none was recorded:
     only fp32 ran, or a shipped workload) the step is ModelSetup's documented form, `loss_fn(model(inputs),
-    targets)`. `liger_apply`: Liger's `apply_liger_kernel_to_<family>` for the model's Hugging Face family, where it
-    has one (its norms and loss are then that patch, as measured); else the norm swap written out. Nothing of
+    targets)`. `liger_apply`: Liger's `apply_liger_kernel_to_<family>` for the model's Hugging Face family and the
+    flags it takes, where it has one (its norms and loss are then that patch, as measured); else the norm swap
+    written out. Nothing of
     apextui's is imported: the code depends on what the configuration uses alone."""
     lines = ["import torch", ""]
     # the engine's order: the swap and the loss's patch, then fp8's layers, then the layout
-    if liger_apply and (config.norms == "liger" or config.loss == "liger_flce"):
-        lines += _liger_family(liger_apply, config.norms == "liger", config.loss == "liger_flce")
+    if liger_apply[0] and (config.norms == "liger" or config.loss == "liger_flce"):
+        lines += _liger_family(*liger_apply, config.norms == "liger", config.loss == "liger_flce")
         lines += [] if config.norms == "liger" else NORMS[config.norms]
     else:
         lines += NORMS[config.norms] + LOSS[config.loss]
@@ -164,10 +180,11 @@ def snippet(config: Config, *, calling: Calling | None = None, device: str = "cu
     step = ["optimizer.zero_grad()"]
     if config.cuda_graphs:
         step.append("torch.compiler.cudagraph_mark_step_begin()")
+    if config.channels_last and not simple:
+        step.append("batch = to_channels_last(batch)")
     step += calling.unpack() if calling is not None else []
-    if config.channels_last:
-        step.append("inputs = inputs.to(memory_format=torch.channels_last)" if simple
-                    else "batch = to_channels_last(batch)")
+    if config.channels_last and simple:
+        step.append("inputs = inputs.to(memory_format=torch.channels_last)")
     contexts = [f'torch.autocast(device_type="{device}", dtype={_DTYPE[config.autocast]})'] \
         if config.autocast != "none" else []
     contexts += [f"sdpa_kernel({backend})"] if backend is not None else []

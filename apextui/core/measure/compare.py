@@ -22,6 +22,9 @@ if TYPE_CHECKING:  # a summary derives its timing from `Timing.read`: this modul
     from .summary import Summary
 
 NOISE_FLOOR = 0.02  # two medians closer than 2 % are never called different, however narrow their intervals
+# an interval whose ends are further apart than this factor is no measurement: within noise, and shown without figures
+# (a busy 2-core box gave "0.03-101x" and "0.51-36.9x")
+UNMEASURABLE = 10.0
 MIN_BASELINE_STEPS = 20  # a baseline's median needs this many measured steps: fewer are mostly noise
 # The drift assumed between two single runs made one after another when no configuration has been run twice
 # (nothing seen): a factor of 2 either way. The same preset run twice on a 2-core box at load 4-5 measured 65.3 and
@@ -40,8 +43,9 @@ BASES: tuple[Basis, ...] = get_args(Basis)
 SINGLE_RUNS_NOTE = "single runs, one after another: drift unknown"
 
 NOISE_RULE = (f"a speed-up is within noise when its 95 % interval (baseline low / candidate high .. baseline "
-              f"high / candidate low, from each median's interval) contains 1, or when the faster one is less "
-              f"than {NOISE_FLOOR:.0%} faster; with an interval unknown only the {NOISE_FLOOR:.0%} floor applies; "
+              f"high / candidate low, from each median's interval) contains 1 or spans over {UNMEASURABLE:g}x, or "
+              f"when the faster one is less than {NOISE_FLOOR:.0%} faster; with an interval unknown only the "
+              f"{NOISE_FLOOR:.0%} floor applies; "
               f"a single run against another made before or after it has its interval widened by the largest "
               f"drift seen between two runs of one configuration here, or by a factor of {1 + UNKNOWN_DRIFT:g} "
               f"when none was run twice; two configurations run side by side in {MIN_PAIRED_ROUNDS} or more "
@@ -159,7 +163,9 @@ class Comparison:
             low = high = None
         near = max(speedup, 1 / speedup) - 1 < floor  # symmetric: swapping the two never changes the verdict
         straddles = low is not None and low <= 1 <= high  # type: ignore[operator]
-        verdict: Verdict = "within_noise" if near or straddles else ("faster" if speedup > 1 else "slower")
+        unmeasurable = low is not None and high > UNMEASURABLE * low  # type: ignore[operator]
+        verdict: Verdict = "within_noise" if near or straddles or unmeasurable else \
+            ("faster" if speedup > 1 else "slower")
         return cls(speedup, low, high, verdict, floor, basis)
 
     @property
@@ -313,9 +319,6 @@ def unsure(c: Comparison) -> Comparison:
 
 def _short(v: float) -> str:
     return f"{v:.2f}" if v < 10 else (f"{v:.1f}" if v < 100 else f"{v:.0f}")
-
-
-UNMEASURABLE = 10.0  # an interval whose ends are further apart than this factor is not shown as figures
 
 
 def format_speedup(c: Comparison | None, compact: bool = False) -> str:

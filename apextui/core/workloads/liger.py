@@ -46,6 +46,31 @@ def family_patch(model: nn.Module) -> Callable[..., None] | None:
     return fn if callable(fn) else None
 
 
+FLAGS = ("rope", "rms_norm", "layer_norm", "swiglu", "geglu", "cross_entropy", "fused_linear_cross_entropy")
+
+
+def flags(norms: bool, fused_linear_cross_entropy: bool) -> dict[str, bool]:
+    """What `patch` asks of a family's function: its kernels (`norms`: norms, SwiGLU/GeGLU, RoPE) and its loss."""
+    return {"rope": norms, "rms_norm": norms, "layer_norm": norms, "swiglu": norms, "geglu": norms,
+            "cross_entropy": False, "fused_linear_cross_entropy": fused_linear_cross_entropy}
+
+
+def apply_call(kind: str) -> tuple[str, tuple[str, ...]]:
+    """Liger's `apply_liger_kernel_to_<family>` for a Hugging Face model type: its name and which of `FLAGS` it takes
+    (families differ: Gemma's takes no `swiglu`), ("", ()) where Liger has none or is not installed here. Imports
+    Liger."""
+    name = apply_name(kind)
+    if not name:
+        return "", ()
+    import importlib
+
+    fn = getattr(importlib.import_module(MONKEY_PATCH), "MODEL_TYPE_TO_APPLY_LIGER_FN", {}).get(kind)
+    if not callable(fn):
+        return "", ()
+    params = inspect.signature(fn).parameters
+    return name, tuple(f for f in FLAGS if f in params)
+
+
 def apply_name(kind: str) -> str:
     """The name of Liger's `apply_liger_kernel_to_<family>` for a Hugging Face model type ("llama" ->
     "apply_liger_kernel_to_llama"), "" where Liger has none for it or is not installed here (the answer's code then
@@ -76,11 +101,10 @@ def patch(model: nn.Module, *, norms: bool, fused_linear_cross_entropy: bool) ->
     fn = family_patch(model)
     if fn is None:
         return False
-    flags = {"rope": norms, "rms_norm": norms, "layer_norm": norms, "swiglu": norms, "geglu": norms,
-             "cross_entropy": False, "fused_linear_cross_entropy": fused_linear_cross_entropy}
+    asked = flags(norms, fused_linear_cross_entropy)
     params = inspect.signature(fn).parameters
     before = _snapshot()
-    fn(model=model, **{k: v for k, v in flags.items() if k in params})
+    fn(model=model, **{k: v for k, v in asked.items() if k in params})
     for name, old in before.items():
         module = sys.modules.get(name)
         if module is None:
