@@ -269,3 +269,32 @@ def test_a_cpu_search_on_a_busy_machine_has_no_reliable_answer_whatever_its_comp
     assert not r.cpu_busy() and not r.unreliable_why()
     r.cpu_others = (1.0, 16)  # a quarter of 16 cores is 4
     assert not r.cpu_busy()
+
+
+def test_a_round_that_runs_a_candidate_keeps_room_for_the_best_points_run():
+    """HF GPT-2 on an H100 (2026-12-06): in a race's second round three candidates ran and then the recipe's own run
+    no longer fitted the budget, so none of them compared with anything. A candidate now runs in a round only where
+    the best point's run of that round still fits after it."""
+    from apextui.core.advise.race import Race
+    from apextui.core.advise.search_record import Outcome, SearchResult, Trial
+    from apextui.core.measure.compare import Timing
+
+    record, spent, rounds = SearchResult(), [0.0], iter(range(1, 10))
+    best, a, b = RECIPE, RECIPE.with_("optimizer", "adamw"), RECIPE.with_("compile", "none")
+    ms = {best: 20.0, a: 20.1, b: 40.0}
+    budget, cost = 55.0, 10.0  # round 1: three runs (30 s); round 2 has 25 s: room for two runs, not three
+
+    def run(phase, c, why, rnd):
+        spent[0] += cost
+        outcome = Outcome("ok", Timing(ms[c], ms[c] * 0.999, ms[c] * 1.001, n=40))
+        record.trials.append(Trial(len(record.trials) + 1, phase, c, why, outcome, spent[0], rnd))
+        return outcome
+
+    def fits(*configs):
+        return spent[0] + cost * len(configs) <= budget
+
+    finalists = Race(record, best, [a, b], run, fits, lambda: next(rounds), lambda: False,
+                     full=frozenset({a, b})).go()
+    second = [t.config for t in record.trials if t.round == 2]
+    assert second[-1] == best and len(second) == 2  # one candidate, then the best point: the round compares
+    assert finalists and record.paired(finalists[0], best) is not None

@@ -6,11 +6,13 @@ Why removals: the best point can be two moves away (HF Llama on an H100: Liger's
 here, on the best point: a value is judged where it will be used (fused AdamW gained nothing on ResNet-50's fp32
 step, 153.1 against 152.9 ms, and a good share on its compiled step, six times shorter).
 
-The order spends the budget where a move is likeliest to be decided cheaply: values taken out and what needs no new
-compile first (a removal gives the answer's parts their figure, and a tie goes to the simpler point), then a compile
+The order spends the budget where a move is likeliest to be decided cheaply: what needs no new compile first (the same
+graph, or an eager point: a removal gives the answer's parts their figure, and a tie goes to the simpler point), then
+a compile
 (another mode of the compiled point, CUDA graphs the likeliest gain on a short step; or compile added to an eager
-point: on CPU, where the recipe has none, the likeliest large gain), then new graphs by their estimated cost, the
-costly compile modes last.
+point: on CPU, where the recipe has none, the likeliest large gain), then new graphs by their estimated cost (a
+removal that compiles another graph among them: HF GPT-2's fp32 graph took 65 s on an H100, and the CUDA-graph mode
+went untried), the costly compile modes last.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ def order(cands: list[Config], current: Config, costs: CostModel) -> list[Config
     def key(c: Config) -> tuple[int, float]:
         mode = c.compile != current.compile and c.compile != "none"  # another compile mode, or compile added
         costly = c.compile.setup_cost > 1.5 and c.compile != current.compile
-        cheap = kind(c, current) == "remove" or graph_of(c) == graph_of(current) or costs.ran(c)
+        # what needs no new compile: the same graph, a point that ran, or a removal that runs eager
+        cheap = graph_of(c) == graph_of(current) or costs.ran(c) or c.compile == "none"
         group = 3 if costly else 0 if cheap else 1 if mode else 2
         return group, costs.estimate(c)
 

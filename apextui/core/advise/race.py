@@ -29,7 +29,7 @@ DROP_MARGIN = 0.10  # after one round a candidate slower than this beyond noise 
 WHAT: dict[str, str] = {"baseline": "the baseline: your model as written",
                         "recipe": "the practitioner's recipe, beside your model as written"}
 RunFn = Callable[[Phase, Config, str, int], Outcome]  # (phase, point, why, round) -> its outcome
-FitsFn = Callable[[Config], bool]  # whether a run of the point still fits the budget
+FitsFn = Callable[..., bool]  # whether a run of each of these points still fits the budget
 
 
 @dataclass
@@ -70,8 +70,10 @@ class Race:
                     ran_incumbent = self.fits(c) and self._one(c, rnd, k)
                     if not ran_incumbent:
                         break  # nothing to compare with in this round
-                elif not self.fits(c) or not self._one(c, rnd, k):
-                    alive.remove(c)  # failed, or the budget cannot hold it: it leaves the race
+                elif not (self.fits(c) if ran_incumbent else self.fits(c, self.incumbent)) or not self._one(c, rnd, k):
+                    # failed, or the budget cannot hold it and the best point's run of this round still to come
+                    # (without that run the round compares nothing): it leaves the race
+                    alive.remove(c)
             if not ran_incumbent:
                 break
             held += 1

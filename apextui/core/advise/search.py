@@ -102,8 +102,9 @@ class Search:
         return any(t.config == config and t.outcome.status in ("failed", "check_failed", "unavailable")
                    for t in self.result.trials) and self.result.timing(config) is None
 
-    def _fits(self, config: Config) -> bool:
-        return not self._stopped and self.spent + self.costs.estimate(config) <= self.budget_s
+    def _fits(self, *configs: Config) -> bool:
+        """A run of each of `configs` still fits the budget (and no stop was asked for)."""
+        return not self._stopped and self.spent + sum(self.costs.estimate(c) for c in configs) <= self.budget_s
 
     # ---- one run ----------------------------------------------------------------------------------
     def _run(self, phase: Phase, config: Config, why: str, round: int | None = None) -> Outcome:
