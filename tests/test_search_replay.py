@@ -1,5 +1,7 @@
-"""The real search, proven on GPU timing tables recorded on an H100 (`tests/fixtures/tables/`, recorded by
-`benchmarks/record_table.py`) and replayed on a fake clock (`advise.table_replay`): 100 seeded replays of each table,
+"""The real search, proven on GPU timing tables recorded on an H100 (`tests/fixtures/tables/`: the example GPT's and
+Llama's grids recorded by `benchmarks/record_table.py`, and HF GPT-2's from a real cold search's record,
+`benchmarks/table_from_advice.py`, whose recompiles cost 14 s each) and replayed on a fake clock
+(`advise.table_replay`): 100 seeded replays of each table,
 each run's median drawn from the table's runs with their measured spread, compiles charged as they cost there (the
 first cold, a new graph through warm caches, a recompile), and again with one run in ten slowed 1.2-3x by other work
 (seen as such seven times in ten, as the monitor would).
