@@ -283,6 +283,3 @@ class Search:
         raced = [c for c in r.candidates if c.needs_apex and r.paired(c, answer) is not None]
         return (min(raced, key=lambda c: r.timing(c).median_ms), answer) if raced else (None, None)  # type: ignore[union-attr]
 
-
-__doc__ += f"\nThe method in one line (the JSON's `search.method`): {METHOD}.\n"
-_ = (NOT_RUN, STOP_WORDS, DEFAULT_BUDGET_S, SEARCH_STEPS)  # re-exported for the CLI, the TUI and the runner
