@@ -30,10 +30,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from apextui.core.advise.recipe import recipe  # noqa: E402
+from apextui.core.advise.table_replay import SCHEMA  # noqa: E402
 from apextui.core.config.axes import AXES, Scope  # noqa: E402
 from apextui.core.config.point import BASELINE, Config  # noqa: E402
 
-SCHEMA = 1
 
 
 def neighbours(point: Config, scope: Scope) -> list[Config]:

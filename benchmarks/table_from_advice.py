@@ -13,7 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-SCHEMA = 1
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from apextui.core.advise.table_replay import SCHEMA  # noqa: E402
+
 
 
 def table_from_advice(doc: dict[str, Any]) -> dict[str, Any]:

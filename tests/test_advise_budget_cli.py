@@ -133,7 +133,9 @@ def test_a_hung_step_is_ended_by_the_budget_and_no_process_is_left(tmp_path):
 
 def search_log_says(text: str) -> bool:
     """The search's log (its runs' output goes there, off the terminal: `advise.search_log`) holds `text`."""
-    folder = Path(os.environ["APEXTUI_CACHE_DIR"]) / "search-logs"
+    from apextui.core.advise.search_log import FOLDER
+
+    folder = Path(os.environ["APEXTUI_CACHE_DIR"]) / FOLDER
     for path in folder.glob("*-search.log") if folder.is_dir() else ():
         try:
             if text in path.read_text(errors="replace"):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from apextui.core.advise.search import DEFAULT_BUDGET_S, Search
+from apextui.core.advise.search import DEFAULT_BUDGET_S
 from apextui.core.advise.table_replay import TableReplay, load
 from apextui.core.config.axes import Scope
 from apextui.core.measure.compare import NOISE_FLOOR
@@ -28,17 +28,14 @@ REPLAYS = 100
 def replay(table: dict, seed: int, **kw):
     rp = TableReplay(table, seed, **kw)
     scope = Scope("model", frozenset(table["traits"]), table["device"])
-    s = Search(rp.measure, DEFAULT_BUDGET_S[table["device"]], available=rp.available, clock=rp.clock,
-               workload=scope, device=table["device"])
-    rp.search = s
-    return s.run(), rp
+    return rp.run_search(DEFAULT_BUDGET_S[table["device"]], scope, table["device"]), rp
 
 
 def test_the_tables_were_recorded_on_a_gpu_with_the_machine_and_versions_inside():
     assert len(TABLES) >= 2
     for path in TABLES:
         t = load(path)
-        assert t["device"] == "cuda" and "H100" in t["machine"]["gpu"] or "H200" in t["machine"]["gpu"]
+        assert t["device"] == "cuda" and ("H100" in t["machine"]["gpu"] or "H200" in t["machine"]["gpu"])
         assert t["machine"]["torch"] and t["recipe"] and sum(bool(p.get("runs")) for p in t["points"].values()) >= 5
 
 
@@ -56,7 +53,6 @@ def test_replays_land_within_two_percent_of_the_best_never_below_the_recipe_and_
         near_best += answer_ms <= best_ms * 1.02
         same += r.winner == again.winner
         assert answer_ms <= rp.median_of(r.recipe) * (1 + NOISE_FLOOR), (seed, r.winner.label)
-        longest = max(row.wall_s for p in rp.points.values() for row in p.runs)
-        assert rp.now <= budget + longest, (seed, rp.now)
+        assert rp.now <= budget + rp.longest_run_s, (seed, rp.now)
     assert near_best >= 95, near_best
     assert same >= 95, same

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..measure.compare import DISTURBED_WORDS, fields, format_speedup, unsure
+from ..measure.compare import DISTURBED_WORDS, Comparison, fields, format_speedup, unsure
 from ..measure.mfu import Mfu
 from ..config.calling import Calling
 from ..config.point import Config
@@ -37,7 +37,7 @@ def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | Non
     `device`: how the runs called the model and where they ran, for the snippet (`snippet.snippet`);
     `side_by_side`: the answer's figures must come from interleaved rounds (a search's): a speed-up not measured
     round by round is shown, never called faster or slower (a single run against another, minutes apart);
-    `model_type`: the model's Hugging Face type, for Liger's family patch in the code (`liger.apply_name`)."""
+    `model_type`: the model's Hugging Face type, for Liger's family patch in the code (`liger.apply_call`)."""
     rec, base = v.measurement(v.recommended), v.measurement(v.baseline)
     if rec is None or rec.preset not in points:
         return None
@@ -45,11 +45,9 @@ def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | Non
     single = _best_single(v, points)
     vs_base = versus(rec, base) if base is not None and base.measured and base is not rec else None
     vs_single = versus(rec, single) if single is not None and single is not rec else None
-    apart: dict[str, str] = {}  # a comparison not measured side by side: never called faster or slower, said so
-    if side_by_side:
-        for name, c in (("vs_base", vs_base), ("vs_single", vs_single)):
-            if c is not None and c.basis != "paired":
-                apart[name] = f"about {c.speedup:.2f}× (single runs, not side by side)"
+    texts = [format_speedup(c) if c is not None else None for c in (vs_base, vs_single)]
+    if side_by_side:  # a comparison not measured side by side: never called faster or slower, and said so
+        texts = [shown_words(c) if c is not None else None for c in (vs_base, vs_single)]
         vs_base, vs_single = (unsure(c) if c is not None and c.basis != "paired" else c for c in (vs_base, vs_single))
     peaks = [p for r in rec.ok_runs if (p := r.summary.peak_memory_bytes) is not None]
     fastest = v.fastest if v.fastest != rec.preset else None
@@ -61,11 +59,17 @@ def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | Non
         "best_single": single.preset if single is not None else None,
         "best_single_label": points[single.preset].label if single is not None else None,
         **fields(vs_base, "speedup_vs_fp32"), **fields(vs_single, "speedup_vs_best_single"),
-        "speedup_vs_fp32_text": apart.get("vs_base") or (format_speedup(vs_base) if vs_base else None),
-        "speedup_vs_best_single_text": apart.get("vs_single") or (format_speedup(vs_single) if vs_single else None),
+        "speedup_vs_fp32_text": texts[0], "speedup_vs_best_single_text": texts[1],
         "snippet": snippet(point, calling=calling, device=device, liger_apply=_liger_apply(point, model_type)),
         "toml": preset_toml(point, model, steps=steps) if model else None,
     }
+
+
+def shown_words(c: Comparison) -> str:
+    """A search's speed-up in words: as the noise rule shows it where it was measured side by side, else 'about
+    6.40× (single runs, not side by side)' (never '≈': the interval of two single runs minutes apart holds nothing of
+    the drift between them)."""
+    return format_speedup(c) if c.basis == "paired" else f"about {c.speedup:.2f}× (single runs, not side by side)"
 
 
 def _liger_apply(point: Config, model_type: str) -> tuple[str, tuple[str, ...]]:

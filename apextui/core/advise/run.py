@@ -189,12 +189,11 @@ class Advisor:
         self.clock = clock
         self._setup_s = 0.0  # of the budget, the seconds spent before the search started
         self._last_start_s = 0.0  # the last run's worker start (`run.reusable.ReusedRun.start_s`)
-        # a CPU search's runs: the cores, the wait policy, each run's intra-op threads (`cpu_share`), and the cores
-        # other work used during the last run
+        # a CPU search's runs: the cores, the wait policy, the intra-op threads every run had (`cpu_share`), and the
+        # cores other work was seen to use (at the start, during runs, at the end)
         self.cpu_record: dict[str, Any] = {"cores": cpu_share.usable_cores(),
-                                           "wait_policy": os.environ.get(cpu_share.WAIT_ENV), "threads": [],
+                                           "wait_policy": os.environ.get(cpu_share.WAIT_ENV), "threads": None,
                                            "other_cores": []}
-        self._others: float | None = None
         self.data_parallel = data_parallel  # under torchrun: the data-parallel presets run too (planning.plan)
         self._search: Any = None  # the running search.Search
         self._search_result: Any = None  # its SearchResult
@@ -304,7 +303,7 @@ class Advisor:
                 doc["answer"] = w["answer"]
         if self._search_result is not None:
             doc["search"] = self._search_result.to_dict()
-            if self.cpu_record["threads"]:
+            if self.cpu_record["threads"] is not None:
                 doc["search"]["cpu"] = dict(self.cpu_record)
             if self.budget_started is not None:  # the search had the budget less what went before it (`_run_search`)
                 s = doc["search"]
@@ -320,7 +319,8 @@ class Advisor:
         """The answer's speed-up against fp32 is the search's own (`SearchResult.shown`: side by side, along the chain
         of races where the two never ran in one), so the answer, the search record and the text say one thing."""
         from ..config.point import BASELINE
-        from ..measure.compare import fields, format_speedup
+        from ..measure.compare import fields
+        from .answer import shown_words
 
         r = self._search_result
         if r.winner is None or r.winner == BASELINE or a.get("label") != r.winner.label:
@@ -328,8 +328,7 @@ class Advisor:
         c = r.shown(r.winner, BASELINE)
         if c is None:
             return
-        text = format_speedup(c) if c.basis == "paired" else f"about {c.speedup:.2f}× (single runs, not side by side)"
-        a.update(fields(c, "speedup_vs_fp32"), speedup_vs_fp32_text=text)
+        a.update(fields(c, "speedup_vs_fp32"), speedup_vs_fp32_text=shown_words(c))
 
     def _busy_answer(self, a: dict[str, Any]) -> None:
         """Where other work left no comparison beyond noise (`SearchResult.unreliable_why`): the answer says so, names
@@ -506,8 +505,7 @@ class Advisor:
             result = replace(result, round=round)
             contention = result.summary.contention
             others = cpu_share.others_in(contention.to_dict() if contention is not None else None)
-            self._others = others if others is not None else self._others  # no reading: the last one stands
-            if others is not None and self.cpu_record["threads"]:
+            if others is not None and self.cpu_record["threads"] is not None:  # what the busy rule reads
                 self.cpu_record["other_cores"].append(float(f"{others:.2f}"))  # (`round` is the round here)
             start_s, self._last_start_s = self._last_start_s, 0.0
             runs.append(result)
@@ -537,7 +535,7 @@ class Advisor:
         self._search_result = self._search.result
         try:
             self._search.run()
-            if self.cpu_record["threads"]:  # a last look: other work that started while the search ran
+            if self.cpu_record["threads"] is not None:  # a last look: other work that started while the search ran
                 last = cpu_share.others_now()
                 if last is not None:
                     self.cpu_record["other_cores"].append(round(last, 2))
@@ -555,19 +553,16 @@ class Advisor:
         runs are not in a search worker."""
         if self.device != "cpu" or self.search_runner_factory is None:
             return None
-        if self.cpu_record["threads"]:
-            threads = int(self.cpu_record["threads"][0])
-        else:
-            self._others = cpu_share.others_now()
-            if self._others is not None:
-                self.cpu_record["other_cores"].append(round(self._others, 2))
+        if self.cpu_record["threads"] is None:
+            others = cpu_share.others_now()
+            if others is not None:
+                self.cpu_record["other_cores"].append(round(others, 2))
             cores = self.cpu_record["cores"]
-            threads = cpu_share.fit_threads(cores, self._others)
-            other = f"other work used {self._others:.1f} cores" if self._others is not None else "other work unknown"
+            self.cpu_record["threads"] = threads = cpu_share.fit_threads(cores, others)
+            other = f"other work used {others:.1f} cores" if others is not None else "other work unknown"
             say(f"search: CPU runs with {threads} intra-op thread{'s' * (threads != 1)} of {cores} cores ({other}; "
                 f"{cpu_share.WAIT_ENV}={self.cpu_record['wait_policy'] or 'unset'})")
-        self.cpu_record["threads"].append(threads)
-        return threads
+        return int(self.cpu_record["threads"])
 
     def run_deadline(self) -> float | None:
         """When a search's run started now must end, on `clock`: an exploring run, when the search said it must

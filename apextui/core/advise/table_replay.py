@@ -20,7 +20,6 @@ import json
 import math
 import random
 import statistics
-import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -29,10 +28,12 @@ from ..config.axes import AXIS_NAMES
 from ..config.point import Config
 from ..measure.compare import Timing
 from .costs import graph_of
-from .search_record import BUDGET_ENDED, Outcome
+from ..config.needs import Availability
+from .run import STOP_GRACE_S, budget_grace
+from .search_record import BUDGET_ENDED, Outcome, SearchResult
 
-STOP_GRACE_S = 5.0  # as `run.STOP_GRACE_S`: a run past its deadline is killed this much later
-BUDGET_GRACE_S, BUDGET_GRACE_SHARE = 5.0, 0.1  # as `run.budget_grace`
+SCHEMA = 1  # the table format's version (`benchmarks/record_table.py` and `table_from_advice.py` write it)
+
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,19 @@ class TableReplay:
                and p.runs[1].compile_s]
         self._recompile_s = statistics.median(rec) if rec else 1.0
 
+    def run_search(self, budget_s: float, workload: str, device: str, **kw: Any) -> SearchResult:
+        """The real search (`search.Search`) driven by this replay: its measure, availability and clock."""
+        from .search import Search
+
+        self.search = Search(self.measure, budget_s, available=self.available, clock=self.clock, workload=workload,
+                             device=device, **kw)
+        return self.search.run()
+
+    @property
+    def longest_run_s(self) -> float:
+        """The longest run the table recorded (a replay's wall time may pass the budget by one run)."""
+        return max((row.wall_s for p in self.points.values() for row in p.runs), default=0.0)
+
     # ---- the search's hooks ------------------------------------------------------------------------
     def clock(self) -> float:
         return self.now
@@ -115,8 +129,8 @@ class TableReplay:
             gone = next((p for p in self.points.values() if p.status == "unavailable"
                          and getattr(p.config, axis_name) == value and value.label), None)
             if gone is not None and (config == gone.config or self._only(gone.config, axis_name)):
-                return types.SimpleNamespace(ok=False, reason=gone.reason, fix="")
-        return types.SimpleNamespace(ok=True, reason="", fix="")
+                return Availability(False, gone.reason)
+        return Availability(True)
 
     def _only(self, config: Config, axis_name: str) -> bool:
         """`config` is unavailable for its value on `axis_name` alone: no recorded point with that value ran."""
@@ -128,7 +142,8 @@ class TableReplay:
         self.calls.append(config)
         point = self.points.get(config)
         status, reason = (point.status, point.reason) if point is not None else self._composed_status(config)
-        cost = self._cost(config, point)
+        compile_s = self._compile_now(config) if config.compile != "none" else None
+        cost = self._cost(config, point, compile_s or 0.0)
         allowed = self._allowed()
         if status != "ok":
             cost = point.failed_wall_s if point is not None and point.failed_wall_s else cost
@@ -141,7 +156,6 @@ class TableReplay:
         if cost > allowed:
             return self._cut(allowed)
         self.now += cost
-        compile_s = self._compile_now(config) if config.compile != "none" else None
         self._graphs.add(graph_of(config))
         self._compiled = self._compiled or compile_s is not None
         ms, low, high = self._draw(config, point)
@@ -161,7 +175,7 @@ class TableReplay:
         left = s.budget_s - s.spent
         if s.run_until < s.budget_s - 1e-9:
             return max(0.0, min(left, s.run_until - s.spent)) + STOP_GRACE_S
-        return max(0.0, left) + max(BUDGET_GRACE_S, BUDGET_GRACE_SHARE * s.budget_s) + STOP_GRACE_S
+        return max(0.0, left) + budget_grace(s.budget_s) + STOP_GRACE_S
 
     def _cut(self, allowed: float) -> Outcome:
         self.now += allowed
@@ -178,13 +192,13 @@ class TableReplay:
             return recorded if was_cold else recorded * self._cold_over_warm
         return recorded / self._cold_over_warm if was_cold else recorded
 
-    def _cost(self, config: Config, point: Point | None) -> float:
+    def _cost(self, config: Config, point: Point | None, compile_s: float) -> float:
+        """A run's wall time: its point's steps (the nearest recorded point's where the table holds none) and the
+        compile it pays now."""
         near = point if point is not None and point.runs else self._nearest(config)
         rows = near.runs if near is not None and near.runs else ()
         steps = statistics.median(r.wall_s - r.compile_s for r in rows) if rows else 5.0
-        jitter = self.rng.uniform(0.95, 1.1)
-        compile_s = self._compile_now(config) if config.compile != "none" else 0.0
-        return steps * jitter + compile_s
+        return steps * self.rng.uniform(0.95, 1.1) + compile_s
 
     def _draw(self, config: Config, point: Point | None) -> tuple[float, float, float]:
         if point is not None and point.runs:

@@ -36,13 +36,17 @@ def model_type(model: nn.Module) -> str:
 def family_patch(model: nn.Module) -> Callable[..., None] | None:
     """Liger's `apply_liger_kernel_to_<family>` for this model's type, None where Liger has none (or the model is not
     a transformers model). Imports Liger."""
-    kind = model_type(model)
+    return _family_fn(model_type(model))
+
+
+def _family_fn(kind: str) -> Callable[..., None] | None:
+    """Liger's table entry for a model type (`MODEL_TYPE_TO_APPLY_LIGER_FN`), None where it has none. Imports Liger
+    (ImportError where it is not installed)."""
     if not kind:
         return None
     import importlib
 
-    table = getattr(importlib.import_module(MONKEY_PATCH), "MODEL_TYPE_TO_APPLY_LIGER_FN", {})
-    fn = table.get(kind)
+    fn = getattr(importlib.import_module(MONKEY_PATCH), "MODEL_TYPE_TO_APPLY_LIGER_FN", {}).get(kind)
     return fn if callable(fn) else None
 
 
@@ -56,36 +60,18 @@ def flags(norms: bool, fused_linear_cross_entropy: bool) -> dict[str, bool]:
 
 
 def apply_call(kind: str) -> tuple[str, tuple[str, ...]]:
-    """Liger's `apply_liger_kernel_to_<family>` for a Hugging Face model type: its name and which of `FLAGS` it takes
-    (families differ: Gemma's takes no `swiglu`), ("", ()) where Liger has none or is not installed here. Imports
-    Liger."""
-    name = apply_name(kind)
-    if not name:
-        return "", ()
-    import importlib
-
-    fn = getattr(importlib.import_module(MONKEY_PATCH), "MODEL_TYPE_TO_APPLY_LIGER_FN", {}).get(kind)
-    if not callable(fn):
-        return "", ()
-    params = inspect.signature(fn).parameters
-    return name, tuple(f for f in FLAGS if f in params)
-
-
-def apply_name(kind: str) -> str:
-    """The name of Liger's `apply_liger_kernel_to_<family>` for a Hugging Face model type ("llama" ->
-    "apply_liger_kernel_to_llama"), "" where Liger has none for it or is not installed here (the answer's code then
-    writes the norm swap out). Imports Liger."""
-    if not kind:
-        return ""
-    import importlib
-
+    """Liger's `apply_liger_kernel_to_<family>` for a Hugging Face model type ("llama"): its name and which of `FLAGS`
+    it takes (families differ: Gemma's takes no `swiglu`), ("", ()) where Liger has none or is not installed here
+    (the answer's code then writes the norm swap out)."""
     try:
-        table = getattr(importlib.import_module(MONKEY_PATCH), "MODEL_TYPE_TO_APPLY_LIGER_FN", {})
+        fn = _family_fn(kind)
     except Exception:  # noqa: BLE001 - not installed, or broken: the swap written out does without it
-        return ""
-    fn = table.get(kind)
-    name = getattr(fn, "__name__", "") if callable(fn) else ""
-    return name if isinstance(name, str) and name.isidentifier() else ""
+        return "", ()
+    name = getattr(fn, "__name__", "") if fn is not None else ""
+    if not isinstance(name, str) or not name.isidentifier():
+        return "", ()
+    params = inspect.signature(fn).parameters  # type: ignore[arg-type]
+    return name, tuple(f for f in FLAGS if f in params)
 
 
 def _snapshot() -> dict[str, dict[str, Any]]:
