@@ -10,9 +10,9 @@ A configuration is `+`-joined parts: a precision (`fp32`, `tf32`, `bf16`, `fp16`
 `max-autotune-no-cudagraphs`), `cd` (`torch.compile(options={"coordinate_descent_tuning": True})`) or `reduce` (mode
 `reduce-overhead`), `apexnorm` (every nn.LayerNorm / nn.RMSNorm, and every module of a class named `…RMSNorm` with a
 `weight` and an `eps` or `variance_epsilon`, as a Llama-style codebase's own, swapped for Apex's fused one, by class:
-the hand-written way), `ligernorm` (Liger-Kernel: a Hugging Face model's family patch,
-`_apply_liger_kernel_to_instance(model=...)` as HF Trainer's `use_liger_kernel` applies it, its loss left alone;
-another model's norms swapped for LigerLayerNorm / LigerRMSNorm by class, as `apexnorm`), `ligerflce` (Liger's fused
+the hand-written way), `ligernorm` (Liger-Kernel: on a Hugging Face model of a family Liger patches, its family
+patch, `_apply_liger_kernel_to_instance(model=...)` as HF Trainer's `use_liger_kernel` applies it, its loss left alone;
+on another model, GPT-2 among them, its norms swapped for LigerLayerNorm / LigerRMSNorm by class, as `apexnorm`), `ligerflce` (Liger's fused
 linear cross-entropy by the same patch), `channelslast` (the model and each batch's 4-D tensors in channels_last,
 `cudnn.benchmark` on), `flash`, `efficient`, `cudnn` or `math` (the forward under `sdpa_kernel` with that backend).
 Each configuration builds the model afresh (same seed), warms up (compiling there), then the configurations are timed
@@ -94,10 +94,14 @@ def swap_apex_norms(model: nn.Module) -> int:
 
 
 def liger_patch(model: nn.Module, **flags: bool) -> bool:
-    """Liger's patch of a Hugging Face model family it knows, on this model; False for any other model."""
-    if not getattr(getattr(model, "config", None), "model_type", None):
-        return False
+    """Liger's patch of a Hugging Face model family it knows, on this model; False for any other model (GPT-2 among
+    them: Liger's table has no "gpt2", and its patch then changes nothing, so the norms are swapped by class)."""
+    kind = getattr(getattr(model, "config", None), "model_type", None)
     from liger_kernel.transformers import _apply_liger_kernel_to_instance
+    from liger_kernel.transformers.monkey_patch import MODEL_TYPE_TO_APPLY_LIGER_FN
+
+    if kind not in MODEL_TYPE_TO_APPLY_LIGER_FN:
+        return False
 
     _apply_liger_kernel_to_instance(model=model, cross_entropy=False, **flags)
     return True
@@ -150,10 +154,13 @@ class Trainer:
         setup = build(small=device == "cpu") if "small" in inspect.signature(build).parameters else build()
         self.setup = setup
         self.model = setup.model.to(device).train()
+        self.kernels = ""  # what the norm parts changed, printed with the build: a part that changed nothing shows
         if "apexnorm" in parts:
-            swap_apex_norms(self.model)
-        if "ligernorm" in parts and not liger_patch(self.model, fused_linear_cross_entropy="ligerflce" in parts):
-            swap_liger_norms(self.model)
+            self.kernels = f"{swap_apex_norms(self.model)} norms swapped for Apex's"
+        if "ligernorm" in parts:
+            patched = liger_patch(self.model, fused_linear_cross_entropy="ligerflce" in parts)
+            self.kernels = "Liger's family patch" if patched else \
+                f"{swap_liger_norms(self.model)} norms swapped for Liger's"
         elif "ligerflce" in parts and "ligernorm" not in parts:
             liger_patch(self.model, rope=False, rms_norm=False, swiglu=False, fused_linear_cross_entropy=True)
         self.channels_last = "channelslast" in parts
@@ -273,6 +280,18 @@ def advice_config(path: str) -> str:
     return "+".join(parts)
 
 
+def raise_recompile_limit(configs: int) -> None:
+    """Room in dynamo's cache for every configuration's graphs. They live in one process so that they can be timed
+    in interleaved rounds, and they compile the same code objects (the model's forward, each block's): with its
+    default limit (8 graphs a code object) HF GPT-2's third compiled configuration pushed the first back to eager
+    (315 ms/step in its first round on an H100, 27.5 alone). A user's own loop compiles one configuration."""
+    config = torch._dynamo.config
+    for name, per in (("recompile_limit", 8), ("cache_size_limit", 8), ("accumulated_recompile_limit", 256),
+                      ("accumulated_cache_size_limit", 256)):
+        if hasattr(config, name):
+            setattr(config, name, max(getattr(config, name), per * max(1, configs)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="FILE.py:FUNC returning an apextui.ModelSetup")
@@ -286,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     build = load_build(args.model)
     configs = [c.strip() for c in args.configs.split(",")]
+    raise_recompile_limit(len(configs))
     advised = advice_config(args.advice) if args.advice else None
     if advised is not None and advised not in configs:
         configs.append(advised)
@@ -300,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
             first = float(loss) if k == 0 else first
         if args.device == "cuda":
             torch.cuda.synchronize()
-        print(f"{config}: built and warmed up in {time.perf_counter() - t0:.1f} s (first loss {first:.4f})",
+        kernels = f", {trainer.kernels}" if trainer.kernels else ""
+        print(f"{config}: built and warmed up in {time.perf_counter() - t0:.1f} s (first loss {first:.4f}{kernels})",
               flush=True)
         trainers.append(trainer)
     times: dict[str, list[float]] = {t.config: [] for t in trainers}

@@ -349,3 +349,22 @@ def test_handwritten_writes_the_advices_answer_the_hand_written_way_and_refuses_
         hw.advice_config(advice({**point, "precision": "fp8"}))
     with pytest.raises(SystemExit, match="not an advice document"):
         hw.advice_config(str(tmp_path / "missing.json"))
+
+
+def test_handwritten_gives_dynamo_room_for_every_configurations_graphs():
+    """The loop's configurations live in one process and compile the same code objects: with dynamo's default limit
+    (8 graphs a code object) HF GPT-2's third compiled configuration sent the first back to eager on an H100."""
+    import torch
+
+    hw = load("handwritten")
+    config = torch._dynamo.config
+    names = [n for n in ("recompile_limit", "cache_size_limit") if hasattr(config, n)]
+    before = {n: getattr(config, n) for n in names}
+    try:
+        hw.raise_recompile_limit(3)
+        assert names and all(getattr(config, n) >= 24 for n in names)
+        hw.raise_recompile_limit(1)  # never lowered
+        assert all(getattr(config, n) >= 24 for n in names)
+    finally:
+        for n, v in before.items():
+            setattr(config, n, v)

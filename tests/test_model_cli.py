@@ -159,6 +159,11 @@ def test_advise_model_gives_the_verdict_for_the_model(tmp_path):
                    for value in t["config"].items()}
     assert {("precision", "tf32"), ("precision", "fp8"), ("optimizer", "apex"), ("norms", "apex")} <= unavailable
     assert w["apex"]["status"] == "not_measurable"
+    # a search's run lines number its runs and each point's runs, with no total it cannot know ahead (an H100
+    # search printed "[5/5] … repeat 3/2: compiling…")
+    run_lines = [line for line in proc.stderr.splitlines() if ": ok, median" in line]
+    assert run_lines and all(line.startswith("apextui: [run ") and "(its run " in line and " repeat " not in line
+                             for line in run_lines), proc.stderr
 
 
 @pytest.mark.parametrize("source, expected", [

@@ -295,3 +295,28 @@ def test_a_round_that_runs_a_candidate_keeps_room_for_the_best_points_run():
     second = [t.config for t in record.trials if t.round == 2]
     assert second[-1] == best and len(second) == 2  # one candidate, then the best point: the round compares
     assert finalists and record.paired(finalists[0], best) is not None
+
+
+def test_a_round_whose_run_is_later_called_wide_still_pairs_the_answer_with_fp32():
+    """HF GPT-2's first cold search on an H100 (2026-12-06 05:44), its runs as recorded: the recipe raced fp32 in two
+    clean rounds; its later runs made the round-1 run (27.36-31.12 ms, just after its compile) wide, so the kept runs
+    shared one round with fp32 and the answer read 'about 6.39x (single runs, not side by side)', within noise. The
+    wide round still ran side by side: the figure is paired, and its interval holds the wide run's."""
+    from apextui.core.advise.search_record import Outcome, SearchResult, Trial
+    from apextui.core.measure.compare import Timing
+
+    runs = [(BASELINE, 1, 174.8425, 174.8306, 174.8503), (RECIPE, 1, 27.3751, 27.3599, 31.1224),
+            (RECIPE, 2, 27.354, 27.3377, 27.3919), (BASELINE, 2, 174.858, 174.8539, 174.8681),
+            (RECIPE, 3, 27.3555, 27.3316, 27.3954), (RECIPE, 4, 27.3582, 27.3357, 27.3777)]
+    record = SearchResult()
+    for i, (c, rnd, ms, low, high) in enumerate(runs):
+        record.trials.append(Trial(i + 1, "race", c, "", Outcome("ok", Timing(ms, low, high, n=40)), 10.0 * i, rnd))
+    assert [m for _, m in record.marks(RECIPE)] == ["wide", None, None, None]  # what made it unpaired
+    shown = record.shown(RECIPE, BASELINE)
+    assert shown is not None and shown.basis == "paired" and shown.verdict == "faster"
+    assert shown.low <= 174.8306 / 31.1224 and 6.3 < shown.speedup < 6.45
+
+    # a run other work competed with stays out: that round's ratio is not the configurations'
+    busy = SearchResult(trials=[Trial(t.index, t.phase, t.config, t.why, Outcome(
+        "ok", t.outcome.timing, competed=t.index == 2), t.elapsed_s, t.round) for t in record.trials])
+    assert busy.paired(RECIPE, BASELINE) is None

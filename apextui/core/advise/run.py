@@ -59,7 +59,10 @@ class Progress:
 
     def line(self) -> str:
         """One line for a log (the CLI prints it for each run's end, skip and plan)."""
-        where = f"[{self.index}/{self.total}] {self.workload} {self.preset} repeat {self.repeat}/{self.repeats}"
+        if self.budget_s is not None:  # a search's run: how many runs there will be is not known ahead
+            where = f"[run {self.index}] {self.workload} {self.preset} (its run {self.repeat})"
+        else:
+            where = f"[{self.index}/{self.total}] {self.workload} {self.preset} repeat {self.repeat}/{self.repeats}"
         if self.event == "run_end" and self.result is not None:
             r, s = self.result, self.result.summary
             comp = f", compiled in {s.compile_s:.1f} s (not in ms/step)" if s.compile_s is not None else ""
