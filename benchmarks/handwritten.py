@@ -10,15 +10,15 @@ A configuration is `+`-joined parts: a precision (`fp32`, `tf32`, `bf16`, `fp16`
 `max-autotune-no-cudagraphs`), `cd` (`torch.compile(options={"coordinate_descent_tuning": True})`) or `reduce` (mode
 `reduce-overhead`), `apexnorm` (every nn.LayerNorm / nn.RMSNorm, and every module of a class named `…RMSNorm` with a
 `weight` and an `eps` or `variance_epsilon`, as a Llama-style codebase's own, swapped for Apex's fused one, by class:
-the hand-written way), `ligernorm` (Liger-Kernel: on a Hugging Face model of a family Liger patches, its family
-patch, `_apply_liger_kernel_to_instance(model=...)` as HF Trainer's `use_liger_kernel` applies it, its loss left alone;
-on another model, GPT-2 among them, its norms swapped for LigerLayerNorm / LigerRMSNorm by class, as `apexnorm`), `ligerflce` (Liger's fused
-linear cross-entropy by the same patch), `channelslast` (the model and each batch's 4-D tensors in channels_last,
-`cudnn.benchmark` on), `flash`, `efficient`, `cudnn` or `math` (the forward under `sdpa_kernel` with that backend).
-Each configuration builds the model afresh (same seed), warms up (compiling there), then the configurations are timed
-in `--rounds` interleaved rounds (ABBA order), `--steps` steps each, with CUDA events around the whole block and one
-synchronisation at its end. The table reports the median ms/step over rounds and the speed-up against the first
-configuration.
+the hand-written way), `ligernorm` (Liger-Kernel: on a Hugging Face model of a family Liger patches, its family patch,
+`_apply_liger_kernel_to_instance(model=...)` as HF Trainer's `use_liger_kernel` applies it, its loss left alone; on
+another model, GPT-2 among them, its norms swapped for LigerLayerNorm / LigerRMSNorm by class, as `apexnorm`),
+`ligerflce` (Liger's fused linear cross-entropy by the same patch), `channelslast` (the model and each batch's 4-D
+tensors in channels_last, `cudnn.benchmark` on), `flash`, `efficient`, `cudnn` or `math` (the forward under
+`sdpa_kernel` with that backend). Each configuration builds the model afresh (same seed), warms up (compiling there),
+then the configurations are timed in `--rounds` interleaved rounds (ABBA order), `--steps` steps each, with CUDA events
+around the whole block and one synchronisation at its end. The table reports the median ms/step over rounds and the
+speed-up against the first configuration.
 
 `--advice ADVICE.json` (the output of `apextui advise --model … --json`) adds the advice's answer, written the
 hand-written way, as one more configuration in the same interleaved rounds, and prints its time against the fastest
