@@ -320,3 +320,10 @@ def test_a_round_whose_run_is_later_called_wide_still_pairs_the_answer_with_fp32
     busy = SearchResult(trials=[Trial(t.index, t.phase, t.config, t.why, Outcome(
         "ok", t.outcome.timing, competed=t.index == 2), t.elapsed_s, t.round) for t in record.trials])
     assert busy.paired(RECIPE, BASELINE) is None
+
+
+def test_a_budget_overrun_by_a_runs_grace_reads_as_spent_not_as_negative_seconds_left():
+    from apextui.core.advise.search import room_words
+
+    assert room_words(-11.2) == "the budget, which is spent" == room_words(0.2)
+    assert room_words(47.4) == "the 47 s left of the budget"

@@ -50,6 +50,12 @@ class Measure(Protocol):
 Available = Callable[[Config], Any]  # -> an object with ok, reason, fix
 
 
+
+def room_words(left_s: float) -> str:
+    """What is left of the budget, in words: a run may outlast the budget by its grace, and a search that ended so
+    printed "none fits the -11 s left of the budget" on a busy CPU."""
+    return f"the {left_s:.0f} s left of the budget" if left_s >= 0.5 else "the budget, which is spent"
+
 class Search:
     """Runs the search (module docstring); `stop()` ends it after the current run."""
 
@@ -222,8 +228,7 @@ class Search:
                 for c in cands:  # what the budget left untried, with the cost it was priced at
                     if not self.costs.ran(c):
                         self.result.not_tried.setdefault(c, self.costs.estimate(c))
-                self._say(f"search: {len(cands)} candidate(s) left, none fits the {self.budget_s - self.spent:.0f} s "
-                          "left of the budget")
+                self._say(f"search: {len(cands)} candidate(s) left, none fits {room_words(self.budget_s - self.spent)}")
                 return current, "budget"
             self._say(f"search: from {current.label}: " + ", ".join(described(c, current) for c in batch))
             finalists = self._race(current, batch, f"a move from {current.label}")
