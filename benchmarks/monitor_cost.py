@@ -180,7 +180,7 @@ def rounds_in_worker(preset_name: str, device: str, warmup: int, block_ms: float
     `collect`: garbage-collect before every block; `shared_sampler`: one sampler for every block."""
     from apextui.core.env import pci_bus_id
     from apextui.core.monitor.sampler import Sampler
-    from apextui.cli.json_run import JsonLinePrinter
+    from apextui.cli.json_lines import JsonLinePrinter
 
     sampler = None
     if shared_sampler:

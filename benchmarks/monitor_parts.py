@@ -198,7 +198,7 @@ def loop(fn: Callable[[], tuple[float, float]]) -> Block:
 
 def measure(name: str, device: str, rounds: int, block_ms: float, variants: list[str],
             warmup: int = 10, burn: float = 0.1) -> dict[str, Any]:
-    from apextui.cli.json_run import JsonLinePrinter
+    from apextui.cli.json_lines import JsonLinePrinter
 
     preset, workload = bare_loop.build(name, device, 10**9)
     workload.compiles = False  # compiled or captured once above

@@ -158,7 +158,7 @@ def mode_aa(preset_name: str, device: str, block: int, rounds: int) -> dict[str,
 
 
 def mode_json(preset_name: str, device: str, block: int, rounds: int) -> dict[str, Any]:
-    from apextui.cli.json_run import JsonLinePrinter
+    from apextui.cli.json_lines import JsonLinePrinter
 
     preset, workload = build(preset_name, device, block * rounds * 2)
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8") as fh:

@@ -383,3 +383,21 @@ def _answer_of(r) -> dict:
     return {"label": r.winner.label, "summary": r.winner.description(), "is_baseline": r.winner == BASELINE,
             "speedup_vs_fp32_text": "2.00x", "best_single": None, "preset": r.winner.label, "snippet": "",
             "toml": None, "peak_memory_bytes": None}
+
+
+@pytest.mark.parametrize("doc, start, end", [
+    ("your-model.md", "`memory_saved` (CUDA), `verdict`:", "```"),
+    ("json.md", "`memory_saved` (the share of the peak the value saves), `verdict`", "and `kept`"),
+])
+def test_the_docs_list_exactly_the_verdicts_a_part_can_have(doc, start, end):
+    """The `verdict` of `answer.ablation[]` (and of `dropped`, `memory_savers`) is `ablation.PartVerdict`: each doc
+    that lists its values lists every one of them and no other (docs/json.md left out `disturbed`), so that a new
+    verdict without its words fails here."""
+    import re
+    from pathlib import Path
+    from typing import get_args
+
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / doc).read_text().split())
+    assert start in text, f"docs/{doc} no longer lists the verdicts after {start!r}"
+    listed = text.split(start, 1)[1].split(end, 1)[0]
+    assert sorted(set(re.findall(r"`(\w+)`", listed))) == sorted(get_args(ablation.PartVerdict))

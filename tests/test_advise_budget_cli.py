@@ -175,13 +175,11 @@ SLOW_BUILD = TINY_MODEL.replace("def build(small=False):\n", "def build(small=Fa
 
 
 def test_the_models_build_counts_against_the_budget(tmp_path):
-    """A 15 s build, --budget 10: the CLI's own build to check the model spends the budget; the worker's build of
-    the baseline is ended by it, the record says how much went before the search."""
+    """A 15 s build, --budget 10: the CLI's own build to check the model spends the budget, and `advise` waits for
+    it no longer than the budget (`tests/test_advise_hostile_build.py` has builds that never return)."""
     proc = start_advise(tmp_path, SLOW_BUILD, "--budget", "10")
     seen: set[int] = set()
     out, err = finish(proc, 300, seen)
     assert proc.returncode == 1, err
-    s = json.loads(out)["search"]
-    assert s["budget_s"] == 10 and s["setup_s"] >= 15
-    assert "budget" in s["trials"][0]["reason"]
+    assert out == "" and "had not returned after 10 s, the whole budget" in err
     assert not gone(seen)

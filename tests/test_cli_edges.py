@@ -364,7 +364,7 @@ def test_a_printer_closed_before_its_start_line_prints_nothing_more_and_after_it
     the `start` line, no JSON at all (neither the start line later nor an end line); after it, an end line."""
     import io
 
-    from apextui.cli.json_run import JsonLinePrinter
+    from apextui.cli.json_lines import JsonLinePrinter
 
     out = io.StringIO()
     unstarted = JsonLinePrinter(out)

@@ -152,8 +152,11 @@ def test_preset_config_field_errors():
     base = {"workload": "model", "model": "m.py:f", "steps": 20}
     with pytest.raises(presets.PresetError, match="field 'config': unknown axis 'x'"):
         presets.parse({**base, "config": "x=1"}, name="p")
-    with pytest.raises(presets.PresetError, match="field 'config': .* is not the variant bf16"):
-        presets.parse({**base, "config": {"precision": "fp16"}, "variant": "bf16"}, name="p")
+    for config in ({"precision": "fp16"}, {"precision": "bf16"}):  # never both, even naming one point
+        with pytest.raises(presets.PresetError, match="field 'config': give variant = .* or config = .*, not both"):
+            presets.parse({**base, "config": config, "variant": "bf16"}, name="p")
+    with pytest.raises(presets.PresetError, match="field 'config': empty configuration; .*a named point \\(fp32, "):
+        presets.parse({**base, "config": {}}, name="p")
     with pytest.raises(presets.PresetError, match="only the model workload takes a config"):
         presets.parse({"workload": "norm", "variant": "layernorm", "steps": 20, "config": "precision=bf16"},
                       name="p")

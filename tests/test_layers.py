@@ -27,7 +27,8 @@ CORE = "apextui.core"
 # module is judged with its unit: an entry is a unit's name, never a module inside one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("advise", "watch"),  # the comparisons and the verdict; watching the user's own training (the runner's clock)
-    ("results", "model_presets"),  # the results file (runs' summaries); the user's model as presets
+    ("results", "model_presets", "model_scope"),  # the results file (runs' summaries); the user's model as presets,
+    # and what the search may try on it (its probe's facts, for every front end)
     ("run",),  # the runner, the worker process, snapshots, events, data-parallel ranks
     ("availability", "memory"),  # can a preset run here; does it fit
     ("presets", "apex"),  # presets; the Apex probe
@@ -59,19 +60,20 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return skip
 
 
-def _names_the_core(node: ast.AST) -> bool:
+def _names_the_package(node: ast.AST, package: str) -> bool:
     if isinstance(node, ast.ImportFrom):
-        return bool(node.level) or (node.module or "").startswith(CORE)
-    return isinstance(node, ast.Import) and any(a.name.startswith(CORE) for a in node.names)
+        return bool(node.level) or (node.module or "").startswith(package)
+    return isinstance(node, ast.Import) and any(a.name.startswith(package) for a in node.names)
 
 
-def import_graph(root: Path = ROOT) -> dict[str, dict[str, int]]:
-    """module -> {imported core module: the line of its first import}, for every module under apextui/core."""
-    files = {module_name(p, root): p for p in sorted((root / "apextui" / "core").rglob("*.py"))}
+def import_graph(root: Path = ROOT, package: str = CORE) -> dict[str, dict[str, int]]:
+    """module -> {imported module of `package`: the line of its first import}, for every module under `package`
+    (apextui/core; the front ends' `apextui.cli` and `apextui.ui` for their own loops)."""
+    files = {module_name(p, root): p for p in sorted(root.joinpath(*package.split(".")).rglob("*.py"))}
     trees = {m: ast.parse(p.read_text(), str(p)) for m, p in files.items()}
     packages = {m for m, p in files.items() if p.name == "__init__.py"}
-    # a package whose __init__ imports nothing of the core runs nothing when a submodule is imported
-    inert = {m for m in packages if not any(_names_the_core(n) for n in ast.walk(trees[m]))}
+    # a package whose __init__ imports nothing of the package runs nothing when a submodule is imported
+    inert = {m for m in packages if not any(_names_the_package(n, package) for n in ast.walk(trees[m]))}
     graph: dict[str, dict[str, int]] = {}
     for mod, tree in trees.items():
         skip = _type_checking_only(tree)
@@ -92,10 +94,10 @@ def import_graph(root: Path = ROOT) -> dict[str, dict[str, int]]:
             for target in targets:
                 while target and target not in files:  # `from .x import name`: the module x
                     target = target.rpartition(".")[0]
-                if not target.startswith(CORE):
+                if not target.startswith(package):
                     continue
                 parts = target.split(".")
-                for i in range(len(CORE.split(".")) + 1, len(parts) + 1):  # the packages on the way run too
+                for i in range(len(package.split(".")) + 1, len(parts) + 1):  # the packages on the way run too
                     name = ".".join(parts[:i])
                     if name == mod or mod.startswith(name + ".") or (name != target and name in inert):
                         continue
@@ -210,6 +212,15 @@ GRAPH = import_graph()
 def test_the_core_has_no_import_cycle():
     found = cycles(GRAPH)
     assert not found, "\n".join(describe(c, GRAPH) for c in found)
+
+
+@pytest.mark.parametrize("package", ["apextui.cli", "apextui.ui"])
+def test_the_front_ends_have_no_import_cycle(package):
+    """A loop inside a front end (`json_run` and `refusals`, the bridge and its messages) makes each of its modules
+    a part of the others: none can be read, tested or changed alone."""
+    graph = import_graph(package=package)
+    found = cycles(graph)
+    assert not found, "\n".join(describe(c, graph) for c in found)
 
 
 def test_no_two_of_cores_folders_or_top_level_modules_import_each_other():

@@ -323,3 +323,46 @@ def test_what_the_searchs_runs_print_goes_to_its_log_and_the_terminal_gets_a_lin
     kinds = {k["kind"]: k["lines"] for k in log["kinds"]}
     assert kinds.get("Python warnings", 0) >= 1 and log["lines"] == sum(kinds.values())
     assert f"kept in {log['path']}" in proc.stderr and "lines: Python warnings" in proc.stderr
+
+
+def preset_file(tmp_path: Path, model: str, fields: str) -> str:
+    path = tmp_path / "mine.toml"
+    path.write_text(f'workload = "model"\nmodel = "{model}:build"\nsteps = 12\n{fields}')
+    return str(path)
+
+
+def why(line: str, prefix: str) -> str:
+    """What an error line says after the place it names (`--config: `, `PATH: field 'config': `)."""
+    assert prefix in line, line
+    return line.split(prefix, 1)[1]
+
+
+@pytest.mark.parametrize("flag, field", [('""', "{}"), ('" "', '""')], ids=["empty-table", "empty-string"])
+def test_an_empty_config_is_refused_alike_as_a_flag_and_in_a_preset_file(tmp_path, flag, field):
+    """`--config ""` was refused while a preset's `config = {}` ran fp32: both are refused (exit 2, nothing runs), in
+    the same words, naming what is allowed (fp32 is the named point `fp32`)."""
+    model = model_file(tmp_path, GOOD)
+    from_flag = run_cli("--model", f"{model}:build", "--config", flag.strip('"'), "--json", "--device", "cpu")
+    from_file = run_cli("--preset", preset_file(tmp_path, model, f"config = {field}\n"), "--json", "--device", "cpu")
+    assert (from_flag.returncode, from_file.returncode) == (2, 2), (from_flag.stderr, from_file.stderr)
+    assert from_flag.stdout == from_file.stdout == ""
+    said = why(one_error_line(from_flag.stderr), "--config: ")
+    assert said == why(one_error_line(from_file.stderr), "field 'config': ")
+    assert said.startswith("empty configuration; give axis=value pairs") and "a named point (fp32, " in said
+
+
+@pytest.mark.parametrize("variant, config", [("bf16", "bf16"), ("bf16", "precision=fp16")], ids=["agree", "differ"])
+def test_a_variant_with_a_config_is_refused_alike_as_flags_and_in_a_preset_file(tmp_path, variant, config):
+    """`--variant` with `--config` was a usage error while a preset file with both ran (where they named one point):
+    both are refused (exit 2, nothing runs), in the same words, each naming its own spelling."""
+    model = model_file(tmp_path, GOOD)
+    from_flags = run_cli("--model", f"{model}:build", "--variant", variant, "--config", config, "--json",
+                         "--device", "cpu")
+    fields = f'variant = "{variant}"\nconfig = "{config}"\n'
+    from_file = run_cli("--preset", preset_file(tmp_path, model, fields), "--json", "--device", "cpu")
+    assert (from_flags.returncode, from_file.returncode) == (2, 2), (from_flags.stderr, from_file.stderr)
+    assert from_flags.stdout == from_file.stdout == ""
+    assert why(one_error_line(from_flags.stderr), "--config: ") == \
+        "give --variant NAME or --config axis=value,..., not both"
+    assert why(one_error_line(from_file.stderr), "field 'config': ") == \
+        'give variant = "NAME" or config = "axis=value,...", not both'

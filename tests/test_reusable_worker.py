@@ -11,7 +11,7 @@ import pytest
 
 from helpers import TINY_MODEL
 
-from apextui.core.config.point import BASELINE, Config
+from apextui.core.config.point import BASELINE, Config, parse
 from apextui.core.model_presets import config_preset
 from apextui.core.run.request import RunRequest
 from apextui.core.run.reusable import ReusableWorker
@@ -159,3 +159,74 @@ def test_close_ends_the_worker(model_file):
     worker.close()
     pid = run.pid
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_finished_worker_exits_at_once_past_a_thread_the_users_model_started(tmp_path):
+    """Python joins every non-daemon thread before a process exits: the user's sleeping thread held the finished
+    worker until `close` killed it `EXIT_GRACE_S` later (exit code -9). It now exits by itself, code 0."""
+    from test_stray_threads import STARTS_A_THREAD
+
+    path = tmp_path / "threads.py"
+    path.write_text(STARTS_A_THREAD)
+    worker = ReusableWorker(to_stderr=False)
+    run, final = run_one(worker, f"{path}:build", BASELINE)
+    assert final.status == "ok"
+    proc = worker._proc
+    worker.close()
+    assert proc is not None and proc.exitcode == 0  # not killed
+
+
+# a model that adds a parameter in its first forward, drawn from torch's random stream
+GROWS = '''
+import torch
+from torch import nn
+from apextui import ModelSetup
+
+
+class Grows(nn.Module):
+    """Adds a parameter in its first forward, drawn from torch's random stream."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 4)
+
+    def forward(self, x):
+        if not hasattr(self, "extra"):
+            self.extra = nn.Parameter(torch.randn(4, device=x.device))
+        return self.lin(x) + self.extra
+
+
+def build(small=False):
+    return ModelSetup(model=Grows(), loss_fn=nn.functional.cross_entropy,
+                      make_batch=lambda d, g: (torch.randn(16, 8, device=d, generator=g),
+                                               torch.randint(0, 4, (16,), device=d, generator=g)))
+'''
+
+
+def test_every_point_in_the_shared_worker_trains_a_model_that_makes_a_parameter_in_its_forward(tmp_path):
+    """A model whose forward makes part of its state (a parameter created on its first call, as lazy initialisation
+    does): every point of a search, each in the one worker the search shares, trains it from its initial weights, and
+    none fails with a bare `KeyError: 'extra' (while setting up the workload)` (the weights were taken before the first
+    forward had made `extra`, and putting them back after the check's fp32 steps met an entry they did not have)."""
+    path = tmp_path / "grows.py"
+    path.write_text(GROWS)
+    spec = f"{path}:build"
+    worker = ReusableWorker(to_stderr=False)
+    points = [BASELINE, parse("optimizer=foreach"), parse("precision=bf16"), BASELINE, parse("optimizer=foreach")]
+    try:
+        finals = [run_one(worker, spec, point)[1] for point in points]
+        log = open(worker.log_path).read() if worker.log_path else ""
+    finally:
+        worker.close()
+    for point, final in zip(points, finals, strict=True):
+        assert final.status == "ok", (point.label, final.error, log[-3000:])
+        assert final.steps_done == 6  # run_one's steps
+    assert worker.started == 1  # one worker: no run failed and retired it
+    checks = [f.info.check for f in finals]
+    assert checks[0] is None and checks[3] is None  # fp32 is the reference
+    for k in (1, 2, 4):
+        assert checks[k] is not None and checks[k].passed, checks[k]
+    # the same point twice in one worker: the same initial weights (`extra` as the first forward made it), the same
+    # reference, the same losses; nothing of the run before carried over
+    assert checks[4].losses == checks[1].losses and checks[4].baseline_losses == checks[1].baseline_losses
+    assert finals[3].final_loss == finals[0].final_loss

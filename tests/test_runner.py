@@ -172,7 +172,7 @@ def test_fast_steps_cost_the_monitor_one_interval_a_block(monkeypatch):
     import math
 
     from apextui.core.run.timing import MIN_BLOCKS, CpuClock
-    from apextui.cli.json_run import JsonLinePrinter
+    from apextui.cli.json_lines import JsonLinePrinter
 
     import types
 

@@ -41,4 +41,33 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = EXIT_INTERRUPTED
             if argv is None:
                 exit_on_late_signals()
+    if argv is None:
+        exit_past_stray_threads(code)
     return code
+
+
+def exit_past_stray_threads(code: int) -> None:
+    """Exit with `code` now where threads that are not daemons are still running once the command is done: Python
+    joins every such thread before it exits, and one the user's code started (a forward that starts a thread that
+    sleeps an hour) must not hold a command whose outcome is out. The exit handlers run, the output is flushed, the
+    threads are named on stderr; nothing happens where none is left."""
+    import threading
+
+    stray = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if not stray:
+        return
+    import atexit
+    import sys
+
+    from ..core.exits import exit_now
+
+    names = ", ".join(t.name for t in stray[:3]) + (f" and {len(stray) - 3} more" if len(stray) > 3 else "")
+    whose = "a run of apextui's that did not end" if all(t.name.startswith("apextui-") for t in stray) else \
+        "threads your code started"
+    try:
+        print(f"apextui: exiting without waiting for {len(stray)} thread{'s' * (len(stray) != 1)} still running "
+              f"({names}): {whose}", file=sys.stderr, flush=True)
+    except (OSError, ValueError, AttributeError):
+        pass
+    atexit._run_exitfuncs()
+    exit_now(code)

@@ -187,6 +187,7 @@ def _model_runs(args: argparse.Namespace, device: str, presets: list[Any]) -> di
 
     from ..core.config.point import BASELINE
     from ..core.model_presets import config_preset
+    from ..core.model_scope import advisor_args
     from ..core.workloads.user_model import ModelSpecError
     from .model_option import config_of, model_for_advice, usage
 
@@ -194,11 +195,12 @@ def _model_runs(args: argparse.Namespace, device: str, presets: list[Any]) -> di
     # the search's budget counts from here: loading the model and building it to check it are part of the wall
     # time the user gave (a 60 s build with --budget 30 took 128 s)
     budget_started = time.monotonic() if config is None else None
-    got = model_for_advice(model, device, args.reuse)
+    search_budget = None if config is not None else budget if budget is not None else DEFAULT_BUDGET_S[device]
+    deadline = budget_started + search_budget if budget_started is not None and search_budget is not None else None
+    got = model_for_advice(model, device, args.reuse, deadline, search_budget)
     if isinstance(got, int):
         return got
-    facts, model_presets, availability_fn = got
-    search_budget = None
+    facts, model_presets = got
     if config is not None:
         try:
             point = config_of(config)
@@ -207,11 +209,8 @@ def _model_runs(args: argparse.Namespace, device: str, presets: list[Any]) -> di
         model_presets = [p for p in model_presets if p.config == BASELINE]
         if point != BASELINE:
             model_presets.append(config_preset(model, point))
-    else:
-        search_budget = budget if budget is not None else DEFAULT_BUDGET_S[device]
     return {"facts": facts, "presets": [*presets, *model_presets], "workloads": (*(args.workloads or ()), "model"),
-            "availability_fn": availability_fn, "search_budget_s": search_budget, "budget_started": budget_started,
-            "model_traits": facts.traits, "model_type": facts.model_type}
+            "search_budget_s": search_budget, "budget_started": budget_started, **advisor_args(facts, device)}
 
 
 def _reused(advisor: Any, args: argparse.Namespace) -> int | None:
@@ -293,7 +292,9 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
         advisor.stop()
 
     def again(signum: int) -> None:
-        advisor.kill_run()  # the process exits next: its worker must not go on
+        words = signals.twice()  # each signal by name, in order: "hung up (SIGHUP), then interrupted"
+        log(f"{words}: quitting at once with the partial advice")
+        advisor.kill_run(words)  # the process exits next: its worker must not go on
         advisor.interrupted = True
         _output(advisor.document(), args.json)
 
@@ -414,6 +415,7 @@ def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:
         def again(signum: int) -> None:
             advisor.interrupted = True
             if rank0:
+                log(f"{signals.twice()}: quitting at once with the partial advice")
                 _output(advisor.document(), args.json)
 
         with StopOnSignals(first, again) as signals:

@@ -4,8 +4,9 @@
 and `note`, docs/watch.md) until its `end` line. A run whose process is gone without one gets an `end` line
 written here: status `failed`, the error saying so and when its last line was written, the summary of the steps
 read, and `"watch": {"ended_without_end": true, ...}`. What the reader skipped (a partial last line, rotated
-segments) goes to stderr. Exit codes: 0 the run ended ok (or `--once` on a live run), 1 it failed, stopped or
-ended without an end line, 2 no such run (the line names the live ones), 130 Ctrl-C."""
+segments, a line over the cap) goes to stderr. Exit codes: 0 the run ended ok (or `--once` on a live run), 1 it
+failed, stopped or ended without an end line, 2 no such run (the line names the live ones) or a stream segment
+that is not a regular file (a FIFO, a device, a directory: the line names it), 130 Ctrl-C."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 def follow_json(meta: Any, once: bool = False) -> int:
     from ..core.run import events
-    from ..core.watch.reader import Follower, follow
+    from ..core.watch.reader import BadSegment, Ending, Follower, follow
     from ..core.watch.replay import Replay
 
     replay, follower = Replay(), Follower(Path(meta.path))
@@ -73,11 +74,17 @@ def follow_json(meta: Any, once: bool = False) -> int:
         replay.add(lines)
         output.write("".join(json.dumps(e, allow_nan=False) + "\n" for e in lines))  # the reader let none through
 
+    ending: Ending | BadSegment
     try:
         ending = follow(Path(meta.path), meta, handle, once=once, follower=follower)
+    except BadSegment as exc:
+        ending = exc
     finally:
         for note in follower.notes:
             _log(note)
+    if isinstance(ending, BadSegment):
+        _log(f"error: {ending}")
+        return EXIT_USAGE
     if ending.outcome == "gone":
         why = ending.words(meta)
         replay.gone(why)

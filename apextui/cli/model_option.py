@@ -17,6 +17,7 @@ from typing import Any
 from . import output
 from ..core.exits import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 from ..core.run.request import RunRequest
+from ..core.workloads.failure import first_line
 from ..core.workloads.user_model import ModelSpecError
 
 
@@ -33,9 +34,12 @@ def usage(exc: ModelSpecError) -> int:
     return error(str(exc), EXIT_USAGE, exc.detail)
 
 
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+def theirs(exc: BaseException) -> bool:
+    """An exception the user's code raised, whatever its class, rather than a signal's in this thread (Ctrl-C's
+    KeyboardInterrupt, apextui's EarlySignal) or an exit."""
+    from .signals import EarlySignal
+
+    return not isinstance(exc, (KeyboardInterrupt, SystemExit, EarlySignal))
 
 
 def presets(spec: str, steps: int | None = None) -> list[Any]:
@@ -45,13 +49,15 @@ def presets(spec: str, steps: int | None = None) -> list[Any]:
     return presets_for(spec, steps=steps or DEFAULT_STEPS)
 
 
-def config_of(text: str) -> Any:
-    """`--config axis=value,...` as a point; ModelSpecError (exit 2) listing the axes and values allowed."""
+def config_of(text: str, variant: str | None = None) -> Any:
+    """`--config axis=value,...` as a point, by the rule a preset file's `config` field follows
+    (`point.model_point`: never with `--variant`, never empty); ModelSpecError (exit 2) saying what is wrong and
+    listing the axes and values allowed."""
     from ..core.config.axes import ConfigError
-    from ..core.config.point import parse
+    from ..core.config.point import model_point
 
     try:
-        return parse(text)
+        return model_point(variant, text, variant_is="--variant NAME", config_is="--config axis=value,...")
     except ConfigError as exc:
         raise ModelSpecError(f"--config: {exc}") from None
 
@@ -63,9 +69,7 @@ def variant_preset(spec: str, variant: str | None, steps: int | None = None, con
 
     names = mp.variant_names()
     if config is not None:
-        if variant is not None:
-            raise ModelSpecError("give --variant NAME or --config axis=value,..., not both")
-        point = config_of(config)
+        point = config_of(config, variant)
         return next((p for p in presets(spec, steps) if p.config == point), None) or \
             mp.config_preset(spec, point, steps=steps or mp.DEFAULT_STEPS)
     if variant is None:
@@ -111,8 +115,10 @@ def run_preset(request: RunRequest) -> int:
             avail = mp.model_availability(preset, device, facts)
         except ModelSpecError as exc:
             return usage(exc)
-        except Exception as exc:  # noqa: BLE001 - their function raised: the run builds it again and fails
-            refusals.log(f"your function raised {_first_line(exc)}; the run reports it")
+        except BaseException as exc:  # noqa: BLE001 - their function raised: the run builds it again and fails
+            if not theirs(exc):
+                raise
+            refusals.log(f"your function raised {first_line(exc)}; the run reports it")
     return json_run.run(replace(request, device=device, steps=request.steps if request.steps is not None
                                 else preset.steps), avail=avail)
 
@@ -130,11 +136,13 @@ def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
         facts = mp.probe(spec, device)
     except ModelSpecError as exc:
         return usage(exc)
-    except Exception as exc:  # noqa: BLE001 - their function raised while building the model
-        from ..core.workloads.user_model import user_traceback
+    except BaseException as exc:  # noqa: BLE001 - their function raised while building the model
+        if not theirs(exc):
+            raise
+        from ..core.model_scope import ModelRaised
 
-        return error(f"--model {spec!r}: your function raised {_first_line(exc)}", EXIT_FAILED,
-                     user_traceback(exc, None))
+        raised = ModelRaised.of(spec, exc)
+        return error(str(raised), EXIT_FAILED, raised.detail)
     rows = []
     for p in found:
         a = mp.model_availability(p, device, facts)
@@ -156,26 +164,29 @@ def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
     return EXIT_OK
 
 
-def model_for_advice(spec: str, device: str, reuse: bool) -> Any:
-    """`apextui advise --model M`: (facts, the model's presets, their availability function), or the exit
-    code of a usage error (printed) or of a function that raises (exit 1, nothing to measure)."""
-    from ..core import model_presets as mp
+def model_for_advice(spec: str, device: str, reuse: bool, deadline: float | None = None,
+                     budget_s: float | None = None) -> Any:
+    """`apextui advise --model M`: (facts, the model's presets), or the exit
+    code of a usage error (printed) or of a function that raises, whatever it raises, or that has not returned by
+    `deadline` (time.monotonic; the search's budget of `budget_s` ends then): exit 1, nothing to measure."""
+    import os
+
+    from ..core.model_presets import ProbeTimeout
+    from ..core.model_scope import ModelRaised, probe_model
+    from ..core.run.worker import WHERE_ENV
 
     if reuse:
         return error("--reuse does not apply to --model: advice on your model is measured afresh (its code may "
                      "have changed)", EXIT_USAGE)
     try:
         found = presets(spec)
-        facts = mp.probe(spec, device)
+        # in a worker process, as the runs: one that never returns is ended with it at the budget's end
+        facts = probe_model(spec, device, apart=os.environ.get(WHERE_ENV) != "thread", deadline=deadline,
+                            budget_s=budget_s, to_stderr=True)
     except ModelSpecError as exc:
         return usage(exc)
-    except Exception as exc:  # noqa: BLE001 - their function raised: every run would fail the same way
-        from ..core.workloads.user_model import user_traceback
-
-        return error(f"--model {spec!r}: your function raised {_first_line(exc)}", EXIT_FAILED,
-                     user_traceback(exc, None))
-
-    def availability_fn(p: Any) -> Any:
-        return mp.model_availability(p, device, facts)
-
-    return facts, found, availability_fn
+    except ProbeTimeout as exc:
+        return error(str(exc), EXIT_FAILED)
+    except ModelRaised as exc:  # every run would fail the same way
+        return error(str(exc), EXIT_FAILED, exc.detail)
+    return facts, found

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 class LinePrinter(Protocol):
-    """Where a refusal's `unavailable` line goes (`json_run.JsonLinePrinter`)."""
+    """Where a refusal's `unavailable` line goes (`json_lines.JsonLinePrinter`)."""
 
     failure: OutputFailed | None
 
@@ -53,7 +53,7 @@ def unavailable(request: RunRequest, reason: str, fix: str, printer: LinePrinter
     """Refuse `request`, which cannot run on its device: the reason and the fix on stderr, the `unavailable` line
     on stdout; EXIT_UNAVAILABLE, or the code of a stdout that could not take the line."""
     if printer is None:
-        from .json_run import JsonLinePrinter
+        from .json_lines import JsonLinePrinter
 
         printer = JsonLinePrinter()
     say(f"preset {request.preset.name!r} is unavailable on {request.device}: {reason}")

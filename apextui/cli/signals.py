@@ -13,7 +13,7 @@ import os
 import sys
 import signal
 
-from ..core.exits import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED
+from ..core.exits import EXIT_HANGUP, EXIT_INTERRUPTED, EXIT_TERMINATED, exit_now
 
 TYPE_CHECKING = False  # not `typing`: cli.main imports this module before its handlers are in
 if TYPE_CHECKING:
@@ -273,13 +273,7 @@ def exit_on_late_signals() -> None:
     ignored (the outcome is out, and the exit status is the one it implies)."""
 
     def _handle(signum: int, frame: Any) -> None:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                if stream is not None:
-                    stream.flush()
-            except (OSError, ValueError):
-                pass
-        os._exit(SIGNAL_EXIT.get(signum, EXIT_INTERRUPTED))
+        exit_now(SIGNAL_EXIT.get(signum, EXIT_INTERRUPTED))
 
     for sig in SIGNAL_EXIT:
         if sig == signal.SIGHUP and not callable(signal.getsignal(sig)):  # ignored (nohup), or a TUI's default

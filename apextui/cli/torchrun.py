@@ -22,7 +22,7 @@ from ..core.run.merge import Baseline
 from ..core.run.data_parallel import MAX_GRACE_S, Collector, Reporter, data_parallel_problem, log
 from ..core.run.runner import Runner, run_steps, warmup_steps
 from ..core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from .json_run import JsonLinePrinter
+from .json_lines import JsonLinePrinter
 from .refusals import refusal
 from .signals import StopOnSignals, stop_notice, twice_error
 

@@ -3,7 +3,9 @@
 Every such read goes through `read_text`: the path must name a regular file (a FIFO would block the
 open or the read forever, a device can be endless) of at most `limit` bytes, holding UTF-8 text (a BOM
 is allowed). Anything else raises `UnreadableFile`, one line naming the path, what is wrong and what is
-allowed; callers wrap it in their own error type. No Textual import here (`apextui/core` never has one).
+allowed; callers wrap it in their own error type. A file read in chunks from an offset (a watched run's
+stream, which grows while it is read) is opened by `open_regular`, with the same checks. No Textual import
+here (`apextui/core` never has one).
 """
 
 from __future__ import annotations
@@ -55,7 +57,19 @@ def read_text(path: str | Path, limit: int, what: str) -> str:
 
 
 def read_bytes(path: str | Path, limit: int, what: str) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; raises `UnreadableFile` and nothing else.
+    """The bytes of a regular file of at most `limit` bytes; raises `UnreadableFile` and nothing else."""
+    fd = open_regular(path, what, limit)
+    try:
+        return _read_at_most(fd, path, limit, what)
+    except OSError as exc:
+        raise UnreadableFile(f"{path}: cannot read: {_reason(exc)}") from None
+    finally:
+        os.close(fd)
+
+
+def open_regular(path: str | Path, what: str, limit: int | None = None) -> int:
+    """A descriptor open for reading on a regular file (of at most `limit` bytes, where given), for a reader that
+    reads it in its own way (from an offset, in chunks); raises `UnreadableFile` and nothing else.
 
     The path is checked with stat before it is opened (a device is never opened), then opened
     non-blocking (a FIFO swapped in meanwhile cannot block) and checked again on the open descriptor."""
@@ -65,11 +79,13 @@ def read_bytes(path: str | Path, limit: int, what: str) -> bytes:
     try:
         info = os.fstat(fd)
         _check(path, info.st_mode, info.st_size, limit, what)
-        return _read_at_most(fd, path, limit, what)
     except OSError as exc:
-        raise UnreadableFile(f"{path}: cannot read: {_reason(exc)}") from None
-    finally:
         os.close(fd)
+        raise UnreadableFile(f"{path}: cannot read: {_reason(exc)}") from None
+    except UnreadableFile:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _os_call(path: str | Path, what: str, call: Callable[..., T], *args: object) -> T:
@@ -82,12 +98,12 @@ def _os_call(path: str | Path, what: str, call: Callable[..., T], *args: object)
         raise UnreadableFile(f"{path}: cannot read: {_reason(exc)}") from None
 
 
-def _check(path: str | Path, mode: int, size: int, limit: int, what: str) -> None:
+def _check(path: str | Path, mode: int, size: int, limit: int | None, what: str) -> None:
     if stat.S_ISDIR(mode):
         raise UnreadableFile(f"{path}: is a directory, not a {what}")
     if not stat.S_ISREG(mode):
         raise UnreadableFile(f"{path}: not a regular file ({kind_of(mode)}); a {what} must be a regular file")
-    if size > limit:
+    if limit is not None and size > limit:
         raise UnreadableFile(_too_large(path, f"{size} bytes", limit, what))
 
 

@@ -14,21 +14,28 @@ no SDPA call, no attention backend) and what the search tries (`traits`: `axes.S
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .availability import Availability, availability
+from .config.calling import Calling
 from .config.needs import applies_availability
 from .config.point import Config
 from .presets import Preset
 from .workloads import user_model
 from .workloads.spec import MODEL
+from .workloads.user_model import ModelSpecError
 
 DEFAULT_STEPS = 50
 DEFAULT_WARMUP = 10
 # how long the probe waits for the model's one forward at its CPU size (`_one_forward`): a tiny model's takes well under
 # a second; past this, what it would have found (an SDPA call) is left unknown and the search tries the attention axis
 PROBE_FORWARD_S = 15.0
+# past the budget's end, how long `probe_until` still waits for a probe whose forward's wait ended there: what it found
+# by then (a build that returned, a forward that did not) is returned rather than called a build that hung
+PROBE_GRACE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +55,8 @@ class ModelFacts:
     model_type: str = ""  # the Hugging Face model type ("llama"), "" for another model
     # what the configuration values need of a model that it has (`axes.Trait`); None: not known (every value may apply)
     traits: frozenset[str] | None = None
+    # how its one forward called it (`calling.Calling`; None: not run): the answer's code where no run recorded it
+    calling: Calling | None = None
 
 
 def preset_name(spec: str, variant: str) -> str:
@@ -82,10 +91,61 @@ def variant_names() -> tuple[str, ...]:
     return tuple(v.name for v in MODEL.variants)
 
 
-def probe(spec: str, device: str, seed: int = 0, fn: Callable[..., Any] | None = None) -> ModelFacts:
+class ProbeTimeout(Exception):
+    """The user's file and function (import, build, one forward) had not returned when the wait for them ended."""
+
+    def __init__(self, spec: str, budget_s: float | None = None) -> None:
+        super().__init__(f"--model {spec!r}: your file and function had not returned after {budget_s or 0:.0f} s, the "
+                         "whole budget (apextui imports your file and builds the model once, with one forward on "
+                         "the CPU, before it searches): nothing was measured; give --budget more time if the build "
+                         "is slow")
+
+
+class RaisedInProbe(Exception):
+    """What the user's code raised while the probe ran it in a thread (`original`, whatever its class): apart from
+    what reaches the caller's own thread (a signal's KeyboardInterrupt), which is no fault of theirs."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(type(original).__name__))
+        self.original = original
+
+
+def probe_until(spec: str, device: str, deadline: float | None, budget_s: float | None = None,
+                clock: Callable[[], float] = time.monotonic) -> ModelFacts:
+    """`probe` in a thread of its own, waited for until `deadline` (on `clock`; None: as long as it takes): a build
+    that never returns holds the caller no longer than the budget, and a signal still reaches the caller's thread
+    meanwhile. For a process that runs the user's code anyway (`APEXTUI_WORKER=thread`); others probe in a worker
+    process they can end (`model_scope.probe_model`). ModelSpecError as `probe` raises it; RaisedInProbe for whatever
+    else the user's code raised; `PROBE_GRACE_S` past the deadline, ProbeTimeout (the thread, a daemon, is left to
+    the process's exit)."""
+    box: dict[str, Any] = {}
+
+    def body() -> None:
+        try:
+            box["facts"] = probe(spec, device, deadline=deadline, clock=clock)
+        except ModelSpecError as exc:
+            box["error"] = exc
+        except BaseException as exc:  # noqa: BLE001 - their code's, reported by the caller
+            box["error"] = RaisedInProbe(exc)
+
+    thread = threading.Thread(target=body, name="apextui-probe", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        left = None if deadline is None else deadline + PROBE_GRACE_S - clock()
+        if left is not None and left <= 0:
+            raise ProbeTimeout(spec, budget_s)
+        thread.join(0.1 if left is None else min(0.1, left))
+    if "error" in box:
+        raise box["error"]
+    return box["facts"]
+
+
+def probe(spec: str, device: str, seed: int = 0, fn: Callable[..., Any] | None = None,
+          deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> ModelFacts:
     """Import the user's file and build the model once (CPU size on CPU), as a run would, in this process:
     ModelSpecError for usage errors; any exception the user's function raises passes through (the caller
-    reports a failed run). The setup built is kept for this process's first run of the model."""
+    reports a failed run). The setup built is kept for this process's first run of the model. `deadline` (on
+    `clock`): the one forward that finds the model's traits waits at most until then (`PROBE_FORWARD_S` at most)."""
     import torch
 
     from .workloads.liger import model_type
@@ -97,43 +157,50 @@ def probe(spec: str, device: str, seed: int = 0, fn: Callable[..., Any] | None =
     torch.manual_seed(seed)
     setup = user_model.call_build(fn, spec, small)
     report, _ = find_norms(setup.model)
-    sdpa_calls, loss = _one_forward(fn, spec, setup if small else None, seed)
+    wait = PROBE_FORWARD_S if deadline is None else max(0.0, min(PROBE_FORWARD_S, deadline - clock()))
+    sdpa_calls, calling = _one_forward(fn, spec, setup if small else None, seed, wait)
+    loss = calling.loss if calling is not None else None
     facts = ModelFacts(spec=spec, name=user_model.model_name(spec),
                        params=sum(p.numel() for p in setup.model.parameters() if p.requires_grad),
                        norms=report.swappable, units=setup.units, small=small, norm_report=report.as_dict(),
                        unavailable_norms=report.unavailable_reason() if report.swappable == 0 else "",
                        convs=count_convs(setup.model), sdpa_calls=sdpa_calls, model_type=model_type(setup.model),
-                       traits=traits(setup.model, norms=report.swappable, sdpa_calls=sdpa_calls, loss=loss))
+                       traits=traits(setup.model, norms=report.swappable, sdpa_calls=sdpa_calls, loss=loss),
+                       calling=calling)
     user_model.keep(spec, small, seed, setup)
     return facts
 
 
-def _one_forward(fn: Callable[..., Any], spec: str, small: Any, seed: int) -> tuple[int | None, Any]:
+def _one_forward(fn: Callable[..., Any], spec: str, small: Any, seed: int,
+                 wait_s: float = PROBE_FORWARD_S) -> tuple[int | None, Calling | None]:
     """One training-mode forward of the model at its CPU size, on the CPU (a copy of `small`, the CPU-size setup built
     already, else one built here: the function takes `small`), counting its SDPA calls (`traits.count_sdpa`) and
-    noting where its loss comes from (`calling.LossForm`). Torch's random state is left as it was, and the model that
-    runs is kept apart from the one a run takes. (None, None) where the function has no CPU size (the full model's
-    forward on the CPU could take minutes: the attention axis is then not ruled out), where the forward raised (the
-    run will say why), or where it has not returned within `PROBE_FORWARD_S`: it runs in a thread of its own, so that
-    a forward that hangs (the run's budget and stop end that one, in its worker) never holds up advise here."""
+    noting how it was called (`calling.Calling`: its inputs' form, where its loss comes from). Torch's random state
+    is left as it was, and the model that runs is kept apart from the one a run takes. (None, None) where the function
+    has no CPU size (the full model's forward on the CPU could take minutes: the attention axis is then not ruled
+    out), where the forward raised (the run will say why), or where it has not returned within `wait_s`: it runs in a
+    thread of its own, so that a forward that hangs (the run's budget and stop end that one, in its worker) never
+    holds up advise here."""
     import threading
 
     import torch
 
     if small is None and not user_model.takes_small(fn):
         return None, None
-    found: list[tuple[int, Any]] = []
+    found: list[tuple[int, Calling | None]] = []
     state = torch.get_rng_state()
     thread = threading.Thread(target=_count_forward, args=(fn, spec, small, seed, found), daemon=True,
                               name="apextui-probe-forward")
     thread.start()
-    thread.join(PROBE_FORWARD_S)
+    thread.join(wait_s)
     torch.set_rng_state(state)
     return found[0] if found else (None, None)
 
 
-def _count_forward(fn: Callable[..., Any], spec: str, small: Any, seed: int, found: list[tuple[int, Any]]) -> None:
-    """`_one_forward`'s body, in its thread: (SDPA calls, loss form) appended to `found` where the forward returned."""
+def _count_forward(fn: Callable[..., Any], spec: str, small: Any, seed: int,
+                   found: list[tuple[int, Calling | None]]) -> None:
+    """`_one_forward`'s body, in its thread: (SDPA calls, how it was called) appended to `found` where the forward
+    returned."""
     import copy
 
     import torch
@@ -154,7 +221,7 @@ def _count_forward(fn: Callable[..., Any], spec: str, small: Any, seed: int, fou
             module(batch)
     except BaseException:  # noqa: BLE001 - their code: a run builds and calls it again, and reports what it raised
         return
-    found.append((sdpa.calls, module.calling.loss if module.calling is not None else None))
+    found.append((sdpa.calls, module.calling))
 
 
 def model_availability(preset: Preset, device: str, facts: ModelFacts | None = None) -> Availability:

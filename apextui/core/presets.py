@@ -27,7 +27,7 @@ from . import files
 from .config.axes import ConfigError
 from .config.point import NAMED as NAMED_POINTS
 from .config.point import Config
-from .config.point import parse as parse_config
+from .config.point import model_point
 from .workloads.spec import MODEL as _MODEL_SPEC
 from .workloads.spec import WORKLOADS as REGISTRY
 from .workloads.spec import point_of
@@ -285,9 +285,10 @@ class _Table:
         config: Config | None = None
         if "config" in self.data and workload != REGISTRY_MODEL:
             raise self.fail("config", f"only the model workload takes a config; this preset's workload is {workload}")
-        if "config" in self.data:
-            try:
-                config = parse_config(self.data["config"])
+        if workload == REGISTRY_MODEL:
+            try:  # the rule `--variant`/`--config` follow
+                config = model_point(variant, self.data.get("config"), variant_is='variant = "NAME"',
+                                     config_is='config = "axis=value,..."')
             except ConfigError as exc:
                 raise self.fail("config", str(exc)) from None
         if variant is None and config is None:
@@ -298,9 +299,6 @@ class _Table:
                                        f"{', '.join(VARIANTS[workload])}")
         if workload != REGISTRY_MODEL:
             return str(variant), None
-        if config is not None and variant is not None and NAMED_POINTS[variant] != config:
-            raise self.fail("config", f"{config.spec()} is not the variant {variant} "
-                                      f"({NAMED_POINTS[variant].spec()}); give one of them")
         config = config if config is not None else NAMED_POINTS[str(variant)]
         return str(config.label), config
 

@@ -51,10 +51,12 @@ async def test_the_compile_timer_counts_on_while_no_update_comes():
         await wait_for(pilot, lambda: job.done, what="the stopped advice")
 
 
-async def test_the_search_shows_its_point_and_the_budget_used_and_left():
+async def test_the_search_shows_its_point_and_the_budget_used_and_left(tmp_path, monkeypatch):
     """The search's first run (fp32) stays compiling: the screen names the point, and the budget used goes on
     with the clock too."""
-    spec = "m.py:build"
+    monkeypatch.setenv("APEXTUI_WORKER", "thread")  # the model is probed in this process, as its runs would be
+    (tmp_path / "m.py").write_text(TINY)  # the search looks at the model before its first run
+    spec = f"{tmp_path / 'm.py'}:build"
     engine = FakeEngine(compile_hold=["m:build/fp32"])
     app = cpu_app(engine, presets=[*load_builtin(), *presets_for(spec)])
     async with app.run_test(size=SIZE) as pilot:
@@ -102,3 +104,31 @@ async def test_the_advice_screen_runs_the_model_search_and_shows_the_clis_answer
             assert line.strip() in shown
         assert view(doc).answer == tuple(answer_lines(doc))
         assert isinstance(app.screen, AdviseScreen) and not doc["reused"]
+
+
+async def test_the_search_leaves_out_values_that_do_not_apply_to_the_model(tmp_path, monkeypatch):
+    """A model with no SDPA call, no convolution and an MSE loss: the Advice screen's search never names the attention
+    backends, channels_last nor Liger's fused loss (they do not apply to it), as `apextui advise --model` leaves
+    them out; it did list them as unavailable points. The values that do apply (bf16, the optimizers) are tried."""
+    monkeypatch.setenv("APEXTUI_WORKER", "thread")  # the model is probed in this process, as its runs would be
+    (tmp_path / "tiny.py").write_text(TINY)
+    spec = f"{tmp_path / 'tiny.py'}:build"
+    app = cpu_app(FakeEngine(), presets=[*load_builtin(), *presets_for(spec)])
+    async with app.run_test(size=SIZE) as pilot:
+        await until_ready(pilot, app)
+        open_advice(app, budget=600)
+        await wait_for(pilot, lambda: app.advice_job is not None and app.advice_job.done, 120, "the search")
+        job = app.advice_job
+        assert job.doc is not None, job.error
+        await wait_for(pilot, lambda: "what each part buys" in body(app) or "no answer" in body(app),
+                       what="the answer on screen")
+        trials = job.doc["search"]["trials"]
+        assert all((t["config"]["attention"], t["config"]["memory_format"], t["config"]["loss"])
+                   == ("default", "contiguous", "model") for t in trials), [t["label"] for t in trials]
+        listed = "\n".join([*job.lines, *(t["label"] for t in trials)])  # the search's lines, the verdict's rows
+        for value in ("sdpa_flash", "sdpa_efficient", "sdpa_cudnn", "sdpa_math", "liger_flce", "channels_last"):
+            assert value not in listed, value
+        for value in ("bf16", "fused", "foreach"):
+            assert value in listed, value
+        shown = body(app)
+        assert all(t["label"] in shown for t in trials)

@@ -372,3 +372,26 @@ async def test_escape_from_the_empty_picker_quits_as_it_says():
         await wait_for_screen(pilot, app, RunPicker, "the picker")
         await pilot.press("escape")
         await wait_for(pilot, lambda: app.return_code == 0, what="the app quit")
+
+
+@pytest.mark.parametrize("size", [(8, 3), (1, 1)])
+async def test_the_run_list_open_survives_a_terminal_resized_to_a_few_cells(size):
+    """At 8×3 with the run list open the app ended (`range() arg 3 must not be zero` in rich's `chop_cells`, from
+    `OptionList.get_content_height`: the list had no column left); 20×5 survived. A resize never ends the app: the
+    list is still open, and at a usable size again it attaches the chosen run."""
+    mon = apextui.watch(name="tiny")
+    try:
+        app = AttachApp(None, poll_s=0.05, refresh_s=0.1)
+        async with app.run_test(size=(100, 32)) as pilot:
+            picker = await wait_for_screen(pilot, app, RunPicker, "the picker")
+            await wait_for(pilot, lambda: bool(picker.query("#picker-list")), what="the run list")
+            await pilot.resize_terminal(*size)
+            await wait_for(pilot, lambda: app.size == size, what="the resize")
+            await pilot.pause()
+            assert app.is_running and app.screen is picker
+            await pilot.resize_terminal(100, 32)
+            await wait_for(pilot, lambda: app.size == (100, 32), what="the size back")
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.meta is not None and app.meta.name == "tiny", what="attached")
+    finally:
+        mon.close()

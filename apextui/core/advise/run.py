@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Sequence
 
+from ..config.calling import Calling
 from ..measure.compare import Drift
 from ..number_format import ms as _ms
 from ..presets import Preset
@@ -149,7 +150,8 @@ class Advisor:
                  search_budget_s: float | None = None, data_parallel: bool = False,
                  budget_started: float | None = None, clock: Callable[[], float] = time.monotonic,
                  search_runner_factory: RunnerFactory | None = None,
-                 model_traits: frozenset[str] | None = None, model_type: str = "") -> None:
+                 model_traits: frozenset[str] | None = None, model_type: str = "",
+                 model_calling: Calling | None = None) -> None:
         if device not in DEFAULT_STEPS:
             raise AdviceError(f"device must be cpu or cuda (resolved), got {device!r}")
         if isinstance(repeats, bool) or not isinstance(repeats, int) or not 1 <= repeats <= MAX_REPEATS:
@@ -186,6 +188,9 @@ class Advisor:
         # never tries a value that does not apply to it (`axes.Scope`)
         self.model_traits = model_traits
         self.model_type = model_type  # the model's Hugging Face type ("llama"; ""): the answer's Liger code
+        # how the model's probe saw it called (`ModelFacts.calling`; None: not known): the answer's code where no run
+        # recorded it (only fp32 ran, and fp32 has no check)
+        self.model_calling = model_calling
         # when the budget began to count, on `clock` (the CLI: before it loaded and built the model to check it, which
         # counts against the budget; None: when the search starts); `clock` times the budget and every run's deadline
         self.budget_started = budget_started
@@ -223,12 +228,13 @@ class Advisor:
             except Exception:  # noqa: BLE001
                 pass
 
-    def kill_run(self) -> None:
-        """End the current run's worker at once (a second signal, which exits next: never leave it running)."""
+    def kill_run(self, reason: str) -> None:
+        """End the current run's worker at once (a second signal, which exits next: never leave it running);
+        `reason`: the signals that asked for it, by name (`signals.StopOnSignals.twice`)."""
         runner = self._runner
         if runner is not None:
             try:
-                runner.kill("interrupted twice")
+                runner.kill(reason)
             except Exception:  # noqa: BLE001
                 pass
 
@@ -299,6 +305,8 @@ class Advisor:
             points = {x.name: x.point for x in mine if x.point is not None}
             model = next((x.model for x in mine if x.model), None)
             calling = recorded(r.summary.check for m in v.measurements for r in m.runs)  # how the runs called it
+            if calling is None and v.workload == "model":
+                calling = self.model_calling
             searched = v.workload == "model" and self._search_result is not None
             w["answer"] = answer(v, points, model=model, steps=self.steps, calling=calling, device=self.device,
                                  side_by_side=searched, model_type=self.model_type)
@@ -432,8 +440,10 @@ class Advisor:
             traceback.print_exc(file=sys.stderr)
 
     def run(self) -> dict[str, Any]:
-        """Measure every runnable preset `repeats` times, interleaved; the document (partial if stopped)."""
-        self.started = time.time()
+        """Measure every runnable preset `repeats` times, interleaved; the document (partial if stopped). Its time
+        counts from the budget's start where the search has one: loading the model and building it are part of it."""
+        self.started = time.time() - (max(0.0, self.clock() - self.budget_started)
+                                      if self.budget_started is not None else 0.0)
         plans = self.plans()
         total = self.total_runs
         searched = [p.workload for p in plans if self._searches(p)]
@@ -500,7 +510,8 @@ class Advisor:
             runs = self._runs.setdefault((p.workload, preset.name), [])
             counter[0] += 1
             deadline = self.run_deadline()
-            if deadline is not None and deadline <= self.clock():  # e.g. the model's build took the whole budget
+            if deadline is not None and self._budget_spent():  # e.g. the model's build took the whole budget: a run
+                # started now would spend only the grace, and a hung make_batch its stop's too
                 result = RunResult(len(runs) + 1, "failed", error=f"not run: the budget ended first{setup_words}")
             else:
                 result = self._run_one(preset, len(runs) + 1, counter[0], counter[0], deadline=deadline,
@@ -566,6 +577,13 @@ class Advisor:
             say(f"search: CPU runs with {threads} intra-op thread{'s' * (threads != 1)} of {cores} cores ({other}; "
                 f"{cpu_share.WAIT_ENV}={self.cpu_record['wait_policy'] or 'unset'})")
         return int(self.cpu_record["threads"])
+
+    def _budget_spent(self) -> bool:
+        """The search's whole budget is spent (loading the model included): no run starts."""
+        search = self._search
+        if search is None or self.search_budget_s is None:
+            return False
+        return float(self.search_budget_s) - (self._setup_s + search.spent) <= 0
 
     def run_deadline(self) -> float | None:
         """When a search's run started now must end, on `clock`: an exploring run, when the search said it must

@@ -3,10 +3,12 @@
 answer's code (`snippet.snippet`) does the same in the user's script.
 
 The engine learns it from the model itself: the inputs' form from the first batch, the loss's from the first
-output (a tensor, a dict, a Hugging Face `ModelOutput`). Only a run sees an output, and the process that writes
-the answer may never import the user's code (the TUI), so a run records it in its correctness check's record
-(its `calling`: the check is where the engine first calls the model, eagerly, through that very path) and the
-answer reads it back from the runs (`recorded`). No torch here.
+output (a tensor, a dict, a Hugging Face `ModelOutput`). The process that writes the answer may never import the
+user's code (the TUI), so a run records it in its correctness check's record (its `calling`: the check is where the
+engine first calls the model, eagerly, through that very path) and the answer reads it back from the runs
+(`recorded`). fp32 has no check: where only fp32 ran, the answer takes what the model's probe saw in its one forward
+(`model_presets.ModelFacts.calling`), and where nothing saw the model called, ModelSetup's documented form
+(`Calling()`: `(inputs, targets)` and a loss_fn). No torch here.
 """
 
 from __future__ import annotations

@@ -155,25 +155,31 @@ NAMED: Mapping[str, Config] = MappingProxyType({
 _NAME_OF: Mapping[Config, str] = MappingProxyType({point: name for name, point in NAMED.items()})
 
 
+def _what_to_give() -> str:
+    return f"give axis=value pairs, comma-separated ({allowed()}), or a named point ({', '.join(NAMED)})"
+
+
 def parse(text: Any) -> Config:
     """A point from 'axis=value,...' (spaces allowed, axes not named keep their defaults), a mapping
-    {axis: value}, or a named point's name ('bf16'); ConfigError listing what is allowed."""
+    {axis: value}, or a named point's name ('bf16'); ConfigError listing what is allowed. An empty one ('', {}) is
+    refused: it names no point, and is likelier a slip (a value left out) than a wish for fp32, which is `fp32`."""
     if isinstance(text, Config):
         return text
     if isinstance(text, Mapping):
+        if not text:
+            raise ConfigError(f"empty configuration; {_what_to_give()}")
         pairs = [(str(k), v) for k, v in text.items()]
     elif isinstance(text, str):
         s = text.strip()
         if s in NAMED:
             return NAMED[s]
         if not s:
-            raise ConfigError(f"empty configuration; give axis=value pairs, comma-separated: {allowed()}")
+            raise ConfigError(f"empty configuration; {_what_to_give()}")
         pairs = []
         for part in s.split(","):
             key, eq, value = part.partition("=")
             if not eq:
-                raise ConfigError(f"{part.strip()[:40]!r} is not axis=value; give axis=value pairs, comma-separated "
-                                  f"({allowed()}), or a named point ({', '.join(NAMED)})")
+                raise ConfigError(f"{part.strip()[:40]!r} is not axis=value; {_what_to_give()}")
             pairs.append((key.strip(), value.strip()))
     else:
         raise ConfigError(f"a configuration is a string 'axis=value,...' or a table; got {type(text).__name__}")
@@ -186,6 +192,16 @@ def parse(text: Any) -> Config:
             raise ConfigError(f"{key}: got {value!r}; allowed: {', '.join(ax.names)}")
         chosen[key] = ax.value(value)
     return Config(**chosen)
+
+
+def model_point(variant: object, config: object, *, variant_is: str, config_is: str) -> Config | None:
+    """The point a run of the user's model names by its `config` (`parse`), or None where it names a `variant` instead
+    (its caller checks that name): the one rule for a preset file's `variant`/`config` fields and for the `--variant`/
+    `--config` flags. Never both, even where they would name one point: one of the two would be read and the other
+    silently dropped. ConfigError naming the two as the caller spells them (`variant_is`, `config_is`)."""
+    if variant is not None and config is not None:
+        raise ConfigError(f"give {variant_is} or {config_is}, not both")
+    return None if config is None else parse(config)
 
 
 def single_changes(base: Config = BASELINE, workload: str = "model") -> list[Config]:

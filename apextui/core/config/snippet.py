@@ -146,12 +146,12 @@ def snippet(config: Config, *, calling: Calling | None = None, device: str = "cu
             liger_apply: tuple[str, tuple[str, ...]] = ("", ())) -> str:
     """Python lines for a training script: set-up (TF32, norm swap, fp8, optimizer, compile) and the step
     (autocast and GradScaler on `device`, the forward and loss as `calling` says). `model`, `lr`, `batch` (one
-    batch as make_batch returns it) and `loss_fn` are the script's own. Without a `calling` (none was recorded:
-    only fp32 ran, or a shipped workload) the step is ModelSetup's documented form, `loss_fn(model(inputs),
-    targets)`. `liger_apply`: Liger's `apply_liger_kernel_to_<family>` for the model's Hugging Face family and the
-    flags it takes, where it has one (its norms and loss are then that patch, as measured); else the norm swap
-    written out. Nothing of
-    apextui's is imported: the code depends on what the configuration uses alone."""
+    batch as make_batch returns it) and `loss_fn` are the script's own. Without a `calling` (nothing saw the model
+    called: a shipped workload, or a model whose probe never ran its forward) the step is ModelSetup's documented
+    form, `inputs, targets = batch` and `loss_fn(model(inputs), targets)`: pasted, the code must run. `liger_apply`:
+    Liger's `apply_liger_kernel_to_<family>` for the model's Hugging Face family and the flags it takes, where it has
+    one (its norms and loss are then that patch, as measured); else the norm swap written out. Nothing of apextui's
+    is imported: the code depends on what the configuration uses alone."""
     lines = ["import torch", ""]
     # the engine's order: the swap and the loss's patch, then fp8's layers, then the layout
     if liger_apply[0] and (config.norms == "liger" or config.loss == "liger_flce"):
@@ -160,7 +160,8 @@ def snippet(config: Config, *, calling: Calling | None = None, device: str = "cu
     else:
         lines += NORMS[config.norms] + LOSS[config.loss]
     lines += PRECISION[config.precision] + MEMORY_FORMAT[config.memory_format]
-    simple = calling is None or (calling.loss == "loss_fn" and calling.inputs == "one")  # one inputs tensor
+    calling = calling if calling is not None else Calling()
+    simple = calling.loss == "loss_fn" and calling.inputs == "one"  # one inputs tensor
     if config.channels_last and not simple:
         lines += _TO_CHANNELS_LAST
     backend = ATTENTION[config.attention]
@@ -175,14 +176,14 @@ def snippet(config: Config, *, calling: Calling | None = None, device: str = "cu
     if COMPILE[config.compile] is not None:
         lines.append(str(COMPILE[config.compile]))
         target = "compiled"
-    lines += ["", "# each step" + (" (batch: one batch, as your make_batch returns it)" if calling else "")]
-    call = calling.loss_line(target) if calling is not None else f"loss = loss_fn({target}(inputs), targets)"
+    lines += ["", "# each step (batch: one batch, as your make_batch returns it)"]
+    call = calling.loss_line(target)
     step = ["optimizer.zero_grad()"]
     if config.cuda_graphs:
         step.append("torch.compiler.cudagraph_mark_step_begin()")
     if config.channels_last and not simple:
         step.append("batch = to_channels_last(batch)")
-    step += calling.unpack() if calling is not None else []
+    step += calling.unpack()
     if config.channels_last and simple:
         step.append("inputs = inputs.to(memory_format=torch.channels_last)")
     contexts = [f'torch.autocast(device_type="{device}", dtype={_DTYPE[config.autocast]})'] \

@@ -41,7 +41,7 @@ from .request import RunRequest
 from .runner import Runner, run_steps
 from .snapshot import Callback, Snapshot
 from .worker import EXIT_GRACE_S, _log_tail, _starting_processes, context, crash_words, describe_exit, \
-    final_snapshot, redirect_output
+    end_worker, final_snapshot, redirect_output
 
 SEARCH_WORKER_ENV = "APEXTUI_SEARCH_WORKER"  # "fresh": a worker process per run (`search_runner_factory`)
 STARTED = ("started",)  # a worker's message before its first run's snapshots: its start-up is done
@@ -156,6 +156,7 @@ def reusable_main(conn: Connection, log_path: str, to_stderr: bool = False) -> N
         if final is None or final.status != "ok":
             break
     conn.close()
+    end_worker()
 
 
 # ---- parent side ---------------------------------------------------------------------------

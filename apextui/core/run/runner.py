@@ -26,6 +26,8 @@ from ..monitor.sampler import GpuScope
 from .delivery import Delivery
 from .divergence import LossGuard
 from ..workloads.failure import describe_failure
+from ..workloads import setup_stop
+from ..workloads.setup_stop import StoppedInSetUp
 from .frozen_heap import FrozenHeap
 from .handle import RunControl
 from .request import RunRequest
@@ -159,7 +161,10 @@ class Runner(RunControl):
         clock = None
         self._step = 0
         try:
-            info, workload, clock = self._setup()
+            try:
+                info, workload, clock = self._setup()
+            except StoppedInSetUp:  # asked during the set-up's own steps (the loss-parity check): no step measured
+                return "stopped", None
             guard = LossGuard(info.uses_grad_scaler)
             self._inbox.put(("info", info))
             with FrozenHeap():
@@ -229,7 +234,8 @@ class Runner(RunControl):
 
         size_name = "cpu" if self.device == "cpu" else "default"
         size = self.preset.cpu_size if size_name == "cpu" else self.preset.size
-        workload = self._build_workload(size)
+        with setup_stop.asking(self._stop.is_set):
+            workload = self._build_workload(size)
         if self.device == "cuda":
             # the peak is this configuration's (its compile and measured steps), not an earlier run's in this
             # process, nor the correctness check's fp32 reference steps, which ran while the workload was built
@@ -242,7 +248,8 @@ class Runner(RunControl):
         compile_s = None
         if getattr(workload, "compiles", False):  # before the clock starts: never part of a step
             self._inbox.put(("status", "compiling"))
-            compile_s = workload.warm_up()
+            with setup_stop.asking(self._stop.is_set):  # a compiled variant's check is its warm-up's first steps
+                compile_s = workload.warm_up()
         if self.device == "cuda":
             torch.cuda.synchronize()
             clock: Any = CudaClock(torch, warmup=self.warmup, steps=self.steps)

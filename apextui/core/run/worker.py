@@ -167,6 +167,13 @@ def redirect_output(log_path: str) -> None:
     sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
 
 
+def end_worker() -> None:
+    """End this worker process now that its runs are over: its output flushed, then `os._exit`. Why not return:
+    multiprocessing's bootstrap joins every non-daemon thread before the process exits, and a thread the user's model
+    started must not keep a finished worker alive until its parent kills it."""
+    exits.exit_now(0)
+
+
 def worker_main(request: RunRequest, conn: Connection, stop: Any, log_path: str, to_stderr: bool = False) -> None:
     """The worker process: train `request` on this main thread, send every snapshot to the parent. A `target`
     of `ProcessRunner` takes these same arguments (`to_stderr` only where it is asked for).
@@ -215,6 +222,7 @@ def worker_main(request: RunRequest, conn: Connection, stop: Any, log_path: str,
     else:
         runner.run()
     conn.close()
+    end_worker()
 
 
 # ---- parent side ---------------------------------------------------------------------------

@@ -26,7 +26,9 @@ Faults never reach the training: a failure inside the monitor is logged once and
 `step()` from a thread other than the first caller's is ignored (with one warning: the clock times one stream);
 a loss on CUDA after steps on the host moves the clock to CUDA events (once; a note says so); a Python float,
 a 0-d tensor and a NaN loss are all taken (a non-finite loss is a note, and null in its step line); a value
-that is not a number (a loss vector, a string, NaN tokens: `values.py`) is left out with one warning a kind.
+that is not a number (a loss vector, a string, NaN tokens: `values.py`) is left out with one warning a kind; a bad
+option of `watch()` or `close()` (`warmup="x"`, `where=5`, `status="weird"`: `options.py`) is one warning and its
+default, and the run is streamed with its `end` line all the same.
 """
 
 from __future__ import annotations
@@ -51,12 +53,12 @@ from ..run import events
 from ..run.delivery import Delivery
 from ..run.snapshot import FinalStatus, RunInfo, Snapshot
 from ..run.timing import CpuClock, CudaClock, StepRecord, block_steps
-from . import lines, mfu_inputs, store, values, workload
+from . import lines, mfu_inputs, options, store, values, workload
 from .stream import DEFAULT_MAX_BYTES, Opener, Stream, append
 
 log = logging.getLogger("apextui.watch")
 
-WARMUP = 10  # timed steps left out of the statistics; their second half sizes the blocks
+WARMUP = options.WARMUP  # timed steps left out of the statistics; their second half sizes the blocks
 HARVEST_INTERVAL_S = 0.25  # as the runner's (run/runner.py): finished blocks handed over 4 times a second
 RING = 1024  # pinned slots for tensor metrics, as the clock's ring for the loss
 MAX_METRICS = 16  # tensor metrics a run may have (Python numbers: any number)
@@ -107,21 +109,27 @@ class Watch:
                  sample_interval: float = 1.0, max_bytes: int = DEFAULT_MAX_BYTES, where: str | Path | None = None,
                  model: Any = None, batch_size: int | None = None, rank: int | None = None,
                  opener: Opener | None = None, flops_per_token: float | None = None, precision: str | None = None,
-                 now: Callable[[], float] = time.perf_counter) -> None:
-        self.name = name or Path(sys.argv[0] or "run").stem or "run"
+                 now: Callable[[], float] = time.perf_counter, **unknown: Any) -> None:
+        self._warned: set[str] = set()
+        # what the warnings name the run by, until the options are checked (a name that is not a string is replaced)
+        self.name = name if isinstance(name, str) and name else options.default_name()
+        # a bad option is one warning and its default, never an error in the training (`options.py`)
+        opts = options.checked(self._warn, name=name, steps=steps, warmup=warmup, sample_interval=sample_interval,
+                               max_bytes=max_bytes, where=where, rank=rank, default_max_bytes=DEFAULT_MAX_BYTES,
+                               unknown=unknown)
+        self.name = opts.name
         # what the run trains, for `attach` to compare it only with runs of the same (`workload.py`): read at the
         # first step (a lazy module has its parameters by then), then let go
         self._model = model
         self._batch_size = batch_size
-        self.steps = steps
-        self.warmup = max(0, int(warmup))
-        self.sample_interval = sample_interval
+        self.steps = opts.steps
+        self.warmup = opts.warmup
+        self.sample_interval = opts.sample_interval
         self._now = now  # the host clock: steps on CPU, hand-overs (a test's fake clock makes timing exact)
         self.live = True  # False: a no-op from now on (failed, or closed)
         self.failure: str | None = None
         self.meta: store.RunMeta | None = None
         self.stream: Stream | None = None
-        self._warned: set[str] = set()
         self._closed = False
         self._pid = os.getpid()  # a forked child's copy of this monitor is not the run's (`_forked`)
         self._owner: int | None = None
@@ -170,13 +178,12 @@ class Watch:
         self._mfu_options = (flops_per_token, precision)
         self._flops = mfu_inputs.FlopsPerToken(None, "none", reason=mfu_inputs.NOT_GIVEN)
         self._precision = mfu_inputs.DEFAULT_PRECISION
-        self.where = Path(where) if where is not None else None
+        self.where = opts.where
         self._earlier_exc = getattr(sys, "last_value", None)  # an interactive session's earlier error, not this run's
         try:
-            if rank is None and int(os.environ.get("WORLD_SIZE", "1") or 1) > 1:
-                rank = int(os.environ.get("RANK", "0") or 0)
+            rank = opts.rank if opts.rank is not None else options.env_rank(self._warn)
             self.meta = store.new_run(self.name, rank, self.where)
-            self.stream = Stream(Path(self.meta.path), max_bytes, opener or append, self.name)
+            self.stream = Stream(Path(self.meta.path), opts.max_bytes, opener or append, self.name)
             self.stream.reserve()
             store.register(self.meta, self.where)
             store.prune(where=self.where)
@@ -349,9 +356,7 @@ class Watch:
         from ..env import describe
 
         assert self.meta is not None
-        flops_per_token, precision = self._mfu_options
-        self._flops = mfu_inputs.FlopsPerToken.given(flops_per_token, self._model, self._warn)
-        self._precision = mfu_inputs.precision_of(precision, self._model, self._warn)
+        self._mfu_inputs()
         self._info = self._with_mfu(RunInfo(
             preset=self.name, workload=lines.WORKLOAD, variant=self.name, device=device, size_name="default", size={},
             steps=self.steps or 0, warmup=self.warmup, amp="none", units="steps", units_per_step=1, baseline=""))
@@ -367,6 +372,18 @@ class Watch:
         self._inbox.put(("info", self._info))
         self._clock.start()  # last: the sampler, the environment and the thread are not in step 2's time
         self._next_harvest = self._now() + HARVEST_INTERVAL_S
+
+    def _mfu_inputs(self) -> None:
+        """The FLOPs a token and the peak's precision from the options and the model (`mfu_inputs.py`): what cannot
+        be read is one warning and no MFU; the run is streamed all the same."""
+        flops_per_token, precision = self._mfu_options
+        try:
+            self._flops = mfu_inputs.FlopsPerToken.given(flops_per_token, self._model, self._warn)
+            self._precision = mfu_inputs.precision_of(precision, self._model, self._warn)
+        except Exception as exc:  # noqa: BLE001 - an odd value: no MFU, the monitor goes on
+            why = f"the MFU's inputs could not be read ({type(exc).__name__}: {exc})"
+            self._warn("mfu", f"{why}: no MFU")
+            self._flops = mfu_inputs.FlopsPerToken(None, "none", reason=why)
 
     def _workload(self, batch: Any) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         """The model's and the batch's fields for the start line (`workload.py`); what cannot be read is left out,
@@ -593,10 +610,13 @@ class Watch:
     # ---- the end ---------------------------------------------------------------------------------------------
     def close(self, status: FinalStatus = "ok", error: str | None = None) -> None:
         """End the run: the open block is timed, the `end` line written (it waits for the GPU once, here).
-        Idempotent; never raises."""
+        Idempotent; never raises. A status other than ok, stopped or failed ends the run `failed` with the status
+        given in its error, and an error that is not a string is written as its text (one warning each,
+        `options.end_status`): an end line a reader does not know is as lost as none."""
         if self._closed or os.getpid() != self._pid:  # a forked child never ends its parent's run
             return
         self._closed = True
+        end_status, end_error = options.end_status(status, error, self._warn)
         self._model = None  # never stepped: the monitor lets the model go here
         try:
             if self._clock is not None and self._thread is not None:
@@ -608,7 +628,7 @@ class Watch:
                     self._hand_over(self._clock.harvest(wait=True), last=True)
                     if self._info is not None and self._info.device == "cuda":
                         self._inbox.put(("peak_memory", int(self._torch.cuda.max_memory_allocated())))
-                self._inbox.put(("end", (status, error)))
+                self._inbox.put(("end", (end_status, end_error)))
                 self._thread.join(JOIN_S)  # the writer drains what waits (bounded) and writes the end line
         except Exception as exc:  # noqa: BLE001
             self._warn("close", f"could not end the stream: {type(exc).__name__}: {exc}")
@@ -715,5 +735,6 @@ def watch(name: str | None = None, **options: Any) -> Watch:
     of the same model and batch; `mon.step(batch=...)` gives the batch's shape instead);
     for MFU, with `tokens=` in `mon.step`: `flops_per_token` (a training step's model FLOPs a token, forward and
     backward) or `model` (then 6N a token), and `precision` (the peak it is measured against: fp32, tf32, bf16, fp16,
-    fp8; default the model's parameters' bf16/fp16, else bf16). docs/watch.md."""
+    fp8; default the model's parameters' bf16/fp16, else bf16). A bad option (a wrong type, NaN, out of range, an
+    unknown keyword) is one warning and its default, never an error. docs/watch.md."""
     return Watch(name, **options)

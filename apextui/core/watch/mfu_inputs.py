@@ -17,6 +17,8 @@ from typing import Any, Callable
 
 from ..analysis.peaks import PRECISIONS, peak
 from ..measure.mfu import Peak, StepFlops
+from . import values
+from .options import shown
 
 Warn = Callable[[str, str], None]
 NOT_GIVEN = ("no FLOPs a token: give apextui.watch(flops_per_token=...) or apextui.watch(model=...), and "
@@ -37,10 +39,15 @@ class FlopsPerToken:
     def given(cls, flops_per_token: Any, model: Any, warn: Warn) -> FlopsPerToken:
         """From the options: `flops_per_token` first, else 6N of `model`; a value that is not one is warned about."""
         if flops_per_token is not None:
-            ok = isinstance(flops_per_token, (int, float)) and not isinstance(flops_per_token, bool)
-            if ok and math.isfinite(flops_per_token) and flops_per_token > 0:
-                return cls(float(flops_per_token), "flops_per_token")
-            why = f"flops_per_token={flops_per_token!r} is not a positive number (a training step's FLOPs a token)"
+            given = f"flops_per_token={shown(flops_per_token)}"
+            try:
+                value = values.real(flops_per_token)
+                problem = None if math.isfinite(value) and value > 0 else "is not a positive number"
+            except values.BadValue as bad:  # a string, a tensor, an int too large for a float (10**400)
+                problem = str(bad)
+            if problem is None:
+                return cls(value, "flops_per_token")
+            why = f"{given} {problem} (a training step's FLOPs a token: a positive, finite number)"
             warn("flops_per_token", f"{why}: no MFU")
             return cls(None, "flops_per_token", reason=why)
         if model is not None:
@@ -72,9 +79,10 @@ def precision_of(precision: Any, model: Any, warn: Warn) -> str:
     """The peak's precision: `precision` where it is one of the table's, else the model's 16-bit parameters', else
     bf16; a value not in the table is warned about and kept (its peak then says why there is none)."""
     if precision is not None:
-        if precision not in PRECISIONS:
-            warn("precision", f"precision={precision!r} is not one of {', '.join(PRECISIONS)}: no MFU")
-        return str(precision)
+        if not (isinstance(precision, str) and precision in PRECISIONS):
+            warn("precision", f"precision={shown(precision)} is not one of {', '.join(PRECISIONS)}: no MFU")
+            return precision if isinstance(precision, str) else shown(precision)
+        return precision
     try:
         dtype = str(next(p for p in model.parameters() if p.is_floating_point()).dtype) if model is not None else ""
     except Exception:  # noqa: BLE001 - no parameters, or not a module

@@ -5,23 +5,50 @@ A line is taken once its newline is there: a writer killed mid-line (SIGKILL) le
 already seen. A segment removed by rotation while it was read is skipped with a note, as are segments rotated
 away before the reader came (the run's oldest lines). A damaged line (not JSON, not an object, nested too deeply,
 a non-finite or absurd number: `jsonline.loads`) is skipped, and the first of each segment named in a note with
-its line number: no reader downstream ever meets a value it cannot print as JSON or turn into a float."""
+its line number: no reader downstream ever meets a value it cannot print as JSON or turn into a float. A line
+longer than `LINE_BYTES` is damaged too: it is skipped as it is read, in chunks, so what the reader holds stays
+bounded whatever a file holds (a 300 MB line, a copy of /dev/zero).
+
+A segment is opened non-blocking and checked to be a regular file (`files.open_regular`, as `run.json` is): a
+FIFO would block the reader forever, a device (a link to /dev/zero) never ends. Such a segment, or one that cannot
+be read, raises `BadSegment`, one line naming it."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
+from .. import files
 from . import jsonline
 from .store import RunMeta, alive
 from .stream import segment_path, segments, set_aside_lines
 
 READ_BYTES = 4 * 2**20  # read at most this much a call, so a big stream is shown while it loads
 TAIL_BYTES = 64 * 2**10  # `last_end` reads this much of the last segment
+LINE_BYTES = 2**20  # a longer line is damage: the writers' longest (a start line) is a few KB
+SEGMENT = "stream segment"  # what the error lines call a segment
+
+
+class BadSegment(ValueError):
+    """A segment that is not a regular file (a FIFO, a device, a directory) or cannot be read; the message is one
+    line naming it and what is wrong."""
+
+
+def open_segment(path: Path) -> BinaryIO | None:
+    """The segment open for reading (non-blocking, a regular file: `files.open_regular`); None when it is not there
+    (rotated away), `BadSegment` when it is not a regular file or cannot be opened."""
+    try:
+        fd = files.open_regular(path, SEGMENT)
+    except files.UnreadableFile as exc:
+        if exc.missing:
+            return None
+        raise BadSegment(str(exc)) from None
+    return os.fdopen(fd, "rb")
 
 
 class Follower:
@@ -38,6 +65,7 @@ class Follower:
         self.line = 0  # complete lines read of the current segment
         self._named: set[int] = set()  # the segments whose first damaged line has a note
         self._drained = False  # the current segment read to its end after a newer one was seen
+        self._skipping = False  # in a line longer than LINE_BYTES (already noted): dropped up to its newline
 
     def poll(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
@@ -49,11 +77,8 @@ class Follower:
                 self.number = found[0][0]
                 if self.number > 1:
                     self.notes.append(f"segments 1 to {self.number - 1} were rotated away (the run's oldest lines)")
-            try:
-                with open(segment_path(self.folder, self.number), "rb") as f:
-                    f.seek(self.offset)
-                    data = f.read(READ_BYTES)
-            except FileNotFoundError:
+            data = self._read()
+            if data is None:
                 newer = [n for n, _ in segments(self.folder) if n > self.number]
                 if not newer:
                     return out
@@ -61,8 +86,7 @@ class Follower:
                 self._next(newer[0])
                 continue
             self.offset += len(data)
-            *complete, self.partial = (self.partial + data).split(b"\n")
-            out.extend(e for e in (self._parse(line) for line in complete) if e is not None)
+            out.extend(self._lines(data))
             if len(data) == READ_BYTES:
                 continue
             newer = [n for n, _ in segments(self.folder) if n > self.number]
@@ -75,11 +99,44 @@ class Follower:
                 self.notes.append(f"skipped a partial line at the end of segment {self.number}")
             self._next(newer[0])
 
+    def _read(self) -> bytes | None:
+        """The current segment's next bytes (at most `READ_BYTES`); None when it is gone (rotated away)."""
+        path = segment_path(self.folder, self.number)
+        f = open_segment(path)
+        if f is None:
+            return None
+        try:
+            with f:
+                f.seek(self.offset)
+                return f.read(READ_BYTES)
+        except OSError as exc:
+            raise BadSegment(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+    def _lines(self, data: bytes) -> list[dict[str, Any]]:
+        """The events of the lines `data` completes; the rest waits in `partial`, which never passes `LINE_BYTES`: a
+        line that would is skipped (with a note) to its newline, however many reads away."""
+        if self._skipping:
+            cut = data.find(b"\n")
+            if cut < 0:
+                return []
+            data, self._skipping = data[cut + 1:], False
+        *complete, self.partial = (self.partial + data).split(b"\n")
+        events = [e for e in (self._parse(line) for line in complete) if e is not None]
+        if len(self.partial) > LINE_BYTES:
+            self.line += 1
+            self._too_long()
+            self.partial, self._skipping = b"", True
+        return events
+
     def _next(self, number: int) -> None:
         self.number, self.offset, self.partial, self._drained, self.line = number, 0, b"", False, 0
+        self._skipping = False
 
     def _parse(self, line: bytes) -> dict[str, Any] | None:
         self.line += 1
+        if len(line) > LINE_BYTES:
+            self._too_long()
+            return None
         if not line.strip():
             return None
         try:
@@ -96,6 +153,9 @@ class Follower:
             self._seen[kind] = event
         return event
 
+    def _too_long(self) -> None:
+        self._damaged(f"longer than {LINE_BYTES} bytes (a stream's lines are a few KB)")
+
     def _damaged(self, why: str) -> None:
         self.bad_lines += 1
         if self.number not in self._named:  # once a segment: a damaged file may hold thousands
@@ -109,6 +169,7 @@ class Follower:
             self.notes.append(f"skipped a partial last line ({len(self.partial)} bytes): the training process "
                               "ended in the middle of writing it")
             self.partial = b""
+        self._skipping = False
 
 
 def last_write(folder: Path) -> float | None:
@@ -126,12 +187,15 @@ def last_end(folder: Path) -> dict[str, Any] | None:
     if not found:
         return None
     try:
-        with open(found[-1][1], "rb") as f:
+        f = open_segment(found[-1][1])
+        if f is None:
+            return None
+        with f:
             f.seek(0, 2)
             size = f.tell()
             f.seek(max(0, size - TAIL_BYTES))
-            tail = f.read()
-    except OSError:
+            tail = f.read(TAIL_BYTES)
+    except (OSError, BadSegment):
         return None
     for line in reversed(tail.split(b"\n")):
         if b'"end"' in line:

@@ -23,7 +23,7 @@ from ..run import events
 from ..measure.summary import Summary
 from . import jsonline
 from .lines import WORKLOAD
-from .reader import Follower, last_end
+from .reader import LINE_BYTES, BadSegment, Follower, last_end, open_segment
 from .replay import Replay
 from .store import RunMeta, all_runs, alive
 from .stream import segments
@@ -56,15 +56,16 @@ def _group(meta: RunMeta, device: str, work: Workload) -> tuple[str, str]:
 def _head(folder: Path) -> tuple[str, Workload]:
     """The run's device and what it trains, from the start and setup lines at the top of its last segment (each
     segment begins with them): a run whose clock moved to CUDA says so in a setup line soon after its first. A
-    damaged line is passed over."""
+    damaged line is passed over, a line longer than `LINE_BYTES` read in pieces (each damaged)."""
     found = segments(folder)
     device, work = "cpu", Workload()
-    if not found:
-        return device, work
     try:
-        with open(found[-1][1], "rb") as f:
-            head = [f.readline() for _ in range(HEAD_LINES)]
-    except OSError:
+        f = open_segment(found[-1][1]) if found else None
+        if f is None:
+            return device, work
+        with f:
+            head = [f.readline(LINE_BYTES) for _ in range(HEAD_LINES)]
+    except (OSError, BadSegment):
         return device, work
     for line in head:
         try:
@@ -127,7 +128,10 @@ class Table:
 
     def _live_row(self, meta: RunMeta) -> tuple[RunMeta, ResultRow] | None:
         follower, replay = self._live.setdefault(meta.path, (Follower(Path(meta.path)), Replay()))
-        replay.add(follower.poll())
+        try:
+            replay.add(follower.poll())
+        except BadSegment:  # a stream the table cannot read has no row (`attach` on it says why)
+            return None
         snap = replay.snapshot()
         if snap.stats is None or snap.info is None:
             return None

@@ -134,9 +134,10 @@ def _time(d: dict[str, Any], key: str, optional: bool = False) -> Any:
     raise BadRunFile(f"{key} {_show(value)}: a Unix time from {TIME_RANGE[0]:.0f} to {TIME_RANGE[1]:.0f} is allowed")
 
 
-def _show(value: Any) -> str:
+def _show(value: Any, most: int = 40) -> str:
+    """A value as an error line quotes it, cut to `most` characters (a 300-character name is still one line)."""
     text = "missing" if value is None else repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return text if len(text) <= most else text[: most - 3] + "..."
 
 
 def alive(meta: RunMeta) -> bool:
@@ -335,9 +336,8 @@ def find(name_or_path: str, where: Path | None = None) -> tuple[RunMeta, list[Ru
     """The run a user names: a run folder (or a file in one), else the newest live run of that name, else the newest
     finished one. Also returns the other runs of that name (two runs with the same name: the caller says which
     one it follows)."""
-    path = Path(name_or_path).expanduser()
-    folder = path.parent if path.is_file() else path
-    if folder.is_dir() and (folder / META).exists():
+    folder, why = _run_folder(name_or_path)
+    if folder is not None:
         try:
             return load_meta(folder), []
         except BadRunFile as exc:
@@ -352,4 +352,20 @@ def find(name_or_path: str, where: Path | None = None) -> tuple[RunMeta, list[Ru
         return chosen, [m for m in named if m is not chosen]
     live = live_runs(where)
     listed = "; ".join(m.describe() for m in live) if live else "none"
-    raise NoSuchRun(f"no watched run named {name_or_path!r} (nor a run folder at that path); live runs: {listed}")
+    raise NoSuchRun(f"no watched run named {_show(name_or_path, 80)} (nor a run folder at that path{why}); "
+                    f"live runs: {listed}")
+
+
+def _run_folder(name_or_path: str) -> tuple[Path | None, str]:
+    """The run folder a user's word names (the folder, or a file in it, holding a `run.json`), else None and why
+    not, for the error line: a path the system refuses (a name over 255 bytes, `~` of no user) may still be a run's
+    name, so it is no error here."""
+    try:
+        path = Path(name_or_path).expanduser()
+        folder = path.parent if path.is_file() else path
+        if folder.is_dir() and (folder / META).exists():
+            return folder, ""
+    except (OSError, RuntimeError) as exc:  # RuntimeError: `~user` of no user
+        return None, f": {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
+    return None, ""
+

@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from .. import files
+
 DEFAULT_MAX_BYTES = 256 * 2**20  # a run's stream on disk: its newest 256 MiB
 SEGMENTS = 8
 PATTERN = "events-*.jsonl"
@@ -60,11 +62,18 @@ def append(path: Path) -> IO[str]:
 
 def set_aside_lines(folder: Path) -> list[dict[str, Any]]:
     """The lines a stream that stopped writing set aside (a `note` saying where, then the run's `end`); [] for a
-    stream that never stopped."""
+    stream that never stopped, or a file of that name that is no regular file (a FIFO would block the reader, a link
+    to /dev/zero never ends: `files.open_regular`)."""
     try:
-        data = (folder / ASIDE).read_bytes()[: 4 * ASIDE_BYTES]
+        fd = files.open_regular(folder / ASIDE, "stopped stream's file")
+    except files.UnreadableFile:
+        return []
+    try:
+        data = os.read(fd, 4 * ASIDE_BYTES)
     except OSError:
         return []
+    finally:
+        os.close(fd)
     out = []
     for line in data.split(b"\n"):
         try:

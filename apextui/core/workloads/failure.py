@@ -9,11 +9,28 @@ _OOM_ALLOC = re.compile(r"[Tt]ried to allocate ([\d.]+ ?[KMGTPE]?i?B|\d+ bytes)"
 _OOM_GPU = re.compile(r"GPU (\d+) has a total capacity of ([\d.]+ \w+) of which ([\d.]+ \w+) is free")
 
 
+def exception_text(exc: BaseException) -> str:
+    """`str(exc)`, or its repr where the user's `__str__` raises, or "" where both do: reporting an exception never
+    raises one of its own."""
+    for words in (str, repr):
+        try:
+            return words(exc)
+        except Exception:  # noqa: BLE001 - their exception class's own code
+            continue
+    return ""
+
+
+def first_line(exc: BaseException) -> str:
+    """'ValueError: its message's first line' (`exception_text`), or the type's name alone where it says nothing."""
+    lines = exception_text(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
     """torch.OutOfMemoryError (torch.cuda.OutOfMemoryError), MemoryError, or an allocator's OOM RuntimeError."""
     if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
         return True
-    text = str(exc).lower()
+    text = exception_text(exc).lower()
     return "out of memory" in text or "can't allocate memory" in text
 
 
@@ -34,7 +51,7 @@ def describe_failure(exc: BaseException, step: int, device: str, workload: str |
     "model" (the user's own) gets its own advice on out-of-memory."""
     where = f"at step {step}" if step else "while setting up the workload"
     if is_out_of_memory(exc):
-        text = str(exc)
+        text = exception_text(exc)
         alloc, gpu = _OOM_ALLOC.search(text), _OOM_GPU.search(text)
         first_line = (text.splitlines() or [type(exc).__name__])[0]
         detail = f"tried to allocate {_amount(alloc.group(1))}" if alloc else first_line
@@ -47,6 +64,6 @@ def describe_failure(exc: BaseException, step: int, device: str, workload: str |
         table = "[cpu_size]" if device == "cpu" else "[size]"
         return (f"out of memory {where} ({detail[:300]}): use a smaller size (lower batch, seq, d_model/width "
                 f"or layers in the preset's {table}), or free the memory other processes hold")
-    lines = f"{type(exc).__name__}: {exc}".strip().split("\n", 1)
+    lines = f"{type(exc).__name__}: {exception_text(exc)}".strip().split("\n", 1)
     lines[0] += f" ({where})"
     return "\n".join(lines)

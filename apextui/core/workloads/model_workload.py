@@ -21,7 +21,9 @@ from), and the record keeps it as `calling`, for the answer's code to call the m
 
 The model's FLOPs a step (`step_flops`, what MFU reads) are counted on the model as built, before the check, the norm
 swap or fp8 change anything: one eager forward and backward on the first batch (`flop_count`), weights, buffers and
-random state left as they were.
+random state left as they were. That forward is the model's first, and the initial weights every run starts from are
+taken after it: state a forward makes (a parameter created on its first call, a lazy module's) is part of them, so
+the check's fp32 steps and the variant's put back the same entries they started from.
 
 The norm swap (fused_norms, fused_amp; norms=liger) replaces every module that computes a LayerNorm or RMSNorm
 (`norm_swap.find_norms`, whatever its class) with Apex's `FusedLayerNorm` / `FusedRMSNorm` (or Liger's; for a
@@ -53,6 +55,7 @@ from . import user_model
 from . import dropout
 from . import apply
 from . import flop_count
+from . import setup_stop
 from .apply import fp8_layer_fits
 from .base import Workload, backward_and_step, scale_tensor
 from ..measure.details import CorrectnessCheck, NormSwap
@@ -190,6 +193,13 @@ def _is_oom(exc: BaseException) -> bool:
 
 
 
+def _state_form(model: nn.Module) -> dict[str, tuple[int, ...] | None]:
+    """The model's state entries and their shapes (None: a lazy module's parameter, not made yet)."""
+    from torch.nn.parameter import is_lazy
+
+    return {k: None if is_lazy(v) else tuple(v.shape) for k, v in model.state_dict().items()}
+
+
 def _steps(numbers: list[int]) -> str:
     """[1, 2, 3] -> 'steps 1-3'; [2] -> 'step 2'; [1, 3] -> 'steps 1, 3'."""
     if len(numbers) == 1:
@@ -229,8 +239,8 @@ class ModelWorkload(Workload):
         self.calling: Calling | None = None  # how the check's fp32 steps called the model (the answer's code does so)
         self.sdpa_calls: int | None = None  # scaled_dot_product_attention calls the check's fp32 steps made
         self._i = 0
-        self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.step_flops = self._count_flops()
+        self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         reference = None if self.config == BASELINE else self._reference_losses()
         self._reference = reference
         self._refuse_what_does_not_apply()
@@ -298,8 +308,14 @@ class ModelWorkload(Workload):
         """Weights and buffers back to the initial ones, in place (a compiled graph keeps pointing at them);
         gradients dropped; the data from its first batch. `partial`: only the entries the initial state has (after
         the norm swap, whose modules may hold other ones)."""
+        state = self.model.state_dict()
+        late = next((k for k in state if k not in self._initial), None) if not partial else None
+        if late is not None:
+            raise UserCodeError(f"the model's state gained {late!r} after its first forward (its forward made it "
+                                "later): every configuration must start from the same initial weights, so create "
+                                "it in __init__, or in the first forward")
         with torch.no_grad():
-            for k, v in self.model.state_dict().items():
+            for k, v in state.items():
                 if not partial or k in self._initial:
                     v.copy_(self._initial[k])
         for p in self.model.parameters():
@@ -357,6 +373,7 @@ class ModelWorkload(Workload):
                 loss.backward()
                 opt.step()
                 losses.append(float(loss.detach()))
+                setup_stop.check()
         self.calling = module.calling
         self.sdpa_calls = sdpa.calls
         del opt
@@ -367,13 +384,16 @@ class ModelWorkload(Workload):
     def _count_flops(self) -> StepFlops:
         """The model's FLOPs a step: one forward and backward of the model as built (eager, before a norm swap or fp8)
         on the first batch, under this run's autocast; weights, buffers and random state untouched (`flop_count`).
-        Under `reuse_references`, once per process for each model."""
+        Under `reuse_references`, once per process for each model whose forward leaves its state's entries as they
+        were: one whose forward makes state is counted in every run, as that forward makes the state its initial
+        weights are then taken with (the module docstring)."""
         key = (self.spec, self.device, self._check_seed)
         if _reuse_references and key in _flops:
             return _flops[key]
         first = self.batches[0]
+        before = _state_form(self.model)
         flops = flop_count.counted(self.model, lambda: self._forward(self.loss_module, first), self.device)
-        if _reuse_references:
+        if _reuse_references and _state_form(self.model) == before:
             _flops[key] = flops
         return flops
 
@@ -456,6 +476,7 @@ class ModelWorkload(Workload):
                 with self._dropout_off(dropout_off and k < PARITY_STEPS):
                     loss, _ = self.step(marker)
                 losses.append(float(loss.detach()) if loss is not None else math.nan)
+                setup_stop.check()
                 if self.scaler is not None and scale is not None and k < PARITY_STEPS:
                     now = self.scaler.get_scale()
                     if now < scale:  # a skipped step backs the scale off; it grows only after 2,000 good ones

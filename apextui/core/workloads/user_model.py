@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from .failure import first_line
+
 if TYPE_CHECKING:
     import torch
     from torch import nn
@@ -113,11 +115,6 @@ def user_traceback(exc: BaseException, path: str | None) -> str:
     return "\n".join(text.splitlines()[-TRACEBACK_LINES:])
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
 def _load_file(spec: str, where: str) -> Any:
     path = Path(where).expanduser()
     if not path.exists():
@@ -140,7 +137,7 @@ def _load_file(spec: str, where: str) -> Any:
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - whatever their module raises while importing is theirs
         # (a `sys.exit(4)` there would otherwise end apextui with 4, which means "failed the correctness check")
         sys.modules.pop(name, None)
-        raise ModelSpecError(f"--model {spec!r}: importing {where} failed: {_first_line(exc)}",
+        raise ModelSpecError(f"--model {spec!r}: importing {where} failed: {first_line(exc)}",
                              user_traceback(exc, str(path))) from None
     return module
 
@@ -152,7 +149,7 @@ def _load_module(spec: str, where: str) -> Any:
     except SyntaxError as exc:
         raise ModelSpecError(f"--model {spec!r}: syntax error in {exc.filename} line {exc.lineno}: {exc.msg}") from None
     except (Exception, SystemExit) as exc:  # noqa: BLE001 - a sys.exit() in their module: theirs too (_load_file)
-        raise ModelSpecError(f"--model {spec!r}: importing {where} failed: {_first_line(exc)}",
+        raise ModelSpecError(f"--model {spec!r}: importing {where} failed: {first_line(exc)}",
                              user_traceback(exc, None)) from None
 
 
@@ -195,7 +192,7 @@ def _parse(spec: str, where: str, path: Path) -> ast.Module:
     try:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ModelSpecError(f"--model {spec!r}: cannot read {where}: {_first_line(exc)}") from None
+        raise ModelSpecError(f"--model {spec!r}: cannot read {where}: {first_line(exc)}") from None
     try:
         return ast.parse(source, filename=str(path))
     except SyntaxError as exc:
@@ -208,7 +205,7 @@ def _find_module(spec: str, where: str) -> None:
     try:
         found = importlib.util.find_spec(where)
     except (ImportError, ValueError) as exc:  # a parent package that does not import
-        raise ModelSpecError(f"--model {spec!r}: cannot import {where}: {_first_line(exc)}",
+        raise ModelSpecError(f"--model {spec!r}: cannot import {where}: {first_line(exc)}",
                              user_traceback(exc, None)) from None
     if found is None:
         raise ModelSpecError(f"--model {spec!r}: no module named {where!r} (not a .py path, and not importable "
@@ -244,7 +241,7 @@ def call_build(fn: Callable[..., Any], spec: str, small: bool) -> ModelSetup:
     try:
         result = fn(small=small) if takes_small(fn) else fn()
     except SystemExit as exc:
-        raise ModelSpecError(f"--model {spec!r}: your function raised {_first_line(exc)} (sys.exit) instead of "
+        raise ModelSpecError(f"--model {spec!r}: your function raised {first_line(exc)} (sys.exit) instead of "
                              "returning a ModelSetup", user_traceback(exc, None)) from None
     validate_setup(result, spec)
     return result
@@ -264,6 +261,12 @@ def validate_setup(result: Any, spec: str) -> None:
     if not params:  # nothing to freeze or unfreeze: saying "frozen" would send the user to the wrong fix
         raise ModelSpecError(f"--model {spec!r}: the model has no parameters: there is nothing to train; return the "
                              "module that holds the weights to train (its parameters() must not be empty)")
+    meta = sum(1 for p in params if p.is_meta)
+    if meta:  # apextui's first look at the weights (its probe) would raise, and read as the user's function raising
+        raise ModelSpecError(f"--model {spec!r}: {meta} of the model's {len(params)} parameters are on the meta device "
+                             "(shapes without data): apextui trains real weights; materialise them before returning "
+                             "the ModelSetup (e.g. model.to_empty(device='cpu') and initialise them, or build the "
+                             "model outside torch.device('meta'))")
     if not any(p.requires_grad for p in params):  # the optimizer would refuse it mid-set-up
         raise ModelSpecError(f"--model {spec!r}: every parameter of the model is frozen (requires_grad=False): there "
                              "is nothing to train; unfreeze the ones to train (e.g. model.requires_grad_(True)) "

@@ -13,7 +13,9 @@ With `--model` (the app's presets hold a model's), the advice is the model's con
 engine `apextui advise --model` runs (`Advisor(search_budget_s=...)`, core/advise/search.py): the screen shows
 which point is measured and why, and the budget used and left; then the same answer as the CLI's
 (`AdviceView.answer`: the winning configuration, its snippet, the speed-ups, peak memory). A model's advice
-is never stored nor reused (its code may change), as on the command line.
+is never stored nor reused (its code may change), as on the command line. Before its search the job looks at the
+model (`core.model_scope`: in a worker process of its own, this process never imports the user's code) and hands
+the Advisor the same arguments the CLI does, so that the search leaves out the same values that do not apply to it.
 
 Times that go on between updates (a compile sends no update for minutes) are counted here, from when the
 latest update came (`AdviceJob.clock`), not frozen at the update's own figure.
@@ -21,6 +23,7 @@ latest update came (`AdviceJob.clock`), not frozen at the update's own figure.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -37,6 +40,8 @@ from textual.widgets import Footer, ProgressBar, Static
 from apextui.core.advise import DEFAULT_REPEATS, Advisor, Progress, store
 from apextui.core.advise.advice_view import AdviceView, view
 from apextui.core.advise.search import DEFAULT_BUDGET_S
+from apextui.core.run.runner import thread_runner_factory
+from apextui.core.run.worker import WHERE_ENV
 
 from .. import widget_format as fmt
 from ..doctor_view import wrap_line
@@ -71,6 +76,11 @@ class AdviceJob:
                                availability_fn=available, runner_factory=runner_factory,
                                on_progress=self._on_progress, sample_interval=sample_interval, env=env,
                                search_budget_s=search_budget_s)
+        # the user's model, looked at before its search (`_scope`): in a worker process of its own unless the runs
+        # train in this one (then it is imported here anyway)
+        self.model = next((p.model for p in presets if p.workload == "model" and p.model), None)
+        self.probe_apart = runner_factory is not thread_runner_factory and os.environ.get(WHERE_ENV) != "thread"
+        self.probing = False
         self._lock = threading.Lock()
         self.latest: Progress | None = None  # the current run's latest update
         self.latest_at = 0.0  # when it came (`clock`)
@@ -108,6 +118,8 @@ class AdviceJob:
                     self.doc = doc
                     return
                 self.reuse_note = why
+            if self.searches and self.model is not None and not self._scope(self.model):
+                return
             doc = self.advisor.run()
             if not self.searches:  # a model's advice is never stored (its code may change)
                 try:
@@ -119,6 +131,39 @@ class AdviceJob:
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
             self._done.set()
+
+    def _scope(self, spec: str) -> bool:
+        """Before the model's search: what the model has (its SDPA calls, convolutions, norms, loss), so that the
+        search leaves out what does not apply to it, as `apextui advise --model` does (`model_scope`): the same
+        facts, the same Advisor arguments. Its time counts against the budget, as on the command line. False where
+        there is nothing to search: the model cannot be built (`error` says why, as the CLI's exit 2 or 1 would).
+        A stop meanwhile leaves the search to end at once, its partial advice as any stopped one."""
+        from apextui.core.model_presets import ProbeTimeout
+        from apextui.core.model_scope import ModelRaised, advisor_args, probe_model
+        from apextui.core.workloads.user_model import ModelSpecError
+
+        advisor = self.advisor
+        advisor.budget_started = advisor.clock()
+        budget = advisor.search_budget_s
+        self.probing = True
+        try:
+            facts = probe_model(spec, advisor.device, apart=self.probe_apart, stopped=lambda: advisor.stopping,
+                                deadline=time.monotonic() + budget if budget is not None else None, budget_s=budget)
+        except (ModelSpecError, ModelRaised) as exc:
+            self.error = "\n".join([str(exc), *("  " + line for line in exc.detail.splitlines())])
+            return False
+        except ProbeTimeout as exc:  # a build that never returns: no longer than the budget, as on the CLI
+            self.error = str(exc)
+            return False
+        finally:
+            self.probing = False
+        if facts is None:  # stopped: the search runs nothing
+            return True
+        args = advisor_args(facts, advisor.device, fallback=advisor.availability_fn)
+        advisor.availability_fn = args["availability_fn"]
+        advisor.model_traits, advisor.model_type = args["model_traits"], args["model_type"]
+        advisor.model_calling = args["model_calling"]
+        return True
 
     # ---- any thread -----------------------------------------------------------------------
     def start(self) -> AdviceJob:
@@ -222,7 +267,8 @@ def render_progress(job: AdviceJob) -> Text:
     if job.stopping:
         t.append("stopping after the current step… ", style="bold yellow")
     if latest is None:
-        t.append("starting…" if not job.reuse else "looking for stored advice…", style="dim")
+        t.append("looking at your model (building it once)…" if job.probing else "starting…" if not job.reuse
+                 else "looking for stored advice…", style="dim")
         return t
     if latest.budget_s is not None and latest.spent_s is not None:
         spent = min(latest.spent_s + later, latest.budget_s)

@@ -31,7 +31,8 @@ class RunPicker(ModalScreen["RunMeta | None"]):
     RunPicker { align: center middle; }
     #picker-box { width: 90%; max-width: 100; height: auto; max-height: 80%; border: round $accent;
                   background: $surface; padding: 0 1; }
-    #picker-list { height: auto; max-height: 20; }
+    /* Rich crops the list's lines by its width: it keeps 12 columns, however few the terminal has */
+    #picker-list { height: auto; max-height: 20; min-width: 12; }
     """
 
     def __init__(self, live: Sequence[RunMeta], finished: Sequence[RunMeta],
