@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from textual.app import App
 from textual.screen import ModalScreen
@@ -32,6 +32,9 @@ from .widgets.preset_picker import PresetPicker
 REFRESH_S = 0.5  # live numbers: at most 2 redraws a second (the issue allows ~10; each costs the training GIL time)
 SPARK_REFRESH_S = 1.0  # the loss and step-time sparklines, the costly part of a redraw: once a second
 
+
+
+Measuring = Literal["run", "advice", "interleaved"]  # what a session measures, one at a time (`AppBase.measuring`)
 
 @dataclass
 class ActiveRun:
@@ -88,7 +91,10 @@ class AppBase(App[None]):
         # what became of them, printed on stderr once Textual has given the terminal back (run_app): while the
         # app runs, Textual captures sys.stderr
         self.hangup_message = ""
-        self.advice_job: Any = None  # `a`: the advice measuring in the background (screens/advise_screen.py)
+        # what measures in the background, one at a time with the active run (`measuring`): `a`'s advice
+        # (screens/advise_screen.py) and `c`'s interleaved comparison (interleaved.py); each the running or last one
+        self.advice_job: Any = None
+        self.interleaved_job: Any = None
         self._hung_up = False
         self._hangup_done = False  # the session's runs were saved after a hang-up (Quitting.save_after_hangup)
         self.hangup_watchdog: Any = None  # hangup_watchdog.HangupWatchdog, from mount on
@@ -98,6 +104,21 @@ class AppBase(App[None]):
         self.quit_saved: Path | None = None  # where quitting saved the unsaved runs
         self._history_copy: Path | None = None  # this session's latest file in the run history (w's copy, quit's)
         self._toasts_until: dict[tuple[str, str], float] = {}  # (message, title) -> its toast's expiry
+
+    def measuring(self) -> Measuring | None:
+        """What measures now, of the three things a session runs one at a time (a preset's run, the advice, the
+        interleaved comparison): each action that starts one asks this, and none finds the others' jobs itself."""
+        if self.active is not None:
+            return "run"
+        if self.advice_job is not None and self.advice_job.running:
+            return "advice"
+        if self.interleaved_job is not None and self.interleaved_job.running:
+            return "interleaved"
+        return None
+
+    def background_jobs(self) -> list[Any]:
+        """The advice's and the interleaved comparison's jobs held (running or done), for a quit or a hang-up."""
+        return [job for job in (self.advice_job, self.interleaved_job) if job is not None]
 
     def panes_up(self) -> bool:
         """Whether the panes are there to draw on. The probe's and the doctor's results arrive from their threads

@@ -13,17 +13,15 @@ POLL_S = 0.5
 
 
 class InterleavedActions(AppBase):
-    interleaved_job: Any = None  # the running (or last) InterleavedJob
-
     def action_compare(self) -> None:
         """`c`: run the marked presets (and their baseline) A/B/B/A with repeats, as `apextui advise` does."""
         from .interleaved import InterleavedJob, selection
 
-        job = self.interleaved_job
-        if job is not None and job.running:
+        busy = self.measuring()
+        if busy == "interleaved":
             self.notify("the interleaved comparison is measuring (s stops it)", timeout=3)
             return
-        if self.active is not None or (self.advice_job is not None and self.advice_job.running):
+        if busy is not None:
             self.notify("a run or the advice is measuring: stop it first (s)", severity="warning", timeout=4)
             return
         if self.probe is None or not self.doctor_done:

@@ -124,11 +124,8 @@ class Quitting(ResultsActions):
         active = self.active
         if active is not None and hasattr(active.runner, "kill"):
             active.runner.kill(ENDED_ON_HANGUP)
-        if self.advice_job is not None:
-            self.advice_job.shutdown(0)
-        interleaved = getattr(self, "interleaved_job", None)
-        if interleaved is not None:
-            interleaved.shutdown(0)
+        for job in self.background_jobs():
+            job.shutdown(0)
         from ..core.apex.doctor import end_children
 
         end_children()  # a doctor probe still hanging (a broken Apex import)
@@ -136,10 +133,7 @@ class Quitting(ResultsActions):
     def shutdown_runs(self, timeout: float = QUIT_JOIN_S) -> bool:
         """Stop any active run (and advice) and wait up to `timeout` s (the run's worker ended after a grace:
         `end_run`); True when nothing is left running."""
-        advice_over = self.advice_job.shutdown(timeout) if self.advice_job is not None else True
-        interleaved = getattr(self, "interleaved_job", None)
-        if interleaved is not None:
-            advice_over = interleaved.shutdown(timeout) and advice_over
+        advice_over = all([job.shutdown(timeout) for job in self.background_jobs()])  # each asked, none skipped
         active = self.active
         if active is None:
             return advice_over

@@ -22,6 +22,12 @@ STOPPED_AT_ONCE = "stopped at once (s pressed twice): its step had not ended"
 IDLE_READINGS = "no run now · readings start with the next"
 
 
+# why a preset cannot start now, by what measures (`AppBase.measuring`)
+BUSY_WORDS = {"run": "{running} is running: press s to stop it first",
+              "advice": "the advice is measuring: press a, then s to stop it first",
+              "interleaved": "the interleaved comparison is measuring: s stops it"}
+
+
 class RunActions(AppBase):
     """The app's run actions: start_preset, the redraw rate limits, the end of a run, s (the engine's own stop
     and wait is core/run/handle.py's `RunControl`)."""
@@ -32,15 +38,10 @@ class RunActions(AppBase):
         if preset is None:
             self.notify(f"unknown preset {name!r}", severity="error")
             return False
-        if self.active is not None:
-            self.notify(f"{self.active.preset.name} is running: press s to stop it first", severity="warning")
-            return False
-        if self.advice_job is not None and self.advice_job.running:
-            self.notify("the advice is measuring: press a, then s to stop it first", severity="warning")
-            return False
-        interleaved = getattr(self, "interleaved_job", None)
-        if interleaved is not None and interleaved.running:
-            self.notify("the interleaved comparison is measuring: s stops it", severity="warning")
+        busy = self.measuring()
+        if busy is not None:
+            running = self.active.preset.name if self.active is not None else ""
+            self.notify(BUSY_WORDS[busy].format(running=running), severity="warning")
             return False
         if self.probe_error is not None:
             self.notify(f"{name} cannot start: {self.probe_error}", severity="error", timeout=10)

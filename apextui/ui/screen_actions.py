@@ -28,9 +28,8 @@ class ScreenActions(AppBase):
         if job is not None and job.running:
             _latest, done, total, _lines = job.state()
             text = f"advice measuring · {done}/{total or '…'} runs · a: show"
-        interleaved = getattr(self, "interleaved_job", None)
-        if interleaved is not None and interleaved.running:
-            text = interleaved.progress_line()
+        if self.measuring() == "interleaved":
+            text = self.interleaved_job.progress_line()
         try:
             live = self.live
         except NoMatches:  # a tick as the app exits: Textual takes the panes down before it stops the timers

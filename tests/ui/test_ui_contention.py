@@ -119,3 +119,26 @@ async def test_c_with_one_marked_preset_runs_it_against_its_baseline(tmp_path):
         await wait_for_screen(pilot, app, InterleavedScreen, "the comparison's result", 30)
         assert [r.preset.name for r in engine.runners] == ["adamw_fused", "adamw", "adamw", "adamw_fused"]
         await pilot.press("escape")
+
+
+async def test_one_thing_measures_at_a_time_and_the_app_says_which(tmp_path):
+    """While the interleaved comparison holds a run, the app's one answer to "what measures now" is the comparison:
+    a preset cannot start beside it, and its line says what to stop."""
+    from ui_fakes import highlight
+
+    engine = FakeEngine(hold={"adamw_fused": 5})
+    app = gpu_app(engine, save_dir=tmp_path, steps=40)
+    async with running(app, (120, 40)) as pilot:
+        assert app.measuring() is None
+        await highlight(pilot, app, "adamw_fused")
+        await pilot.press("m", "c")
+        await wait_for(pilot, lambda: engine.runners and engine.runners[0].done >= 5, 20, "the held run")
+        assert app.measuring() == "interleaved" and app.background_jobs() == [app.interleaved_job]
+        assert not app.start_preset("adamw")
+        await pilot.pause()
+        assert any("the interleaved comparison is measuring: s stops it" in n.message for n in app._notifications), \
+            [n.message for n in app._notifications]
+        assert len(engine.runners) == 1  # nothing started beside it
+        app.interleaved_job.stop()
+        engine.runners[0].release()
+        await wait_for(pilot, lambda: app.measuring() is None, 30, "the comparison's end")
