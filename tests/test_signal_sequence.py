@@ -125,3 +125,26 @@ def test_a_hang_up_then_ctrl_c_in_advise_names_both_and_exits_130(tmp_path: Path
     doc = json.loads(out_text)
     assert doc["kind"] == "apextui-advice" and doc["status"] == "partial"
     assert "Traceback" not in err_text, err_text
+
+
+def test_the_advice_is_printed_once_whoever_prints_it_first(capsys):
+    """The run's end and a second signal's handler both print the advice; on a loaded machine they came together and
+    stdout held two documents. The first prints; the other, on any thread, the printing one included, prints none."""
+    import threading
+
+    from apextui.cli.advise import OutputOnce
+
+    output = OutputOnce(as_json=True)
+    inner: list[bool] = []
+
+    def doc() -> dict:
+        inner.append(output(lambda: {"kind": "inner"}))  # a handler on the printing thread itself
+        return {"kind": "apextui-advice", "status": "partial"}
+
+    other = threading.Thread(target=output, args=(lambda: {"kind": "other"},))
+    assert output(doc)
+    other.start()
+    other.join(30)
+    assert inner == [True]
+    out = capsys.readouterr().out
+    assert json.loads(out) == {"kind": "apextui-advice", "status": "partial"}

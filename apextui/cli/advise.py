@@ -12,7 +12,8 @@ import argparse
 import os
 import json
 import sys
-from typing import Any, Sequence
+import threading
+from typing import Any, Callable, Sequence
 
 from .argtypes import add_shared_options, int_in, seconds_in
 from ..core.advise.search import DEFAULT_BUDGET_S, SEARCH_STEPS
@@ -76,6 +77,25 @@ def _print(text: str) -> bool:
 
     write(text + "\n")
     return True
+
+
+class OutputOnce:
+    """The advice printed once: by the run's end or by a second signal's handler (another thread), whichever comes
+    first; the other prints nothing. Both came together on a loaded machine (the stop's grace had ended the hung run
+    as the second signal arrived), and stdout held two documents. Reentrant: a handler on the printing thread itself
+    finds it printed."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self._lock = threading.RLock()
+        self._done = False
+
+    def __call__(self, doc: Callable[[], dict[str, Any]]) -> bool:
+        with self._lock:
+            if self._done:
+                return True
+            self._done = True
+            return _output(doc(), self.as_json)
 
 
 def _output(doc: dict[str, Any], as_json: bool) -> bool:
@@ -296,8 +316,9 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
         log(f"{words}: quitting at once with the partial advice")
         advisor.kill_run(words)  # the process exits next: its worker must not go on
         advisor.interrupted = True
-        _output(advisor.document(), args.json)
+        output(advisor.document)
 
+    output = OutputOnce(args.json)
     with StopOnSignals(first, again) as signals:
         doc = advisor.run()
     _worker_log(search_factory, doc)
@@ -311,7 +332,7 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
             log(f"advice stored in {path} (reuse it with --reuse)")
         except OSError as exc:
             log(f"warning: could not store the advice: {exc}")
-    printed = _output(doc, args.json)
+    printed = output(lambda: doc)
     if signals.count or advisor.interrupted:
         return signals.exit_code
     if not printed:
@@ -416,8 +437,9 @@ def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:
             advisor.interrupted = True
             if rank0:
                 log(f"{signals.twice()}: quitting at once with the partial advice")
-                _output(advisor.document(), args.json)
+                output(advisor.document)
 
+        output = OutputOnce(args.json)
         with StopOnSignals(first, again) as signals:
             doc = advisor.run()
     finally:
@@ -426,7 +448,7 @@ def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:
     if rank0:
         log(f"data-parallel advice on {dist_env.world_size} ranks ({group.backend}): every ms/step is the slowest "
             "rank's, every rank training the preset's batch")
-    printed = _output(doc, args.json) if rank0 else True
+    printed = output(lambda: doc) if rank0 else True
     if signals.count or advisor.interrupted:
         return signals.exit_code
     if not printed:
