@@ -97,8 +97,8 @@ class ProbeTimeout(Exception):
     def __init__(self, spec: str, budget_s: float | None = None) -> None:
         super().__init__(f"--model {spec!r}: your file and function had not returned after {budget_s or 0:.0f} s, the "
                          "whole budget (apextui imports your file and builds the model once, with one forward on "
-                         "the CPU, in a worker process, before it searches): nothing was measured; give --budget more time if the build "
-                         "is slow")
+                         "the CPU, in a worker process, before it searches): nothing was measured; give --budget "
+                         "more time if the build is slow")
 
 
 class RaisedInProbe(Exception):
