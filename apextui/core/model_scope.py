@@ -12,7 +12,6 @@ process that shares the runs' process (`$APEXTUI_WORKER=thread`, the tests) prob
 from __future__ import annotations
 
 import os
-import signal
 import tempfile
 import time
 from dataclasses import dataclass
@@ -96,19 +95,9 @@ def _probe_main(conn: Connection, spec: str, device: str, log_path: str, deadlin
                 to_stderr: bool) -> None:
     """The probe's worker: its output to `log_path` (the terminal is the TUI's) or to stderr (`to_stderr`: the
     CLI's, where stdout carries JSON), its one answer to `conn`; its forward waits no later than `deadline`."""
-    import sys
+    from .run.worker import begin_worker, end_worker
 
-    from .run.lifeline import guard_worker
-    from .run.worker import end_worker, redirect_output
-
-    guard_worker()  # ends with its parent, even in a hung build
-    for sig in (signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    if to_stderr:
-        os.dup2(2, 1)
-        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    else:
-        redirect_output(log_path)
+    begin_worker(log_path, to_stderr)
     try:
         answer = _Answer(facts=probe(spec, device, deadline=deadline))
     except ModelSpecError as exc:

@@ -40,8 +40,8 @@ from .handle import ForwardsSnapshots
 from .request import RunRequest
 from .runner import Runner, run_steps
 from .snapshot import Callback, Snapshot
-from .worker import EXIT_GRACE_S, _log_tail, _starting_processes, context, crash_words, describe_exit, \
-    end_worker, final_snapshot, redirect_output
+from .worker import EXIT_GRACE_S, _log_tail, _starting_processes, begin_worker, context, crash_words, \
+    describe_exit, end_worker, final_snapshot
 
 SEARCH_WORKER_ENV = "APEXTUI_SEARCH_WORKER"  # "fresh": a worker process per run (`search_runner_factory`)
 STARTED = ("started",)  # a worker's message before its first run's snapshots: its start-up is done
@@ -86,19 +86,10 @@ def reusable_main(conn: Connection, log_path: str, to_stderr: bool = False) -> N
     """The worker process: run each request the parent sends, one at a time, each run's snapshots sent back, until
     the parent says "exit", goes away, or a run does not end ok. Messages from the parent: ("run", RunRequest),
     ("stop",) for the current run, ("exit",)."""
-    import signal
 
-    from .lifeline import guard_worker
     from ..workloads import model_workload, user_model
 
-    guard_worker()
-    for sig in (signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    if to_stderr:
-        os.dup2(2, 1)
-        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    else:
-        redirect_output(log_path)
+    begin_worker(log_path, to_stderr)
     user_model.reuse_builds(True)
     model_workload.reuse_references(True)
     inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()

@@ -167,6 +167,21 @@ def redirect_output(log_path: str) -> None:
     sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
 
 
+def begin_worker(log_path: str, to_stderr: bool) -> None:
+    """A worker process's first steps, whatever it runs (a run, the search's runs, the model's probe): it ends with its
+    parent even spinning in a hung user step (`guard_worker`), leaves SIGINT and SIGHUP to its parent (which stops it
+    and reports), and sends its output where its front end wants it: `to_stderr` (the headless front ends, whose
+    stdout carries JSON only) the terminal's stderr, else `log_path` (the TUI draws on the terminal)."""
+    guard_worker()
+    for sig in (signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    if to_stderr:
+        os.dup2(2, 1)
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    else:
+        redirect_output(log_path)
+
+
 def end_worker() -> None:
     """End this worker process now that its runs are over: its output flushed, then `os._exit`. Why not return:
     multiprocessing's bootstrap joins every non-daemon thread before the process exits, and a thread the user's model
@@ -182,14 +197,7 @@ def worker_main(request: RunRequest, conn: Connection, stop: Any, log_path: str,
     as they do in the front end's own process (its stdout carries JSON only), and torch's notes on apextui's own use
     of it to the torch-messages log (`torch_messages.diverted`); otherwise (the TUI, which draws on the terminal)
     everything goes to `log_path`."""
-    guard_worker()  # ends with its parent, even spinning in a hung user step
-    for sig in (signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, signal.SIG_IGN)
-    if to_stderr:
-        os.dup2(2, 1)
-        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
-    else:
-        redirect_output(log_path)
+    begin_worker(log_path, to_stderr)
     runner: Runner | None = None
 
     def send(snap: Snapshot) -> None:
