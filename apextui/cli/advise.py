@@ -81,9 +81,9 @@ def _print(text: str) -> bool:
 
 class OutputOnce:
     """The advice printed once: by the run's end or by a second signal's handler (another thread), whichever comes
-    first; the other prints nothing. Both came together on a loaded machine (the stop's grace had ended the hung run
-    as the second signal arrived), and stdout held two documents. Reentrant: a handler on the printing thread itself
-    finds it printed."""
+    first; the other prints nothing, so that stdout holds one document when the two come together (the stop's grace
+    ending a hung run as the second signal arrives). Reentrant: a handler on the printing thread itself finds it
+    printed."""
 
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
