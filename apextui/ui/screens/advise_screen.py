@@ -159,10 +159,9 @@ class AdviceJob:
             self.probing = False
         if facts is None:  # stopped: the search runs nothing
             return True
-        args = advisor_args(facts, advisor.device, fallback=advisor.availability_fn)
-        advisor.availability_fn = args["availability_fn"]
-        advisor.model_traits, advisor.model_type = args["model_traits"], args["model_type"]
-        advisor.model_calling = args["model_calling"]
+        # every argument the CLI hands its Advisor (`advisor_args`), by the same names: none left behind here
+        for name, value in advisor_args(facts, advisor.device, fallback=advisor.availability_fn).items():
+            setattr(advisor, name, value)
         return True
 
     # ---- any thread -----------------------------------------------------------------------
