@@ -54,7 +54,7 @@ def ceilings(remeasure: bool = True) -> dict[str, Any]:
 
 def work_per_step(preset: Preset, size: dict[str, int], params: int | None) -> roofline.Work:
     """The fewest bytes and the FLOPs of one step (the registry's work_per_step; `primary` is the headline)."""
-    return registry.work_per_step(preset.workload, preset.variant, size, params, preset.amp)
+    return registry.work_per_step(preset.workload, preset.variant, size, params, preset.config)
 
 
 def gpu_busy_ms(preset: Preset, size: dict[str, int], steps: int = 20, warmup: int = 5) -> float:

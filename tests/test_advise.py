@@ -76,7 +76,7 @@ class ScriptedRunner:
     def _info(self):
         p = self.preset
         return RunInfo(preset=p.name, workload=p.workload, variant=p.variant, device=self.device, size_name="cpu",
-                       size=dict(p.cpu_size), steps=self.steps, warmup=6, amp=p.amp, units="samples",
+                       size=dict(p.cpu_size), steps=self.steps, warmup=6, autocast=p.config.autocast, units="samples",
                        units_per_step=16, baseline=p.baseline)
 
     def _finish(self, status, median=None, loss=None, error=None):
@@ -150,7 +150,7 @@ def test_a_run_result_carries_its_runs_summary_and_writes_the_advice_fields_from
     from apextui.core.run import events
 
     info = RunInfo(preset="fp32", workload="transformer", variant="fp32", device="cpu", size_name="cpu", size={},
-                   steps=30, warmup=6, amp="none", units="samples", units_per_step=16, baseline="fp32")
+                   steps=30, warmup=6, autocast="none", units="samples", units_per_step=16, baseline="fp32")
     snap = Snapshot(status="ok", info=info, steps_done=30, new_steps=(), stats=stats(10.0), throughput=None,
                     skipped_steps=0, monitor=None, elapsed_s=0.5, final_loss=2.5)
     r = RunResult.from_snapshot(1, snap)

@@ -19,7 +19,7 @@ TABLES = {"precision": apply.PRECISIONS, "optimizer": apply.OPTIMIZERS, "norms":
 
 
 def test_every_value_of_every_axis_has_its_entry_and_nothing_else_has_one():
-    assert set(TABLES) == set(axes.AXIS_NAMES)
+    assert set(TABLES) == set(axes.axis_names()) == set(apply.ACTS)
     for a in axes.AXES:
         assert list(TABLES[a.name]) == list(a.names), a.name
 
@@ -84,9 +84,7 @@ def test_precision_builds_its_autocast_scaler_and_layers():
     assert apply.PRECISIONS["tf32"].tf32 and apply.PRECISIONS["fp8"].convert is not None
 
 
-def test_norms_build_torchs_modules_or_swap_for_apexs():
-    assert apply.norm_class(BASELINE, "layer_norm") is nn.LayerNorm
-    assert apply.norm_class(BASELINE, "rms_norm") is nn.RMSNorm
+def test_norms_keep_the_models_own_or_swap_them_for_the_kernels():
     assert apply.NORMS["torch"].swap is None and apply.NORMS["apex"].swap is not None
 
 

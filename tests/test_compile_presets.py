@@ -22,6 +22,12 @@ from apextui.core.run.request import RunRequest
 
 from helpers import json_lines, run_cli
 
+
+def point(variant: str, amp: str = "none"):
+    """A shipped variant's point at a preset file's amp, as a preset file names it."""
+    workload = next(w for w, names in presets.VARIANTS.items() if variant in names)
+    return presets.shipped_point(workload, variant, amp)
+
 torch = pytest.importorskip("torch")
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
@@ -47,9 +53,10 @@ def test_new_presets_are_shipped_without_apex_and_compare_with_the_same_baseline
         p = shipped[name]
         assert (p.size, p.cpu_size, p.seed, p.lr, p.steps, p.baseline) == (fp32.size, fp32.cpu_size, fp32.seed,
                                                                             fp32.lr, fp32.steps, "fp32")
-        assert p.amp == amp.amp == "bf16"
+        assert p.config.autocast == amp.config.autocast == "bf16"
     g, f = shipped["adamw_capturable_graph"], shipped["adamw_fused"]
-    assert (g.size, g.cpu_size, g.seed, g.lr, g.amp, g.baseline) == (f.size, f.cpu_size, f.seed, f.lr, f.amp, "adamw")
+    assert (g.size, g.cpu_size, g.seed, g.lr, g.config.precision, g.baseline) == \
+        (f.size, f.cpu_size, f.seed, f.lr, f.config.precision, "adamw")
 
 
 @pytest.mark.parametrize("name", GRAPHED)
@@ -65,10 +72,10 @@ def test_whole_step_graph_workload_refuses_cpu_and_fp16():
 
     size = presets.resolve("torch_compile_graph").cpu_size
     with pytest.raises(ValueError, match="needs CUDA"):
-        TransformerWorkload("torch_compile_graph", size, "cpu", "bf16", 1e-3, 0, 10)
+        TransformerWorkload(point("torch_compile_graph", "bf16"), size, "cpu", 1e-3, 0, 10)
     if CUDA:
         with pytest.raises(ValueError, match="cannot use GradScaler"):
-            TransformerWorkload("torch_compile_graph", size, "cuda", "fp16", 1e-3, 0, 10)
+            TransformerWorkload(point("torch_compile_graph", "fp16"), size, "cuda", 1e-3, 0, 10)
 
 
 @pytest.mark.parametrize("name", ["fp32", "torch_amp", "adamw", "adamw_fused", "layernorm"])
@@ -156,7 +163,7 @@ def test_capturable_graph_workload_refuses_cpu():
     from apextui.core.workloads.optimizer import OptimizerWorkload
 
     with pytest.raises(ValueError, match="needs CUDA"):
-        OptimizerWorkload("adamw_capturable_graph", size, "cpu", "none", 1e-3)
+        OptimizerWorkload(point("adamw_capturable_graph"), size, "cpu", 1e-3)
 
 
 # ---- warm-up leaves no trace ------------------------------------------------------------------------
@@ -240,7 +247,7 @@ def losses(variant: str, amp: str, steps: int, device: str = "cpu", size=CPU_SIZ
     from apextui.core.workloads.transformer import TransformerWorkload
 
     torch.manual_seed(0)
-    w = TransformerWorkload(variant, size, device, amp, 1e-3, 0, steps)
+    w = TransformerWorkload(point(variant, amp), size, device, 1e-3, 0, steps)
     compile_s = w.warm_up()
     return [w.step(NoMark())[0].item() for _ in range(steps)], compile_s, w
 
@@ -325,7 +332,7 @@ def test_whole_step_graph_matches_the_compiled_eager_step():
     p = presets.resolve("torch_compile_graph")
     out = {}
     for variant in ("torch_compile", "torch_compile_graph"):
-        w = TransformerWorkload(variant, p.size, "cuda", p.amp, p.lr, p.seed, 20)
+        w = TransformerWorkload(point(variant, p.config.autocast), p.size, "cuda", p.lr, p.seed, 20)
         assert w.warm_up() > 0
         start = torch.cat([q.detach().flatten() for q in w.model.parameters()])
         ls = [w.step(NoMark())[0].item() for _ in range(20)]
@@ -349,7 +356,7 @@ def test_capturable_graph_optimizer_matches_fused_adamw():
     out = {}
     for variant in ("adamw_fused", "adamw_capturable_graph"):
         torch.manual_seed(0)
-        w = OptimizerWorkload(variant, size, "cuda", "none", 1e-3)
+        w = OptimizerWorkload(point(variant), size, "cuda", 1e-3)
         compile_s = w.warm_up()
         assert (compile_s is not None) == (variant == "adamw_capturable_graph")
         ls = [w.step(NoMark())[0].item() for _ in range(20)]

@@ -4,6 +4,7 @@ builds is tests/test_apply.py's."""
 from __future__ import annotations
 
 import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -32,13 +33,21 @@ OLD = {  # name: (tf32, amp, optimizer, fused_norms, compile_mode)
 def test_every_axis_value_has_a_description_a_label_an_availability_and_its_snippet_lines():
     from apextui.core.config import snippet as lines
 
-    tables = {"precision": lines.PRECISION, "optimizer": lines.OPTIMIZER, "norms": lines.NORMS,
-              "compile": lines.COMPILE, "memory_format": lines.MEMORY_FORMAT, "attention": lines.ATTENTION,
-              "loss": lines.LOSS}
+    from apextui.core.workloads import apply
+
+    assert list(lines.LINES) == list(axes.axis_names())
     for a in axes.AXES:
         assert a.description and a.default.label == ""
         assert len(set(a.names)) == len(a.names)
-        assert list(tables[a.name]) == list(a.names)  # one snippet entry a value, in the axis's order
+        # its values' lines at the stages its apply entry acts at, and at no other (an import a step context needs is
+        # the process's); every value but the default writes a line somewhere (the default optimizer is made too)
+        acts = set(apply.ACTS[a.name]) | ({axes.Stage.PROCESS} if axes.Stage.STEP in apply.ACTS[a.name] else set())
+        assert set(lines.LINES[a.name]) <= acts, a.name
+        for stage, table in lines.LINES[a.name].items():
+            assert set(table) <= set(a.names), (a.name, stage)
+        for v in a.values:
+            written = any(lines.LINES[a.name][stage].get(v.name) for stage in lines.LINES[a.name])
+            assert written or v is a.default, (a.name, v.name)
         for v in a.values:
             assert v.description and v.axis == a.name and a.value(v.name) is v
             assert v is a.default or v.label
@@ -144,7 +153,7 @@ def test_the_snippet_says_the_exact_calls_and_the_toml_reproduces_the_config(tex
     assert {"adamw": "AdamW(model.parameters(), lr=lr)", "fused": "fused=True", "foreach": "foreach=True",
             "apex": "FusedAdam("}[c.optimizer] in code
     p = presets.parse(tomllib.loads(preset_toml(c, "examples/gpt.py:build")), name="mine")
-    assert p.config == c and p.workload == "model" and p.model == "examples/gpt.py:build" and p.amp == c.autocast
+    assert p.config == c and p.workload == "model" and p.model == "examples/gpt.py:build"
     assert p.variant == c.label and p.needs_apex == c.needs_apex
 
 
@@ -163,7 +172,7 @@ def test_preset_config_field_errors():
     p = presets.parse({**base, "variant": "bf16"}, name="p")
     assert p.config == NAMED["bf16"] and p.variant == "bf16"
     p = presets.parse({**base, "config": "precision=bf16,compile=default"}, name="p")
-    assert p.variant == "bf16+compile" and p.amp == "bf16"
+    assert p.variant == "bf16+compile" and p.config.autocast == "bf16"
 
 
 # what each shipped transformer variant built before it was a point (the old `parts` and COMPILE_MODES tables):
@@ -191,12 +200,12 @@ def test_every_shipped_transformer_preset_is_the_point_its_old_variant_built(pre
     from apextui.core.workloads import apply
 
     point = preset.point
-    assert point is not None and point is preset.config and point.autocast == preset.amp
+    assert point is not None and point is preset.config
+    assert point.precision == presets.PRECISION_OF_AMP[tomllib.loads(Path(preset.path).read_text()).get("amp", "none")]
     fused_norms, kind, mode, graph = OLD_TRANSFORMER[preset.variant]
     assert (point.fused_norms, apply.optimizer_value(point), apply.compile_mode(point), point.whole_step_graph) == \
         (fused_norms, KIND[kind], mode, graph)
-    if not point.fused_norms:  # (Apex's norm is imported where it is built: not installed here)
-        assert apply.norm_class(point, "layer_norm").__name__ == "LayerNorm"
+    assert (apply.NORMS[point.norms].swap is None) == (not point.fused_norms)
     text = snippet(point)
     assert ("torch.compile(" in text) == (apply.compile_mode(point) is not None)
     assert ("torch.cuda.CUDAGraph()" in text) == point.whole_step_graph
@@ -210,7 +219,8 @@ def test_every_kernel_preset_is_the_point_its_old_variant_built(preset):
     kind, fused_norms = OLD_KERNELS[preset.variant]
     assert preset.point is None  # the micro-benchmarks answer with a preset, not with code
     assert (apply.optimizer_value(preset.config), preset.config.fused_norms) == (KIND[kind], fused_norms)
-    assert preset.config.autocast == preset.amp
+    assert preset.config.precision == presets.PRECISION_OF_AMP[tomllib.loads(Path(preset.path).read_text()).get("amp",
+                                                                                                       "none")]
 
 
 def test_the_whole_step_graph_is_the_transformers_only():

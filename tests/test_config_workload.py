@@ -34,15 +34,15 @@ def test_a_named_variant_and_its_point_build_the_same_workload(spec, variant):
     by_point = build(mp.config_preset(spec, NAMED[variant], steps=2), "cpu", {}, 2)
     for w in (by_name, by_point):
         assert w.config == NAMED[variant]
-    assert (by_name.amp, by_name.uses_grad_scaler, type(by_name.opt), _fused(by_name.opt)) == \
-        (by_point.amp, by_point.uses_grad_scaler, type(by_point.opt), _fused(by_point.opt))
+    assert (by_name.config.autocast, by_name.uses_grad_scaler, type(by_name.opt), _fused(by_name.opt)) == \
+        (by_point.config.autocast, by_point.uses_grad_scaler, type(by_point.opt), _fused(by_point.opt))
     assert by_name.compiled is None and by_point.compiled is None
 
 
 def test_a_combined_point_applies_every_axis(spec):
     c = parse("precision=bf16,optimizer=fused")
     w = build(mp.config_preset(spec, c, steps=3), "cpu", {}, 3)
-    assert w.amp == "bf16" and _fused(w.opt) == (True, False) and not w.uses_grad_scaler
+    assert w.config.autocast == "bf16" and _fused(w.opt) == (True, False) and not w.uses_grad_scaler
     assert w.check is not None and w.check.passed, w.check
     loss, _ = w.step(NoMark())
     assert torch.isfinite(loss)

@@ -12,7 +12,7 @@ from apextui.core.results import ResultRow
 
 def row(preset: str, median: float, status: str = "ok", **summary) -> ResultRow:
     return ResultRow(preset=preset, workload="transformer", variant=preset, device="cuda", size="default",
-                     amp="none", status=status,
+                     status=status,
                      summary=Summary.from_dict({
                          "steps": 400, "measured_steps": 350, "median_ms": median, "p10_ms": median * 0.95,
                          "p90_ms": median * 1.05, "median_low_ms": median * 0.99, "median_high_ms": median * 1.01,
@@ -76,8 +76,8 @@ def test_markdown_numbers_repeated_runs_and_puts_their_drift_in_the_interval():
 
 
 def test_markdown_escapes_pipes_and_shows_the_norm_check():
-    r = ResultRow(preset="a|b", workload="norm", variant="fused_layernorm", device="cpu", size="cpu", amp="none",
-                  status="ok", summary=Summary(median_ms=0.5, check=CorrectnessCheck(max_abs_err=2.4e-7, passed=True)))
+    r = ResultRow(preset="a|b", workload="norm", variant="fused_layernorm", device="cpu", size="cpu", status="ok",
+                  summary=Summary(median_ms=0.5, check=CorrectnessCheck(max_abs_err=2.4e-7, passed=True)))
     line = to_markdown([r]).splitlines()[2]
     assert line == "| 1 | a\\|b | cpu | ok | 0.500 | — | — | — | — | 2.4e-07 |"
 

@@ -36,8 +36,12 @@ from apextui.core.run.request import RunRequest
 CUDA = torch.cuda.is_available()
 
 
-def preset(name: str, **changes) -> presets.Preset:
-    return dataclasses.replace(presets.resolve(name), **changes)
+def preset(name: str, amp: str | None = None, **changes) -> presets.Preset:
+    """A shipped preset with fields changed; `amp` as a preset file gives it (its point's precision)."""
+    p = presets.resolve(name)
+    if amp is not None:
+        changes["config"] = presets.shipped_point(p.workload, p.variant, amp)
+    return dataclasses.replace(p, **changes)
 
 
 def run(p: presets.Preset, steps: int, device: str = "cpu", **kw) -> tuple[Snapshot, list[Snapshot]]:

@@ -41,7 +41,7 @@ def test_every_preset_runs_on_cuda(name):
         assert s["check"]["passed"] and s["check"]["max_abs_err"] < 1e-3
     if preset.workload == "transformer":
         assert steps[-1]["loss"] < steps[0]["loss"]
-    if preset.amp == "fp16":
+    if preset.config.autocast == "fp16":
         assert all(e["loss_scale"] for e in steps) and s["skipped_steps"] is not None
 
 

@@ -34,7 +34,7 @@ def test_every_model_variant_runs_on_cuda_within_loss_parity(example, variant):
     assert proc.returncode == 0, proc.stderr[-3000:]
     events = json_lines(proc.stdout)
     start, setup, end = events[0], events[1], events[-1]
-    assert start["model"]["spec"] == spec and start["size"] == "default" and start["amp"] == preset.amp
+    assert start["model"]["spec"] == spec and start["size"] == "default" and start["amp"] == preset.config.autocast
     assert end["status"] == "ok" and end["summary"]["steps"] == 30, end
     if example == "gpt":
         assert 120e6 < setup["params"] < 130e6

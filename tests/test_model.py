@@ -255,7 +255,7 @@ def test_a_wrong_variant_fails_loss_parity_and_the_advice_never_recommends_it(mo
 # ---- the preset form: model = "..." ---------------------------------------------------------------
 def test_a_model_preset_names_its_model_and_takes_its_amp_from_the_variant():
     p = parse({"workload": "model", "model": "examples/gpt.py:build", "variant": "bf16", "steps": 20}, "mine")
-    assert (p.model, p.amp, p.size, p.baseline) == ("examples/gpt.py:build", "bf16", {}, "fp32")
+    assert (p.model, p.config.autocast, p.size, p.baseline) == ("examples/gpt.py:build", "bf16", {}, "fp32")
 
 
 @pytest.mark.parametrize("data, field", [

@@ -42,7 +42,7 @@ def test_apex_needs_and_baselines():
     by_name = {p.name: p for p in presets.load_builtin()}
     assert by_name["fused_adam"].needs_apex == ("FusedAdam",)
     assert by_name["fused_amp"].needs_apex == ("FusedAdam", "FusedLayerNorm")
-    assert by_name["fused_amp"].amp == "fp16" and by_name["torch_amp"].amp == "bf16"
+    assert by_name["fused_amp"].config.autocast == "fp16" and by_name["torch_amp"].config.autocast == "bf16"
     assert by_name["torch_amp"].needs_apex == () and by_name["fp32"].needs_apex == ()
     assert by_name["fused_rmsnorm"].baseline == "layernorm"
     assert by_name["fused_adam"].baseline == "adamw"

@@ -170,7 +170,7 @@ def check_valid(p: Preset) -> None:
     assert type(p.warmup) is int and 0 <= p.warmup < p.steps
     assert type(p.seed) is int and 0 <= p.seed < 2**32
     assert math.isfinite(p.lr) and 0 < p.lr < 10
-    assert p.amp in presets.AMP_MODES and isinstance(p.description, str)
+    assert p.config.autocast in presets.AMP_MODES and isinstance(p.description, str)
     for table in (p.size, p.cpu_size):
         assert set(table) == set(presets.SIZE_KEYS[p.workload])
         for key, v in table.items():

@@ -117,5 +117,5 @@ def test_fused_lamb_builds_apex_fused_lamb(monkeypatch):
 
     opt = apply.optimizer(Config(optimizer="lamb"), [torch.nn.Parameter(torch.zeros(2))], 1e-3)
     assert isinstance(opt, FusedLAMB) and made == {"lr": 1e-3, "weight_decay": 0.01}
-    w = OptimizerWorkload("fused_lamb", SIZE, "cpu", "none", 1e-3)
+    w = OptimizerWorkload(Config(optimizer="lamb"), SIZE, "cpu", 1e-3)
     assert w.work.bytes == w.params * LAMB.bytes_per_param and not w.graphed

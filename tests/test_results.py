@@ -21,7 +21,7 @@ from apextui.core.results import ResultRow, ResultsError, load_results, save_res
 
 def row(preset: str = "fp32", variant: str = "fp32", median: float = 10.0, **summary) -> ResultRow:
     return ResultRow(preset=preset, workload="transformer", variant=variant, device="cuda", size="default",
-                     amp="none", status="ok", summary=Summary.from_dict({"steps": 50, "median_ms": median, **summary}))
+                     status="ok", summary=Summary.from_dict({"steps": 50, "median_ms": median, **summary}))
 
 
 ROWS_A = [row(), row("fused_amp", "fused_amp", 5.0)]
@@ -441,7 +441,7 @@ def history(n: int) -> list[ResultRow]:
         variant = ("fp32", "fused_amp", "fused_fp32")[i % 3]
         status = "stopped" if variant == "fp32" and i % 10 == 0 else "ok"
         out.append(ResultRow(preset=variant, workload="transformer", variant=variant, device="cuda",
-                             size="default" if i % 2 else "cpu", amp="none", status=status,
+                             size="default" if i % 2 else "cpu", status=status,
                              summary=Summary.from_dict({"steps": 50 if status == "ok" else 3, "median_ms": 10.0 + i % 7,
                                       "p10_ms": 9.0, "p90_ms": 18.0, "measured_steps": 40, "warmup": 10})))
     return out
@@ -475,7 +475,7 @@ def test_a_big_history_takes_linear_work(monkeypatch):
 
 def test_a_note_names_at_most_a_few_passed_over_runs():
     stopped = [ResultRow(preset="fp32", workload="transformer", variant="fp32", device="cuda", size="default",
-                         amp="none", status="stopped", summary=Summary(steps=3)) for _ in range(8)]
+                         status="stopped", summary=Summary(steps=3)) for _ in range(8)]
     rows = stopped + [row("a", "fused_amp")]
     [note] = results.RunIndex(rows).notes()
     assert note.startswith("no speed-up: fp32 run 1 stopped") and note.endswith("; and 3 more passed over")

@@ -45,8 +45,8 @@ def test_run_log_keeps_only_the_tail(tmp_path: Path, monkeypatch):
 
 
 def row(median: float = 10.0) -> ResultRow:
-    return ResultRow(preset="fp32", workload="transformer", variant="fp32", device="cpu", size="cpu", amp="none",
-                     status="ok", summary=Summary.from_dict({"steps": 50, "median_ms": median}))
+    return ResultRow(preset="fp32", workload="transformer", variant="fp32", device="cpu", size="cpu", status="ok",
+                     summary=Summary.from_dict({"steps": 50, "median_ms": median}))
 
 
 def test_history_saves_to_the_user_data_folder_and_lists_newest_first(tmp_path: Path, monkeypatch):

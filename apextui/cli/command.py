@@ -93,7 +93,7 @@ def cmd_list(as_json: bool, requested_device: str) -> int:
     rows: list[dict[str, Any]] = []
     for p in presets:
         a = availability(p, device)
-        rows.append({"name": p.name, "workload": p.workload, "variant": p.variant, "amp": p.amp,
+        rows.append({"name": p.name, "workload": p.workload, "variant": p.variant, "amp": p.config.autocast,
                      "needs_apex": list(p.needs_apex), "available": a.ok, "reason": a.reason or None,
                      "fix": a.fix or None, "description": p.description,
                      "source": "builtin" if Path(p.path).parent == shipped else "user", "path": p.path})

@@ -71,7 +71,7 @@ def config_preset(spec: str, config: Config, steps: int = DEFAULT_STEPS, warmup:
     user_model.split_spec(spec)
     return Preset(name=preset_name(spec, config.label), path=spec, workload=MODEL.name, variant=config.label,
                   description=f"{user_model.model_name(spec)}: {config.description()}", steps=steps,
-                  warmup=min(warmup, steps - 1), amp=config.autocast, lr=lr, seed=seed, model=spec, config=config)
+                  warmup=min(warmup, steps - 1), lr=lr, seed=seed, model=spec, config=config)
 
 
 def presets_for(spec: str, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP, seed: int = 0,
@@ -82,7 +82,7 @@ def presets_for(spec: str, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WAR
     chosen = [v for v in MODEL.variants if variants is None or v.name in variants]
     return [Preset(name=preset_name(spec, v.name), path=spec, workload=MODEL.name, variant=v.name,
                    description=f"{user_model.model_name(spec)}: {v.description}", steps=steps,
-                   warmup=min(warmup, steps - 1), amp=v.config.autocast, lr=lr, seed=seed, model=spec,
+                   warmup=min(warmup, steps - 1), lr=lr, seed=seed, model=spec,
                    config=v.config)
             for v in chosen]
 

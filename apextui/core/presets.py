@@ -30,7 +30,6 @@ from .config.point import Config
 from .config.point import model_point
 from .workloads.spec import MODEL as _MODEL_SPEC
 from .workloads.spec import WORKLOADS as REGISTRY
-from .workloads.spec import point_of
 
 REGISTRY_MODEL = _MODEL_SPEC.name  # the workload of the user's own model: presets name a `model`, no sizes
 
@@ -95,11 +94,10 @@ class Preset:
     description: str
     steps: int
     warmup: int
-    amp: str
     lr: float
     seed: int
-    # the point on the configuration axes it runs: a shipped preset's variant's at its amp (`spec.point_of`); the
-    # model workload's given by `config` or its named variant (`variant` is then its label)
+    # the point on the configuration axes it runs, its identity: a shipped preset's variant's at its file's amp
+    # (`shipped_point`); the model workload's given by `config` or its named variant (`variant` is then its label)
     config: Config
     size: Mapping[str, int] = field(default_factory=dict)
     cpu_size: Mapping[str, int] = field(default_factory=dict)
@@ -326,7 +324,7 @@ class _Table:
             raise self.fail("amp", f"got {_show(amp)}; allowed: {', '.join(AMP_MODES)}")
         return amp
 
-    def model_precision(self, config: Config, variant: str, amp: str) -> str:
+    def model_precision(self, config: Config, variant: str, amp: str) -> None:
         """The model workload's precision is its point's: `amp` may only restate it, and it has no sizes."""
         if "amp" in self.data and amp != config.autocast:
             raise self.fail("amp", f"got {_show(amp)}; the model configuration {variant} runs at amp = "
@@ -335,7 +333,6 @@ class _Table:
             if table in self.data:
                 raise self.fail(table, "the model workload has no sizes: your function sizes the model (its "
                                        "`small` argument on CPU)")
-        return str(config.autocast)
 
     def description(self) -> str:
         description = self.data.get("description", "")
@@ -391,11 +388,20 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
     amp = table.amp()
     lr = table.lr()
     if config is not None:
-        amp = table.model_precision(config, variant, amp)
+        table.model_precision(config, variant, amp)
     description = table.description()
     if config is not None:
         return Preset(name=name, path=path, workload=workload, variant=variant, description=description, steps=steps,
-                      warmup=warmup, amp=amp, lr=lr, seed=seed, model=str(model), config=config)
+                      warmup=warmup, lr=lr, seed=seed, model=str(model), config=config)
     return Preset(name=name, path=path, workload=workload, variant=variant, description=description, steps=steps,
-                  warmup=warmup, amp=amp, lr=lr, seed=seed, config=point_of(workload, variant, amp),
+                  warmup=warmup, lr=lr, seed=seed, config=shipped_point(workload, variant, amp),
                   size=table.sizes("size", workload), cpu_size=table.sizes("cpu_size", workload))
+
+
+PRECISION_OF_AMP: Mapping[str, str] = MappingProxyType({"none": "fp32", "bf16": "bf16", "fp16": "fp16"})
+
+
+def shipped_point(workload: str, variant: str, amp: str = "none") -> Config:
+    """The point a shipped workload's preset file names: its `variant`'s, at the precision its `amp` field sets (the
+    file's two fields, read once here; the preset is its point from then on)."""
+    return REGISTRY[workload].variant(variant).config.with_("precision", PRECISION_OF_AMP[amp])

@@ -24,7 +24,11 @@ from apextui.core.run import events
 from apextui.core.measure.compare import SINGLE_RUNS_NOTE, Comparison, Drift, Timing, baseline_problem, compare, \
     fields, kept_runs, positive
 from apextui.core.monitor.contention import competing
-from apextui.core.presets import BASELINES, Preset
+from apextui.core.config.axes import ConfigError
+from apextui.core.config.point import Config, from_label
+from apextui.core.config.point import parse as parse_point
+from apextui.core.presets import BASELINES, Preset, shipped_point
+from apextui.core.workloads.spec import MODEL
 from apextui.core.measure.details import CorrectnessCheck
 from apextui.core.measure.summary import Summary
 from apextui.core.run.snapshot import Snapshot
@@ -48,13 +52,18 @@ class ResultRow:
     variant: str
     device: str
     size: str  # "default" | "cpu"
-    amp: str
     status: str  # "ok" | "stopped" | "failed"
     summary: Summary  # events.summary(), or a file's (`Summary.from_dict`)
     error: str | None = None
     source: str = SESSION  # "session", or the file it was loaded from
     env: Mapping[str, Any] | None = None
     model: str | None = None  # workload "model": the user's FILE.py:FUNC (runs of two models never compare)
+    config: Config | None = None  # the point it ran (None: a watched run, or a saved one whose point cannot be read)
+
+    @property
+    def autocast(self) -> str:
+        """Its point's autocast dtype (a file's "amp")."""
+        return self.config.autocast if self.config is not None else "none"
 
     @property
     def baseline(self) -> str:
@@ -100,9 +109,10 @@ class ResultRow:
     def to_dict(self) -> dict[str, Any]:
         return {
             "preset": self.preset, "workload": self.workload, "variant": self.variant,
-            "baseline": self.baseline, "device": self.device, "size": self.size, "amp": self.amp,
+            "baseline": self.baseline, "device": self.device, "size": self.size, "amp": self.autocast,
             "status": self.status, "error": self.error, "summary": self.summary.to_dict(),
             **({"model": self.model} if self.model else {}),
+            **({"config": self.config.as_dict()} if self.config is not None else {}),
         }
 
 
@@ -117,8 +127,9 @@ def row_from_snapshot(snap: Snapshot, preset: Preset, device: str, env: Mapping[
     info = snap.info
     return ResultRow(
         preset=preset.name, workload=preset.workload, variant=preset.variant, device=device,
-        size=info.size_name if info else ("cpu" if device == "cpu" else "default"), amp=preset.amp,
+        size=info.size_name if info else ("cpu" if device == "cpu" else "default"),
         status=snap.status, summary=events.summary(snap), error=snap.error, env=env, model=preset.model,
+        config=preset.config,
     )
 
 
@@ -483,11 +494,26 @@ def _row(run: Mapping[str, Any], source: str, env: Mapping[str, Any] | None) -> 
     return ResultRow(
         preset=str(run["preset"]), workload=workload, variant=str(run["variant"]), device=str(run["device"]),
         size=str(run.get("size") or ("cpu" if run["device"] == "cpu" else "default")),
-        amp=str(run.get("amp") or "none"), status=str(run.get("status") or "ok"), summary=Summary.from_dict(summary),
+        status=str(run.get("status") or "ok"), summary=Summary.from_dict(summary),
         error=None if run.get("error") is None else str(run["error"]), source=source,
         env=run["env"] if isinstance(run.get("env"), dict) else env,
-        model=_model_spec(run.get("model")),
+        model=_model_spec(run.get("model")), config=_saved_point(run, workload),
     )
+
+
+def _saved_point(run: Mapping[str, Any], workload: str) -> Config | None:
+    """The point a saved run ran: its `config`, or, in a file from before runs carried one, what its `variant` and
+    `amp` name (a shipped preset's variant at that precision; a model run's label). None where neither reads back (a
+    watched run's, or a file edited by hand): the row still loads, and compares by its names."""
+    try:
+        if isinstance(run.get("config"), dict):
+            return parse_point(run["config"])
+        variant = str(run.get("variant") or "")
+        if workload == MODEL.name:
+            return from_label(variant)
+        return shipped_point(workload, variant, str(run.get("amp") or "none"))
+    except (ConfigError, KeyError):
+        return None
 
 
 def _rows_from_json_lines(text: str, source: str, path: Path) -> list[ResultRow]:

@@ -15,8 +15,8 @@ pytestmark = pytest.mark.asyncio
 
 def run(preset: str, median: float) -> ResultRow:
     variant = "adamw" if preset.startswith("adamw run") else preset
-    return ResultRow(preset=preset, workload="optimizer", variant=variant, device="cpu", size="cpu", amp="none",
-                     status="ok", summary=Summary.from_dict({"steps": 60, "measured_steps": 50, "median_ms": median,
+    return ResultRow(preset=preset, workload="optimizer", variant=variant, device="cpu", size="cpu", status="ok",
+                     summary=Summary.from_dict({"steps": 60, "measured_steps": 50, "median_ms": median,
                                            "median_low_ms": median * 0.98, "median_high_ms": median * 1.02}))
 
 

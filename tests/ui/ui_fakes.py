@@ -223,12 +223,12 @@ class FakeRunner:
         self.info = RunInfo(
             preset=preset.name, workload=preset.workload, variant=preset.variant, device=device,
             size_name=size_name, size=dict(preset.size if gpu else preset.cpu_size), steps=self.steps,
-            warmup=self.warmup, amp=preset.amp, units="tokens" if transformer else "samples",
+            warmup=self.warmup, autocast=preset.config.autocast, units="tokens" if transformer else "samples",
             units_per_step=8192 if transformer else 256, baseline=preset.baseline,
             loss_floor=LOSS_FLOOR if transformer else None,
             check=(CorrectnessCheck(against="layernorm", max_abs_err=2.4e-7, tolerance=1e-5, passed=True)
                    if preset.variant.startswith("fused_") and preset.workload == "norm" else None),
-            uses_grad_scaler=preset.amp == "fp16", params=26_800_000 if transformer else 4_200_000,
+            uses_grad_scaler=preset.config.autocast == "fp16", params=26_800_000 if transformer else 4_200_000,
         )
         self.has_loss = preset.workload != "norm"
 
@@ -347,7 +347,7 @@ class LoggingRunner(FakeRunner):
         self.log_path = str(log_dir / f"{self.preset.name}.log")
         with open(self.log_path, "w") as fh:
             fh.write(f"[worker] {self.preset.name}: torch.compile of the model…\n")
-            if self.preset.amp == "fp16":
+            if self.preset.config.autocast == "fp16":
                 fh.write("FutureWarning: `torch.cuda.amp.GradScaler(args...)` is deprecated. "
                          "Please use `torch.amp.GradScaler('cuda', args...)` instead.\n")
 

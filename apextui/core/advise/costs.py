@@ -20,10 +20,9 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
-from ..config.axes import AXES
+from ..config.axes import all_axes
 from ..config.point import Config
 
-GRAPH_AXES = tuple(a.name for a in AXES if a.graph)  # what torch.compile sees: the optimizer's step is not compiled
 # before any compile ran: a first compile's prior, in seconds (a 124 M model on an H100/H200 with cold caches: 35-51 s;
 # a tiny model on a 2-core CPU: 20-90 s by the machine's load)
 COLD_COMPILE_PRIOR_S = {"cuda": 45.0, "cpu": 30.0}
@@ -36,8 +35,9 @@ DEFAULT_RUN_S = 10.0  # an eager run's cost before anything ran (the baseline is
 
 
 def graph_of(config: Config) -> tuple[str, ...]:
-    """What the compiled graph holds: two points with the same graph share a compile (only the optimizer differs)."""
-    return tuple(getattr(config, a).name for a in GRAPH_AXES)
+    """What the compiled graph holds (its axes that torch.compile sees: the optimizer's step is not compiled): two
+    points with the same graph share a compile (only the optimizer differs)."""
+    return tuple(getattr(config, a.name).name for a in all_axes() if a.graph)
 
 
 @dataclass

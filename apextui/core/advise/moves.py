@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..config.axes import AXES, Scope, Value
+from ..config.axes import Scope, Value, all_axes, axis
 from ..config.point import Config
 from .costs import CostModel, graph_of
 
@@ -47,7 +47,7 @@ def neighbours(current: Config, scope: str) -> list[Config]:
     foreach on CUDA: `axes.Value.default_on`)."""
     device = scope.device if isinstance(scope, Scope) else ""
     out = []
-    for ax in AXES:
+    for ax in all_axes():
         for v in ax.values_for(scope):
             if v == getattr(current, ax.name):
                 continue
@@ -62,7 +62,7 @@ def neighbours(current: Config, scope: str) -> list[Config]:
 def kind(cand: Config, current: Config) -> str:
     """'remove', 'add' or 'swap': what the move does to the axis it changes."""
     ax = next(a for a in cand.as_dict() if getattr(cand, a) != getattr(current, a))
-    default = next(x for x in AXES if x.name == ax).default
+    default = axis(ax).default
     return "remove" if getattr(cand, ax) == default else "add" if getattr(current, ax) == default else "swap"
 
 

@@ -59,7 +59,7 @@ def plan(presets: Sequence[Preset], device: str, workloads: Sequence[str],
         runnable, skipped = [], []
         for p in mine:
             kw: dict[str, Any] = dict(preset=p.name, variant=p.variant, workload=w, needs_apex=tuple(p.needs_apex),
-                                      amp=p.amp)
+                                      autocast=p.config.autocast)
             if base is not None and dict(getattr(p, size_key)) != dict(getattr(base, size_key)):
                 skipped.append(Measurement(**kw, available=False, fix="give it the baseline's size to compare it",
                                            reason=f"not comparable: its [{size_key}] differs from the baseline "

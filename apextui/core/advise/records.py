@@ -134,7 +134,7 @@ class Measurement:
     variant: str
     workload: str
     needs_apex: tuple[str, ...] = ()
-    amp: str = "none"
+    autocast: str = "none"  # its point's autocast dtype (the record's "amp")
     runs: tuple[RunResult, ...] = ()
     planned: int = 0  # runs planned (repeats); 0 when not run
     available: bool = True
@@ -353,7 +353,7 @@ class WorkloadVerdict:
             timing = m.timing
             vs_base = versus(m, base) if base is not None and base.measured and timing is not None else None
             presets.append({
-                "preset": m.preset, "variant": m.variant, "amp": m.amp, "needs_apex": list(m.needs_apex),
+                "preset": m.preset, "variant": m.variant, "amp": m.autocast, "needs_apex": list(m.needs_apex),
                 "is_baseline": m.preset == self.baseline, "status": m.status,
                 "reason": m.reason or None, "fix": m.fix or None,
                 # medians of the runs' own (rounded) figures, not rounded again: the speed-ups follow from them

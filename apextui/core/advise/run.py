@@ -283,7 +283,8 @@ class Advisor:
                 out.append(self._search_verdict(p))
                 continue
             ms = [Measurement(preset=x.name, variant=x.variant, workload=x.workload, needs_apex=tuple(x.needs_apex),
-                              amp=x.amp, runs=tuple(self._runs.get((p.workload, x.name), ())), planned=self.repeats,
+                              autocast=x.config.autocast, runs=tuple(self._runs.get((p.workload, x.name), ())),
+                              planned=self.repeats,
                               drift=self.drift)
                   for x in p.runnable]
             out.append(verdict(p.workload, [*ms, *p.skipped], baseline=p.baseline))
@@ -363,7 +364,7 @@ class Advisor:
         for name, x in self._search_presets.items():
             runs = tuple(self._runs.get((p.workload, name), ()))
             kw: dict[str, Any] = dict(preset=x.name, variant=x.variant, workload=x.workload,
-                                      needs_apex=tuple(x.needs_apex), amp=x.amp, judge=judge)
+                                      needs_apex=tuple(x.needs_apex), autocast=x.config.autocast, judge=judge)
             if runs:
                 ms.append(Measurement(**kw, runs=runs, planned=len(runs), drift=self.drift))
             else:

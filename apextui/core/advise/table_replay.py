@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..config.axes import AXIS_NAMES
+from ..config.axes import axis_names
 from ..config.point import Config
 from ..measure.compare import Timing
 from .costs import graph_of
@@ -124,7 +124,7 @@ class TableReplay:
         return self.now
 
     def available(self, config: Config) -> Any:
-        for axis_name in AXIS_NAMES:
+        for axis_name in axis_names():
             value = getattr(config, axis_name)
             gone = next((p for p in self.points.values() if p.status == "unavailable"
                          and getattr(p.config, axis_name) == value and value.label), None)
@@ -227,7 +227,7 @@ class TableReplay:
         """What the table measured for the changes from `start` to `goal`, multiplied; None where it measured one
         of them nowhere."""
         ratio = 1.0
-        for axis_name in AXIS_NAMES:
+        for axis_name in axis_names():
             a, b = getattr(start, axis_name), getattr(goal, axis_name)
             if a != b:
                 change = self._change(axis_name, a, b, goal.compile != "none")
@@ -257,7 +257,7 @@ class TableReplay:
         near = self._nearest(config)
         if near is None or self._ratio(near.config, config) is None:
             return "failed", "not in the recorded table, nor composed from it"
-        for axis_name in AXIS_NAMES:
+        for axis_name in axis_names():
             value = getattr(config, axis_name)
             if not value.label:
                 continue
@@ -284,4 +284,4 @@ class TableReplay:
 
 
 def _apart(a: Config, b: Config) -> int:
-    return sum(getattr(a, n) != getattr(b, n) for n in AXIS_NAMES)
+    return sum(getattr(a, n) != getattr(b, n) for n in axis_names())

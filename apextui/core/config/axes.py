@@ -4,8 +4,9 @@ it builds.
 Why one registry: a configuration is a point with one value per axis (`point.Config`); every workload's variants
 are points (the optimizer and norm kernels, the Transformer's recipes, the user's model's named variants), so one
 vocabulary says what a run is, what it needs and what it builds. Adding a value is one `Value` below, one entry in
-the apply table (`workloads/apply.py`: what it builds), one line in the snippet (`snippet.py`) and its tests
-(CONTRIBUTING.md shows one).
+the apply table (`workloads/apply.py`: what it builds), one line in the snippet (`snippet.py`) and its tests; adding
+an axis is its `Axis` below and its entries in those two tables, each at the `Stage`s it acts in (CONTRIBUTING.md
+shows both).
 
 This module is data only (no torch, nothing of apextui's above it), so that the workload registry
 (`workloads/spec.py`) can declare its variants as points; whether a value can run here is `needs.py`'s.
@@ -13,10 +14,10 @@ This module is data only (no torch, nothing of apextui's above it), so that the 
 
 from __future__ import annotations
 
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
-AxisName = Literal["precision", "optimizer", "norms", "compile", "memory_format", "attention", "loss"]
 Need = Literal["compile", "cuda_graphs", "cuda", "torchao", "sm89", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn",
                "liger", "triton"]
 Autocast = Literal["none", "fp16", "bf16"]  # the dtype torch.autocast runs at ("none": no autocast context)
@@ -89,6 +90,20 @@ class Value(str):
         return traits is None or not self.applies or self.applies in traits
 
 
+class Stage(StrEnum):
+    """When an axis's value acts on a run, in the order a run applies them (`workloads.stages.Build` holds a run to
+    it, and the answer's code is written in it, `snippet.py`); within a stage, the axes act in the registry's order.
+    The model's kernels are swapped before its layers change, so that a workload can check on fp32 arithmetic that
+    the swapped kernels compute what the model's own did; the step's plan is known before the compile traces it."""
+
+    PROCESS = "process"  # before anything is built: settings a run must set, never inherit (TF32, cuDNN's benchmark)
+    KERNELS = "kernels"  # modules swapped for kernels that compute the same (the norms, the loss)
+    LAYERS = "layers"  # the model's layers changed (fp8's float8 Linears, the weights' layout)
+    OPTIMIZER = "optimizer"  # the optimizer over the model's parameters, and fp16's GradScaler
+    STEP = "step"  # what each step runs under (autocast, the SDPA backend) and does to its batch (its layout)
+    COMPILE = "compile"  # torch.compile of the step's forward and loss
+
+
 def _registered(axis_name: str, name: str) -> Value:
     return axis(axis_name).value(name)
 
@@ -97,7 +112,7 @@ class Axis:
     """One axis: its values, the first of which is the default (fp32's); `graph`: torch.compile sees it (what the
     compiled graph holds changes with it: every axis but the optimizer, whose step is not compiled)."""
 
-    def __init__(self, name: AxisName, description: str, values: tuple[Value, ...], graph: bool = True) -> None:
+    def __init__(self, name: str, description: str, values: tuple[Value, ...], graph: bool = True) -> None:
         self.name, self.description, self.values, self.graph = name, description, values, graph
         for v in values:
             object.__setattr__(v, "axis", name)
@@ -216,16 +231,43 @@ AXES: tuple[Axis, ...] = (
               applies="causal_lm_loss", workloads=("model",)),
     )),
 )
-AXIS_MAP: Mapping[str, Axis] = MappingProxyType({a.name: a for a in AXES})
-AXIS_NAMES: tuple[AxisName, ...] = tuple(a.name for a in AXES)
+SHIPPED_AXIS_NAMES = tuple(a.name for a in AXES)
+_registry: dict[str, Axis] = {a.name: a for a in AXES}
+
+
+def all_axes() -> tuple[Axis, ...]:
+    """Every axis, in the order points spell them and stages apply them: the shipped ones (`AXES`), then any
+    `register`ed."""
+    return tuple(_registry.values())
+
+
+def axis_names() -> tuple[str, ...]:
+    return tuple(_registry)
+
+
+def register(new: Axis) -> None:
+    """An axis besides the shipped ones: every point has it from now on (at its default where not given), and the
+    search, the apply loop and the snippet read it from here. Its apply and snippet entries are registered beside it
+    (`workloads.apply.register`, `snippet.register`)."""
+    if new.name in _registry:
+        raise ConfigError(f"axis {new.name!r} exists already")
+    _registry[new.name] = new
+
+
+def unregister(name: str) -> None:
+    """A `register`ed axis taken away again (a shipped one stays: every saved point names it)."""
+    if name in SHIPPED_AXIS_NAMES:
+        raise ConfigError(f"axis {name!r} is shipped; only a registered one can be taken away")
+    _registry.pop(name, None)
 
 
 def axis(name: str) -> Axis:
-    if name not in AXIS_MAP:
-        raise ConfigError(f"unknown axis {name[:40]!r}; allowed: {', '.join(AXIS_NAMES)}")
-    return AXIS_MAP[name]
+    found = _registry.get(name) if isinstance(name, str) else None
+    if found is None:
+        raise ConfigError(f"unknown axis {str(name)[:40]!r}; allowed: {', '.join(_registry)}")
+    return found
 
 
 def allowed() -> str:
     """Every axis and its values, for an error line: 'precision=fp32|tf32|..., optimizer=...'."""
-    return ", ".join(f"{a.name}={'|'.join(a.names)}" for a in AXES)
+    return ", ".join(f"{a.name}={'|'.join(a.names)}" for a in all_axes())

@@ -10,19 +10,20 @@ is its preset name's tail: the named point's name where it is one, else the non-
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping
 
-from .axes import AXES, AXIS_NAMES, Autocast, ConfigError, Scope, Value, allowed, axis
+from .axes import Autocast, ConfigError, Scope, Value, all_axes, allowed, axis, axis_names
 
 
-@dataclass(frozen=True, init=False)
 class Config:
-    """One `Value` per axis (each given as a Value or by its name); the defaults are fp32's (your model as
-    written). It holds the Values themselves: what a value means is read off it, never looked up again."""
+    """One `Value` per axis (each given as a Value or by its name, by keyword or in the axes' order); an axis not
+    given is at its default (fp32's: your model as written). It holds the Values themselves: what a value means is
+    read off it, never looked up again. Frozen and hashable; its axes are the registry's (`axes.all_axes`), so an
+    axis registered later is a point's too, at its default."""
 
+    # the shipped axes, typed; any axis is an attribute (`__getattr__` for one registered after this point was made)
     precision: Value
     optimizer: Value
     norms: Value
@@ -31,21 +32,59 @@ class Config:
     attention: Value
     loss: Value
 
-    def __init__(self, precision: str = "fp32", optimizer: str = "adamw", norms: str = "torch",
-                 compile: str = "none", memory_format: str = "contiguous", attention: str = "default",
-                 loss: str = "model") -> None:
-        for name, given in zip(AXIS_NAMES, (precision, optimizer, norms, compile, memory_format, attention, loss),
-                               strict=True):
-            object.__setattr__(self, name, axis(name).value(given))  # ConfigError naming the axis and its values
+    def __init__(self, *given: str, **named: str) -> None:
+        names = axis_names()
+        if len(given) > len(names):
+            raise ConfigError(f"{len(given)} values for {len(names)} axes ({', '.join(names)})")
+        chosen = dict(zip(names[:len(given)], given, strict=True))
+        for key, value in named.items():
+            if key in chosen:
+                raise ConfigError(f"axis {key!r} given twice")
+            chosen[key] = value
+        for key in chosen:
+            axis(key)  # ConfigError naming the unknown axis and the allowed ones
+        for ax in all_axes():
+            object.__setattr__(self, ax.name, ax.value(chosen.get(ax.name, ax.default)))
+
+    def __getattr__(self, name: str) -> Value:
+        """An axis registered after this point was made: its default (only reached where no attribute is set)."""
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return axis(name).default
+        except ConfigError:
+            raise AttributeError(f"Config has no axis {name!r}") from None
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError(f"a Config is frozen (tried to set {key}); make another with `with_`")
+
+    def _key(self) -> tuple[Value, ...]:
+        return tuple(self.values())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Config) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, str]]]:
+        return _config_of, (self.as_dict(),)
+
+    def __repr__(self) -> str:
+        return "Config(" + ", ".join(f"{n}={v.name!r}" for n, v in self.items()) + ")"
 
     # ---- reading ----------------------------------------------------------------------------------
     def items(self) -> Iterator[tuple[str, Value]]:
-        for name in AXIS_NAMES:
+        for name in axis_names():
             yield name, getattr(self, name)
 
     def values(self) -> Iterator[Value]:
-        for name in AXIS_NAMES:
+        for name in axis_names():
             yield getattr(self, name)
+
+    def value_of(self, axis_name: str) -> Value:
+        """Its value on `axis_name` (ConfigError for an unknown axis)."""
+        return getattr(self, axis(axis_name).name)
 
     def with_(self, axis_name: str, value: str) -> "Config":
         ax = axis(axis_name)
@@ -136,6 +175,11 @@ class Config:
         return " + ".join(parts) if parts else "your model as written: fp32, torch AdamW defaults"
 
 
+def _config_of(values: dict[str, str]) -> Config:
+    """A pickled point made again (`Config.__reduce__`): by its values' names, so it is the registry's own Values."""
+    return Config(**values)
+
+
 BASELINE = Config()
 
 # the model workload's named variants as points (their names and meanings as before the axes)
@@ -194,6 +238,21 @@ def parse(text: Any) -> Config:
     return Config(**chosen)
 
 
+def from_label(label: str) -> Config:
+    """The point a label names (`Config.label`: a named point's name, or its values' labels joined by "+"): how a
+    model run saved with its label alone is read back. ConfigError where a token is no value's label."""
+    if label in NAMED:
+        return NAMED[label]
+    by_label = {v.label: v for a in all_axes() for v in a.values if v.label}
+    chosen: dict[str, str] = {}
+    for token in label.split("+"):
+        value = by_label.get(token)
+        if value is None or value.axis in chosen:
+            raise ConfigError(f"{label[:60]!r} is not a point's label ({token[:40]!r}: no value's, or its axis twice)")
+        chosen[value.axis] = value.name
+    return Config(**chosen)
+
+
 def model_point(variant: object, config: object, *, variant_is: str, config_is: str) -> Config | None:
     """The point a run of the user's model names by its `config` (`parse`), or None where it names a `variant` instead
     (its caller checks that name): the one rule for a preset file's `variant`/`config` fields and for the `--variant`/
@@ -209,9 +268,6 @@ def single_changes(base: Config = BASELINE, workload: str = "model") -> list[Con
     values that apply to its model (`axes.Axis.values_for`), and on its device no point whose values cannot run
     together (`Config.conflict`: flash attention at fp32 on CUDA: the search tries it on a bf16 point instead)."""
     device = workload.device if isinstance(workload, Scope) else ""
-    points = [base.with_(a.name, v) for a in AXES for v in a.values_for(workload) if v != getattr(base, a.name)]
+    points = [base.with_(a.name, v) for a in all_axes() for v in a.values_for(workload) if v != getattr(base, a.name)]
     return [c for c in points if not device or c.conflict(device) is None]
 
-
-CONFIG_FIELDS = tuple(f.name for f in fields(Config))
-assert CONFIG_FIELDS == AXIS_NAMES, "Config has one field per axis, in AXES order"

@@ -5,42 +5,37 @@ The code runs as measured: it calls the model as the engine called it (`calling.
 names the device the configuration was measured on: `torch.autocast(device_type="cuda")` pasted into a CPU script
 is disabled with a warning and the step runs fp32.
 
-Each value's lines are one entry of the tables below (`tests/test_config.py` checks every value has its entry), as
-what it builds is one entry of `workloads/apply.py`'s."""
+Each value's lines are one entry of `LINES`, at the stage it acts in (`tests/test_config.py` checks every value has its
+entry), as what it builds is one entry of `workloads/apply.py`'s, at the same stage; the code is written in the
+stages' order, as the engine applies them (`workloads/stages.py`)."""
 
 from __future__ import annotations
 
 import json
 
+from typing import Mapping
+
+from .axes import SHIPPED_AXIS_NAMES, Stage
 from .calling import Calling
 from .point import Config
 
-# precision value -> its set-up lines (its autocast is `_DTYPE`'s, at its `axes.Value.autocast`)
-PRECISION: dict[str, list[str]] = {
-    "fp32": [],
-    "tf32": ["torch.backends.cuda.matmul.allow_tf32 = True", "torch.backends.cudnn.allow_tf32 = True"],
-    "bf16": [],
-    "fp16": [],
-    "fp8": ["from torchao.float8 import convert_to_float8_training",
-            "# nn.Linear -> Float8Linear where float8 matmuls can take it (dimensions divisible by 16)",
-            "convert_to_float8_training(model, module_filter_fn=lambda m, fqn: isinstance(m, torch.nn.Linear)",
-            "                           and m.in_features % 16 == 0 and m.out_features % 16 == 0)"],
-}
 # optimizer value -> its lines
 OPTIMIZER = {
-    "adamw": "optimizer = torch.optim.AdamW(model.parameters(), lr=lr)",
-    "foreach": "optimizer = torch.optim.AdamW(model.parameters(), lr=lr, foreach=True)",
-    "fused": "optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)",
-    "apex": "from apex.optimizers import FusedAdam\n"
-            "optimizer = FusedAdam(model.parameters(), lr=lr, adam_w_mode=True, weight_decay=0.01)",
-    "lamb": "from apex.optimizers import FusedLAMB\n"
-            "optimizer = FusedLAMB(model.parameters(), lr=lr, weight_decay=0.01)",
-    "capturable": "optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True, capturable=True)",
-    "apex_distributed": "from apex.contrib.optimizers.distributed_fused_adam import DistributedFusedAdam\n"
-                        "# after torch.distributed.init_process_group; the model is not wrapped in DDP\n"
-                        "optimizer = DistributedFusedAdam(model.parameters(), lr=lr, adam_w_mode=True, "
-                        "weight_decay=0.01, overlap_grad_sync=True)",
+    "adamw": ["optimizer = torch.optim.AdamW(model.parameters(), lr=lr)"],
+    "foreach": ["optimizer = torch.optim.AdamW(model.parameters(), lr=lr, foreach=True)"],
+    "fused": ["optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True)"],
+    "apex": ["from apex.optimizers import FusedAdam",
+             "optimizer = FusedAdam(model.parameters(), lr=lr, adam_w_mode=True, weight_decay=0.01)"],
+    "lamb": ["from apex.optimizers import FusedLAMB",
+             "optimizer = FusedLAMB(model.parameters(), lr=lr, weight_decay=0.01)"],
+    "capturable": ["optimizer = torch.optim.AdamW(model.parameters(), lr=lr, fused=True, capturable=True)"],
+    "apex_distributed": ["from apex.contrib.optimizers.distributed_fused_adam import DistributedFusedAdam",
+                         "# after torch.distributed.init_process_group; the model is not wrapped in DDP",
+                         "optimizer = DistributedFusedAdam(model.parameters(), lr=lr, adam_w_mode=True, "
+                         "weight_decay=0.01, overlap_grad_sync=True)"],
 }
+
+
 def _norm_swap(kernels: str) -> list[str]:
     """The norm swap `advise` measured, written out (no apextui in it): every module that computes a LayerNorm or
     RMSNorm (nn.LayerNorm, nn.RMSNorm, a model's own `...RMSNorm` class) replaced by the kernel's own, weights
@@ -103,31 +98,73 @@ LOSS: dict[str, list[str]] = {
                    "apply_liger(model=model, **{k: v for k, v in flags.items()",
                    "                            if k in inspect.signature(apply_liger).parameters})"],
 }
-
-# memory format value -> its set-up lines; the step moves each batch's 4-D tensors (`_MEMORY_STEP`)
-MEMORY_FORMAT: dict[str, list[str]] = {
-    "contiguous": [],
-    "channels_last": ["torch.backends.cudnn.benchmark = True  # cuDNN picks its fastest convolution for each shape",
-                      "model = model.to(memory_format=torch.channels_last)"],
-}
-# attention value -> the SDPA backend the step runs under (None: torch's own choice)
-ATTENTION: dict[str, str | None] = {
-    "default": None,
-    "flash": "SDPBackend.FLASH_ATTENTION",
-    "efficient": "SDPBackend.EFFICIENT_ATTENTION",
-    "cudnn": "SDPBackend.CUDNN_ATTENTION",
-    "math": "SDPBackend.MATH",
-}
 # compile value -> its line (the whole-step graph: `_whole_step_graph`'s lines)
-COMPILE: dict[str, str | None] = {
-    "none": None,
-    "default": "compiled = torch.compile(model)",
-    "max-autotune-no-cudagraphs": 'compiled = torch.compile(model, mode="max-autotune-no-cudagraphs")',
-    "coordinate-descent": 'compiled = torch.compile(model, options={"coordinate_descent_tuning": True})',
-    "reduce-overhead": 'compiled = torch.compile(model, mode="reduce-overhead")',
-    "graph": "compiled = torch.compile(model)",
+COMPILE: dict[str, list[str]] = {
+    "none": [],
+    "default": ["compiled = torch.compile(model)"],
+    "max-autotune-no-cudagraphs": ['compiled = torch.compile(model, mode="max-autotune-no-cudagraphs")'],
+    "coordinate-descent": ['compiled = torch.compile(model, options={"coordinate_descent_tuning": True})'],
+    "reduce-overhead": ['compiled = torch.compile(model, mode="reduce-overhead")'],
+    "graph": ["compiled = torch.compile(model)"],
 }
-_DTYPE = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}  # autocast's dtype
+_SDPA = ["from torch.nn.attention import SDPBackend, sdpa_kernel"]
+_DTYPE = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}  # autocast's dtype, in the whole-step graph's lines
+_AUTOCAST = 'torch.autocast(device_type="{device}", dtype=torch.%s)'
+
+# What each value writes, by the stage it acts at (`axes.Stage`, the order the engine applies them in): axis -> stage ->
+# value -> lines ("{device}" is the device it was measured on). A set-up stage's lines are statements; the step
+# stage's are the contexts the forward runs under. What the step does besides (a batch's layout, GradScaler's step,
+# CUDA graphs' step marker) is written by `snippet` itself, from what the point is.
+LINES: dict[str, dict[Stage, Mapping[str, list[str]]]] = {
+    "precision": {
+        Stage.PROCESS: {"tf32": ["torch.backends.cuda.matmul.allow_tf32 = True",
+                                 "torch.backends.cudnn.allow_tf32 = True"]},
+        Stage.LAYERS: {"fp8": ["from torchao.float8 import convert_to_float8_training",
+                               "# nn.Linear -> Float8Linear where float8 matmuls can take it (dimensions divisible by "
+                               "16)",
+                               "convert_to_float8_training(model, module_filter_fn=lambda m, fqn: isinstance(m, "
+                               "torch.nn.Linear)",
+                               "                           and m.in_features % 16 == 0 and m.out_features % 16 == 0)"]},
+        Stage.OPTIMIZER: {"fp16": ["from torch.amp import GradScaler", 'scaler = GradScaler("{device}")']},
+        Stage.STEP: {"bf16": [_AUTOCAST % "bfloat16"], "fp16": [_AUTOCAST % "float16"],
+                     "fp8": [_AUTOCAST % "bfloat16"]},
+    },
+    "optimizer": {Stage.OPTIMIZER: OPTIMIZER},
+    "norms": {Stage.KERNELS: NORMS},
+    "compile": {Stage.COMPILE: COMPILE},
+    "memory_format": {
+        Stage.PROCESS: {"channels_last": ["torch.backends.cudnn.benchmark = True  # cuDNN picks its fastest "
+                                          "convolution for each shape"]},
+        Stage.LAYERS: {"channels_last": ["model = model.to(memory_format=torch.channels_last)"]},
+    },
+    "attention": {
+        Stage.PROCESS: {"flash": _SDPA, "efficient": _SDPA, "cudnn": _SDPA, "math": _SDPA},
+        Stage.STEP: {"flash": ["sdpa_kernel(SDPBackend.FLASH_ATTENTION)"],
+                     "efficient": ["sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION)"],
+                     "cudnn": ["sdpa_kernel(SDPBackend.CUDNN_ATTENTION)"], "math": ["sdpa_kernel(SDPBackend.MATH)"]},
+    },
+    "loss": {Stage.KERNELS: LOSS},
+}
+
+
+def register(axis_name: str, lines: Mapping[Stage, Mapping[str, list[str]]]) -> None:
+    """What a `register`ed axis (`axes.register`) writes, by stage and value, as `LINES` holds the shipped axes'."""
+    LINES[axis_name] = dict(lines)
+
+
+def unregister(axis_name: str) -> None:
+    if axis_name in SHIPPED_AXIS_NAMES:
+        raise ValueError(f"axis {axis_name!r} is shipped; only a registered one can be taken away")
+    LINES.pop(axis_name, None)
+
+
+def _lines(config: Config, stage: Stage, device: str, skip: tuple[str, ...] = ()) -> list[str]:
+    """Every axis's lines at `stage`, in the registry's order (`skip`: axes whose lines another wrote)."""
+    out: list[str] = []
+    for name, value in config.items():
+        if name not in skip:
+            out += [line.replace("{device}", device) for line in LINES[name].get(stage, {}).get(value.name, [])]
+    return out
 
 
 _TO_CHANNELS_LAST = [
@@ -144,38 +181,33 @@ _TO_CHANNELS_LAST = [
 
 def snippet(config: Config, *, calling: Calling | None = None, device: str = "cuda",
             liger_apply: tuple[str, tuple[str, ...]] = ("", ())) -> str:
-    """Python lines for a training script: set-up (TF32, norm swap, fp8, optimizer, compile) and the step
-    (autocast and GradScaler on `device`, the forward and loss as `calling` says). `model`, `lr`, `batch` (one
-    batch as make_batch returns it) and `loss_fn` are the script's own. Without a `calling` (nothing saw the model
-    called: a shipped workload, or a model whose probe never ran its forward) the step is ModelSetup's documented
-    form, `inputs, targets = batch` and `loss_fn(model(inputs), targets)`: pasted, the code must run. `liger_apply`:
-    Liger's `apply_liger_kernel_to_<family>` for the model's Hugging Face family and the flags it takes, where it has
-    one (its norms and loss are then that patch, as measured); else the norm swap written out. Nothing of apextui's
-    is imported: the code depends on what the configuration uses alone."""
+    """Python lines for a training script, stage by stage as the engine applies the point (`axes.Stage`: the process's
+    settings, the model's kernels and layers, the optimizer, the compile), then the step (its contexts, GradScaler on
+    `device`, the forward and loss as `calling` says). `model`, `lr`, `batch` (one batch as make_batch returns it) and
+    `loss_fn` are the script's own. Without a `calling` (nothing saw the model called: a shipped workload, or a model
+    whose probe never ran its forward) the step is ModelSetup's documented form, `inputs, targets = batch` and
+    `loss_fn(model(inputs), targets)`: pasted, the code must run. `liger_apply`: Liger's
+    `apply_liger_kernel_to_<family>` for the model's Hugging Face family and the flags it takes, where it has one (its
+    norms and loss are then that patch, as measured); else the norm swap written out. Nothing of apextui's is imported:
+    the code depends on what the configuration uses alone."""
     lines = ["import torch", ""]
-    # the engine's order: the swap and the loss's patch, then fp8's layers, then the layout
+    lines += _lines(config, Stage.PROCESS, device)
     if liger_apply[0] and (config.norms == "liger" or config.loss == "liger_flce"):
         lines += _liger_family(*liger_apply, config.norms == "liger", config.loss == "liger_flce")
-        lines += [] if config.norms == "liger" else NORMS[config.norms]
+        lines += _lines(config, Stage.KERNELS, device, skip=("loss",) if config.norms == "liger" else ("norms", "loss"))
     else:
-        lines += NORMS[config.norms] + LOSS[config.loss]
-    lines += PRECISION[config.precision] + MEMORY_FORMAT[config.memory_format]
+        lines += _lines(config, Stage.KERNELS, device)
+    lines += _lines(config, Stage.LAYERS, device)
     calling = calling if calling is not None else Calling()
     simple = calling.loss == "loss_fn" and calling.inputs == "one"  # one inputs tensor
     if config.channels_last and not simple:
         lines += _TO_CHANNELS_LAST
-    backend = ATTENTION[config.attention]
-    if backend is not None:
-        lines.append("from torch.nn.attention import SDPBackend, sdpa_kernel")
     if config.whole_step_graph:
         return _whole_step_graph(lines, config)
-    lines += OPTIMIZER[config.optimizer].splitlines()
-    if config.precision == "fp16":
-        lines.append(f'scaler = torch.amp.GradScaler("{device}")')
-    target = "model"
-    if COMPILE[config.compile] is not None:
-        lines.append(str(COMPILE[config.compile]))
-        target = "compiled"
+    lines += _lines(config, Stage.OPTIMIZER, device)
+    compile_lines = _lines(config, Stage.COMPILE, device)
+    lines += compile_lines
+    target = "compiled" if compile_lines else "model"
     lines += ["", "# each step (batch: one batch, as your make_batch returns it)"]
     call = calling.loss_line(target)
     step = ["optimizer.zero_grad()"]
@@ -186,9 +218,7 @@ def snippet(config: Config, *, calling: Calling | None = None, device: str = "cu
     step += calling.unpack()
     if config.channels_last and simple:
         step.append("inputs = inputs.to(memory_format=torch.channels_last)")
-    contexts = [f'torch.autocast(device_type="{device}", dtype={_DTYPE[config.autocast]})'] \
-        if config.autocast != "none" else []
-    contexts += [f"sdpa_kernel({backend})"] if backend is not None else []
+    contexts = _lines(config, Stage.STEP, device)
     if contexts:
         step += [f"with {', '.join(contexts)}:", f"    {call}"]
     else:
@@ -207,7 +237,7 @@ def _whole_step_graph(lines: list[str], config: Config) -> str:
         forward = [f'    with torch.autocast(device_type="cuda", dtype={_DTYPE[config.autocast]}):', f"        {call}"]
     else:
         forward = [f"    {call}"]
-    lines += [OPTIMIZER["capturable"], str(COMPILE["graph"]),
+    lines += [*OPTIMIZER["capturable"], *COMPILE["graph"],
               "static_inputs, static_targets = inputs.clone(), targets.clone()  # the graph's input buffers",
               "# warm up (compile) a few steps on a side stream first, as torch.cuda.graphs' docs show; then",
               "optimizer.zero_grad(set_to_none=True)",

@@ -32,8 +32,8 @@ def start_line(*, preset: str, workload: str, variant: str, device: str, steps: 
                amp: str = "none", config: Config | None = None, note: str | None = None,
                contention: Contention | None = None, **extra: Any) -> dict[str, Any]:
     """The `start` line (docs/json.md), the one place its keys are written: a preset's run (`start_event`) and a
-    watched run (`watch/lines.py`) fill it; `config`: the preset whose point it names, if any; `extra`: what a
-    kind of run adds (`watch`, `distributed`)."""
+    watched run (`watch/lines.py`) fill it; `config`: the point the run runs (a watched run has none); `amp`: its
+    autocast dtype, as every earlier line has it; `extra`: what a kind of run adds (`watch`, `distributed`)."""
     return {
         "event": "start", "schema": SCHEMA_VERSION, "preset": preset, "preset_file": preset_file, "model": model,
         "workload": workload, "variant": variant, "baseline": baseline, "device": device, "size": size,
@@ -56,9 +56,8 @@ def start_event(preset: Preset, device: str, steps: int, warmup: int, env: Mappi
         warmup=warmup, env=env,
         preset_file=preset.path if preset.path != preset.model else None,  # a generated model preset: none
         model=model_fields(preset), baseline=preset.baseline, size=size_name,
-        size_params=preset.cpu_size if size_name == "cpu" else preset.size, amp=preset.amp,
-        # the user's model's point; a shipped preset's is its variant (`variant`, `amp`)
-        config=preset.config if preset.model is not None else None,
+        size_params=preset.cpu_size if size_name == "cpu" else preset.size,
+        amp=preset.config.autocast, config=preset.config,
         note=None if device != "cpu" else CPU_NOTE if preset.model is None else CPU_NOTE_MODEL,
         contention=contention, **extra)
 

@@ -60,7 +60,7 @@ def info_from(start: Mapping[str, Any], setup: Mapping[str, Any]) -> RunInfo:
         preset=name, workload=str(start.get("workload") or "?"), variant=str(start.get("variant") or name),
         device=str(setup.get("device") or start.get("device") or "cpu"), size_name=str(start.get("size") or "default"),
         size=dict(size) if isinstance(size, dict) else {}, steps=integer(start.get("steps")),
-        warmup=integer(start.get("warmup")), amp=str(start.get("amp") or "none"),
+        warmup=integer(start.get("warmup")), autocast=str(start.get("amp") or "none"),
         units=str(setup.get("units") or "steps"), units_per_step=max(1, integer(setup.get("units_per_step"), 1)),
         baseline=str(start.get("baseline") or ""), loss_floor=number(setup.get("loss_floor")),
         check=CorrectnessCheck.from_dict(setup["check"]) if isinstance(setup.get("check"), dict) else None,

@@ -260,7 +260,7 @@ class Runner(RunControl):
         info = RunInfo(
             preset=self.preset.name, workload=self.preset.workload, variant=self.preset.variant,
             device=self.device, size_name=size_name, size=dict(size), steps=self.steps, warmup=self.warmup,
-            amp=self.preset.amp, units=workload.units, units_per_step=workload.units_per_step,
+            autocast=self.preset.config.autocast, units=workload.units, units_per_step=workload.units_per_step,
             baseline=self.preset.baseline, loss_floor=workload.loss_floor, check=workload.check,
             uses_grad_scaler=workload.uses_grad_scaler, params=workload.params,
             work=getattr(workload, "work", None), compile_s=compile_s,

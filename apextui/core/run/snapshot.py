@@ -31,7 +31,7 @@ class RunInfo(PerStepWork):
     size: Mapping[str, int]
     steps: int
     warmup: int
-    amp: str
+    autocast: str  # the point's autocast dtype ("none", "bf16", "fp16"); the JSON lines' "amp"
     units: str
     units_per_step: int
     baseline: str

@@ -42,7 +42,7 @@ def row(meta: RunMeta, end: dict[str, Any], device: str = "cpu", baseline: bool 
     status = end.get("status") if end.get("status") in ("ok", "stopped", "failed") else "failed"
     error = end.get("error")
     return ResultRow(preset=f"{meta.name} {meta.started[5:16]}", workload=WORKLOAD,
-                     variant="" if baseline else meta.name, device=device, size="default", amp="none",
+                     variant="" if baseline else meta.name, device=device, size="default",
                      status=str(status), summary=Summary.from_dict(summary),
                      error=error if isinstance(error, str) else None, source=SESSION,
                      model=(work or Workload()).group(meta.name))
@@ -136,6 +136,6 @@ class Table:
         if snap.stats is None or snap.info is None:
             return None
         return meta, ResultRow(preset=f"{meta.name} {meta.started[5:16]} {LIVE_MARK}", workload=WORKLOAD,
-                               variant=meta.name, device=snap.info.device, size="default", amp="none", status="ok",
+                               variant=meta.name, device=snap.info.device, size="default", status="ok",
                                summary=events.summary(snap), source=SESSION,
                                model=Workload.of(replay.start).group(meta.name))

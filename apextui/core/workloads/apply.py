@@ -8,10 +8,12 @@ needs to run is declared with the value (`config/axes.py`); the code the advice 
 `config/snippet.py`'s. Apex, torchao and Liger are imported only where one of their
 values is built.
 
-What a value changes in the process rather than in the model is set for every run, whatever its value, so that a run
-never inherits it from the run before it in a reused worker (`run.reusable`): TF32 (`set_tf32`), cuDNN's benchmark
-mode (`set_memory_format`), and Liger's rebinding of names in transformers' modules, undone first (`undo_patches`);
-coordinate-descent tuning is a `torch.compile` option of that compile alone, never inductor's global config.
+When each value acts is declared beside what it builds (`ACTS`: its stages, `axes.Stage`), and `stages.Build` applies
+a point stage by stage, for every workload. What a value changes in the process rather than in the model (the process
+stage) is set for every run, whatever its value, so that a run never inherits it from the run before it in a reused
+worker (`run.reusable`): TF32 (`set_tf32`), cuDNN's benchmark mode (`set_cudnn_benchmark`), and Liger's rebinding of
+names in transformers' modules, undone first (`undo_patches`); coordinate-descent tuning is a `torch.compile` option
+of that compile alone, never inductor's global config.
 
 Why one table: the workloads used to build their variants from names, each its own way (two `make_optimizer`s, an
 `if variant ==` chain for the norms, a counterpart table, the model's own recipes), so a new value meant finding
@@ -23,15 +25,18 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, ContextManager, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 import torch
 from torch import nn
+from torch.amp import GradScaler
 
-from ..config.axes import Value
+from ..config.axes import SHIPPED_AXIS_NAMES, Stage, Value
 from ..config.point import Config
 
-NormKind = Literal["layer_norm", "rms_norm"]
+if TYPE_CHECKING:
+    from .stages import Build
+
 OptimizerFactory = Callable[[list[nn.Parameter], float], torch.optim.Optimizer]
 APEX_WEIGHT_DECAY = 0.01  # torch AdamW's default decay, given to Apex's optimizers (whose default is 0)
 
@@ -55,7 +60,7 @@ def fp8_layer_fits(module: nn.Module, fqn: str) -> bool:
 class Precision:
     """What a precision value builds besides its autocast dtype (`axes.Value.autocast`)."""
 
-    grad_scaler: bool = False  # fp16's loss scaling (torch.amp.GradScaler)
+    grad_scaler: bool = False  # fp16's loss scaling (torch's GradScaler)
     tf32: bool = False  # TF32 matmuls and cuDNN convolutions
     convert: Callable[[nn.Module], None] | None = None  # what it does to the model's layers, once, before training
 
@@ -87,9 +92,9 @@ def autocast_at(device: str, dtype: torch.dtype | None) -> ContextManager[Any]:
     return nullcontext() if dtype is None else torch.autocast(device_type=device, dtype=dtype)
 
 
-def grad_scaler(device: str, precision: Value) -> torch.amp.GradScaler | None:
+def grad_scaler(device: str, precision: Value) -> GradScaler | None:
     """A GradScaler where the precision scales its loss (fp16), else None."""
-    return torch.amp.GradScaler(device) if PRECISIONS[precision].grad_scaler else None
+    return GradScaler(device) if PRECISIONS[precision].grad_scaler else None
 
 
 def set_tf32(device: str, precision: Value) -> None:
@@ -158,23 +163,7 @@ def optimizer(config: Config, params: list[nn.Parameter], lr: float) -> torch.op
     return OPTIMIZERS[optimizer_value(config)](params, lr)
 
 
-# ---- norms --------------------------------------------------------------------------------------------------
-def _torch_norm(kind: NormKind) -> type[nn.Module]:
-    return nn.LayerNorm if kind == "layer_norm" else nn.RMSNorm
-
-
-def _apex_norm(kind: NormKind) -> type[nn.Module]:
-    from apex.normalization import FusedLayerNorm, FusedRMSNorm
-
-    return FusedLayerNorm if kind == "layer_norm" else FusedRMSNorm
-
-
-def _liger_norm(kind: NormKind) -> type[nn.Module]:
-    from liger_kernel.transformers import LigerLayerNorm, LigerRMSNorm  # type: ignore[import-not-found]
-
-    return LigerLayerNorm if kind == "layer_norm" else LigerRMSNorm
-
-
+# ---- norms ----------------------------------------------------------------------------------------------------
 def _apex_swap(model: nn.Module, report: Any = None) -> list[str]:
     from .norm_swap import swap_norms
 
@@ -189,23 +178,17 @@ def _liger_swap(model: nn.Module, report: Any = None) -> list[str]:
 
 @dataclass(frozen=True)
 class Norms:
-    """What a norms value builds: the module of each norm kind (a model the workload writes: the Transformer's
-    LayerNorms, the norm micro-benchmark's one module) and its swap in a model it did not write (the user's)."""
+    """What a norms value builds: each LayerNorm / RMSNorm of the model (the workload's own, or the user's, found by
+    what it computes: `norm_swap`) swapped for the kernel's, weights copied; None: the model's own norms stay."""
 
-    module: Callable[[NormKind], type[nn.Module]]
-    swap: Callable[[nn.Module, Any], list[str]] | None  # None: the model's own norms stay
+    swap: Callable[[nn.Module, Any], list[str]] | None
 
 
 NORMS: Mapping[str, Norms] = MappingProxyType({
-    "torch": Norms(_torch_norm, None),
-    "apex": Norms(_apex_norm, _apex_swap),
-    "liger": Norms(_liger_norm, _liger_swap),
+    "torch": Norms(None),
+    "apex": Norms(_apex_swap),
+    "liger": Norms(_liger_swap),
 })
-
-
-def norm_class(config: Config, kind: NormKind) -> type[nn.Module]:
-    """The module the point's norms value builds for a norm of `kind`."""
-    return NORMS[config.norms].module(kind)
 
 
 # ---- compile ------------------------------------------------------------------------------------------------
@@ -263,11 +246,15 @@ MEMORY_FORMATS: Mapping[str, MemoryFormat] = MappingProxyType({
 })
 
 
-def set_memory_format(model: nn.Module, value: Value) -> None:
-    """The model's 4-D weights in the value's layout (contiguous: left as built), and cuDNN's benchmark mode set as
-    it says, for every value: a run in the same process as a channels_last one must not inherit it."""
+def set_cudnn_benchmark(value: Value) -> None:
+    """cuDNN's benchmark mode as the memory format says, set for every value: a run in the same process as a
+    channels_last one must not inherit it."""
+    torch.backends.cudnn.benchmark = MEMORY_FORMATS[value].cudnn_benchmark
+
+
+def set_layout(model: nn.Module, value: Value) -> None:
+    """The model's 4-D weights in the value's layout (contiguous: left as built)."""
     spec = MEMORY_FORMATS[value]
-    torch.backends.cudnn.benchmark = spec.cudnn_benchmark
     if spec.format is not torch.contiguous_format:
         model.to(memory_format=spec.format)  # type: ignore[call-overload]  # a real overload torch's stubs lack
 
@@ -375,6 +362,101 @@ def patch_loss(model: nn.Module, value: Value) -> bool:
     return True
 
 
+# ---- when each axis acts -------------------------------------------------------------------------------------
+# An axis's value acts on a run at the stages its entry names (`Stage`: set-up of the process, the model's kernels,
+# its layers, the optimizer, the step, the compile); `stages.Build` calls them stage by stage, in the registry's axis
+# order within a stage. An action reads what the stages before built off the `Build` and leaves what it builds there.
+Action = Callable[[Value, "Build"], None]
+
+
+def _swap(value: Value, build: Build) -> None:
+    swap_in = NORMS[value].swap
+    if swap_in is None:
+        return
+    from .norm_swap import find_norms
+
+    report, _ = find_norms(build.target())
+    if report.swappable == 0:
+        raise NotApplicable(f"{report.unavailable_reason()}")
+    build.norm_report = report
+    build.swapped = swap_in(build.target(), report)
+
+
+def _optimizer(value: Value, build: Build) -> None:
+    build.optimizer = optimizer(build.config, build.params, build.lr)
+
+
+def _scaler(value: Value, build: Build) -> None:
+    build.scaler = grad_scaler(build.device, value)
+
+
+def _convert(value: Value, build: Build) -> None:
+    build.converted = convert(build.target(), value) or build.converted
+
+
+def _patch_loss(value: Value, build: Build) -> None:
+    build.loss_patched = patch_loss(build.target(), value) or build.loss_patched
+
+
+def _compile(value: Value, build: Build) -> None:
+    if COMPILE_MODES[value].mode is None:
+        return
+    if build.loss_module is None:
+        raise RuntimeError(f"compile={value.name}: the compile stage was handed no loss_module")
+    build.compiled = compiled(build.loss_module, build.config, **build.compile_options)
+
+
+def _tf32(value: Value, build: Build) -> None:
+    set_tf32(build.device, value)
+
+
+def _cudnn_benchmark(value: Value, build: Build) -> None:
+    set_cudnn_benchmark(value)
+
+
+def _layout(value: Value, build: Build) -> None:
+    set_layout(build.target(), value)
+
+
+def _autocast_step(value: Value, build: Build) -> None:
+    build.step.autocast_dtype = autocast_dtype(value)
+
+
+def _layout_step(value: Value, build: Build) -> None:
+    build.step.channels_last = channels_last_batches(value)
+
+
+def _attention_step(value: Value, build: Build) -> None:
+    build.step.sdpa_backend = ATTENTION[value]
+
+
+ACTS: dict[str, Mapping[Stage, Action]] = {
+    "precision": {Stage.PROCESS: _tf32, Stage.LAYERS: _convert,
+                  Stage.OPTIMIZER: _scaler, Stage.STEP: _autocast_step},
+    "optimizer": {Stage.OPTIMIZER: _optimizer},
+    "norms": {Stage.KERNELS: _swap},
+    "compile": {Stage.COMPILE: _compile},
+    "memory_format": {Stage.PROCESS: _cudnn_benchmark, Stage.LAYERS: _layout, Stage.STEP: _layout_step},
+    "attention": {Stage.STEP: _attention_step},
+    "loss": {Stage.KERNELS: _patch_loss},
+}
+
+
+def register(axis_name: str, acts: Mapping[Stage, Action]) -> None:
+    """The stages a `register`ed axis (`config.axes.register`) acts at, and what it does at each."""
+    ACTS[axis_name] = MappingProxyType(dict(acts))
+
+
+def unregister(axis_name: str) -> None:
+    if axis_name in SHIPPED_AXIS_NAMES:
+        raise ValueError(f"axis {axis_name!r} is shipped; only a registered one can be taken away")
+    ACTS.pop(axis_name, None)
+
+
+class NotApplicable(ValueError):
+    """A value that does nothing to this model (no norm the swap can take): the workload names the point."""
+
+
 def undo_patches() -> None:
     """What an earlier run in this process changed outside its own model, put back (Liger's rebinding of names in
     transformers' modules): called before a run builds anything. A no-op where nothing was patched."""
@@ -386,8 +468,8 @@ def undo_patches() -> None:
         undo()
 
 
-__all__ = ["ATTENTION", "COMPILE_MODES", "LOSSES", "MEMORY_FORMATS", "NORMS", "OPTIMIZERS", "PRECISIONS", "Compile",
-           "MemoryFormat", "NormKind", "Norms", "Precision", "attention_failure", "autocast",
+__all__ = ["ACTS", "ATTENTION", "Action", "COMPILE_MODES", "LOSSES", "MEMORY_FORMATS", "NORMS", "NotApplicable",
+           "OPTIMIZERS", "PRECISIONS", "Compile", "MemoryFormat", "Norms", "Precision", "attention_failure", "autocast",
            "autocast_at", "autocast_dtype", "channels_last", "channels_last_batches", "compile_mode", "compiled",
-           "convert", "fp8_layer_fits", "grad_scaler", "norm_class", "optimizer", "optimizer_value", "patch_loss",
-           "sdpa_backend", "set_memory_format", "set_tf32", "undo_patches"]
+           "convert", "fp8_layer_fits", "grad_scaler", "optimizer", "optimizer_value", "patch_loss", "register",
+           "sdpa_backend", "set_cudnn_benchmark", "set_layout", "set_tf32", "undo_patches", "unregister"]

@@ -12,31 +12,44 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from .spec import WORKLOADS
+from .spec import WORKLOADS, VariantSpec
 
 if TYPE_CHECKING:
     from ..presets import Preset
     from .base import Workload
 
-Builder = Callable[["Preset", str, Mapping[str, int], int], "Workload"]  # (preset, device, size, steps)
+# (preset, device, size, steps): every builder builds the preset's point (`preset.config`)
+Builder = Callable[["Preset", str, Mapping[str, int], int], "Workload"]
+
+
+def _named(preset: Preset) -> VariantSpec | None:
+    """The preset's named variant, where it runs one: what it declares beside its point (the norm micro-benchmark's
+    norm, a data-parallel way)."""
+    return WORKLOADS[preset.workload].find(preset.variant)
 
 
 def _build_optimizer(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
     from .optimizer import OptimizerWorkload
 
-    return OptimizerWorkload(preset.variant, size, device, preset.amp, preset.lr)
+    named = _named(preset)
+    return OptimizerWorkload(preset.config, size, device, preset.lr, named.parallel if named else None, preset.name)
 
 
 def _build_norm(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
     from .norm import NormWorkload
 
-    return NormWorkload(preset.variant, size, device, preset.amp, preset.seed)
+    named = _named(preset)
+    if named is None:
+        raise ValueError(f"preset {preset.name!r}: the norm workload runs its named variants only")
+    return NormWorkload(preset.config, named, size, device, preset.seed)
 
 
 def _build_transformer(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
     from .transformer import TransformerWorkload
 
-    return TransformerWorkload(preset.variant, size, device, preset.amp, preset.lr, preset.seed, steps)
+    named = _named(preset)
+    return TransformerWorkload(preset.config, size, device, preset.lr, preset.seed, steps,
+                               named.parallel if named else None, preset.name)
 
 
 def _build_model(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:

@@ -48,6 +48,7 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
+from torch.amp import GradScaler
 
 from .warmup import WARMUP_STEPS
 from .failure import is_out_of_memory
@@ -56,6 +57,9 @@ from . import dropout
 from . import apply
 from . import flop_count
 from . import setup_stop
+from . import stages
+from .stages import Build
+from ..config.axes import Stage
 from .apply import fp8_layer_fits
 from .base import Workload, backward_and_step, scale_tensor
 from ..measure.details import CorrectnessCheck, NormSwap
@@ -161,16 +165,19 @@ class LossModule(nn.Module):
         self.model, self.loss_fn, self.device, self.config = model, loss_fn, device, config
         self.notes_calling = notes_calling  # the check's fp32 steps (eager): note how the model was called
         self.calling: Calling | None = None
-        # what the point does inside the forward, as plain torch values: torch.compile traces the forward, and a
-        # configuration Value read there (a `str` subclass) made torch 2.11's dynamo fail every compiled step
-        self._channels_last = apply.channels_last_batches(config.memory_format)
-        self._autocast_dtype = apply.autocast_dtype(config.precision)
-        self._sdpa_backend = apply.ATTENTION[config.attention]
+        # what the point does inside the forward (the step stage's plan), as plain torch values: torch.compile traces
+        # the forward, and a configuration Value read there (a `str` subclass) made torch 2.11's dynamo fail every
+        # compiled step
+        plan = stages.step_plan(config, device)
+        self._channels_last, self._autocast_dtype, self._sdpa_backend = \
+            plan.channels_last, plan.autocast_dtype, plan.sdpa_backend
+        self._plan = plan
 
     def forward(self, batch: Any) -> torch.Tensor:
         if self._channels_last:
             batch = apply.channels_last(batch)
-        with apply.autocast_at(self.device, self._autocast_dtype), apply.sdpa_backend(self._sdpa_backend):
+        with apply.autocast_at(self.device, self._autocast_dtype), apply.sdpa_backend(self._sdpa_backend), \
+                self._plan.entered():
             if self.loss_fn is None:
                 output = _call(self.model, batch)
                 if self.notes_calling:
@@ -216,9 +223,7 @@ class ModelWorkload(Workload):
                  config: Config | None = None) -> None:
         self.spec, self.variant, self.device = spec, variant, device
         self.config = config if config is not None else NAMED[variant]
-        self.amp = self.config.autocast
-        apply.undo_patches()  # what an earlier run in this process changed outside its model (Liger's patch)
-        apply.set_tf32(device, self.config.precision)
+        self.build = Build(self.config, device, lr).apply(Stage.PROCESS)
         try:
             setup = user_model.build(spec, device == "cpu", seed)
         except user_model.ModelSpecError:
@@ -231,7 +236,7 @@ class ModelWorkload(Workload):
         self.model = setup.model.to(device)
         self.model.train()
         self._check_seed = seed + CHECK_SEED_OFFSET
-        self.lr = float(setup.lr) if setup.lr is not None else lr
+        self.lr = self.build.lr = float(setup.lr) if setup.lr is not None else lr
         self.batches = self._make_batches(seed)
         self.units = setup.units
         self.units_per_step = setup.units_per_step or self._batch_size(self.batches[0])
@@ -245,15 +250,18 @@ class ModelWorkload(Workload):
         self._reference = reference
         self._refuse_what_does_not_apply()
         swap: NormSwap | None = None
-        if self.config.swaps_norms or apply.LOSSES[self.config.loss] is not None:
-            swap = self._swap_norms()
+        if stages.changes_at(self.config, Stage.KERNELS):
+            swap = self._swap_kernels()
             self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-        if apply.convert(self.model, self.config.precision):  # fp8's float8 Linears
+        else:
+            self.build.apply(Stage.KERNELS, model=self.model)
+        self.build.apply(Stage.LAYERS)
+        if self.build.converted:  # fp8's float8 Linears
             self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
-        apply.set_memory_format(self.model, self.config.memory_format)  # cuDNN's benchmark mode set either way
         self.params = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
-        self.opt = self._optimizer()
-        self.scaler = apply.grad_scaler(device, self.config.precision)
+        self.build.apply(Stage.OPTIMIZER, params=self._trained())
+        self.build.apply(Stage.STEP)
+        self.opt, self.scaler = self._built()
         self.uses_grad_scaler = self.scaler is not None
         self.compiled: nn.Module | None = None
         self.uses_cuda_graphs = self.config.cuda_graphs
@@ -266,10 +274,13 @@ class ModelWorkload(Workload):
             # without it the second compile marks the dropout probabilities dynamic ("automatic dynamic") and the
             # measured graph is another one. Batches of several shapes keep torch's default (each new shape
             # would be a full compile, and past the cache limit the step would run eager)
-            self.compiled = apply.compiled(self.loss_module, self.config,  # type: ignore[assignment]
-                                           dynamic=False if one_shape(self.batches) else None)
+            self.build.apply(Stage.COMPILE, loss_module=self.loss_module,
+                             compile_options={"dynamic": False if one_shape(self.batches) else None})
+            self.compiled = self.build.compiled  # type: ignore[assignment]
             self.compiles = True
-        elif reference is not None:
+        else:
+            self.build.apply(Stage.COMPILE, loss_module=self.loss_module)
+        if self.compiled is None and reference is not None:
             losses, skipped = self._variant_losses(PARITY_STEPS)
             self.check = self._parity(reference, losses, skipped, swap)
 
@@ -301,8 +312,13 @@ class ModelWorkload(Workload):
         first = _tensors(batch)[0]
         return int(first.shape[0]) if first.dim() else 1
 
-    def _optimizer(self) -> torch.optim.Optimizer:
-        return apply.optimizer(self.config, [p for p in self.model.parameters() if p.requires_grad], self.lr)
+    def _trained(self) -> list[nn.Parameter]:
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def _built(self) -> tuple[torch.optim.Optimizer, GradScaler | None]:
+        """The optimizer stage's optimizer and GradScaler (`Build.rebuild` makes fresh ones after a rewind)."""
+        assert self.build.optimizer is not None  # the optimizer stage made it
+        return self.build.optimizer, self.build.scaler
 
     def _restore(self, partial: bool = False) -> None:
         """Weights and buffers back to the initial ones, in place (a compiled graph keeps pointing at them);
@@ -361,7 +377,7 @@ class ModelWorkload(Workload):
         return losses
 
     def _train_fp32(self, dropout_off: bool) -> list[float]:
-        apply.set_tf32(self.device, BASELINE.precision)
+        stages.process(BASELINE, self.device)  # fp32's settings for its steps; the run's own are put back after
         module = LossModule(self.model, self.setup.loss_fn, self.device, BASELINE, notes_calling=True)
         opt = apply.optimizer(BASELINE, [p for p in self.model.parameters() if p.requires_grad], self.lr)
         losses = []
@@ -378,7 +394,7 @@ class ModelWorkload(Workload):
         self.sdpa_calls = sdpa.calls
         del opt
         self._restore()
-        apply.set_tf32(self.device, self.config.precision)
+        stages.process(self.config, self.device)
         return losses
 
     def _count_flops(self) -> StepFlops:
@@ -425,35 +441,36 @@ class ModelWorkload(Workload):
         if not a.ok:
             raise ValueError(f"{self.variant}: {a.reason}; this variant does not apply to it")
 
-    def _swap_norms(self) -> NormSwap:
-        """Swap the norms and patch the loss where the point says so, and check on the first batch that the fp32 loss
-        is the same before and after (dropout off: the change's arithmetic is what is checked; buffers such as
-        BatchNorm's running stats put back)."""
-        report, _ = find_norms(self.model)
-        swap_in = apply.NORMS[self.config.norms].swap
-        if swap_in is not None and report.swappable == 0:
-            raise ValueError(f"{self.variant}: {report.unavailable_reason()}; this variant does not apply to it")
+    def _swap_kernels(self) -> NormSwap:
+        """The kernels stage (the norms swapped, the loss patched, as the point says), checked on the first batch: the
+        fp32 loss is the same before and after (dropout off: the change's arithmetic is what is checked; buffers such
+        as BatchNorm's running stats put back)."""
+        found, _ = find_norms(self.model)
         plain = LossModule(self.model, self.setup.loss_fn, self.device, BASELINE)
         with torch.no_grad(), dropout.disabled(self.model):
             before = float(self._forward(plain, self.batches[0]))
-            names = swap_in(self.model, report) if swap_in is not None else []
-            loss_patched = apply.patch_loss(self.model, self.config.loss)
+            try:
+                self.build.apply(Stage.KERNELS, model=self.model)
+            except apply.NotApplicable as exc:
+                raise ValueError(f"{self.variant}: {exc}; this variant does not apply to it") from None
             after = float(self._forward(plain, self.batches[0]))
         self._restore(partial=True)
+        report = self.build.norm_report or found
+        swapped = self.config.swaps_norms
         err = abs(after - before)
         tol = SWAP_TOLERANCE * max(abs(before), 1e-6)
         passed = bool(err <= tol)
         message = None
         if not passed:
-            what = " and ".join(w for w, on in (("the norm swap", swap_in is not None),
-                                                ("Liger's fused linear cross-entropy", loss_patched)) if on)
+            what = " and ".join(w for w, on in (("the norm swap", swapped),
+                                                ("Liger's fused linear cross-entropy", self.build.loss_patched)) if on)
             kernel = {"apex": "Apex's norm", "liger": "Liger's norm"}.get(self.config.norms.name, "Liger's loss")
             message = (f"{what} changed the first batch's fp32 loss by {err:.3g} (from {before:.6g} to {after:.6g}, "
                        f"dropout off; tolerance {tol:.3g}): {kernel} computes something else than the model's "
                        f"({report.description()})")
-        return NormSwap(modules=len(names), loss_before=before, loss_after=after, max_abs_err=err, tolerance=tol,
-                        passed=passed, norms=report.found(), message=message,
-                        loss_patched=loss_patched if self.config.loss.label else None)
+        return NormSwap(modules=len(self.build.swapped), loss_before=before, loss_after=after, max_abs_err=err,
+                        tolerance=tol, passed=passed, norms=report.found(), message=message,
+                        loss_patched=self.build.loss_patched if self.config.loss.label else None)
 
     @property
     def _checks_without_dropout(self) -> bool:
@@ -485,8 +502,8 @@ class ModelWorkload(Workload):
             if self.device == "cuda":
                 torch.cuda.synchronize()
         self._restore()
-        self.opt = self._optimizer()
-        self.scaler = apply.grad_scaler(self.device, self.config.precision)
+        self.build.rebuild(self._trained())
+        self.opt, self.scaler = self._built()
         return losses, skipped
 
     def _parity(self, reference: dict[dropout.DropoutHandling, list[float]], losses: list[float], skipped: list[int],
@@ -516,7 +533,8 @@ class ModelWorkload(Workload):
         run first, on the model as built (before the norm swap or fp8 changes it in place), when the skips are not
         known yet; so the comparison stops at the first skip, where both still have the same weights (at worst the
         first batch's loss: the forward's arithmetic). The record says which steps were skipped."""
-        arithmetic = self.amp if self.amp != "none" else ("tf32" if self.config.tf32 else "fp32")
+        amp = self.config.autocast
+        arithmetic = amp if amp != "none" else ("tf32" if self.config.tf32 else "fp32")
         rel = TOLERANCE[arithmetic]
         # a run may stop early: compare the steps both have, up to the first skipped one
         compared = min(len(losses), len(reference), *skipped[:1])

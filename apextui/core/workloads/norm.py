@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Mapping
 
 import torch
@@ -11,38 +12,46 @@ from . import apply
 from .base import Workload
 from ..measure.details import CorrectnessCheck
 from ..measure.marker import Marker
-from .spec import NORM, norm_kind, point_of
-from ..config.point import BASELINE
+from .spec import NORM, NormKind, VariantSpec
+from .stages import Build
+from ..config.axes import Stage
+from ..config.point import Config
 
 TOLERANCE_FP32 = 1e-3
+TORCH_NORMS: dict[NormKind, type[nn.Module]] = {"layer_norm": nn.LayerNorm, "rms_norm": nn.RMSNorm}
+# the check's reference: torch's module, named as the variant that times it
+TORCH_NAME: dict[type[nn.Module], str] = {nn.LayerNorm: "layernorm", nn.RMSNorm: "rmsnorm"}
 
 
 class NormWorkload(Workload):
-    """Input (batch, seq, hidden) with random affine weights; a step is forward + backward. The module is the
-    variant's norm kind (`spec.norm_kind`) as its point's norms value builds it (`apply.norm_class`); one that is
-    not torch's own is checked against torch's (the axis's default) on the same input and weights."""
+    """Input (batch, seq, hidden) with random affine weights; a step is forward + backward. The module is torch's norm
+    of the variant's kind (`VariantSpec.norm`), swapped by the kernels stage where its point's norms value says so;
+    one that is not torch's own is checked against torch's, on the same input and weights."""
 
     units = "samples"
 
-    def __init__(self, variant: str, size: Mapping[str, int], device: str, amp: str, seed: int) -> None:
+    def __init__(self, config: Config, variant: VariantSpec, size: Mapping[str, int], device: str, seed: int) -> None:
         batch, seq, hidden = size["batch"], size["seq"], size["hidden"]
         g = torch.Generator().manual_seed(seed)
-        kind = norm_kind(variant)
-        self.config = point_of(NORM.name, variant, amp)
-        self.norm = apply.norm_class(self.config, kind)(hidden).to(device)
+        self.config = config
+        build = Build(config, device).apply(Stage.PROCESS)
+        torch_norm = TORCH_NORMS[variant.norm or "layer_norm"](hidden).to(device)
         with torch.no_grad():
-            for p in self.norm.parameters():
+            for p in torch_norm.parameters():
                 p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
+        reference = copy.deepcopy(torch_norm)
+        holder = nn.Sequential(torch_norm)  # the kernels stage swaps a model's children: the norm is the holder's
+        build.through(Stage.COMPILE, model=holder, params=list(holder.parameters()))  # no optimizer step: unused
+        self.norm = holder[0]
         self.x = torch.randn(batch, seq, hidden, generator=g).to(device).requires_grad_(True)
         self.grad_out = torch.randn(batch, seq, hidden, generator=g).to(device)
-        self.device, self.amp = device, amp
+        self.device = device
         self.units_per_step = batch
         self.params = sum(p.numel() for p in self.norm.parameters())
-        self.work = NORM.work(NORM.variant(variant), size, None, amp)
+        self.work = NORM.work(variant, size, None, config)
         self._grad_out: dict[torch.dtype, torch.Tensor] = {self.grad_out.dtype: self.grad_out}
-        if self.config.fused_norms:
-            reference = next(v.name for v in NORM.variants if v.config == BASELINE and norm_kind(v.name) == kind)
-            self.check = self._compare(apply.norm_class(BASELINE, kind)(hidden).to(device), reference)
+        if build.swapped:
+            self.check = self._compare(reference, TORCH_NAME[type(reference)])
 
     def _forward_backward(self, module: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
         self.x.grad = None
@@ -55,7 +64,8 @@ class NormWorkload(Workload):
         return out.detach(), grad
 
     def _compare(self, reference: nn.Module, ref_name: str) -> CorrectnessCheck:
-        """Max absolute error of this norm against its torch counterpart, same input and weights."""
+        """Max absolute error of this norm against its torch counterpart, given this norm's weights, on the same
+        input."""
         with torch.no_grad():
             # strict=False: an RMSNorm reference has a weight and no bias, LayerNorm both (the check then differs)
             for p_ref, p in zip(reference.parameters(), self.norm.parameters(), strict=False):
@@ -64,7 +74,7 @@ class NormWorkload(Workload):
         out_ref, grad_ref = self._forward_backward(reference)
         err_out = (out.float() - out_ref.float()).abs().max().item()
         err_grad = (grad.float() - grad_ref.float()).abs().max().item()
-        tol = TOLERANCE_FP32 if self.amp == "none" else 5e-2
+        tol = TOLERANCE_FP32 if self.config.autocast == "none" else 5e-2
         err = max(err_out, err_grad)
         return CorrectnessCheck(against=ref_name, max_abs_err=err, max_abs_err_output=err_out,
                                 max_abs_err_grad=err_grad, tolerance=tol, passed=bool(err < tol))

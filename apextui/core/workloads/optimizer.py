@@ -12,7 +12,10 @@ from .warmup import WARMUP_STEPS, TrainingState
 from . import apply, parallel
 from .base import Workload, backward_and_step, scale_tensor
 from ..measure.marker import Marker
-from .spec import OPTIMIZER, point_of
+from .spec import OPTIMIZER, Parallel
+from .stages import Build
+from ..config.axes import Stage
+from ..config.point import Config
 
 
 class OptimizerWorkload(Workload):
@@ -27,33 +30,37 @@ class OptimizerWorkload(Workload):
 
     units = "samples"
 
-    def __init__(self, variant: str, size: Mapping[str, int], device: str, amp: str, lr: float) -> None:
+    def __init__(self, config: Config, size: Mapping[str, int], device: str, lr: float,
+                 how_parallel: Parallel | None = None, name: str = "") -> None:
         width, batch = size["width"], size["batch"]
+        name = name or config.label  # what the messages call it (the preset's name)
+        self.config = config
+        build = Build(config, device, lr).apply(Stage.PROCESS)
         blocks: list[nn.Module] = []
         for _ in range(size["layers"]):
             blocks += [nn.Linear(width, width), nn.ReLU()]
         self.model = nn.Sequential(*blocks).to(device)
-        self.variant = variant
-        self.config = point_of(OPTIMIZER.name, variant, amp)
+        build.through(Stage.LAYERS, model=self.model)
         self.graphed = self.config.cuda_graphs  # the capturable optimizer's step, replayed from a CUDA graph
         if self.graphed and device != "cuda":
-            raise ValueError(f"{variant} needs CUDA (a CUDA graph); this run is on {device}")
-        how = parallel.kind(OPTIMIZER.variant(variant).parallel)
+            raise ValueError(f"{name} needs CUDA (a CUDA graph); this run is on {device}")
+        how = parallel.kind(how_parallel)
         if how is not None and self.graphed:
-            raise ValueError(f"{variant} captures CUDA graphs; apextui does not run it data-parallel")
+            raise ValueError(f"{name} captures CUDA graphs; apextui does not run it data-parallel")
         self.model = parallel.wrap(self.model, how, device)  # type: ignore[assignment]  # DDP/FSDP wrap it
-        self.opt = apply.optimizer(self.config, list(self.model.parameters()), lr)
+        build.through(Stage.COMPILE, params=list(self.model.parameters()))  # no compile: its step is eager
+        assert build.optimizer is not None  # the optimizer stage made it
+        self.opt, self.scaler = build.optimizer, build.scaler
         self.x = torch.randn(batch, width, device=device)
         self.y = torch.randn(batch, width, device=device)
-        self.device, self.amp = device, amp
-        self.scaler = apply.grad_scaler(device, self.config.precision)
+        self.device = device
         if self.graphed and self.scaler is not None:
-            raise ValueError(f"{variant} cannot use GradScaler (amp = fp16): its step reads the scale on the "
+            raise ValueError(f"{name} cannot use GradScaler (amp = fp16): its step reads the scale on the "
                              "host; use amp = none or bf16")
         self.uses_grad_scaler = self.scaler is not None
         self.units_per_step = batch
         self.params = sum(p.numel() for p in self.model.parameters())
-        self.work = OPTIMIZER.work(OPTIMIZER.variant(variant), size, self.params, amp)
+        self.work = OPTIMIZER.work(None, size, self.params, config)
         self.compiles = self.uses_cuda_graphs = self.graphed
         self.graph: torch.cuda.CUDAGraph | None = None
 

@@ -27,6 +27,7 @@ from ..analysis.work import ADAMW_BYTES_PER_PARAM, ADAMW_FLOPS_PER_PARAM, Work, 
 
 # how a variant trains on several ranks (workloads/parallel.py); None: DDP under torchrun, else one process
 Parallel = Literal["ddp", "fsdp2", "distributed_optimizer"]
+NormKind = Literal["layer_norm", "rms_norm"]
 
 
 @dataclass(frozen=True)
@@ -55,9 +56,10 @@ class VariantSpec:
 
     name: str
     description: str  # a few words for docs/presets.md
-    # its point (config/axes.py): what it needs and builds; a shipped preset's `amp` sets the point's precision
-    # (`point_of`)
+    # its point (config/axes.py): what it needs and builds (a preset file's `amp` field sets its precision)
     config: Config = Config()
+    # the norm module the norm micro-benchmark times (None for the other workloads)
+    norm: NormKind | None = None
     # how it trains on several ranks, where it has its own way (DDP, FSDP2, the sharded optimizer's own reduction):
     # not a point's value, as the model workload never runs it and torchrun decides DDP for every other variant
     parallel: Parallel | None = None
@@ -80,7 +82,8 @@ F32 = 4  # bytes: the estimate counts every tensor in fp32
 MAX_POOL_TOKENS = 2**23  # the transformer's token pool: one new batch a step up to this many tokens, then cycled
 
 SizeCheck = Callable[[Mapping[str, int]], "tuple[str, str] | None"]  # -> (size key, why) when the size is bad
-WorkModel = Callable[[VariantSpec, Mapping[str, int], "int | None", str], Work]
+# (the variant, where a named one runs; size; trainable parameters or None; the point run) -> one step's work
+WorkModel = Callable[["VariantSpec | None", Mapping[str, int], "int | None", Config], Work]
 MemoryModel = Callable[[Mapping[str, int], int], Estimate]  # (size, steps) -> the tensors a step keeps alive
 ShrinkFix = Callable[[dict[str, int]], None]  # makes a halved size valid again, in place
 
@@ -94,7 +97,7 @@ class WorkloadSpec:
     size_limits: Mapping[str, tuple[int, int]]  # size key -> (smallest, largest), inclusive; order = keys
     product_limit: tuple[tuple[str, ...], str, int]  # (keys multiplied, what the product is, its largest value)
     baseline: str  # the variant the others are compared with
-    work: WorkModel  # (variant, size, trainable parameters or None, amp) -> one step's FLOPs and bytes
+    work: WorkModel  # (variant, size, trainable parameters or None, point) -> one step's FLOPs and bytes
     shrink_order: tuple[str, ...]  # size keys the memory estimate halves, in turn, to suggest a size that fits
     loss_checked: bool = False  # the advice compares final losses with the baseline's (a learnable task)
     size_check: SizeCheck | None = None  # relations between size keys beyond their limits
@@ -136,9 +139,9 @@ class WorkloadSpec:
 
 
 # ---- optimizer ---------------------------------------------------------------------------------------
-def _optimizer_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
+def _optimizer_work(variant: VariantSpec | None, size: Mapping[str, int], params: int | None, config: Config) -> Work:
     n = params if params else size["layers"] * (size["width"] ** 2 + size["width"])
-    c = OPTIMIZER_COSTS.get(variant.config.optimizer, ADAMW)
+    c = OPTIMIZER_COSTS.get(config.optimizer, ADAMW)
     return optimizer_work(n, c.bytes_per_param, c.flops_per_param, c.name)
 
 
@@ -171,16 +174,17 @@ OPTIMIZER = WorkloadSpec(
 
 
 # ---- norm --------------------------------------------------------------------------------------------
-def norm_kind(variant: str) -> Literal["layer_norm", "rms_norm"]:
-    """The norm a norm variant times: its name says (`rmsnorm`, `fused_rmsnorm`; the others LayerNorm)."""
-    return "rms_norm" if "rmsnorm" in variant else "layer_norm"
-
-
 APEX_NORM = {"layer_norm": "FusedLayerNorm", "rms_norm": "FusedRMSNorm"}  # a norm kind -> Apex's fused one
 
 
-def _norm_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
-    kind = "rmsnorm" if norm_kind(variant.name) == "rms_norm" else "layernorm"
+def _norm_kind(variant: VariantSpec | None) -> NormKind:
+    if variant is None or variant.norm is None:
+        raise ValueError("the norm workload runs its named variants only (each names the norm it times)")
+    return variant.norm
+
+
+def _norm_work(variant: VariantSpec | None, size: Mapping[str, int], params: int | None, config: Config) -> Work:
+    kind = "rmsnorm" if _norm_kind(variant) == "rms_norm" else "layernorm"
     return norm_work(size["batch"], size["seq"], size["hidden"], kind)
 
 
@@ -195,10 +199,10 @@ def _norm_memory(size: Mapping[str, int], steps: int) -> Estimate:
 NORM = WorkloadSpec(
     name="norm",
     variants=(
-        VariantSpec("layernorm", "torch nn.LayerNorm"),
-        VariantSpec("fused_layernorm", "apex FusedLayerNorm", Config(norms="apex")),
-        VariantSpec("rmsnorm", "torch nn.RMSNorm"),
-        VariantSpec("fused_rmsnorm", "apex FusedRMSNorm", Config(norms="apex")),
+        VariantSpec("layernorm", "torch nn.LayerNorm", norm="layer_norm"),
+        VariantSpec("fused_layernorm", "apex FusedLayerNorm", Config(norms="apex"), norm="layer_norm"),
+        VariantSpec("rmsnorm", "torch nn.RMSNorm", norm="rms_norm"),
+        VariantSpec("fused_rmsnorm", "apex FusedRMSNorm", Config(norms="apex"), norm="rms_norm"),
     ),
     size_limits=MappingProxyType({"batch": (1, 65536), "seq": (1, 1_048_576), "hidden": (1, 65536)}),
     product_limit=(("batch", "seq", "hidden"), "input elements", 2**32),
@@ -206,15 +210,16 @@ NORM = WorkloadSpec(
     work=_norm_work,
     memory=_norm_memory,
     shrink_order=("batch", "seq", "hidden"),
-    norm_features=lambda variant: (APEX_NORM[norm_kind(variant)],),
+    norm_features=lambda variant: (APEX_NORM[_norm_kind(WORKLOADS["norm"].find(variant))],),
 )
 
 
 # ---- transformer -------------------------------------------------------------------------------------
-def _transformer_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
+def _transformer_work(variant: VariantSpec | None, size: Mapping[str, int], params: int | None,
+                      config: Config) -> Work:
     if params is None:
         raise ValueError("the transformer's work model needs its parameter count")
-    return transformer_work(size, params, amp)
+    return transformer_work(size, params, config.autocast)
 
 
 def transformer_params(size: Mapping[str, int]) -> int:
@@ -296,7 +301,7 @@ TRANSFORMER = WorkloadSpec(
 
 
 # ---- model: the user's own (`--model FILE.py:FUNC`) ------------------------------------------------------
-def _model_work(variant: VariantSpec, size: Mapping[str, int], params: int | None, amp: str) -> Work:
+def _model_work(variant: VariantSpec | None, size: Mapping[str, int], params: int | None, config: Config) -> Work:
     raise ValueError("a user's model has no work model (its FLOPs and bytes are not known)")
 
 
@@ -321,35 +326,25 @@ WORKLOADS: Mapping[str, WorkloadSpec] = MappingProxyType(
 SHIPPED: tuple[str, ...] = tuple(w for w, s in WORKLOADS.items() if s.shipped)
 
 
-PRECISION_OF_AMP: Mapping[str, str] = MappingProxyType({"none": "fp32", "bf16": "bf16", "fp16": "fp16"})
-
-
-def point_of(workload: str, variant_name: str, amp: str = "none") -> Config:
-    """A shipped preset's point: its variant's, at the precision its `amp` field sets (fp32's where it is
-    "none"); a model variant's point is its own (its precision fixes its amp)."""
-    spec = WORKLOADS[workload].variant(variant_name)
-    if workload == MODEL.name:
-        return spec.config
-    return spec.config.with_("precision", PRECISION_OF_AMP[amp])
-
-
 def variant(workload: str, name: str) -> VariantSpec:
     """The spec of a workload's variant; KeyError when either is unknown."""
     return WORKLOADS[workload].variant(name)
 
 
 def work_per_step(workload: str, variant: str, size: Mapping[str, int], params: int | None,
-                  amp: str = "none") -> Work:
-    """The work model of one step of a workload at a size (`params`: trainable parameters, where known),
-    as the workload's spec defines it (the models themselves are analysis/work.py's arithmetic)."""
+                  config: Config | None = None) -> Work:
+    """The work model of one step of a workload's variant at a size (`params`: trainable parameters, where known), run
+    at `config` (the variant's own point where None), as the workload's spec defines it (the models themselves are
+    analysis/work.py's arithmetic)."""
     spec = WORKLOADS.get(workload)
     if spec is None:
         raise ValueError(f"unknown workload {workload!r}")
     if variant not in spec.variant_map:
         raise ValueError(f"unknown {workload} variant {variant!r}")
-    return spec.work(spec.variant(variant), size, params, amp)
+    named = spec.variant(variant)
+    return spec.work(named, size, params, config if config is not None else named.config)
 
 
 __all__ = ["ADAMW", "APEX_NORM", "Estimate", "LAMB", "MAX_POOL_TOKENS", "MODEL", "MemoryModel", "OPTIMIZER_COSTS",
-           "OptimizerCost", "PRECISION_OF_AMP", "Parallel", "SHIPPED", "VariantSpec", "WORKLOADS", "WorkloadSpec",
-           "norm_kind", "point_of", "transformer_params", "variant", "work_per_step"]
+           "NormKind", "OptimizerCost", "Parallel", "SHIPPED", "VariantSpec", "WORKLOADS", "WorkloadSpec",
+           "transformer_params", "variant", "work_per_step"]

@@ -15,7 +15,10 @@ from . import apply, flop_count, markov, parallel
 from ..measure.marker import Marker, NoMark
 from .base import Workload, backward_and_step, scale_tensor
 from ..config.axes import Value
-from .spec import MAX_POOL_TOKENS, TRANSFORMER, point_of  # MAX_POOL_TOKENS: fresh tokens made up front, then cycled
+from .spec import MAX_POOL_TOKENS, Parallel  # MAX_POOL_TOKENS: fresh tokens made up front, then cycled
+from .stages import Build
+from ..config.axes import Stage
+from ..config.point import Config
 
 
 NormFactory = Callable[[int], nn.Module]
@@ -78,9 +81,9 @@ class LossModel(nn.Module):
 
 class TransformerWorkload(Workload):
     """Next-token prediction on Markov-chain tokens; the loss floor is the chain's entropy rate. What a variant
-    builds is its point's (`spec.point_of`: precision from the preset's amp, optimizer, norms and compile mode),
-    through the apply table (`apply.py`), as the user's model builds its own, so a variant is a point and the
-    advice can hand back its code (`config/snippet.py`).
+    builds is its point's (precision, optimizer, norms and compile mode), applied stage by stage (`stages.Build`) as
+    the user's model's is, so a variant is a point and the advice can hand back its code (`config/snippet.py`).
+    The model is written with torch's LayerNorms; the kernels stage swaps them where the point says so.
 
     `torch_compile` / `torch_compile_cg`: the same model, data and seed as the eager variants, model + loss
     through torch.compile (mode "default" / "reduce-overhead"), torch fused AdamW eager. `warm_up()` compiles
@@ -97,10 +100,12 @@ class TransformerWorkload(Workload):
 
     units = "tokens"
 
-    def __init__(self, variant: str, size: Mapping[str, int], device: str, amp: str, lr: float,
-                 seed: int, steps: int) -> None:
-        point = self.config = point_of(TRANSFORMER.name, variant, amp)
-        how = parallel.kind(TRANSFORMER.variant(variant).parallel)
+    def __init__(self, config: Config, size: Mapping[str, int], device: str, lr: float, seed: int, steps: int,
+                 how_parallel: Parallel | None = None, name: str = "") -> None:
+        point = self.config = config
+        name = name or config.label  # what the messages call it (the preset's name)
+        build = Build(point, device, lr).apply(Stage.PROCESS)
+        how = parallel.kind(how_parallel)
         rank, self.world_size = parallel.world() if how else (0, 1)
         torch.manual_seed(seed)
         self.chain = markov.make_chain(size["vocab"], size["branching"], seed)
@@ -112,34 +117,37 @@ class TransformerWorkload(Workload):
         # each rank its own batches (weak scaling: the single-GPU batch on every rank), the same chain and weights
         tokens = markov.sample(self.chain, self.pool * batch, seq + 1, seed + 1 + 7919 * rank, device)
         self.batches = tokens.view(self.pool, batch, seq + 1)
-        norm = apply.norm_class(point, "layer_norm")
-        self.model = TinyDecoder(size["vocab"], size["d_model"], size["layers"], size["heads"], seq, norm).to(device)
+        self.model = TinyDecoder(size["vocab"], size["d_model"], size["layers"], size["heads"], seq,
+                                 nn.LayerNorm).to(device)
+        build.through(Stage.LAYERS, model=self.model)  # Apex's norms swapped in where the point says so
         self.params = sum(p.numel() for p in self.model.parameters())  # before FSDP2 shards them
         # the eager model's FLOPs, before DDP or FSDP2 wraps it (its backward would run their collectives)
         loss_model, first = LossModel(self.model, device, point.precision), self.batches[0]
         self.step_flops = flop_count.counted(self.model, lambda: loss_model(first[:, :-1], first[:, 1:]), device)
         if how is not None and point.cuda_graphs:
-            raise ValueError(f"{variant} captures CUDA graphs; apextui does not run it data-parallel")
+            raise ValueError(f"{name} captures CUDA graphs; apextui does not run it data-parallel")
         self.model = parallel.wrap(self.model, how, device, shards=self.model.blocks)  # type: ignore[assignment]  # DDP/FSDP wrap it
-        self.opt = apply.optimizer(point, list(self.model.parameters()), lr)
-        self.device, self.amp = device, amp
-        self.scaler = apply.grad_scaler(device, point.precision)
+        build.through(Stage.STEP, params=list(self.model.parameters()))
+        assert build.optimizer is not None  # the optimizer stage made it
+        self.opt, self.scaler, self.build = build.optimizer, build.scaler, build
+        self.device = device
         self.uses_grad_scaler = self.scaler is not None
         self.units_per_step = batch * seq
-        self.work = transformer_work(size, self.params, amp)
+        self.work = transformer_work(size, self.params, point.autocast)
         self._i = 0
         self.compiled: Callable[..., torch.Tensor] | None = None  # torch.compile's wrapper of the loss model
         self.whole_graph = point.whole_step_graph
         if self.whole_graph and device != "cuda":
-            raise ValueError(f"{variant} needs CUDA (a CUDA graph); this run is on {device}")
+            raise ValueError(f"{name} needs CUDA (a CUDA graph); this run is on {device}")
         if self.whole_graph and self.scaler is not None:
-            raise ValueError(f"{variant} cannot use GradScaler (amp = fp16): its step reads the scale on the "
+            raise ValueError(f"{name} cannot use GradScaler (amp = fp16): its step reads the scale on the "
                              "host; use amp = bf16 or none")
         self.uses_cuda_graphs = point.cuda_graphs
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static: torch.Tensor | None = None  # the whole-step graph's input: each step's batch is copied in
         self.static_loss: torch.Tensor | None = None
-        self.compiled = apply.compiled(LossModel(self.model, device, point.precision), point)
+        build.apply(Stage.COMPILE, loss_module=LossModel(self.model, device, point.precision))
+        self.compiled = build.compiled
         self.compiles = self.compiled is not None
 
     def warm_up(self) -> float | None:

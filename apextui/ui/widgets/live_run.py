@@ -290,7 +290,7 @@ class LiveRun(Vertical):
         if amp and info is not None:
             scale = fmt.si(view.loss_scale) if view.loss_scale is not None else "—"
             self._set("amp-row", Text.assemble(
-                (f"AMP {info.amp}", "bold"), (" · loss scale ", "dim"), (scale, ""),
+                (f"AMP {info.autocast}", "bold"), (" · loss scale ", "dim"), (scale, ""),
                 (" · skipped ", "dim"), (str(snap.skipped_steps), "bold yellow" if snap.skipped_steps else ""),
                 (" step" if snap.skipped_steps == 1 else " steps", "dim"),
             ))

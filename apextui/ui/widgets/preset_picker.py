@@ -61,7 +61,7 @@ class PresetPicker(OptionList):
         return options
 
     def _preset_option(self, p: Preset) -> Option:
-        tag = f" {p.amp}" if p.amp != "none" else ""
+        tag = f" {p.config.autocast}" if p.config.autocast != "none" else ""
         if self._avail is None:
             return Option(Text.assemble(("  ", ""), (p.name, ""), (tag, "dim")), id=p.name)
         if p.name in self.marked:

@@ -1,0 +1,56 @@
+"""Files saved before runs carried their point still load, each as the point it ran.
+
+`fixtures/saved-2026-12-06/` holds what apextui wrote on 2026-12-06, before a run's identity became its point: the
+`--json` lines of a norm preset (`rmsnorm`), a Transformer preset at bf16 (`torch_amp`) and a `--model --config` run,
+and the results document `w` saves from the three. Their shipped runs name a variant and an `amp`, the model run its
+label; loading reads each once into its point."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from apextui.core.config.point import BASELINE, Config, parse
+from apextui.core.results import load_results, save_results
+
+SAVED = Path(__file__).parent / "fixtures" / "saved-2026-12-06"
+POINTS = {"rmsnorm": BASELINE, "torch_amp": Config(precision="bf16", optimizer="fused"),
+          "gpt:build/bf16+foreach": parse("precision=bf16,optimizer=foreach")}
+
+
+@pytest.mark.parametrize("name", ["rmsnorm.jsonl", "torch_amp.jsonl", "model_point.jsonl", "results.json"])
+def test_a_file_saved_before_runs_carried_their_point_loads_with_it(name):
+    rows = load_results(SAVED / name)
+    assert rows and all(r.status == "ok" and r.summary.median_ms for r in rows)
+    for row in rows:
+        assert row.config == POINTS[row.preset], row.preset
+        assert row.autocast == row.config.autocast
+
+
+def test_the_old_files_lines_have_no_point_and_name_the_variant_and_amp_instead():
+    """The fixtures are what they say: written before the `start` line carried a shipped preset's point."""
+    start = json.loads((SAVED / "torch_amp.jsonl").read_text().splitlines()[0])
+    assert start["config"] is None and (start["variant"], start["amp"]) == ("torch_amp", "bf16")
+    saved = json.loads((SAVED / "results.json").read_text())
+    assert all("config" not in run for run in saved["runs"])
+
+
+def test_a_row_saved_now_carries_its_point_and_reads_back_the_same(tmp_path):
+    rows = load_results(SAVED / "results.json")
+    path = save_results(rows, tmp_path / "again.json")
+    runs = json.loads(path.read_text())["runs"]
+    assert [parse(run["config"]) for run in runs] == [r.config for r in rows]
+    assert [r.config for r in load_results(path)] == [r.config for r in rows]
+
+
+def test_a_saved_run_whose_point_cannot_be_read_still_loads(tmp_path):
+    doc = json.loads((SAVED / "results.json").read_text())
+    doc["runs"][0]["variant"] = "no_such_variant"
+    doc["runs"][2]["variant"] = "bf16+not_a_value"
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(doc))
+    rows = load_results(path)
+    assert [r.config for r in rows] == [None, POINTS["torch_amp"], None]
+    assert rows[0].variant == "no_such_variant" and rows[0].median_ms == pytest.approx(0.516)
