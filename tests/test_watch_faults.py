@@ -274,7 +274,8 @@ def test_a_writer_that_falls_behind_drops_and_counts_lines_and_still_writes_the_
     time kept), and the end line, written once the writer is free, counts what was dropped."""
     from apextui.core.watch import hook
 
-    monkeypatch.setattr(hook, "MAX_EXTRAS", 100, raising=False)  # raising: the test ran on the code before
+    from apextui.core.watch import writer
+    monkeypatch.setattr(writer, "MAX_EXTRAS", 100)
     monkeypatch.setattr(hook, "MAX_BACKLOG", 20, raising=False)
     fake = FakeClock()
     mon = apextui.watch(name="backlog", warmup=2, now=fake)

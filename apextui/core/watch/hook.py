@@ -19,7 +19,7 @@ runner's delivery thread (`run/delivery.py`: statistics, snapshots), whose callb
 Blocks: the first call starts the clock (step 1 is never timed: it holds lazy set-up); steps are timed one by
 one until `warmup` steps are in, then the block size is set from those steps and from the clock's own measured
 cost, by the runner's rule (`BlockSchedule.calibrate`), from the finished intervals only: no synchronisation.
-From then on each hand-over resizes the blocks to the steps' time (`_resize`): a slow warm-up, or steps that
+From then on each hand-over resizes the blocks to the steps' time (`calibration.py`): a slow warm-up, or steps that
 became faster or much slower, never leave a line a step (or a block of minutes).
 
 Faults never reach the training: a failure inside the monitor is logged once and the hook becomes a no-op;
@@ -34,13 +34,10 @@ default, and the run is streamed with its `end` line all the same.
 from __future__ import annotations
 
 import atexit
-import json
 import logging
-import math
 import os
 import platform
 import queue
-import statistics
 import sys
 import threading
 import time
@@ -49,56 +46,29 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ..run import events
 from ..run.delivery import Delivery
-from ..run.snapshot import FinalStatus, RunInfo, Snapshot
-from ..run.timing import CpuClock, CudaClock, StepRecord, block_steps
+from ..run.snapshot import FinalStatus, RunInfo
+from ..run.timing import CpuClock, CudaClock, StepRecord
 from . import lines, mfu_inputs, options, store, values, workload
+from .calibration import Calibration
+from .held import LOSS, Held, UnitCount
 from .stream import DEFAULT_MAX_BYTES, Opener, Stream, append
+from .writer import Backlog, LineWriter
 
 log = logging.getLogger("apextui.watch")
 
 WARMUP = options.WARMUP  # timed steps left out of the statistics; their second half sizes the blocks
 HARVEST_INTERVAL_S = 0.25  # as the runner's (run/runner.py): finished blocks handed over 4 times a second
-RING = 1024  # pinned slots for tensor metrics, as the clock's ring for the loss
-MAX_METRICS = 16  # tensor metrics a run may have (Python numbers: any number)
 HAND_OVER_INTERVALS = 64  # intervals closed since the last hand-over that make one at once (blocks too short)
-SHRINK = 4.0  # blocks lasting this many block targets are made shorter again (the steps became slower)
-MAX_EXTRAS = 4096  # metric and note lines waiting for the writer thread; beyond, dropped and counted
 MAX_BACKLOG = 10_000  # step records waiting for it; beyond, each hand-over's are merged into one record
 JOIN_S = 10.0  # close(): how long the writer thread may take to write the end
 
 
-_tensor = values.is_tensor
 _MAX_COUNT = values.MAX_COUNT
-LOSS = "a loss is a tensor of one element or a Python number"
-METRIC = "a metric is a number or a tensor of one element"
 
 
 def _cuda(x: Any) -> bool:
-    return _tensor(x) and bool(getattr(x, "is_cuda", False))
-
-
-class _MetricRing:
-    """Tensor metrics on CUDA: copied at the end of a block into pinned host slots, read once the block is done."""
-
-    def __init__(self, torch: Any) -> None:
-        self._host = torch.empty((RING, MAX_METRICS), dtype=torch.float32, pin_memory=True)
-        self._read = self._host.numpy()
-        self.columns: dict[str, int] = {}
-
-    def put(self, step: int, name: str, value: Any) -> tuple[int, int] | None:
-        col = self.columns.get(name)
-        if col is None:
-            if len(self.columns) >= MAX_METRICS:
-                return None
-            col = self.columns[name] = len(self.columns)
-        slot = step % RING
-        self._host[slot, col].copy_(value.detach().reshape(()), non_blocking=True)
-        return slot, col
-
-    def read(self, where: tuple[int, int]) -> float:
-        return float(self._read[where])
+    return values.is_tensor(x) and bool(getattr(x, "is_cuda", False))
 
 
 class Watch:
@@ -139,40 +109,19 @@ class Watch:
         self._next_harvest = 0.0
         self._intervals = 0  # closed since the last hand-over
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
-        # metric and note lines, in order; bounded (log() from other threads in a loop once grew it without end)
-        self._extras: queue.Queue[dict[str, Any]] = queue.Queue(MAX_EXTRAS)
-        self._dropped = 0  # lines left out because the writer was behind (counted in the end line)
-        self._drop_lock = threading.Lock()
-        self._handed = 0  # step records handed to the writer thread (the training thread counts)
-        self._taken = 0  # ... and written by it (the writer thread counts)
+        # what waits for the writer thread, bounded (log() from other threads in a loop once grew it without end)
+        self._backlog = Backlog()
         self._held: StepRecord | None = None  # records merged while the writer is behind, not handed over yet
         self._delivery: Delivery | None = None
         self._thread: threading.Thread | None = None
         self._sampler: Any = None
         self._info: RunInfo | None = None
-        self._start_line: dict[str, Any] | None = None
-        self._written_start = False
-        self._written_step = 0  # the last step whose line the stream took
-        # where a stopped stream stopped: the last step of the batch whose write failed (a full disk takes part of a
-        # batch: the stream may hold its lines up to there, the last one cut off), else `_written_step`
-        self._stopped_step: int | None = None
-        self._setup_key: tuple[Any, ...] | None = None
-        self._header = ""
-        self._floats: dict[int, float] = {}  # Python-number losses at the end of a block, by step
-        self._last_float: tuple[int, float] | None = None
-        self._metrics: dict[int, dict[str, Any]] = {}  # a block's extras, by its last step, until it is read
-        self._last_metrics: tuple[int, dict[str, Any]] = (0, {})
-        self._ring: _MetricRing | None = None
-        self._units: str | None = None
-        self._unit_total = 0.0
-        self._unit_steps = 0
-        self._cal_from = 0  # the step the current clock started at
-        self._calibrated = False
-        self._costs: list[float] = []
-        self._cal_ms: list[float] = []
+        self._writer = LineWriter(None, self._backlog, self._warn)
+        self._values = Held(self._warn)  # what the steps gave, until their block is read
+        self._units = UnitCount(self._warn)
+        self._cal = Calibration(self.warmup, 0)  # the current clock's block sizing (a new clock, a new one)
         self._cuda_seen = False  # CUDA came into use after steps on the host clock
         self._on_host = False  # the clock is the host's (CpuClock)
-        self._nonfinite = False
         # what MFU rests on (`mfu_inputs.py`): read from the options and the model at the first step, as the model's
         # fields are (a lazy module has its parameters by then)
         self._mfu_options = (flops_per_token, precision)
@@ -183,7 +132,8 @@ class Watch:
         try:
             rank = opts.rank if opts.rank is not None else options.env_rank(self._warn)
             self.meta = store.new_run(self.name, rank, self.where)
-            self.stream = Stream(Path(self.meta.path), opts.max_bytes, opener or append, self.name)
+            self.stream = self._writer.stream = Stream(Path(self.meta.path), opts.max_bytes, opener or append,
+                                                       self.name)
             self.stream.reserve()
             store.register(self.meta, self.where)
             store.prune(where=self.where)
@@ -221,7 +171,7 @@ class Watch:
         if not self.live or self._closed or self._clock is None:
             return
         try:
-            taken = {k: v for k, value in metrics.items() if (v := self._metric(k, value, None)) is not None}
+            taken = {k: v for k, value in metrics.items() if (v := self._values.metric(k, value, None)) is not None}
             if taken:
                 self._extra(lines.metric_event(self._n, taken))
         except Exception as exc:  # noqa: BLE001
@@ -238,31 +188,33 @@ class Watch:
             return
         n = self._n = self._n + 1
         closes = clock.schedule.closes(n)
+        held = self._values
         if loss is not None and not hasattr(loss, "detach"):
-            value = loss if type(loss) is float else self._real("the loss", loss, LOSS)
+            value = loss if type(loss) is float else held.real("the loss", loss, LOSS)
             if value is not None:
                 if closes:
-                    self._floats[n] = value
-                self._last_float = (n, value)
+                    held.floats[n] = value
+                held.last_float = (n, value)
             loss = None
         elif loss is not None and closes:
-            loss = self._checked_loss(loss)
+            loss = held.checked_loss(loss)
         if closes and metrics:
-            self._keep(n, metrics)
-        self._last_metrics = (n, metrics)  # a block closed early (close()) keeps its last step's
+            held.keep(n, metrics)
+        held.last_metrics = (n, metrics)  # a block closed early (close()) keeps its last step's
         if kind is not None:
-            if kind == self._units and type(units) in (int, float) and 0 < units < _MAX_COUNT:  # inline
-                self._unit_total += units
-                self._unit_steps += 1
+            counted = self._units
+            if kind == counted.kind and type(units) in (int, float) and 0 < units < _MAX_COUNT:  # inline
+                counted.total += units
+                counted.steps += 1
             else:
-                self._count(kind, units)
+                counted.count(kind, units)
         if not closes:
             clock.end_step(n, loss)
         else:
-            if self._costing(n):
+            if self._cal.costing(n):
                 t0 = self._now()
                 clock.end_step(n, loss)
-                self._costs.append(self._now() - t0)
+                self._cal.costs.append(self._now() - t0)
             else:
                 clock.end_step(n, loss)
             self._intervals += 1
@@ -270,83 +222,15 @@ class Watch:
                 self._next_harvest = 0.0
         now = self._now()
         # until the blocks are sized, every step after the warm-up looks for its intervals (sized sooner)
-        if now >= self._next_harvest or (not self._calibrated and n >= self._cal_until()):
+        if now >= self._next_harvest or (not self._cal.done and n >= self._cal.until()):
             self._next_harvest = now + HARVEST_INTERVAL_S
             self._harvest()
-
-    def _cal_until(self) -> int:
-        """The last step of the calibration window: the warm-up's end, and at least the second timed step (the
-        first holds the monitor's own start): with warmup 0 no step was in the window, the blocks were never
-        sized, and every step was its own interval and harvested the clock."""
-        return self._cal_from + max(2, self.warmup)
-
-    def _costing(self, n: int) -> bool:
-        return not self._calibrated and self._cal_from + self.warmup // 2 < n <= self._cal_from + self.warmup
-
-    def _count(self, kind: str, units: Any) -> None:
-        """A step's tokens or samples, off the inline path: the first kind given is the run's; a count that is
-        not a positive finite number is left out (no throughput from it), with one warning a kind of problem."""
-        if self._units is not None and kind != self._units:
-            return
-        try:
-            value = values.count(units)
-        except values.BadValue as bad:
-            self._warn(f"{kind}:{bad.key}", f"{kind}= {bad}: this step's count is left out ({kind}= is the "
-                       "number of tokens or samples the step trained on, a positive Python number)")
-            return
-        self._units = kind
-        self._unit_total += value
-        self._unit_steps += 1
-
-    def _real(self, subject: str, x: Any, allowed: str) -> float | None:
-        """`x` as a float, or None with one warning a kind of problem (the training goes on)."""
-        try:
-            return values.real(x)
-        except values.BadValue as bad:
-            self._warn(f"{subject}:{bad.key}", f"{subject} {bad}: left out ({allowed})")
-            return None
-
-    def _checked_loss(self, loss: Any) -> Any:
-        """A tensor loss the clock can read (one real element, with a value), else None with one warning."""
-        bad = values.tensor_problem(loss)
-        if bad is None:
-            return loss
-        self._warn(f"the loss:{bad.key}", f"the loss {bad}: left out ({LOSS}, e.g. the mean)")
-        return None
-
-    def _metric(self, name: str, value: Any, step: int | None) -> Any:
-        """One extra as what `_hand_over` reads: a float, or (at the end of a block, `step`) a CUDA tensor's slot
-        in the pinned ring; None (one warning a kind of problem) when it is not a number."""
-        subject = f"metric {name!r}"
-        try:
-            if not _tensor(value):
-                return self._real(subject, value, METRIC)
-            bad = values.tensor_problem(value)
-            if bad is not None:
-                self._warn(f"{subject}:{bad.key}", f"{subject} {bad}: left out ({METRIC})")
-                return None
-            if step is None or not _cuda(value):
-                return float(value.detach())
-            if self._ring is None:
-                self._ring = _MetricRing(self._torch)
-            where = self._ring.put(step, name, value)
-            if where is None:
-                self._warn("metrics", f"more than {MAX_METRICS} tensor metrics: {name!r} left out")
-            return where
-        except Exception as exc:  # noqa: BLE001 - an odd object: this value is left out, the monitor goes on
-            self._warn(f"{subject}:error", f"{subject} could not be read ({type(exc).__name__}: {exc}): left out")
-            return None
-
-    def _keep(self, n: int, metrics: dict[str, Any]) -> None:
-        kept = {name: v for name, value in metrics.items() if (v := self._metric(name, value, n)) is not None}
-        if kept:
-            self._metrics[n] = kept
 
     # ---- clocks ----------------------------------------------------------------------------------------------
     def _begin(self, loss: Any, batch: Any = None) -> None:
         """The first call: pick the clock (CUDA once CUDA is in use, or the loss is on it), start it, start the
         writer thread; record what the run trains (its model, its batch). Step 1 is not timed."""
-        torch = self._torch = sys.modules.get("torch")
+        torch = self._torch = self._values.torch = sys.modules.get("torch")
         cuda = torch is not None and (_cuda(loss) or bool(torch.cuda.is_initialized()))
         device = "cuda" if cuda else "cpu"
         self._n = 1
@@ -364,8 +248,9 @@ class Watch:
         env = describe(device) if torch is not None else {"python": platform.python_version(),
                                                            "platform": sys.platform, "torch": None}
         model, batch_fields = self._workload(batch)
-        self._start_line = lines.start_event(self.meta, device, self.steps, self.warmup, env, model, batch_fields)
-        self._delivery = Delivery(self._inbox, self._write, self.warmup, device, lambda: self._sampler)
+        self._writer.start_line = lines.start_event(self.meta, device, self.steps, self.warmup, env, model,
+                                                    batch_fields)
+        self._delivery = Delivery(self._inbox, self._writer, self.warmup, device, lambda: self._sampler)
         self._delivery.t0 = time.perf_counter()
         self._thread = threading.Thread(target=self._delivery.loop, name="apextui-watch", daemon=True)
         self._thread.start()
@@ -404,7 +289,7 @@ class Watch:
     def _new_clock(self, device: str) -> Any:
         clock: Any = CudaClock(self._torch) if device == "cuda" else CpuClock(now=self._now)
         clock.schedule.last = sys.maxsize  # open-ended: no last step closes a block early
-        self._cal_from, self._calibrated, self._costs, self._cal_ms = self._n, False, [], []
+        self._cal = Calibration(self.warmup, self._n)
         return clock  # started by the caller once the monitor's own set-up is done (not in the first interval)
 
     def _new_sampler(self, device: str) -> Any:
@@ -419,7 +304,7 @@ class Watch:
         initialised): time with CUDA events from here (a host clock would `float()` a CUDA loss: a
         synchronisation)."""
         self._cuda_seen = False
-        self._torch = self._torch or sys.modules.get("torch")
+        self._torch = self._values.torch = self._torch or sys.modules.get("torch")
         self._close_block()
         self._hand_over(self._clock.harvest())
         self._n += 1
@@ -439,7 +324,7 @@ class Watch:
         clock = self._clock
         loss, scale = clock._last
         if loss is not None and clock.schedule.open:
-            clock._last = (self._checked_loss(loss), scale)
+            clock._last = (self._values.checked_loss(loss), scale)
         clock.close()
 
     def _harvest(self) -> None:
@@ -451,39 +336,18 @@ class Watch:
 
     def _extra(self, line: dict[str, Any]) -> None:
         """A metric or note line for the writer thread; dropped (and counted) when it is this far behind."""
-        try:
-            self._extras.put_nowait(line)
-        except queue.Full:
-            with self._drop_lock:
-                self._dropped += 1
+        self._backlog.put_line(line)
 
     def _hand_over(self, records: list[StepRecord], last: bool = False) -> None:
         if not records:
             if last and self._held is not None:  # the end: what was held back goes now
                 self._put_steps([], last)
             return
-        for i, rec in enumerate(records):
-            if rec.loss is None and rec.step in self._floats:
-                records[i] = rec = replace(rec, loss=self._floats.pop(rec.step))
-            elif rec.loss is None and self._last_float is not None and self._last_float[0] == rec.step:
-                records[i] = rec = replace(rec, loss=self._last_float[1])
-            if rec.loss is not None and not math.isfinite(rec.loss) and not self._nonfinite:
-                self._nonfinite = True
-                self._extra(lines.note_event(rec.step, f"the loss is {rec.loss} at step {rec.step} (the first "
-                                                            "non-finite loss; training goes on)"))
-            kept = self._metrics.pop(rec.step, None)
-            if kept:
-                ring = self._ring
-                read = {k: ring.read(v) if isinstance(v, tuple) and ring is not None else v for k, v in kept.items()}
-                self._extra(lines.metric_event(rec.step, read))
-        for step in [s for s in self._floats if s <= records[-1].step]:  # never read: a block closed early
-            del self._floats[step]
+        for line in self._values.fill(records):
+            self._extra(line)
         self._put_steps(records, last)
         self._units_info()
-        if not self._calibrated:
-            self._calibrate(records)
-        else:
-            self._resize(records)
+        self._cal.take(records, self._clock.schedule)
 
     def _put_steps(self, records: list[StepRecord], last: bool) -> None:
         """Records to the writer thread. While it is more than `MAX_BACKLOG` records behind (a slow disk), they are
@@ -492,21 +356,20 @@ class Watch:
         if self._held is not None:
             records = [self._held, *records]
             self._held = None
-        if self._handed - self._taken > MAX_BACKLOG and not last:
+        if self._backlog.behind > MAX_BACKLOG and not last:
             self._held = _merged(records)
-            with self._drop_lock:
-                self._dropped += len(records) - 1
+            self._backlog.drop(len(records) - 1)
             return
-        self._handed += len(records)
+        self._backlog.handed += len(records)
         self._inbox.put(("steps", records))
 
     def _units_info(self) -> None:
-        if self._units is None or not self._unit_steps or self._info is None:
+        per_step, kind = self._units.per_step(), self._units.kind
+        if per_step is None or kind is None or self._info is None:
             return
-        per_step = max(1, round(self._unit_total / self._unit_steps))
         info = self._info
-        if info.units != self._units or abs(per_step - info.units_per_step) > 0.01 * info.units_per_step:
-            self._info = self._with_mfu(replace(info, units=self._units, units_per_step=per_step))
+        if info.units != kind or abs(per_step - info.units_per_step) > 0.01 * info.units_per_step:
+            self._info = self._with_mfu(replace(info, units=kind, units_per_step=per_step))
             self._inbox.put(("info", self._info))
 
     def _with_mfu(self, info: RunInfo) -> RunInfo:
@@ -514,98 +377,6 @@ class Watch:
         the GPU's dense peak for the run's precision."""
         return replace(info, model_flops=self._flops.per_step(info.units, info.units_per_step),
                        peak=mfu_inputs.peak_of(info.device, self._precision, self._torch))
-
-    def _calibrate(self, records: list[StepRecord]) -> None:
-        """Once the warm-up's intervals are in: its second half's median sets the block size."""
-        lo, hi = self._cal_from + max(2, self.warmup) // 2, self._cal_until()
-        self._cal_ms += [r.ms for r in records if lo < r.step <= hi]
-        if records[-1].step < hi or not self._cal_ms:
-            return
-        sched = self._clock.schedule
-        sched.costs_s = list(self._costs)
-        sched.calibrate(statistics.median(self._cal_ms))
-        self._calibrated, self._cal_ms = True, []
-
-    def _resize(self, records: list[StepRecord]) -> None:
-        """After the warm-up the block size keeps following the steps' time, from each hand-over's intervals: the
-        blocks grow when the steps became faster (a warm-up slower than the steps after it left blocks of one
-        step: a record and a line a step, 18,700 lines a second) and shrink when the steps became much slower (a
-        block of minutes shows nothing for minutes). Between the two a block stays as it is (no churn)."""
-        sched = self._clock.schedule
-        per_step = statistics.median(r.ms for r in records)
-        block = block_steps(per_step, sys.maxsize, sched.target_ms)
-        if block > sched.block or (block < sched.block and statistics.median(r.ms * r.steps for r in records)
-                                   > SHRINK * sched.target_ms):
-            sched.block = block
-
-    # ---- the writer thread (the delivery's callback) -----------------------------------------------------------
-    def _write(self, snap: Snapshot) -> None:
-        """The snapshot's lines to the stream; a failure here stops the stream (one warning), never the training.
-        A stopped stream's last words (where it stopped, then the run's own end) are set aside (`stream.py`)."""
-        stream = self.stream
-        if stream is None:
-            return
-        if stream.failed is None:
-            try:
-                self._write_lines(snap, stream)
-            except Exception as exc:  # noqa: BLE001
-                stream.failed = stream.reason = f"{type(exc).__name__}: {exc}"
-                self._warn("write", f"stopped writing the stream: {stream.failed} (training goes on)")
-                stream.close()
-            if stream.failed is None:
-                return
-            self._set_aside(stream, snap)
-        elif snap.finished:
-            self._set_aside(stream, snap)
-
-    def _set_aside(self, stream: Stream, snap: Snapshot) -> None:
-        n = self._stopped_step if self._stopped_step is not None else self._written_step
-        out = [lines.note_event(n, f"stream stopped: {stream.reason} at step {n}; the training went on (its "
-                                   "lines after that step are not in the stream, the last before it may be cut off)")]
-        if snap.finished:
-            end = self._end_line(snap)
-            end["watch"] = {**end.get("watch", {}), "stream_stopped": {"step": n, "reason": stream.reason}}
-            if isinstance(end.get("error"), str):
-                end["error"] = end["error"][:1000]  # the room set aside is 4 KB
-            out.append(end)
-        stream.set_aside([json.dumps(o) + "\n" for o in out])
-
-    def _end_line(self, snap: Snapshot) -> dict[str, Any]:
-        end = events.end_event(snap)
-        if self._dropped:
-            end["watch"] = {"dropped_lines": self._dropped}
-        return end
-
-    def _write_lines(self, snap: Snapshot, stream: Stream) -> None:
-        out: list[dict[str, Any]] = []
-        if not self._written_start and self._start_line is not None:
-            self._written_start = True
-            out.append(self._start_line)
-        info = snap.info
-        if info is not None and (info.units, info.units_per_step, info.device) != self._setup_key:
-            self._setup_key = (info.units, info.units_per_step, info.device)
-            setup = lines.setup_event(info)
-            out.append(setup)
-            self._header = "".join(json.dumps(o) + "\n" for o in (self._start_line or {}, setup))
-        if snap.new_steps:
-            self._taken += len(snap.new_steps)
-            monitor = events.monitor_fields(snap.monitor)
-            out.extend(events.step_event(rec, monitor) for rec in snap.new_steps)
-        for _ in range(self._extras.qsize()):  # what is there now: other threads may go on putting
-            try:
-                out.append(self._extras.get_nowait())
-            except queue.Empty:
-                break
-        if snap.finished:
-            out.append(self._end_line(snap))
-        if out:
-            stream.header = self._header
-            written = stream.write([json.dumps(o) + "\n" for o in out])
-            if snap.new_steps:
-                if written:
-                    self._written_step = snap.new_steps[-1].step
-                elif self._stopped_step is None:
-                    self._stopped_step = snap.new_steps[-1].step
 
     # ---- the end ---------------------------------------------------------------------------------------------
     def close(self, status: FinalStatus = "ok", error: str | None = None) -> None:
@@ -621,9 +392,10 @@ class Watch:
         try:
             if self._clock is not None and self._thread is not None:
                 if self.live:
-                    n, metrics = self._last_metrics
-                    if n == self._n and metrics and n not in self._metrics and self._clock.schedule.open:
-                        self._keep(n, metrics)
+                    held = self._values
+                    n, metrics = held.last_metrics
+                    if n == self._n and metrics and n not in held.metrics and self._clock.schedule.open:
+                        held.keep(n, metrics)
                     self._close_block()
                     self._hand_over(self._clock.harvest(wait=True), last=True)
                     if self._info is not None and self._info.device == "cuda":
