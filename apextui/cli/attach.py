@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     from ..ui.attach_app import run_attach
 
     release_hangup()
-    return run_attach(meta)
+    return run_attach(meta, follow_name=None if store.is_run_folder(args.run) else args.run)
 
 
 def follow_json(meta: Any, once: bool = False) -> int:

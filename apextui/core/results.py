@@ -59,6 +59,9 @@ class ResultRow:
     env: Mapping[str, Any] | None = None
     model: str | None = None  # workload "model": the user's FILE.py:FUNC (runs of two models never compare)
     config: Config | None = None  # the point it ran (None: a watched run, or a saved one whose point cannot be read)
+    # the runs numbered together (`RunIndex.number`): a preset's runs (None), or a watched run's name, whose rows
+    # each name their start too
+    series: str | None = None
 
     @property
     def autocast(self) -> str:
@@ -159,7 +162,8 @@ class RunIndex:
         repeats: dict[tuple[str, ...], dict[str, list[Timing]]] = {}  # group -> preset -> its ok runs' medians
         for r in self.rows:
             key = r.comparable_key
-            n = counts[(r.preset, key)] = counts.get((r.preset, key), 0) + 1
+            series = (r.series or r.preset, key)
+            n = counts[series] = counts.get(series, 0) + 1
             self._numbers[id(r)] = n
             median = positive(r.summary.median_ms)  # a usable median by the rule `Summary.timing` reads
             if r.status == "ok" and median is not None:
@@ -174,7 +178,9 @@ class RunIndex:
         self._baselines = {key: _chosen(runs) for key, runs in usable.items()}
 
     def number(self, row: ResultRow) -> int:
-        """The row's rank among that preset's comparable runs, from 1: the run column, and N in 'fp32 run N'."""
+        """The row's rank among that preset's comparable runs (a watched run's: among the runs of its name, in the
+        table's order: the finished ones as they started, then the live ones), from 1: the run column, and N in
+        'fp32 run N'."""
         return self._numbers[id(row)]
 
     def label(self, row: ResultRow) -> str:

@@ -78,8 +78,11 @@ class AttachApp(App[int]):
 
     def __init__(self, meta: store.RunMeta | None = None, where: Path | None = None, poll_s: float = POLL_S,
                  refresh_s: float = REFRESH_S, save_dir: str | Path = ".", stall_s: float = STALL_S,
-                 table_s: float = TABLE_S) -> None:
+                 table_s: float = TABLE_S, follow_name: str | None = None) -> None:
         super().__init__()
+        # `attach NAME`: the name is followed, not the run it named at start: a newer run of that name (live first,
+        # `store.newest`) is attached once it appears; a run picked by hand (`r`) is followed alone
+        self.follow_name = follow_name
         scrollbars.install()
         contrast.install(self)
         self.meta = meta
@@ -228,6 +231,7 @@ class AttachApp(App[int]):
     def _show_rows(self) -> None:
         if not self._panes_up():
             return
+        self._follow_newest()
         table = self.query_one(ComparisonTable)
         found = self._table.rows(self.baseline)
         new = [row for _, row in found]
@@ -243,6 +247,19 @@ class AttachApp(App[int]):
             table.move_cursor(row=table.shown.index(at))  # leaves the rows a moment: its row's place moved)
         elif 0 <= cursor < len(new):
             table.move_cursor(row=cursor)
+
+    def _follow_newest(self) -> None:
+        """Under `attach NAME`: where the name's newest run (live first) is another, newer run than the one shown, or
+        a live one where the one shown has ended, it is attached (a run restarted under its name is followed)."""
+        if self.follow_name is None or self.meta is None:
+            return
+        now = store.newest(self.follow_name, self.where)
+        if now is None or now.path == self.meta.path:
+            return
+        if now.start > self.meta.start or (store.alive(now) and not store.alive(self.meta)):
+            self.notify(f"a newer run named {now.name!r} started ({now.describe()}): following it", timeout=6,
+                        markup=False)
+            self.attach(now)
 
     def _cursor_run(self) -> store.RunMeta | None:
         """The run of the highlighted row (the table's rows are `_runs`, one for one)."""
@@ -263,6 +280,7 @@ class AttachApp(App[int]):
 
         def chosen(meta: store.RunMeta | None) -> None:
             if meta is not None:
+                self.follow_name = None  # picked by hand: this run, not its name
                 self.attach(meta)
             elif self.meta is None:
                 self.exit(0)
@@ -289,8 +307,9 @@ class AttachApp(App[int]):
         self._stop.set()
 
 
-def run_attach(meta: store.RunMeta | None, where: Path | None = None) -> int:
-    """The TUI on `meta` (None: the picker first); its exit code (0)."""
-    app = AttachApp(meta, where)
+def run_attach(meta: store.RunMeta | None, where: Path | None = None, follow_name: str | None = None) -> int:
+    """The TUI on `meta` (None: the picker first), following `follow_name`'s newest run where given; its exit code
+    (0)."""
+    app = AttachApp(meta, where, follow_name=follow_name)
     app.run()
     return app.return_code or 0

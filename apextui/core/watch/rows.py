@@ -45,7 +45,7 @@ def row(meta: RunMeta, end: dict[str, Any], device: str = "cpu", baseline: bool 
                      variant="" if baseline else meta.name, device=device, size="default",
                      status=str(status), summary=Summary.from_dict(summary),
                      error=error if isinstance(error, str) else None, source=SESSION,
-                     model=(work or Workload()).group(meta.name))
+                     model=(work or Workload()).group(meta.name), series=meta.name)
 
 
 def _group(meta: RunMeta, device: str, work: Workload) -> tuple[str, str]:
@@ -138,4 +138,4 @@ class Table:
         return meta, ResultRow(preset=f"{meta.name} {meta.started[5:16]} {LIVE_MARK}", workload=WORKLOAD,
                                variant=meta.name, device=snap.info.device, size="default", status="ok",
                                summary=events.summary(snap), source=SESSION,
-                               model=Workload.of(replay.start).group(meta.name))
+                               model=Workload.of(replay.start).group(meta.name), series=meta.name)

@@ -344,16 +344,33 @@ def find(name_or_path: str, where: Path | None = None) -> tuple[RunMeta, list[Ru
             raise NoSuchRun(f"not a watched run's folder: {exc}") from None
     named = [m for m in all_runs(where) if m.name == name_or_path]
     if named:
-        live = [m for m in named if alive(m)]
-        pool = live or named
-        # under torchrun the ranks of one run start within moments of each other: rank 0 stands for them
-        same_run = [m for m in ranks(pool[0], pool) if m.rank == 0]
-        chosen = same_run[0] if same_run else pool[0]
+        chosen = _newest(named)
         return chosen, [m for m in named if m is not chosen]
     live = live_runs(where)
     listed = "; ".join(m.describe() for m in live) if live else "none"
     raise NoSuchRun(f"no watched run named {_show(name_or_path, 80)} (nor a run folder at that path{why}); "
                     f"live runs: {listed}")
+
+
+def _newest(named: list[RunMeta]) -> RunMeta:
+    """Of the runs of one name (newest first): the newest live one, else the newest; under torchrun rank 0 of it (the
+    ranks of one run start within moments of each other, and rank 0 stands for them)."""
+    live = [m for m in named if alive(m)]
+    pool = live or named
+    same_run = [m for m in ranks(pool[0], pool) if m.rank == 0]
+    return same_run[0] if same_run else pool[0]
+
+
+def newest(name: str, where: Path | None = None) -> RunMeta | None:
+    """The run `attach NAME` follows now: the newest live run of that name, else the newest finished one; None where
+    none has that name."""
+    named = [m for m in all_runs(where) if m.name == name]
+    return _newest(named) if named else None
+
+
+def is_run_folder(name_or_path: str) -> bool:
+    """Whether a user's word names a run folder (or a file in one) rather than a run's name."""
+    return _run_folder(name_or_path)[0] is not None
 
 
 def _run_folder(name_or_path: str) -> tuple[Path | None, str]:

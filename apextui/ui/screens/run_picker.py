@@ -41,6 +41,9 @@ class RunPicker(ModalScreen["RunMeta | None"]):
         super().__init__()
         self.runs = [*live, *finished]
         self.live = len(live)
+        # every run listed since the picker opened, by folder: an option is its run's folder, so an enter pressed on a
+        # list drawn before a reload (a new live run pushed the rows down) takes the run it was pressed on
+        self._listed = {m.path: m for m in self.runs}
         self.load = load
         self.leaving = leaving
         self.refresh_s = refresh_s
@@ -60,6 +63,7 @@ class RunPicker(ModalScreen["RunMeta | None"]):
         old = lists.first().highlighted if lists else None
         kept = self.runs[old].path if old is not None and old < len(self.runs) else None
         self.runs, self.live = runs, len(live)
+        self._listed.update((m.path, m) for m in runs)
         await self.recompose()
         at = next((i for i, m in enumerate(runs) if m.path == kept), 0)
         for options in self.query(OptionList):
@@ -79,11 +83,13 @@ class RunPicker(ModalScreen["RunMeta | None"]):
                 mark = ("● live", "bold green") if i < self.live else ("  done", "dim")
                 options.append(Option(Text.assemble(mark, "  ", (meta.name, "bold"), "  ",
                                                     (meta.describe().removeprefix(meta.name).strip(), "dim")),
-                                      id=str(i)))
+                                      id=meta.path))
             yield OptionList(*options, id="picker-list")
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(self.runs[int(event.option.id or 0)])
+        chosen = self._listed.get(event.option.id or "")
+        if chosen is not None:
+            self.dismiss(chosen)
 
     def action_cancel(self) -> None:
         self.dismiss(None)
