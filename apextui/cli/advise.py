@@ -20,6 +20,8 @@ from ..core.advise.search import DEFAULT_BUDGET_S, SEARCH_STEPS
 from ..core.advise import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, AdviceError, parse_workloads
 from ..core.workloads.spec import SHIPPED
 from ..core.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
+from .errors import report
+from .outcome import Outcome, exit_code
 from .signals import StopOnSignals, stop_notice
 
 
@@ -263,8 +265,7 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
     try:
         presets, errors = load_all()
     except PresetError as exc:
-        log(f"error: {exc}")
-        return EXIT_USAGE
+        return report(exc)
     for e in errors:
         log(f"warning: skipped a user preset: {e.message}")
     problem = _option_problem(args)
@@ -291,8 +292,7 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
                           runner_factory=runner_factory, on_progress=ProgressPrinter(),
                           search_runner_factory=search_factory, **runs)
     except AdviceError as exc:
-        log(f"error: {exc}")
-        return EXIT_USAGE
+        return report(exc)
     finally:  # the workers' server has it; this process (a caller's, where advise runs in it) gets its own back
         if wait_before is None:
             os.environ.pop("OMP_WAIT_POLICY", None)
@@ -333,14 +333,15 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
         except OSError as exc:
             log(f"warning: could not store the advice: {exc}")
     printed = output(lambda: doc)
-    if signals.count or advisor.interrupted:
-        return signals.exit_code
-    if not printed:
-        return EXIT_FAILED
-    if doc["runs"]["ok"] == 0:
-        log("every run failed" if doc["runs"]["total"] else "no preset could run here")
-        return EXIT_FAILED
-    return EXIT_OK
+    return _exit_code(doc, advisor, signals, printed)
+
+
+def _exit_code(doc: dict[str, Any], advisor: Any, signals: StopOnSignals, printed: bool) -> int:
+    """The advice's exit code, by the one ladder (`outcome.exit_code`): a failure is every run failing."""
+    return exit_code(Outcome(
+        status="stopped" if advisor.interrupted else "ok" if doc["runs"]["ok"] else "failed", signals=signals,
+        failed_because="every run failed" if doc["runs"]["total"] else "no preset could run here",
+        stdout_broken=not printed))
 
 
 def _worker_log(factory: Any, doc: dict[str, Any]) -> None:
@@ -422,9 +423,7 @@ def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:
                               availability_fn=available, on_progress=ProgressPrinter() if rank0 else None,
                               data_parallel=True)
         except AdviceError as exc:
-            if rank0:
-                log(f"error: {exc}")
-            return EXIT_USAGE
+            return report(exc) if rank0 else exc.exit_code
         factory.on_remote_stop = advisor.stop
 
         def first(signum: int) -> None:
@@ -449,11 +448,7 @@ def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:
         log(f"data-parallel advice on {dist_env.world_size} ranks ({group.backend}): every ms/step is the slowest "
             "rank's, every rank training the preset's batch")
     printed = output(lambda: doc) if rank0 else True
-    if signals.count or advisor.interrupted:
-        return signals.exit_code
-    if not printed:
-        return EXIT_FAILED
-    return EXIT_OK if doc["runs"]["ok"] else EXIT_FAILED
+    return _exit_code(doc, advisor, signals, printed)
 
 
 def main(argv: Sequence[str] | None = None, runner_factory: Any = None) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 
 from . import output
 from ..core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from .errors import report
 from .signals import release_hangup
 
 
@@ -50,8 +51,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         meta, others = store.find(args.run)
     except store.NoSuchRun as exc:
-        _log(f"error: {exc}")
-        return EXIT_USAGE
+        return report(exc)
     if others:
         _log(f"{len(others) + 1} runs are named {meta.name!r}: following {meta.describe()} at {meta.path}; "
              f"the others: " + "; ".join(f"{m.describe()} at {m.path}" for m in others))
@@ -83,8 +83,7 @@ def follow_json(meta: Any, once: bool = False) -> int:
         for note in follower.notes:
             _log(note)
     if isinstance(ending, BadSegment):
-        _log(f"error: {ending}")
-        return EXIT_USAGE
+        return report(ending)
     if ending.outcome == "gone":
         why = ending.words(meta)
         replay.gone(why)

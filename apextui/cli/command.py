@@ -12,6 +12,8 @@ from functools import partial
 from typing import Any, Literal, Sequence, cast
 
 from . import output
+from .errors import report
+from ..core.errors import UsageProblem
 from ..core.env import DEVICE_CHOICES
 from ..core.exits import EXIT_UNAVAILABLE, EXIT_USAGE
 from ..core.run.request import RunRequest, RunSettings
@@ -88,7 +90,7 @@ def cmd_list(as_json: bool, requested_device: str) -> int:
     try:
         presets, errors = load_all()  # a bad user file is reported below, never fatal; a bad shipped one is
     except PresetError as exc:
-        return _error(str(exc), EXIT_USAGE)
+        return report(exc)
     shipped = builtin_dir()
     rows: list[dict[str, Any]] = []
     for p in presets:
@@ -159,7 +161,7 @@ Mode = Literal["list", "list-model", "doctor", "advise", "attach", "model-json",
 `torchrun-json` (one rank of a data-parallel run) and `tui` (the terminal UI)."""
 
 
-class UsageError(ValueError):
+class UsageError(UsageProblem, ValueError):
     """A combination of options that makes no command; its message is the one line for stderr (exit 2)."""
 
 
@@ -228,7 +230,7 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     try:
         what = mode(args, dist_env is not None)
     except UsageError as exc:
-        return _error(str(exc), EXIT_USAGE)
+        return report(exc)
     if what == "list-model":
         from .model_option import cmd_list as cmd_list_model
 
@@ -277,7 +279,7 @@ def _run(what: Mode, args: argparse.Namespace, dist_env: Any) -> int:
         try:
             preset = resolve(args.preset)
         except PresetError as exc:
-            return _error(str(exc), EXIT_USAGE)
+            return report(exc)
     spec = preset.model if preset is not None and preset.model is not None else args.model
     if spec is not None:
         from ..core.workloads.user_model import validate_static

@@ -6,12 +6,12 @@ import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..core.exits import EXIT_CHECK_FAILED, EXIT_FAILED, EXIT_OK
 from ..core.run.request import RunRequest
 from ..core.run import events
 from ..core.run.runner import Runner
 from ..core.run.snapshot import Snapshot
 from .json_lines import JsonLinePrinter
+from .outcome import Outcome, exit_code
 from .refusals import log, refusal
 from .signals import StopOnSignals, stop_notice, twice_error
 
@@ -114,18 +114,10 @@ def _start(printer: JsonLinePrinter, runner: Runner) -> None:
 
 
 def _exit_code(printer: JsonLinePrinter, signals: StopOnSignals, result: Snapshot | None, name: str) -> int:
-    """The run's exit code (docs/cli.md): stdout's failure first, then a signal, the run's status, its check."""
-    if printer.failure is not None:
-        return printer.failure.report()
-    if printer.broken:
-        return EXIT_FAILED
-    if signals.count or (result is not None and result.status == "stopped"):
-        return signals.exit_code
-    if result is None or result.status != "ok":
-        log(f"run failed: {result.error if result else 'no result'}")
-        return EXIT_FAILED
-    failed_check = events.check_error(result.info.check if result.info else None)
-    if failed_check:
-        log(f"error: {name} {failed_check}")
-        return EXIT_CHECK_FAILED
-    return EXIT_OK
+    """The run's exit code (docs/cli.md), by the one ladder (`outcome.exit_code`)."""
+    failed_check = events.check_error(result.info.check if result is not None and result.info else None)
+    return exit_code(Outcome(
+        status=result.status if result is not None else None, signals=signals,
+        failed_because=f"run failed: {result.error if result else 'no result'}",
+        check_failed=f"{name} {failed_check}" if failed_check else "",
+        stdout_failure=printer.failure, stdout_broken=printer.broken))

@@ -15,23 +15,23 @@ from functools import partial
 from typing import Any
 
 from . import output
-from ..core.exits import EXIT_FAILED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
+from .errors import report
+from ..core.exits import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
 from ..core.run.request import RunRequest
 from ..core.workloads.failure import first_line
 from ..core.workloads.user_model import ModelSpecError
 
 
 
-def error(message: str, code: int, detail: str = "") -> int:
-    """One line on stderr (`apextui: error: ...`), the user's traceback tail under it, indented; `code`."""
+def error(message: str, code: int) -> int:
+    """One line on stderr (`apextui: error: ...`); `code`."""
     print(f"apextui: error: {message}", file=sys.stderr)
-    for line in detail.splitlines():
-        print(f"  {line}", file=sys.stderr)
     return code
 
 
 def usage(exc: ModelSpecError) -> int:
-    return error(str(exc), EXIT_USAGE, exc.detail)
+    """A `--model` that names no usable function: its line, the user's traceback tail under it, exit 2."""
+    return report(exc)
 
 
 def theirs(exc: BaseException) -> bool:
@@ -142,7 +142,7 @@ def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
         from ..core.model_scope import ModelRaised
 
         raised = ModelRaised.of(spec, exc)
-        return error(str(raised), EXIT_FAILED, raised.detail)
+        return report(raised)
     rows = []
     for p in found:
         a = mp.model_availability(p, device, facts)
@@ -185,8 +185,6 @@ def model_for_advice(spec: str, device: str, reuse: bool, deadline: float | None
                             budget_s=budget_s, to_stderr=True)
     except ModelSpecError as exc:
         return usage(exc)
-    except ProbeTimeout as exc:
-        return error(str(exc), EXIT_FAILED)
-    except ModelRaised as exc:  # every run would fail the same way
-        return error(str(exc), EXIT_FAILED, exc.detail)
+    except (ProbeTimeout, ModelRaised) as exc:  # every run would fail the same way
+        return report(exc)
     return facts, found

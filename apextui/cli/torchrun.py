@@ -14,6 +14,7 @@ import sys
 import threading
 from typing import Any
 
+from .outcome import Outcome, exit_code
 from ..core.run.request import RunRequest
 from ..core.presets import Preset
 from ..core.run import events
@@ -21,7 +22,7 @@ from ..core.run.distributed import Channel, Coordinator, DistEnv, Group
 from ..core.run.merge import Baseline
 from ..core.run.data_parallel import MAX_GRACE_S, Collector, Reporter, data_parallel_problem, log
 from ..core.run.runner import Runner, run_steps, warmup_steps
-from ..core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from ..core.exits import EXIT_FAILED, EXIT_USAGE
 from .json_lines import JsonLinePrinter
 from .refusals import refusal
 from .signals import StopOnSignals, stop_notice, twice_error
@@ -146,10 +147,5 @@ def run(request: RunRequest, env: DistEnv) -> int:
             status = collector.finish(result) if collector is not None else (result.status if result else "failed")
         finally:
             group.close()
-    if printer is not None and printer.failure is not None:
-        return printer.failure.report()
-    if status == "failed":
-        return EXIT_FAILED
-    if signals.count or status == "stopped":
-        return signals.exit_code
-    return EXIT_OK
+    return exit_code(Outcome(status=status, signals=signals, failed_because=f"rank {env.rank}: the run failed",
+                             stdout_failure=printer.failure if printer is not None else None))

@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+from .errors import NotHere
+
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
 
-class DeviceUnavailable(RuntimeError):
+class DeviceUnavailable(NotHere, RuntimeError):
     """The requested device cannot be used here."""
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .availability import Availability, availability
+from .errors import ApextuiError
 from .config.calling import Calling
 from .config.needs import applies_availability
 from .config.point import Config
@@ -91,7 +92,7 @@ def variant_names() -> tuple[str, ...]:
     return tuple(v.name for v in MODEL.variants)
 
 
-class ProbeTimeout(Exception):
+class ProbeTimeout(ApextuiError):
     """The user's file and function (import, build, one forward) had not returned when the wait for them ended."""
 
     def __init__(self, spec: str, budget_s: float | None = None) -> None:

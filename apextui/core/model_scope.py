@@ -19,6 +19,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 from .availability import Availability
+from .errors import ApextuiError
 from .model_presets import PROBE_GRACE_S, ModelFacts, ProbeTimeout, RaisedInProbe, model_availability, probe, \
     probe_until
 from .presets import Preset
@@ -29,7 +30,7 @@ from .workloads.user_model import ModelSpecError, user_traceback, validate_stati
 POLL_S = 0.1  # how often the wait for the probe's worker looks whether the user stopped the advice
 
 
-class ModelRaised(Exception):
+class ModelRaised(ApextuiError):
     """The user's function raised while the probe built the model (or its worker ended without a word): every run
     would fail the same way. `str()` is one line; `detail` the tail of the user's traceback or the worker's log."""
 

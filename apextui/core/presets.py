@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
 from . import files
+from .errors import UsageProblem
 from .config.axes import ConfigError
 from .config.point import NAMED as NAMED_POINTS
 from .config.point import Config
@@ -72,7 +73,7 @@ PRODUCT_LIMITS: Mapping[str, tuple[tuple[str, ...], str, int]] = MappingProxyTyp
     {w: s.product_limit for w, s in REGISTRY.items()})
 
 
-class PresetError(ValueError):
+class PresetError(UsageProblem, ValueError):
     """A preset file is missing, unreadable or invalid; the message names file and field."""
 
 

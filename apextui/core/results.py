@@ -20,6 +20,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from apextui.core.atomic import write_atomic, write_new_numbered
 from apextui.core import files
+from apextui.core.errors import UsageProblem
 from apextui.core.run import events
 from apextui.core.measure.compare import SINGLE_RUNS_NOTE, Comparison, Drift, Timing, baseline_problem, compare, \
     fields, kept_runs, positive
@@ -39,7 +40,7 @@ MAX_RESULTS_BYTES = files.DATA_LIMIT  # 64 MiB; a file of thousands of runs is a
 SESSION = "session"
 
 
-class ResultsError(ValueError):
+class ResultsError(UsageProblem, ValueError):
     """A results file cannot be read; the message names the file and what is wrong."""
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Mapping
 
 from ..workloads.spec import WORKLOADS
+from ..errors import UsageProblem
 from ..measure.compare import Comparison, Disturbance, Drift, Timing, compare, disturbances, fields, kept_runs, \
     timing_from_runs, unsure
 from ..measure.details import json_ready
@@ -40,7 +41,7 @@ LOSS_RULE = (f"{', '.join(LOSS_CHECKED)}: a final loss more than {LOSS_TOLERANCE
              "(same steps, same seed) is flagged and never recommended")
 
 
-class AdviceError(ValueError):
+class AdviceError(UsageProblem, ValueError):
     """Bad advice settings (unknown workload, repeats out of range...); the message says which."""
 
 

@@ -18,6 +18,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
+from ..errors import UsageProblem
+
 Need = Literal["compile", "cuda_graphs", "cuda", "torchao", "sm89", "sdpa_flash", "sdpa_efficient", "sdpa_cudnn",
                "liger", "triton"]
 Autocast = Literal["none", "fp16", "bf16"]  # the dtype torch.autocast runs at ("none": no autocast context)
@@ -159,7 +161,7 @@ class Scope(str):
         return self
 
 
-class ConfigError(ValueError):
+class ConfigError(UsageProblem, ValueError):
     """An unknown axis or value, or a malformed `--config`; the message lists what is allowed."""
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from .. import files
+from ..errors import UsageProblem
 from . import jsonline
 from .store import RunMeta, alive
 from .stream import segment_path, segments, set_aside_lines
@@ -34,7 +35,7 @@ LINE_BYTES = 2**20  # a longer line is damage: the writers' longest (a start lin
 SEGMENT = "stream segment"  # what the error lines call a segment
 
 
-class BadSegment(ValueError):
+class BadSegment(UsageProblem, ValueError):
     """A segment that is not a regular file (a FIFO, a device, a directory) or cannot be read; the message is one
     line naming it and what is wrong."""
 

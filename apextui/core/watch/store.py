@@ -31,6 +31,7 @@ from typing import Any
 
 from .. import files
 from ..atomic import write_atomic
+from ..errors import UsageProblem
 from . import jsonline, lock
 
 ROOT_ENV = "APEXTUI_WATCH_DIR"
@@ -318,7 +319,7 @@ def _remove_run(folder: Path, base: Path) -> bool:
     return not folder.exists()
 
 
-class NoSuchRun(LookupError):
+class NoSuchRun(UsageProblem, LookupError):
     """`find` found nothing; the message is the one line for stderr (names the live runs)."""
 
 

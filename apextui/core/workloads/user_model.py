@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from .failure import first_line
+from ..errors import UsageProblem
 
 if TYPE_CHECKING:
     import torch
@@ -62,7 +63,7 @@ class ModelSetup:
     units_per_step: int | None = None
 
 
-class ModelSpecError(ValueError):
+class ModelSpecError(UsageProblem, ValueError):
     """`--model` names no usable function: a usage error (exit 2). The message is one line; `detail` holds
     the tail of the user's traceback where the problem is in their code."""
 
