@@ -29,11 +29,11 @@ def test_csv_exact_text():
     assert lines[0] == ",".join(CSV_COLUMNS)
     assert lines[1] == ("fp32 run 1,fp32,transformer,fp32,fp32,cuda,default,none,ok,400,350,12.0,11.399999999999999,"
                         "12.600000000000001,,,,"
-                        "682666.6666666666,tokens/s,,,,base,,fp32 run 1,1.0681,1.0475,,,,"
+                        "682666.6666666666,,tokens/s,,,,base,,fp32 run 1,1.0681,1.0475,,,,"
                         "session,,False,,")  # the baseline: `base`, as on the screen, never a speed-up against itself
     # single runs one after another, none repeated: the interval is widened by the assumed drift (a factor of 2)
     assert lines[2] == ("fused_amp run 1,fused_amp,transformer,fused_amp,fp32,cuda,default,none,ok,400,350,5.0,4.75,"
-                        "5.25,,,,1638400.0,tokens/s,2.4,1.1762,4.897,faster,drift_unknown,fp32 run 1,1.0681,1.0475,,,,"
+                        "5.25,,,,1638400.0,,tokens/s,2.4,1.1762,4.897,faster,drift_unknown,fp32 run 1,1.0681,1.0475,,,,"
                         "session,,False,,")
     assert len(lines) == 3 and text.endswith("\n")
 
@@ -55,11 +55,11 @@ def test_csv_has_the_runs_mfu_and_its_achieved_rate():
 
 def test_markdown_exact_text():
     assert to_markdown(ROWS) == (
-        "| run | preset | device | status | median ms | p10–p90 ms | speed-up | throughput | loss/floor | max err |\n"
+        "| run | preset | device | status | median ms | p10–p90 ms | speed-up | throughput | last loss (floor) | max err |\n"
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
-        "| 1 | fp32 | cuda | ok | 12.0 | 11.4–12.6 | base | 683 k tokens/s | 1.068/1.048 | — |\n"
-        "| 1 | fused_amp | cuda | ok | 5.00 | 4.75–5.25 | 2.40× (1.18–4.90) | 1.64 M tokens/s | 1.068/1.048 | — |\n"
-        "| 1 | torch_amp | cuda | stopped | 6.00 | 5.70–6.30 | ≈2.00× (0.98–4.08) | 1.37 M tokens/s | 1.068/1.048 "
+        "| 1 | fp32 | cuda | ok | 12.0 | 11.4–12.6 | base | 683 k tokens/s | 1.068 (1.048) | — |\n"
+        "| 1 | fused_amp | cuda | ok | 5.00 | 4.75–5.25 | 2.40× (1.18–4.90) | 1.64 M tokens/s | 1.068 (1.048) | — |\n"
+        "| 1 | torch_amp | cuda | stopped | 6.00 | 5.70–6.30 | ≈2.00× (0.98–4.08) | 1.37 M tokens/s | 1.068 (1.048) "
         "| — |\n"
         "\n"
         "- transformer on cuda: single runs, one after another: drift unknown\n"

@@ -47,7 +47,7 @@ class WatchedTable(ComparisonTable):
     the runs of one model and batch, else of one name, `core/watch/rows.py`)."""
 
     LEFT_OUT = frozenset({"err", "compile"})
-    LABELS = {"preset": "watched run", "loss": "loss"}
+    LABELS = {"preset": "watched run", "loss": "last loss"}  # one batch's, as the pane's `batch` (its `avg`: smoothed)
 
     def watch_cursor_coordinate(self, old: object, new: object) -> None:
         super().watch_cursor_coordinate(old, new)

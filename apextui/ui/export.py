@@ -22,13 +22,14 @@ from . import widget_format as fmt
 
 CSV_COLUMNS = (
     "run", "preset", "workload", "variant", "baseline", "device", "size", "amp", "status", "steps", "measured_steps",
-    "median_ms", "p10_ms", "p90_ms", "mean_ms", "opt_median_ms", "compile_s", "throughput", "throughput_unit",
+    "median_ms", "p10_ms", "p90_ms", "mean_ms", "opt_median_ms", "compile_s", "throughput", "wall_throughput",
+    "throughput_unit",
     "speedup", "speedup_low", "speedup_high", "speedup_verdict", "speedup_basis", "baseline_run", "final_loss",
     "loss_floor", "max_abs_err", "check_passed", "bottleneck", "source", "error", "speedup_competed", "mfu",
     "mfu_tflops",
 )
-MD_HEADER = ("run", "preset", "device", "status", "median ms", "p10–p90 ms", "speed-up", "throughput", "loss/floor",
-             "max err")
+MD_HEADER = ("run", "preset", "device", "status", "median ms", "p10–p90 ms", "speed-up", "throughput",
+             "last loss (floor)", "max err")
 
 
 def _entries(rows: Sequence[ResultRow]) -> list[dict[str, Any]]:
@@ -87,10 +88,11 @@ def _md_row(row: ResultRow, index: RunIndex) -> tuple[str, ...]:
         speedup += fmt.COMPETED
     loss = fmt.DASH
     if s.final_loss is not None:
-        loss = f"{s.final_loss:.3f}" + (f"/{s.loss_floor:.3f}" if s.loss_floor is not None else "")
+        loss = f"{s.final_loss:.3f}" + (f" ({s.loss_floor:.3f})" if s.loss_floor is not None else "")
     err = fmt.error(row.max_error) if row.check else fmt.DASH
     return (str(index.number(row)), row.preset, row.device, row.status, fmt.ms(s.median_ms), spread, speedup,
-            fmt.si(s.throughput, s.throughput_unit or ""), loss, err)
+            fmt.si(s.wall_throughput if s.wall_throughput is not None else s.throughput, s.throughput_unit or ""),
+            loss, err)
 
 
 def to_markdown(rows: Sequence[ResultRow]) -> str:

@@ -337,7 +337,7 @@ async def test_a_metric_plot_shows_the_whole_run_from_its_start_downsampled():
 
 async def test_attach_with_no_runs_lists_a_run_that_starts_while_the_picker_is_open():
     """`apextui attach` before any run: the picker lists a run started while it is open; behind it the run pane says
-    no run is attached (not "select a preset") and the table's headers are a watched run's (no `loss/floor`, no
+    no run is attached (not "select a preset") and the table's headers are a watched run's (no loss floor, no
     `max err`); escape, with no run attached, says it quits, and does."""
     from apextui.ui.screens import run_picker
 
@@ -349,7 +349,7 @@ async def test_attach_with_no_runs_lists_a_run_that_starts_while_the_picker_is_o
         title = static_text(app, "#run-title")
         assert "no watched run attached" in title and "select a preset" not in title
         headers = [str(c.label) for c in app.query_one(ComparisonTable).columns.values()]
-        assert "loss" in headers and not {"loss/floor", "max err", "err", "preset"} & set(headers)
+        assert "last loss" in headers and not {"last loss (floor)", "max err", "err", "preset"} & set(headers)
         mon = apextui.watch(name="late")
         try:
             mon.step(loss=1.0)

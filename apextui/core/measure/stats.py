@@ -67,8 +67,13 @@ class Stats:
         return Timing.read(self.median_ms, self.median_low_ms, self.median_high_ms, self.count)
 
     def throughput(self, units_per_step: int) -> float:
-        """Units (samples or tokens) per second at the median step time."""
+        """Units (samples or tokens) per second at the median step time: the typical step's rate."""
         return units_per_step * 1000.0 / self.median_ms if self.median_ms > 0 else 0.0
+
+    def wall_throughput(self, units_per_step: int) -> float:
+        """Units per second over the measured steps' whole time (their mean): the rate a trainer's own samples/s
+        counts, slow steps (an evaluation, a checkpoint, a data stall) included, where the median leaves them out."""
+        return units_per_step * 1000.0 / self.mean_ms if self.mean_ms > 0 else 0.0
 
 
 EXACT_STEPS = 2**16  # measured steps kept exactly; beyond, a uniform reservoir of this many (see StepStats)

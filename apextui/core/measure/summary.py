@@ -42,8 +42,9 @@ class Summary:
     min_ms: float | None = None
     max_ms: float | None = None
     opt_median_ms: float | None = None
-    throughput: float | None = None
+    throughput: float | None = None  # at the median step
     throughput_unit: str | None = None
+    wall_throughput: float | None = None  # over the measured steps' whole time (`Stats.wall_throughput`)
     final_loss: float | None = None
     loss_floor: float | None = None
     skipped_steps: int | None = None

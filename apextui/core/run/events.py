@@ -166,6 +166,7 @@ def summary(snap: Snapshot) -> Summary:
         opt_median_ms=_num(snap.opt_stats.median_ms) if snap.opt_stats else None,
         throughput=_num(snap.throughput, 1),
         throughput_unit=f"{info.units}/s" if info else None,
+        wall_throughput=_num(st.wall_throughput(info.units_per_step), 1) if st and info else None,
         final_loss=_num(snap.final_loss, 6),
         loss_floor=_num(info.loss_floor, 6) if info else None,
         skipped_steps=snap.skipped_steps if info and info.uses_grad_scaler else None,

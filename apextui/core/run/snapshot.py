@@ -72,6 +72,11 @@ class Snapshot:
     peak_memory_bytes: int | None = None  # torch.cuda.max_memory_allocated over the run (CUDA; None on CPU)
 
     @property
+    def wall_throughput(self) -> float | None:
+        """Units per second over the measured steps' whole time (`Stats.wall_throughput`); None before any."""
+        return self.stats.wall_throughput(self.info.units_per_step) if self.stats and self.info else None
+
+    @property
     def last(self) -> StepRecord | None:
         return self.new_steps[-1] if self.new_steps else None
 

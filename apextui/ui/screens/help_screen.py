@@ -44,7 +44,8 @@ PANES: tuple[tuple[str, str], ...] = (
             "sparkline, loss curve against the data's entropy floor, AMP loss scale and skipped steps")),
     ("GPU · process", "GPU utilisation, memory, power, temperature, SM clock (NVML); process CPU % and RSS"),
     ("Comparison", ("every finished run (■ stopped, ✗ failed, f1 f2 … loaded from files): median, p10–p90, "
-                   "speed-up vs the workload's baseline (≈ within noise; a failed run has none), loss/floor, "
+                   "speed-up vs the workload's baseline (≈ within noise; a failed run has none), the last "
+                   "batch's loss (the data's floor in brackets), "
                    "norm check max error; narrow terminals keep the main columns, wide ones add more")),
     ("Worker output", ("150 columns or more, beside the comparison table: what the runs' workers print (o: full "
                       "screen)")),

@@ -25,7 +25,7 @@ RUN = ("preset", "workload", "variant", "baseline", "device", "size", "amp", "st
 SPEEDUP = ("speedup", "speedup_low", "speedup_high", "speedup_verdict", "baseline_run", "baseline_note")
 TIMING = ("steps", "warmup", "measured_steps", "timed_intervals", "block_steps", "median_ms", "median_low_ms",
           "median_high_ms", "p10_ms", "p90_ms", "mean_ms", "min_ms", "max_ms", "opt_median_ms", "throughput",
-          "throughput_unit", "elapsed_s", "compile_s")
+          "wall_throughput", "throughput_unit", "elapsed_s", "compile_s")
 LOSS = ("final_loss", "loss_floor", "skipped_steps", "loss_scale")
 ANALYSIS = ("gpu_busy", "gpu_busy_source", "gpu_busy_note", "gpu_kernel_ms", "bottleneck", "roofline")
 

@@ -51,7 +51,7 @@ COLUMNS = (
     Column("device", "dev", "dev", NORMAL),
     Column("median", "median ms", "ms", NARROW), Column("spread", "p10–p90", "p10–p90", NORMAL),
     Column("speedup", "speed-up", "speed-up", NARROW), Column("vs", "vs", "vs", WIDE),
-    Column("loss", "loss/floor", "loss", NARROW),
+    Column("loss", "last loss (floor)", "loss", NARROW),
     Column("err", "max err", "err", NARROW), Column("mfu", "MFU", "MFU", WIDE),
     Column("steps", "steps", "steps", EXTRA),
     Column("throughput", "throughput", "throughput", EXTRA), Column("compile", "compile", "compile", EXTRA),
@@ -98,8 +98,8 @@ def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = 
     vs = Text(base.preset, style="dim") if base is not None and base is not row else Text(fmt.DASH, style="dim")
     if row.final_loss is not None:
         loss = Text(f"{row.final_loss:.3f}")
-        if row.loss_floor is not None and level > NARROW:
-            loss.append(f"/{row.loss_floor:.3f}", style="dim")
+        if row.loss_floor is not None and level > NARROW:  # in brackets: a slash read as a ratio
+            loss.append(f" ({row.loss_floor:.3f})", style="dim")
     else:
         loss = Text(fmt.DASH, style="dim")
     check = row.check
@@ -118,7 +118,8 @@ def cells(row: ResultRow, index: RunIndex, source_label: str = "", level: int = 
         "spread": spread, "speedup": up_text, "vs": vs, "loss": loss, "err": err,
         "mfu": mfu or Text(fmt.DASH, style="dim"),
         "steps": str(steps) if isinstance(steps, int) else fmt.DASH,
-        "throughput": fmt.si(summary.throughput, unit),
+        "throughput": fmt.si(summary.wall_throughput if summary.wall_throughput is not None else summary.throughput,
+                             unit),
         "compile": fmt.seconds(compile_s) if compile_s else Text(fmt.DASH, style="dim"),
     }
     return tuple(by_key[c.key] for c in columns(level, left_out))

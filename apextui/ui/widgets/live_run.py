@@ -257,7 +257,8 @@ class LiveRun(Vertical):
         self._set("run-timing", self._timing(view.last_ms, snap.stats))
 
         unit = f"{info.units}/s" if info else "/s"
-        self._set("run-rate", Text.assemble((fmt.si(snap.throughput, unit), "bold"),
+        wall = snap.wall_throughput  # the rate a trainer's own samples/s counts (the median step's: the details)
+        self._set("run-rate", Text.assemble((fmt.si(wall if wall is not None else snap.throughput, unit), "bold"),
                                             ("  " if self._narrow else "  step ms ", "dim")))
         if sparklines:
             self._spark("ms-spark", view.step_ms)
