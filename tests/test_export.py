@@ -55,7 +55,8 @@ def test_csv_has_the_runs_mfu_and_its_achieved_rate():
 
 def test_markdown_exact_text():
     assert to_markdown(ROWS) == (
-        "| run | preset | device | status | median ms | p10–p90 ms | speed-up | throughput | last loss (floor) | max err |\n"
+        "| run | preset | device | status | median ms | p10–p90 ms | speed-up | throughput | last loss (floor) "
+        "| max err |\n"
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
         "| 1 | fp32 | cuda | ok | 12.0 | 11.4–12.6 | base | 683 k tokens/s | 1.068 (1.048) | — |\n"
         "| 1 | fused_amp | cuda | ok | 5.00 | 4.75–5.25 | 2.40× (1.18–4.90) | 1.64 M tokens/s | 1.068 (1.048) | — |\n"
