@@ -439,3 +439,16 @@ def test_any_exception_while_parsing_is_a_preset_error(tmp_path: Path, monkeypat
     monkeypatch.setattr(presets, "parse", broken)
     with pytest.raises(PresetError, match=r"p\.toml: not a usable preset \(RuntimeError: something unforeseen\)$"):
         presets.load_file(path)
+
+
+def test_a_description_that_says_what_happens_on_cuda_says_what_happens_on_cpu_too():
+    """A CPU user reads the same words (`apextui list`, the picker): a description of the CUDA behaviour alone
+    (`adamw`: "foreach on CUDA") told them nothing of their run."""
+    from apextui.core.config import axes
+    from apextui.core.workloads.spec import WORKLOADS
+
+    words = [p.description for p in presets.load_builtin()]
+    words += [v.description for a in axes.AXES for v in a.values]
+    words += [v.description for spec in WORKLOADS.values() for v in spec.variants]
+    one_sided = [w for w in words if "on CUDA" in w and "on CPU" not in w]
+    assert not one_sided, one_sided

@@ -176,7 +176,7 @@ AXES: tuple[Axis, ...] = (
               needs=("sm89", "torchao"), autocast="bf16"),
     )),
     Axis("optimizer", "the optimizer's implementation (AdamW arithmetic in every case but LAMB)", (
-        Value("adamw", "torch AdamW defaults (foreach on CUDA)", ""),
+        Value("adamw", "torch AdamW defaults (foreach on CUDA; on CPU one parameter at a time)", ""),
         Value("foreach", "torch AdamW `foreach=True`", "foreach", default_on=("cuda",)),
         Value("fused", "torch AdamW `fused=True`", "fused"),
         Value("apex", "apex FusedAdam (AdamW mode)", "fused_adam", apex=("FusedAdam",), torch_twin="fused"),

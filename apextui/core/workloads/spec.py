@@ -157,7 +157,7 @@ def _optimizer_memory(size: Mapping[str, int], steps: int) -> Estimate:
 OPTIMIZER = WorkloadSpec(
     name="optimizer",
     variants=(
-        VariantSpec("adamw", "torch AdamW defaults: foreach on CUDA"),
+        VariantSpec("adamw", "torch AdamW defaults: foreach on CUDA; on CPU one parameter at a time"),
         VariantSpec("adamw_fused", "torch `fused=True`", Config(optimizer="fused")),
         VariantSpec("fused_adam", "apex FusedAdam", Config(optimizer="apex")),
         VariantSpec("adamw_capturable_graph", "torch `AdamW(fused=True, capturable=True)`, its step replayed "
