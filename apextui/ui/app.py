@@ -111,15 +111,15 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
         Binding("d", "doctor", "Doctor"),
         Binding("a", "advise", "Advise"),
         Binding("w", "save", "Save JSON"),
+        Binding("e", "export", "Export"),  # CSV + Markdown of the table (and under 100 columns `p SVG` gives it room)
         Binding("p", "screenshot", "SVG"),
         Binding("l", "load", "Load"),
         Binding("q", "quit", "Quit"),
-        # help, details, log, export (help_screen.py lists them; the footer has room for ? only at 80 columns)
+        # help, details, log (help_screen.py lists them; the footer has room for ? only at 80 columns)
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("f1", "help", "Help", show=False),
         Binding("i", "details", "Details", show=False),
         Binding("o", "log", "Log", show=False),
-        Binding("e", "export", "Export", show=False),
         Binding("c", "compare", "Compare", show=False),  # the presets marked with m, interleaved
         Binding("r", "rerun", "Again", show=False),  # the highlighted comparison row's preset, run again
         Binding("n", "steps", "Steps", show=False),  # the steps of the next runs (as --steps)
@@ -151,7 +151,7 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
         self.set_class(height < SHORT_ROWS, "-short")
         self.set_class(width >= WIDE_COLS, "-wide")
         try:
-            self.query_one(KeyFooter).set_narrow(width < NARROW_COLS)
+            self.query_one(KeyFooter).set_width(width, NARROW_COLS)
             self.live.set_short(height < SHORT_ROWS)
             self.live.set_narrow(width < NARROW_COLS)
         except NoMatches:  # a resize before the main screen is composed: on_mount applies it

@@ -295,3 +295,17 @@ async def test_the_doctor_pane_never_cuts_a_sentence_without_an_ellipsis(size):
             assert "d: full report" in lines[-1] and not any("…" in line for line in lines), lines
         else:
             assert lines[-1].endswith("…"), lines
+
+
+@pytest.mark.parametrize("size, hidden", [((80, 24), {"screenshot"}), ((120, 40), set()), ((60, 20), {"export"})])
+async def test_the_export_key_is_in_the_footer_wherever_there_is_room_for_it(size, hidden):
+    """`e` (CSV + Markdown of the table) worked and was in `?`, but not in the footer: from 80 columns it is, and
+    from 80 to 99 `p SVG` gives it its room; under 80 the footer keeps the keys that matter."""
+    app = cpu_app(FakeEngine())
+    async with app.run_test(size=size) as pilot:
+        await until_ready(pilot, app)
+        await pilot.pause()
+        shown = {getattr(k, "action", None) for k in app.query("FooterKey")}
+        assert ("export" in shown) == (size[0] >= 80), shown
+        assert not hidden & shown and {"help", "quit", "save"} <= shown, shown
+        assert ("screenshot" in shown) == (size[0] >= 100), shown
