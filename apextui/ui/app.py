@@ -324,7 +324,7 @@ def make_app(*, preset: Preset | None = None, device: str = "auto", steps: int |
              sample_interval: float = 1.0, presets: Sequence[Preset] | None = None,
              report_provider: ReportProvider | None = None, runner_factory: RunnerFactory | None = None,
              probe: ProbeFn | None = None, autostart: bool | None = None, load: Iterable[str | Path] = (),
-             save_dir: str | Path = ".", refresh_interval: float = REFRESH_S,
+             save_dir: str | Path | None = None, refresh_interval: float = REFRESH_S,
              spark_interval: float = SPARK_REFRESH_S,
              preset_errors: Iterable[tuple[str, str]] | None = None, highlight: str | None = None) -> ApexTuiApp:
     """Build the app. `preset` is preselected and (unless autostart=False) started once the device is

@@ -20,7 +20,7 @@ from apextui.core.presets import Preset
 from apextui.core.run.handle import RunHandle, RunnerFactory
 from apextui.core.run.request import RunSettings
 
-from . import contrast, scrollbars
+from . import contrast, history, scrollbars
 from .bridge import RunBridge, RunView
 from .doctor_view import DoctorLike, ReportProvider
 from .probe import Probe, ProbeFn
@@ -51,7 +51,7 @@ class AppBase(App[None]):
     def __init__(self, *, presets: Sequence[Preset], report_provider: ReportProvider,
                  runner_factory: RunnerFactory, probe: ProbeFn, settings: RunSettings,
                  preselect: str | None = None,
-                 autostart: bool = False, load: Iterable[str | Path] = (), save_dir: str | Path = ".",
+                 autostart: bool = False, load: Iterable[str | Path] = (), save_dir: str | Path | None = None,
                  refresh_interval: float = REFRESH_S, spark_interval: float = SPARK_REFRESH_S,
                  preset_errors: Iterable[tuple[str, str]] = ()) -> None:
         super().__init__()
@@ -68,7 +68,7 @@ class AppBase(App[None]):
         self.preselect = preselect
         self.autostart = autostart
         self.load_paths = [Path(p) for p in load]
-        self.save_dir = Path(save_dir)
+        self.save_dir = Path(save_dir) if save_dir is not None else history.output_dir()
 
         self.probe: Probe | None = None
         self.probe_error: str | None = None

@@ -25,7 +25,7 @@ from apextui.core.watch import reader, rows, store
 from apextui.core.watch.replay import RankTimes, Replay
 from apextui.core.watch.workload import Workload
 
-from . import contrast, scrollbars
+from . import contrast, history, scrollbars
 from .bridge import RunBridge
 from .messages import RunUpdated
 from .screen_actions import save_svg
@@ -77,7 +77,7 @@ class AttachApp(App[int]):
     ]
 
     def __init__(self, meta: store.RunMeta | None = None, where: Path | None = None, poll_s: float = POLL_S,
-                 refresh_s: float = REFRESH_S, save_dir: str | Path = ".", stall_s: float = STALL_S,
+                 refresh_s: float = REFRESH_S, save_dir: str | Path | None = None, stall_s: float = STALL_S,
                  table_s: float = TABLE_S, follow_name: str | None = None) -> None:
         super().__init__()
         # `attach NAME`: the name is followed, not the run it named at start: a newer run of that name (live first,
@@ -89,7 +89,7 @@ class AttachApp(App[int]):
         self.where = where
         self.poll_s = poll_s
         self.refresh_s = refresh_s
-        self.save_dir = Path(save_dir)
+        self.save_dir = Path(save_dir) if save_dir is not None else history.output_dir()
         self.stall_s = stall_s
         self.table_s = table_s
         self.bridge: RunBridge | None = None

@@ -25,6 +25,16 @@ def history_dir() -> Path:
     return fallback_dir()
 
 
+def output_dir(start: Path | None = None) -> Path:
+    """Where `w`, `e` and `p` write unless told (`save_dir`): the start folder, except in a git work tree (a source
+    checkout, where they would be untracked files that `git add -A` sweeps up): there the folder that keeps every
+    session's results (`history_dir`). Each toast names the file's full path."""
+    start = (start or Path(".")).resolve()
+    if any((folder / ".git").exists() for folder in (start, *start.parents)):
+        return history_dir()
+    return Path(".")
+
+
 def save_to_history(rows: Sequence[ResultRow], env: Mapping[str, Any] | None = None) -> Saved:
     """A new results file in `history_dir()` (created if needed); where that folder cannot be made or written
     (e.g. $XDG_DATA_HOME is a file), in the working folder, then the system's temporary folder (`Saved` says

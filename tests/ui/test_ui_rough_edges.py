@@ -6,6 +6,7 @@ slower without colour."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import time
 
 import pytest
@@ -309,3 +310,28 @@ async def test_the_export_key_is_in_the_footer_wherever_there_is_room_for_it(siz
         assert ("export" in shown) == (size[0] >= 80), shown
         assert not hidden & shown and {"help", "quit", "save"} <= shown, shown
         assert ("screenshot" in shown) == (size[0] >= 100), shown
+
+
+@pytest.mark.parametrize("git_work_tree", [True, False])
+async def test_e_and_p_never_leave_files_in_a_git_work_tree(tmp_path, monkeypatch, git_work_tree):
+    """Started in a source checkout, `e` (CSV + Markdown) and `p` (SVG) wrote into its work tree: there they go to the
+    folder that keeps every session's results, elsewhere to the start folder; the toast names where."""
+    start = tmp_path / "checkout"
+    (start / "src").mkdir(parents=True)
+    if git_work_tree:
+        (start / ".git").mkdir()
+    monkeypatch.chdir(start / "src")
+    app = cpu_app(FakeEngine())
+    async with app.run_test(size=(100, 30), notifications=True) as pilot:
+        await until_ready(pilot, app)
+        app.start_preset("fp32")
+        await wait_for(pilot, lambda: len(app.table.rows_data) == 1, what="fp32")
+        for key in "ep":
+            await pilot.press(key)
+        await pilot.pause()
+        messages = [n.message for n in app._notifications]
+    left = sorted(p.name for p in start.rglob("apextui-*"))
+    expected = history.history_dir().resolve() if git_work_tree else (start / "src").resolve()
+    written = [Path(p) for m in messages if m.startswith(("exported", "saved the screenshot")) for p in m.split("\n")[1:]]
+    assert len(written) == 3 and all(p.resolve().parent == expected for p in written), messages
+    assert (left == []) == git_work_tree, left
