@@ -897,3 +897,16 @@ def test_one_record_judges_every_comparison_of_a_searchs_measurements():
     assert (row["speedup_vs_baseline"], row["speedup_vs_baseline_low"], row["speedup_vs_baseline_high"]) == (1.5, 1.4,
                                                                                                                1.6)
     assert "1.50× (1.40–1.60) the baseline base's" in v.text
+
+
+def test_a_run_past_the_plan_is_counted_not_set_against_the_plan():
+    """A progress line read `[9/9] model gpt:build/compile repeat 3/2: compiling…`: a run beyond the planned repeats
+    (one confirming an answer) is numbered as the search's are."""
+    from apextui.core.advise.run import Progress
+
+    past = Progress("run", index=9, total=9, workload="model", preset="gpt:build/compile", repeat=3, repeats=2,
+                    status="compiling")
+    assert past.line() == "[run 9] model gpt:build/compile (its run 3): compiling…"
+    planned = Progress("run", index=2, total=9, workload="norm", preset="layernorm", repeat=1, repeats=2,
+                       status="running", steps_done=5, steps=30)
+    assert planned.line() == "[2/9] norm layernorm repeat 1/2: running 5/30"

@@ -60,7 +60,9 @@ class Progress:
 
     def line(self) -> str:
         """One line for a log (the CLI prints it for each run's end, skip and plan)."""
-        if self.budget_s is not None:  # a search's run: how many runs there will be is not known ahead
+        # a search's run (how many runs there will be is not known ahead), or one past the plan (a run confirming an
+        # answer): "[9/9] … repeat 3/2" said more than was planned, so it is counted, not set against the plan
+        if self.budget_s is not None or self.index > self.total or self.repeat > self.repeats:
             where = f"[run {self.index}] {self.workload} {self.preset} (its run {self.repeat})"
         else:
             where = f"[{self.index}/{self.total}] {self.workload} {self.preset} repeat {self.repeat}/{self.repeats}"
