@@ -7,6 +7,18 @@ import math
 DASH = "—"
 
 
+def clip(text: str, limit: int) -> str:
+    """`text` within `limit` characters, cut at a word's end with "…" where it is longer: a reason is never cut
+    mid-word ("Both fused kern")."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit * 0.6:
+        cut = cut[:space]
+    return cut.rstrip(" ;,:") + "…"
+
+
 def finite(value: float | None) -> bool:
     return value is not None and isinstance(value, (int, float)) and math.isfinite(value)
 

@@ -7,6 +7,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from ..measure.compare import NOISE_FLOOR, SINGLE_RUNS_NOTE, Comparison, format_speedup
+from ..number_format import clip
 from ..number_format import ms as _ms
 from ..number_format import pct as _pct
 from .search import SEARCH_STEPS
@@ -55,7 +56,7 @@ def trust_note(doc: Mapping[str, Any]) -> str | None:
 def not_measured_text(p: Mapping[str, Any]) -> str:
     """Why a preset entry of the document has no median."""
     if p["status"] == "failed":
-        return "failed: " + ("; ".join(e.splitlines()[0][:160] for e in p["errors"]) or "no result")
+        return "failed: " + ("; ".join(clip(e.splitlines()[0], 160) for e in p["errors"]) or "no result")
     if p["status"] == "stopped":
         return "stopped (interrupted) before a run finished: not counted"
     if p["status"] == "not_run":
@@ -114,7 +115,7 @@ def notes(ms: Sequence[Measurement], status: WorkloadStatus, measured: Sequence[
     out: list[str] = []
     for m in ms:
         if m.status == "failed":
-            first = (m.errors[0].splitlines() or ['?'])[0][:200] if m.errors else 'no result'
+            first = clip((m.errors[0].splitlines() or ['?'])[0], 200) if m.errors else 'no result'
             out.append(f"{m.preset} failed: {first}")
         elif m.measured and len(m.ok_runs) < m.planned and m.complete:
             out.append(f"{m.preset}: {m.planned - len(m.ok_runs)} of {m.planned} runs did not finish ok; "

@@ -32,6 +32,7 @@ from torch import nn
 from torch.amp import GradScaler
 
 from ..config.axes import SHIPPED_AXIS_NAMES, Stage, Value
+from ..errors import ApextuiError
 from ..config.point import Config
 
 if TYPE_CHECKING:
@@ -453,8 +454,9 @@ def unregister(axis_name: str) -> None:
     ACTS.pop(axis_name, None)
 
 
-class NotApplicable(ValueError):
-    """A value that does nothing to this model (no norm the swap can take): the workload names the point."""
+class NotApplicable(ApextuiError, ValueError):
+    """A value this model cannot take (no norm the swap can take; an attention backend that cannot take its SDPA call):
+    not a fault of the user's code, and said without a class name (`failure.describe_failure`)."""
 
 
 def undo_patches() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from ..errors import ApextuiError
+
 _OOM_ALLOC = re.compile(r"[Tt]ried to allocate ([\d.]+ ?[KMGTPE]?i?B|\d+ bytes)")
 _OOM_GPU = re.compile(r"GPU (\d+) has a total capacity of ([\d.]+ \w+) of which ([\d.]+ \w+) is free")
 
@@ -64,6 +66,7 @@ def describe_failure(exc: BaseException, step: int, device: str, workload: str |
         table = "[cpu_size]" if device == "cpu" else "[size]"
         return (f"out of memory {where} ({detail[:300]}): use a smaller size (lower batch, seq, d_model/width "
                 f"or layers in the preset's {table}), or free the memory other processes hold")
-    lines = f"{type(exc).__name__}: {exception_text(exc)}".strip().split("\n", 1)
+    said = exception_text(exc) if isinstance(exc, ApextuiError) else f"{type(exc).__name__}: {exception_text(exc)}"
+    lines = said.strip().split("\n", 1)  # an apextui error is its own words; anything else says what it is
     lines[0] += f" ({where})"
     return "\n".join(lines)

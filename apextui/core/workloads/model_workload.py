@@ -356,8 +356,8 @@ class ModelWorkload(Workload):
             if _is_oom(exc):
                 raise
             no_kernel = apply.attention_failure(exc, self.config.attention, lambda: module(batch))
-            if no_kernel is not None:
-                raise UserCodeError(no_kernel) from exc
+            if no_kernel is not None:  # the point's backend cannot take the model's call: not their code's fault
+                raise apply.NotApplicable(no_kernel) from exc
             if self.setup.loss_fn is not None and not (isinstance(batch, (tuple, list)) and len(batch) == 2):
                 raise UserCodeError(f"make_batch returned {type(batch).__name__}; with a loss_fn it must return "
                                     "(inputs, targets)") from exc
