@@ -208,3 +208,21 @@ def test_a_run_that_fills_every_core_by_itself_is_not_busy_but_one_squeezed_by_o
     assert level_of(0.3, 1.5, 2, 0, None)[1] == ("other processes used 0.3 of 2 CPU cores, the run 1.5: 0.2 left free",)
     assert level_of(1.0, 0.5, 2, 0, None) == ("busy", ("other processes used 1.0 of 2 CPU cores",))
     assert level_of(0.3, 0.5, 2, 0, None) == ("quiet", ())  # room left: a daemon's 0.3 cores is no contention
+
+
+def test_a_run_that_started_busy_ends_with_that_sample_in_its_verdict(monkeypatch):
+    """`--preset adamw_fused --json`: the `start` line said `busy` (and stderr warned), the `end` summary `unknown` (one
+    sample of its own, unread): one run, one verdict: the start's sample is the run's first."""
+    from apextui.cli import json_run
+    from apextui.core.run.request import RunRequest
+    from apextui.core import presets
+
+    busy = contention.Contention("busy", 1.9, 0.1, 2, reasons=("other processes used 1.9 of 2 CPU cores",))
+    monkeypatch.setattr(json_run, "start_contention", lambda device: busy)
+    lines: list[dict] = []
+    monkeypatch.setattr(json_run.JsonLinePrinter, "emit", lambda self, *objs: lines.extend(objs))
+    json_run.run(RunRequest(presets.resolve("adamw"), "cpu", 12, sample_interval=60.0))
+    start, end = lines[0], lines[-1]
+    assert start["contention"]["level"] == "busy"
+    assert end["summary"]["contention"]["level"] == "busy", end["summary"]["contention"]
+    assert end["summary"]["contention"]["samples"] >= 1

@@ -103,7 +103,7 @@ def _start(printer: JsonLinePrinter, runner: Runner) -> None:
     from ..core.env import describe
 
     preset, device = runner.preset, runner.device
-    busy = start_contention(device)
+    busy = runner.start_contention = start_contention(device)
     printer.emit(events.start_event(preset, device, runner.steps, runner.warmup, describe(device), busy))
     if busy is not None and busy.competing:
         log(f"warning: the machine is {busy.level} ({'; '.join(busy.reasons)}): timings may not compare")

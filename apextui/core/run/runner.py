@@ -87,6 +87,9 @@ class Runner(RunControl):
         self.warmup = warmup_steps(request.preset, self.steps)
         self.sampler = sampler
         self.gpu_scope = gpu_scope  # the GPUs the sampler reads: the run's, or every one (the TUI's pane)
+        # the sample its front end read as it started (the `start` line's): the run's first, so that the `end` line's
+        # verdict on the host is the run's one verdict, never `unknown` after a `start` that said `busy`
+        self.start_contention: Any = None
         self._stop = threading.Event()
         self._inbox: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._delivery = Delivery(self._inbox, callback, self.warmup, request.device, lambda: self.sampler)
@@ -244,6 +247,8 @@ class Runner(RunControl):
             gpu = self.device == "cuda"
             self.sampler = Sampler(self.request.sample_interval, gpu=gpu, pci_bus_id=pci_bus_id() if gpu else None,
                                    scope=self.gpu_scope)
+        if self.start_contention is not None:
+            self.sampler.tally.add(self.start_contention)
         self.sampler.start()
         compile_s = None
         if getattr(workload, "compiles", False):  # before the clock starts: never part of a step
