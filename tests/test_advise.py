@@ -910,3 +910,22 @@ def test_a_run_past_the_plan_is_counted_not_set_against_the_plan():
     planned = Progress("run", index=2, total=9, workload="norm", preset="layernorm", repeat=1, repeats=2,
                        status="running", steps_done=5, steps=30)
     assert planned.line() == "[2/9] norm layernorm repeat 1/2: running 5/30"
+
+
+def test_a_data_parallel_preset_is_available_in_list_and_not_compared_by_the_one_device_advice():
+    """`apextui list` called ddp_adamw_fused available, the advice unavailable: one rule, one word. It can run here
+    (one rank alone), and the one-device advice leaves it out: "not compared here", and `list` says so beside it."""
+    from apextui.core.advise.advice_view import _row
+    from apextui.core.advise.planning import SINGLE_DEVICE_ONLY, plan
+    from apextui.core.availability import availability
+    from helpers import run_cli
+
+    shipped = load_builtin()
+    (tplan,) = plan(shipped, "cpu", ["transformer"], lambda p: availability(p, "cpu"))
+    ddp = next(m for m in tplan.skipped if m.preset == "ddp_adamw_fused")
+    assert ddp.not_compared and ddp.reason == SINGLE_DEVICE_ONLY
+    row = _row({"preset": ddp.preset, "status": ddp.status, "is_baseline": False, "flagged": False,
+                "reason": ddp.reason, "not_compared": ddp.not_compared}, None)
+    assert row.why.startswith("not compared here: a data-parallel preset") and "unavailable" not in row.why
+    listed = next(line for line in run_cli("list", "--device", "cpu").stdout.splitlines() if "ddp_adamw_fused" in line)
+    assert "available (data-parallel:" in listed and "the one-device advice does not" in listed

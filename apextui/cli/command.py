@@ -78,6 +78,17 @@ def _error(message: str, code: int) -> int:
     return code
 
 
+# a data-parallel preset runs here (one rank without torchrun); the one-device advice does not compare it
+DATA_PARALLEL_NOTE = "one rank alone here; `apextui advise --nproc N` compares it, the one-device advice does not"
+
+
+def _parallel(p: Any) -> bool:
+    from ..core.workloads.spec import WORKLOADS
+
+    named = WORKLOADS[p.workload].find(p.variant)
+    return named is not None and named.parallel is not None
+
+
 def cmd_list(as_json: bool, requested_device: str) -> int:
     from ..core.availability import availability
     from ..core.presets import PresetError, builtin_dir, load_all, user_dir
@@ -97,7 +108,7 @@ def cmd_list(as_json: bool, requested_device: str) -> int:
         a = availability(p, device)
         rows.append({"name": p.name, "workload": p.workload, "variant": p.variant, "amp": p.config.autocast,
                      "needs_apex": list(p.needs_apex), "available": a.ok, "reason": a.reason or None,
-                     "fix": a.fix or None, "description": p.description,
+                     "fix": a.fix or None, "description": p.description, "parallel": _parallel(p),
                      "source": "builtin" if Path(p.path).parent == shipped else "user", "path": p.path})
     for e in errors:
         print(f"apextui: warning: skipped a user preset: {e.message}", file=sys.stderr)
@@ -114,6 +125,8 @@ def cmd_list(as_json: bool, requested_device: str) -> int:
             workload = r["workload"]
             lines.append(f"\n  {workload}")
         mark = "available" if r["available"] else f"unavailable: {r['reason']}"
+        if r["available"] and r["parallel"]:  # advise on one device leaves it out: said the same way here
+            mark += f" (data-parallel: {DATA_PARALLEL_NOTE})"
         user = f" (user: {r['path']})" if r["source"] == "user" else ""
         lines.append(f"    {r['name']:<{width}} {mark}{user}")
     if errors:

@@ -100,8 +100,9 @@ class AdviceView:
 def _row(p: Mapping[str, Any], recommended: str | None) -> PresetRow:
     common = dict(preset=p["preset"], status=p["status"], is_baseline=bool(p["is_baseline"]),
                   flagged=bool(p["flagged"]), recommended=p["preset"] == recommended)
-    if p["status"] == "unavailable":
-        return PresetRow(kind="unavailable", why=f"unavailable: {p['reason']}", **common)
+    if p["status"] == "unavailable":  # one it can run but leaves out is "not compared", as `list` calls it available
+        word = "not compared here" if p.get("not_compared") else "unavailable"
+        return PresetRow(kind="unavailable", why=f"{word}: {p['reason']}", **common)
     if p["median_ms"] is None:
         return PresetRow(kind="not_measured", why=not_measured_text(p), **common)
     competed = bool(p.get("competed") or p.get("speedup_competed"))

@@ -61,13 +61,15 @@ def plan(presets: Sequence[Preset], device: str, workloads: Sequence[str],
             kw: dict[str, Any] = dict(preset=p.name, variant=p.variant, workload=w, needs_apex=tuple(p.needs_apex),
                                       autocast=p.config.autocast)
             if base is not None and dict(getattr(p, size_key)) != dict(getattr(base, size_key)):
-                skipped.append(Measurement(**kw, available=False, fix="give it the baseline's size to compare it",
+                skipped.append(Measurement(**kw, available=False, not_compared=True,
+                                           fix="give it the baseline's size to compare it",
                                            reason=f"not comparable: its [{size_key}] differs from the baseline "
                                                   f"{base.name}'s"))
                 continue
             named = WORKLOADS[w].find(p.variant)  # None: a point of the model's axes, never data-parallel
             if not data_parallel and named is not None and named.parallel is not None:
-                skipped.append(Measurement(**kw, available=False, reason=SINGLE_DEVICE_ONLY, fix=DATA_PARALLEL_FIX))
+                skipped.append(Measurement(**kw, available=False, not_compared=True, reason=SINGLE_DEVICE_ONLY,
+                                           fix=DATA_PARALLEL_FIX))
                 continue
             a = availability_fn(p)
             if a is None or not a.ok:

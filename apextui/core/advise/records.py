@@ -140,6 +140,9 @@ class Measurement:
     planned: int = 0  # runs planned (repeats); 0 when not run
     available: bool = True
     reason: str = ""  # why it is not run (unavailable, not comparable)
+    # it can run here (`apextui list` says available) but this advice leaves it out: a data-parallel preset on one
+    # device, a size the baseline's is not; worded "not compared", never "unavailable"
+    not_compared: bool = False
     fix: str = ""
     # the drift between runs of one configuration seen in this advice (`compare.Drift`): a comparison that involves a
     # single run is widened by it (`versus`); None: the caller's comparisons ignore it (tests of other rules)
@@ -356,7 +359,7 @@ class WorkloadVerdict:
             presets.append({
                 "preset": m.preset, "variant": m.variant, "amp": m.autocast, "needs_apex": list(m.needs_apex),
                 "is_baseline": m.preset == self.baseline, "status": m.status,
-                "reason": m.reason or None, "fix": m.fix or None,
+                "reason": m.reason or None, "fix": m.fix or None, "not_compared": m.not_compared,
                 # medians of the runs' own (rounded) figures, not rounded again: the speed-ups follow from them
                 "median_ms": m.median_ms, "median_low_ms": timing.low_ms if timing else None,
                 "median_high_ms": timing.high_ms if timing else None, "p10_ms": m.p10_ms, "p90_ms": m.p90_ms,
