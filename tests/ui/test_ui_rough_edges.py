@@ -332,6 +332,7 @@ async def test_e_and_p_never_leave_files_in_a_git_work_tree(tmp_path, monkeypatc
         messages = [n.message for n in app._notifications]
     left = sorted(p.name for p in start.rglob("apextui-*"))
     expected = history.history_dir().resolve() if git_work_tree else (start / "src").resolve()
-    written = [Path(p) for m in messages if m.startswith(("exported", "saved the screenshot")) for p in m.split("\n")[1:]]
+    written = [Path(p) for m in messages if m.startswith(("exported", "saved the screenshot"))
+               for p in m.split("\n")[1:]]
     assert len(written) == 3 and all(p.resolve().parent == expected for p in written), messages
     assert (left == []) == git_work_tree, left
