@@ -849,14 +849,20 @@ def test_one_repeat_a_preset_compares_single_runs_within_the_drift_it_cannot_rul
     assert real["recommended"] == "adamw_fused"
 
 
-def test_an_unknown_bottleneck_says_so_and_why():
-    """'unknown · 9.67 GB/s (60.0 % of copy)' left "unknown" unexplained."""
+def test_an_unknown_bottleneck_says_so_on_one_plain_line():
+    """'unknown · 9.67 GB/s' read as a bottleneck named "unknown"; its reason in the row ran to 3-4 lines a preset
+    ("cannot be trusted: at 15.4 % of the copy bandwidth and 0.7 % of the fp32 matmul ceiling …"): the row says
+    "bottleneck unknown" and its figures, their fractions only where they can be trusted; the why is the document's."""
     from apextui.core.advise import roofline_text
 
     p = {"bottleneck": {"label": "unknown", "reason": "no ceilings (or work model) to compare with"},
          "roofline": {"gb_s": 9.67, "bandwidth_fraction": 0.6, "primary": "bytes"}}
-    assert roofline_text(p) == ("bottleneck unknown (no ceilings (or work model) to compare with) · 9.67 GB/s "
-                                "(60.0 % of copy)")
+    assert roofline_text(p) == "bottleneck unknown · 9.67 GB/s (60.0 % of copy)"
+    untrusted = {"bottleneck": {"label": "unknown", "reason": "cannot be trusted: at 15.4 % of the copy bandwidth and "
+                                "0.7 % of the fp32 matmul ceiling, under the 25 % a label needs"},
+                 "roofline": {"gb_s": 3.1, "bandwidth_fraction": 0.154, "tflops": 0.02, "compute_fraction": 0.007,
+                              "primary": "bytes"}}
+    assert roofline_text(untrusted) == "bottleneck unknown · 3.1 GB/s · 0.02 TFLOP/s"
     assert roofline_text({**p, "bottleneck": {"label": "memory-bound"}}).startswith("memory-bound · 9.67 GB/s")
 
 

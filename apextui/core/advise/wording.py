@@ -65,23 +65,25 @@ def not_measured_text(p: Mapping[str, Any]) -> str:
 
 
 def roofline_text(p: Mapping[str, Any]) -> str:
-    """'memory-bound · 11.6 GB/s (49.3 % of copy)' for a preset entry of the document; 'bottleneck unknown (why)'
-    where the bottleneck could not be told."""
+    """'memory-bound · 11.6 GB/s (49.3 % of copy)' for a preset entry of the document, on one line; 'bottleneck unknown'
+    where it could not be told, with the figures alone: their fractions only where they can be trusted (the why is
+    the document's `bottleneck.reason`: in a row it ran to three lines a preset)."""
     return _roofline_text(p)
 
 
 def _roofline_text(p: Mapping[str, Any]) -> str:
     b = p.get("bottleneck") or {}
     label = b.get("label") or "—"
-    if label == "unknown":  # a bare "unknown · 9.67 GB/s (60.0 % of copy)" said neither what nor why
-        label = "bottleneck unknown" + (f" ({b['reason']})" if b.get("reason") else "")
+    untrusted = label == "unknown" and "cannot be trusted" in str(b.get("reason") or "")
+    if label == "unknown":  # a bare "unknown · 9.67 GB/s" read as a bottleneck named "unknown"
+        label = "bottleneck unknown"
     r = p.get("roofline") or {}
     figs = []
     if r.get("tflops") is not None:
-        frac = r.get("compute_fraction")
+        frac = None if untrusted else r.get("compute_fraction")
         figs.append(f"{r['tflops']:.3g} TFLOP/s" + (f" ({100 * frac:.1f} % of peak)" if frac is not None else ""))
     if r.get("gb_s") is not None:
-        frac = r.get("bandwidth_fraction")
+        frac = None if untrusted else r.get("bandwidth_fraction")
         figs.append(f"{r['gb_s']:.3g} GB/s" + (f" ({100 * frac:.1f} % of copy)" if frac is not None else ""))
     if r.get("primary") == "bytes":
         figs.reverse()  # the headline figure first
