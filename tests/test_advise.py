@@ -582,9 +582,9 @@ def test_cli_end_to_end_on_cpu_then_reuse():
     reused = json.loads(again.stdout)
     assert reused["reused"] is True and reused["measured_at"] == doc["measured_at"]
     assert reused["workloads"] == doc["workloads"] and "] optimizer" not in again.stderr
-    assert "reused advice measured" in again.stderr
+    assert "reused the advice of this same environment, measured on" in again.stderr
     text = run_cli("advise", "--workloads", "optimizer", "--device", "cpu", "--reuse", timeout=120)
-    assert text.returncode == 0 and "reused advice measured" in text.stdout
+    assert text.returncode == 0 and "reused the advice of this same environment, measured on" in text.stdout
     assert "verdict: optimizer:" in text.stdout and "Apex on this machine: Apex cannot be measured here" in text.stdout
     # another number of steps: nothing to reuse, so it measures (and says why)
     fresh = run_cli("advise", "--workloads", "optimizer", "--device", "cpu", "--reuse", "--steps", "8",
@@ -721,7 +721,8 @@ def test_provenance_and_too_few_steps_to_trust():
     doc = {"device": "cpu", "measured_at": "2026-11-30T10:00:00+0000", "measured_at_unix": 1000.0,
            "settings": {"steps": 8, "repeats": 1}, "environment": ENV}
     assert advise.provenance(doc, now=1000.0 + 3 * 3600 + 5) == \
-        "measured 2026-11-30T10:00:00+0000 (3 h ago) with 8 steps × 1 repeat a preset on cpu (Test CPU, 2 threads)"
+        "measured on cpu (Test CPU, 2 threads) at 2026-11-30T10:00:00+0000 (3 h ago): each preset ran once, 8 steps a run"
+    assert "each preset ran twice," in advise.provenance({**doc, "settings": {**doc["settings"], "repeats": 2}})
     assert "(just now)" in advise.provenance(doc, now=1030.0) and "(2 days ago)" in advise.provenance(doc, now=2e5)
     assert advise.trust_note(doc) == ("too few steps to trust: 8 steps a run, fewer than the 30 advise runs by "
                                       "default on cpu; measure again with more steps")
@@ -747,11 +748,11 @@ def test_cli_reused_advice_says_how_it_was_measured_and_flags_too_few_steps(monk
     out, err = capsys.readouterr()
     assert rc == 0, err
     first = out.splitlines()[1]
-    assert first.startswith(f"reused advice measured {stored['measured_at']} (just now) with 8 steps × 1 repeat "
-                            "a preset on cpu (Test CPU, 2 threads)"), out
+    assert first == (f"reused the advice of this same environment, measured on cpu (Test CPU, 2 threads) at "
+                     f"{stored['measured_at']} (just now): each preset ran once, 8 steps a run"), out
     assert out.splitlines()[2] == ("WARNING: too few steps to trust: 8 steps a run, fewer than the 30 advise runs "
                                    "by default on cpu; measure again with more steps")
-    assert "reused advice measured" in err and "warning: too few steps to trust" in err
+    assert "reused the advice of this same environment" in err and "warning: too few steps to trust" in err
     rc = advise_cli.main(["--workloads", "optimizer", "--device", "cpu", "--reuse", "--json"], runner_factory=never)
     doc = json.loads(capsys.readouterr().out)
     assert rc == 0 and doc["reused"] is True and doc["trust_note"].startswith("too few steps to trust")

@@ -217,8 +217,8 @@ async def test_reused_advice_shows_when_and_how_it_was_measured_and_flags_too_fe
         await wait_for(pilot, lambda: app2.advice_job is not None and app2.advice_job.done
                        and "reused" in status(app2), what="the reused advice")
         shown = status(app2)
-        assert (f"reused advice measured {measured_at} (just now) with 8 steps × 2 repeats a preset on cuda "
-                "(NVIDIA H200)") in shown
+        assert (f"reused the advice of this same environment, measured on cuda (NVIDIA H200) at {measured_at} (just "
+                "now): each preset ran twice, 8 steps a run") in shown
         assert ("⚠ too few steps to trust: 8 steps a run, fewer than the 100 advise runs by default on cuda"
                 in shown)
 

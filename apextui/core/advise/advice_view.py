@@ -145,7 +145,7 @@ def view(doc: Mapping[str, Any]) -> AdviceView:
         device=str(doc.get("device")), machine=str(env.get("name", "?")), torch=str(env.get("torch", "?")),
         apex_installed=str(env.get("apex", "?")), steps=s.get("steps"), repeats=s.get("repeats"),
         status=doc.get("status", "complete"), reused=bool(doc.get("reused")),
-        reuse_note=str(doc.get("reuse_note") or f"reused advice {provenance(doc)}"),
+        reuse_note=str(doc.get("reuse_note") or f"reused advice, {provenance(doc)}"),
         measured_at=str(doc.get("measured_at")), elapsed_s=float(doc.get("elapsed_s", 0)),
         runs_ok=int(runs.get("ok", 0)), runs_total=int(runs.get("total", 0)), trust_note=trust_note(doc),
         apex_status=doc["apex"]["status"], apex=doc["apex"]["text"],

@@ -160,7 +160,7 @@ def find_reusable(env: Mapping[str, Any], workloads: Sequence[str], plans: Seque
                   "stopped": sum(r["status"] == "stopped" for r in runs)}
         out = dict(doc, workloads=chosen, apex=overall_apex(chosen), runs=counts, reused=True, reused_from=str(path),
                    settings=dict(doc["settings"], workloads=list(workloads)))
-        out["reuse_note"] = f"reused advice {provenance(doc)}, in the same environment"
+        out["reuse_note"] = f"reused the advice of this same environment, {provenance(doc)}"
         out["trust_note"] = trust_note(out)
         _must_render(out)
     except Exception as exc:  # noqa: BLE001 - total, as the results loader: a bad store is a note, never a crash

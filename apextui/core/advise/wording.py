@@ -26,8 +26,9 @@ def _ago(seconds: float) -> str:
 
 
 def provenance(doc: Mapping[str, Any], now: float | None = None) -> str:
-    """When, with how many steps and repeats, and on which device the advice was measured:
-    'measured 2026-11-30T10:00:00+0000 (3 h ago) with 30 steps × 2 repeats a preset on cpu (AMD EPYC, 2 threads)'."""
+    """Where, when, and with how many runs and steps the advice was measured, as it reads aloud:
+    'measured on cpu (AMD EPYC, 2 threads) at 2026-11-30T10:00:00+0000 (3 h ago): each preset ran twice, 30 steps a
+    run'."""
     s = doc.get("settings") or {}
     env = doc.get("environment") or {}
     when = str(doc.get("measured_at", "?"))
@@ -36,8 +37,9 @@ def provenance(doc: Mapping[str, Any], now: float | None = None) -> str:
         when += f" ({_ago(max(0.0, (now or time.time()) - at))})"
     repeats = s.get("repeats")
     where = str(env.get("name") or "?") + (f", {env['threads']} threads" if env.get("threads") else "")
-    return (f"measured {when} with {s.get('steps', '?')} steps × {repeats} repeat{'' if repeats == 1 else 's'} "
-            f"a preset on {doc.get('device', '?')} ({where})")
+    times = {1: "once", 2: "twice"}.get(repeats, f"{repeats} times") if isinstance(repeats, int) else "? times"
+    return (f"measured on {doc.get('device', '?')} ({where}) at {when}: each preset ran {times}, "
+            f"{s.get('steps', '?')} steps a run")
 
 
 def trust_note(doc: Mapping[str, Any]) -> str | None:
