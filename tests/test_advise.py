@@ -721,7 +721,8 @@ def test_provenance_and_too_few_steps_to_trust():
     doc = {"device": "cpu", "measured_at": "2026-11-30T10:00:00+0000", "measured_at_unix": 1000.0,
            "settings": {"steps": 8, "repeats": 1}, "environment": ENV}
     assert advise.provenance(doc, now=1000.0 + 3 * 3600 + 5) == \
-        "measured on cpu (Test CPU, 2 threads) at 2026-11-30T10:00:00+0000 (3 h ago): each preset ran once, 8 steps a run"
+        ("measured on cpu (Test CPU, 2 threads) at 2026-11-30T10:00:00+0000 (3 h ago): each preset ran once, 8 steps "
+         "a run")
     assert "each preset ran twice," in advise.provenance({**doc, "settings": {**doc["settings"], "repeats": 2}})
     assert "(just now)" in advise.provenance(doc, now=1030.0) and "(2 days ago)" in advise.provenance(doc, now=2e5)
     assert advise.trust_note(doc) == ("too few steps to trust: 8 steps a run, fewer than the 30 advise runs by "
