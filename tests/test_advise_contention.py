@@ -52,3 +52,19 @@ def test_a_left_out_run_gives_none_of_its_presets_timing_figures():
     assert [r.repeat for r in m.kept_runs] == [1, 2] and m.median_ms == 11.0
     assert m.p10_ms == 11.0 * 0.95 and m.p90_ms == 11.0 * 1.05  # the quiet runs' p10/p90 (the rows below set them)
     assert m.representative is not None and m.representative.repeat != 3
+
+
+def test_n_counts_the_runs_the_figures_use_and_a_note_names_the_ones_left_out():
+    """fp32 ran 219.7, 4.43 and 90.0 ms; the table said `4.43 … n 3`, and nothing said two runs were left out."""
+    slow_first, quiet, slow_last = runs([219.7], busy=True)[0], runs([4.43])[0], runs([90.0], busy=True)[0]
+    fp32 = Measurement("fp32", "fp32", "transformer", planned=3, runs=(
+        slow_first, RunResult(2, "ok", quiet.summary), RunResult(3, "ok", slow_last.summary)))
+    other = Measurement("torch_amp", "torch_amp", "transformer", runs=runs([2.0, 2.1, 2.05]), planned=3)
+    v = verdict("transformer", [fp32, other]).to_dict()
+    doc = {"device": "cpu", "environment": {}, "settings": {"steps": 30, "repeats": 3}, "measured_at": "now",
+           "elapsed_s": 1, "workloads": [v], "apex": overall_apex([v])}
+    rows = {r.preset: r for r in advise.view(doc).workloads[0].rows}
+    assert rows["fp32"].median == "4.43" and rows["fp32"].repeats == 1 and rows["torch_amp"].repeats == 3
+    text = advise.format_text(doc)
+    assert ("fp32: left out of its figures: run 1 (220 ms/step: other work competed with it); run 3 (90.0 ms/step: "
+            "other work competed with it)") in " ".join(text.split())

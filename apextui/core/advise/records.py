@@ -364,6 +364,7 @@ class WorkloadVerdict:
                 "median_ms": m.median_ms, "median_low_ms": timing.low_ms if timing else None,
                 "median_high_ms": timing.high_ms if timing else None, "p10_ms": m.p10_ms, "p90_ms": m.p90_ms,
                 "repeats": len(m.ok_runs), "planned_repeats": m.planned,
+                "runs_used": len(m.kept_runs),  # what its figures rest on: `n` in the text (the left-out ones said)
                 "repeat_medians_ms": m.medians_ms, "spread": _round(m.spread),
                 **fields(vs_base, "speedup_vs_baseline"),
                 "final_loss": _round(m.final_loss, 6), "compile_s": _round(m.compile_s, 3),

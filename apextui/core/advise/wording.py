@@ -113,6 +113,10 @@ def loss_flag(m: Measurement, base: Measurement, worse: float) -> str:
             f"{base.final_loss:.4g} after the same steps (over {LOSS_TOLERANCE:.0%}): not recommended")
 
 
+# why a run was left out of its preset's figures (`compare.DISTURBED_RULE`), in words
+LEFT_OUT_WHY = {"busy": "other work competed with it", "wide": "its spread was far wider than its other runs'"}
+
+
 def notes(ms: Sequence[Measurement], status: WorkloadStatus, measured: Sequence[Measurement]) -> tuple[str, ...]:
     """What the reader of a workload's verdict should know: failed presets, runs that did not count, one
     repeat only, an interrupted advice."""
@@ -123,7 +127,11 @@ def notes(ms: Sequence[Measurement], status: WorkloadStatus, measured: Sequence[
             out.append(f"{m.preset} failed: {first}")
         elif m.measured and len(m.ok_runs) < m.planned and m.complete:
             out.append(f"{m.preset}: {m.planned - len(m.ok_runs)} of {m.planned} runs did not finish ok; "
-                       f"its figures use {len(m.ok_runs)}")
+                       f"its figures use {len(m.kept_runs)}")
+        if m.measured and m.left_out:  # `n` counts the runs its figures use: the others are named, with why
+            said = "; ".join(f"run {r.repeat} ({_ms(r.median_ms)} ms/step: {LEFT_OUT_WHY[why]})"
+                             for r, why in m.left_out)
+            out.append(f"{m.preset}: left out of its figures: {said}")
     if measured and all(len(m.ok_runs) < 2 for m in measured):
         drift = next((m.drift for m in measured if m.drift is not None), None)
         if drift is not None and drift.known:
