@@ -108,7 +108,8 @@ def _row(p: Mapping[str, Any], recommended: str | None) -> PresetRow:
     competed = bool(p.get("competed") or p.get("speedup_competed"))
     return PresetRow(
         kind="measured", median=_ms(p["median_ms"]), p10_p90=f"{_ms(p['p10_ms'])}–{_ms(p['p90_ms'])}",
-        repeats=int(p.get("runs_used", p["repeats"])), spread=f"{100 * p['spread']:.1f}%" if p["spread"] is not None else DASH,
+        repeats=int(p.get("runs_used", p["repeats"])),
+        spread=f"{100 * p['spread']:.1f}%" if p["spread"] is not None else DASH,
         vs_base=("base" if p["is_baseline"] else format_speedup(from_fields(p, "speedup_vs_baseline")))
         + (" ⚠" if competed else ""), competed=competed,
         loss=f"{p['final_loss']:.4g}" if p["final_loss"] is not None else DASH, roofline=roofline_text(p),
