@@ -366,3 +366,22 @@ def test_a_variant_with_a_config_is_refused_alike_as_flags_and_in_a_preset_file(
         "give --variant NAME or --config axis=value,..., not both"
     assert why(one_error_line(from_file.stderr), "field 'config': ") == \
         'give variant = "NAME" or config = "axis=value,...", not both'
+
+
+def test_list_model_lists_every_axis_value_the_search_may_try_with_its_availability(tmp_path):
+    """`apextui list --model` listed the named variants only: Liger's norms and loss, the SDPA backends, the memory
+    format and coordinate-descent were not there, so a user could not see what would be tried or why not."""
+    from apextui.core.config.axes import AXES
+
+    path = tmp_path / "tiny.py"
+    path.write_text(TINY_MODEL)
+    done = run_cli("list", "--model", f"{path}:build", "--device", "cpu", "--json")
+    assert done.returncode == 0, done.stderr
+    values = {v["value"]: v for v in json.loads(done.stdout)["axis_values"]}
+    expected = {f"{a.name}={v.name}" for a in AXES for v in a.values if v is not a.default and v.builds_on("model")}
+    assert set(values) == expected
+    assert values["norms=liger"]["available"] is False and "CUDA" in values["norms=liger"]["reason"]
+    assert "does not apply" in values["attention=math"]["reason"]  # the tiny model makes no SDPA call
+    assert values["optimizer=fused"]["available"] is True and values["optimizer=fused"]["reason"] is None
+    text = run_cli("list", "--model", f"{path}:build", "--device", "cpu").stdout
+    assert "axis values" in text and "loss=liger_flce" in text and "compile=coordinate-descent" in text

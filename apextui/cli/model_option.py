@@ -149,8 +149,10 @@ def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
         rows.append({"name": p.name, "workload": p.workload, "variant": p.variant, "amp": p.config.autocast,
                      "needs_apex": list(p.needs_apex), "available": a.ok, "reason": a.reason or None,
                      "fix": a.fix or None, "description": p.description, "source": "model", "path": spec})
+    values = axis_values(spec, device, facts)
     if as_json:
-        output.write(json.dumps({"device": device, "model": mp.describe(facts), "presets": rows}) + "\n")
+        output.write(json.dumps({"device": device, "model": mp.describe(facts), "presets": rows,
+                                 "axis_values": values}) + "\n")
         return EXIT_OK
     size = "CPU size (small=True)" if facts.small else "full size"
     norms = (facts.norm_report or {}).get("summary") or f"{facts.norms} norms"
@@ -160,8 +162,37 @@ def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
     for r in rows:
         mark = "available" if r["available"] else f"unavailable: {r['reason']}"
         lines.append(f"  {r['variant']:<{width}} {mark}")
+    lines += ["", "axis values (what `advise --model` may try, each one change from fp32; `--config` runs any):"]
+    width = max(len(v["value"]) for v in values)
+    for v in values:
+        mark = "available" if v["available"] else f"unavailable: {v['reason']}"
+        lines.append(f"  {v['value']:<{width}} {mark}{' (with precision=bf16)' if v['with_bf16'] else ''}")
     output.write("\n".join(lines) + "\n")
     return EXIT_OK
+
+
+def axis_values(spec: str, device: str, facts: Any) -> list[dict[str, Any]]:
+    """Every value of every axis the user's model builds, other than the defaults, each as the one change from fp32
+    the search would try (on bf16 where the value needs half precision on this device, as the search tries it), with
+    whether it can run on this model here and why not (`model_availability`: the same rule as the variants')."""
+    from ..core import model_presets as mp
+    from ..core.config.axes import all_axes
+    from ..core.config.point import BASELINE
+    from ..core.workloads.spec import MODEL
+
+    out = []
+    for ax in all_axes():
+        for v in ax.values:
+            if v is ax.default or not v.builds_on(MODEL.name):
+                continue
+            point = BASELINE.with_(ax.name, v.name)
+            with_bf16 = point.conflict(device) is not None
+            if with_bf16:
+                point = point.with_("precision", "bf16")
+            a = mp.model_availability(mp.config_preset(spec, point), device, facts)
+            out.append({"axis": ax.name, "value": f"{ax.name}={v.name}", "description": v.description,
+                        "available": a.ok, "reason": a.reason or None, "fix": a.fix or None, "with_bf16": with_bf16})
+    return out
 
 
 def model_for_advice(spec: str, device: str, reuse: bool, deadline: float | None = None,
