@@ -239,8 +239,12 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
         self.query_one(StatusPane).set_device(probe.device_line, gpu=probe.gpu)
         self.picker.set_availability(probe.availability, probe.device)
         if probe.device == "cpu" and self.settings.device != "cpu":
-            # a toast is as wide as its longest line: at 80x24 the note on one line covered the preset list for 8 s
-            self.notify(textwrap.fill(probe.device_note, NOTE_COLUMNS), title="no GPU", severity="warning", timeout=8)
+            # a toast is as wide as its longest line: at 80x24 the note on one line covered the preset list for 8 s;
+            # it goes when a run starts (it sat over the run pane and its loss chart), the status pane says the device
+            from textual.notifications import Notification, Notify
+
+            self.device_toast = Notification(textwrap.fill(probe.device_note, NOTE_COLUMNS), "no GPU", "warning", 8)
+            self.post_message(Notify(self.device_toast))
         self._show_highlighted()
         self._start_pending()
 

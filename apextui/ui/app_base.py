@@ -72,6 +72,7 @@ class AppBase(App[None]):
 
         self.probe: Probe | None = None
         self.probe_error: str | None = None
+        self.device_toast: Any = None  # the start-up "no GPU" toast (a Notification), until a run starts
         self.report: DoctorLike | None = None
         self.report_error: str | None = None
         self.active: ActiveRun | None = None

@@ -90,6 +90,9 @@ class RunActions(AppBase):
         self._last_spark = 0.0  # a run's first redraw always draws its sparklines
         self.query_one(MonitorPanel).reset()
         self.live.begin(preset)
+        if self.device_toast is not None:  # said before the run: its pane and chart are the run's now
+            self._unnotify(self.device_toast)
+            self.device_toast = None
         self.refresh_bindings()
         return True
 

@@ -336,3 +336,17 @@ async def test_e_and_p_never_leave_files_in_a_git_work_tree(tmp_path, monkeypatc
                for p in m.split("\n")[1:]]
     assert len(written) == 3 and all(p.resolve().parent == expected for p in written), messages
     assert (left == []) == git_work_tree, left
+
+
+async def test_the_no_gpu_toast_goes_when_the_first_run_starts():
+    """It sat over the run pane and its loss chart for more than 10 s, through the first run."""
+    app = cpu_app(FakeEngine(hold={"fp32": 50}))
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await until_ready(pilot, app)
+        no_gpu = lambda: [t for t in app.screen.query("Toast") if "no GPU" in str(t.render())]  # noqa: E731
+        await wait_for(pilot, lambda: bool(no_gpu()), 30, "the no GPU toast")
+        app.start_preset("fp32")
+        await wait_for(pilot, lambda: app._drawn_view is not None, what="fp32 drawn")
+        await wait_for(pilot, lambda: not no_gpu(), 5, "the toast gone once the run started")
+        assert app.probe.device == "cpu" and app.device_toast is None
+        app.active.runner.release()
