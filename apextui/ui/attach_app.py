@@ -47,6 +47,34 @@ class WatchedTable(ComparisonTable):
     the runs of one model and batch, else of one name, `core/watch/rows.py`)."""
 
     LEFT_OUT = frozenset({"err", "compile"})
+    user_moved = False  # the user moved the cursor (keys, mouse): from then on it stays where they put it
+
+    def place(self, row: int) -> None:
+        """The cursor on `row` (scrolled into view), moved by the app, not by the user."""
+        self.move_cursor(row=row)
+
+    def _moved_by_user(self) -> None:
+        self.user_moved = True
+
+    def action_cursor_up(self) -> None:
+        self._moved_by_user()
+        super().action_cursor_up()
+
+    def action_cursor_down(self) -> None:
+        self._moved_by_user()
+        super().action_cursor_down()
+
+    def action_page_up(self) -> None:
+        self._moved_by_user()
+        super().action_page_up()
+
+    def action_page_down(self) -> None:
+        self._moved_by_user()
+        super().action_page_down()
+
+    async def _on_click(self, event: Any) -> None:
+        self._moved_by_user()
+        await super()._on_click(event)
     LABELS = {"preset": "watched run", "loss": "last loss"}  # one batch's, as the pane's `batch` (its `avg`: smoothed)
 
     def watch_cursor_coordinate(self, old: object, new: object) -> None:
@@ -242,11 +270,14 @@ class AttachApp(App[int]):
         self._runs = [meta for meta, _ in found]
         table.rows_data = new
         table.add_results([])
+        assert isinstance(table, WatchedTable)
+        if not table.user_moved and self.meta is not None:  # the followed run stays in view (at 80x24 three rows
+            on = self.meta  # are: it was the fourth, below them), until the user moves the cursor
         at = next((i for i, m in enumerate(self._runs) if on is not None and m.path == on.path), None)
         if at is not None and at in table.shown:  # a refresh keeps the run the user is on (a live run ending
-            table.move_cursor(row=table.shown.index(at))  # leaves the rows a moment: its row's place moved)
+            table.place(table.shown.index(at))  # leaves the rows a moment: its row's place moved)
         elif 0 <= cursor < len(new):
-            table.move_cursor(row=cursor)
+            table.place(cursor)
 
     def _follow_newest(self) -> None:
         """Under `attach NAME`: where the name's newest run (live first) is another, newer run than the one shown, or

@@ -26,11 +26,28 @@ def finished(name: str, steps: int = 30) -> store.RunMeta:
     return store.load_meta(mon.path)
 
 
-def started(name: str, steps: int = 30) -> apextui.Watch:
-    mon = apextui.watch(name=name, warmup=2)
+class Live:
+    """A live watched run whose steps take 20 ms each on a fake clock (the monitor's host clock, moved by the test
+    alone): its blocks and hand-overs come as they would, whatever the machine's load."""
+
+    def __init__(self, name: str) -> None:
+        self.t = 1000.0
+        self.mon = apextui.watch(name=name, warmup=2, now=lambda: self.t)
+        self.path = self.mon.path
+
+    def step(self, loss: float = 0.5) -> None:
+        self.mon.step(loss=loss)
+        self.t += 0.020
+
+    def close(self) -> None:
+        self.mon.close()
+
+
+def started(name: str, steps: int = 30) -> Live:
+    live = Live(name)
     for i in range(steps):
-        mon.step(loss=1.0 / (i + 1))
-    return mon
+        live.step(loss=1.0 / (i + 1))
+    return live
 
 
 @pytest.mark.asyncio
@@ -100,3 +117,35 @@ async def test_enter_on_a_list_drawn_before_a_new_run_appeared_attaches_the_run_
             assert app.meta.path == done.path
         finally:
             newcomer.close()
+
+
+@pytest.mark.asyncio
+async def test_at_80x24_the_followed_run_stays_in_view_whatever_rows_come_after_it():
+    """At 80x24 the watched-runs table shows three rows, and the cursor went to the newest: the followed run (here the
+    first of seven) was out of view. It stays in view until the user moves the cursor."""
+    followed = finished("many")
+    for _ in range(5):
+        finished("many")
+    live = started("other", steps=60)
+    try:
+        app = AttachApp(store.load_meta(Path(followed.path)), poll_s=0.05, refresh_s=0.1, table_s=0.2)
+        async with app.run_test(size=(80, 24)) as pilot:
+            table = app.query_one("#table")
+
+            def followed_in_view() -> bool:
+                live.step()  # the live run goes on, so its row has figures
+                run = app._cursor_run()
+                if len(app._runs) < 7 or run is None or run.path != followed.path:
+                    return False
+                row = table.cursor_row
+                return table.scroll_y <= row < table.scroll_y + table.size.height - 1  # under the header
+
+            await wait_for(pilot, followed_in_view, what="the followed run's row in view")
+            await pilot.press("down")  # the user moves: the cursor stays where they put it
+            moved_to = app._cursor_run()
+            for _ in range(5):
+                live.step()
+                await pilot.pause(0.1)
+            assert moved_to is not None and moved_to.path != followed.path and app._cursor_run() == moved_to
+    finally:
+        live.close()
