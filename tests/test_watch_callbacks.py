@@ -34,9 +34,20 @@ def test_the_transformers_callback_streams_a_trainer_run(tmp_path):
     transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=[callback]).train()
     evs = stream(callback.mon)
     assert evs[0]["event"] == "start" and evs[0]["steps"] == 8 and evs[-1]["status"] == "ok"
-    # what it trains, for attach: the Trainer's model, and the samples a step (no batch reaches a callback)
+    # what it trains, for attach: the Trainer's model, and its batch as a loop's `mon.step(batch=)` records it (the
+    # first forward's inputs: no batch reaches a callback), so the two are compared
     assert evs[0]["watch"]["model"] == {"class": "GPT2LMHeadModel", "params": model.num_parameters()}
-    assert evs[0]["watch"]["batch"] == {"size": 2}
+    assert evs[0]["watch"]["batch"] == {"shape": [2, 16]}
+    import apextui
+    from apextui.core.watch.workload import Workload
+
+    mon = apextui.watch(name="own-loop", model=model, where=tmp_path / "runs")
+    mon.step(loss=1.0, batch={"input_ids": torch.zeros(2, 16, dtype=torch.long)})
+    mon.close()
+    own = reader.Follower(mon.path).poll()[0]
+    assert Workload.of(own).group("own-loop") == Workload.of(evs[0]).group("hf-tiny") == \
+        f"GPT2LMHeadModel, {model.num_parameters():,} params, batch 2×16"
+    assert not any(h for h in model._forward_pre_hooks.values())  # the hook went after the first forward
     steps = [e for e in evs if e["event"] == "step"]
     assert sum(e["steps"] for e in steps) == 7 and steps[-1]["step"] == 8
     assert [e["loss"] is not None for e in steps].count(True) >= 3  # the loss logged every 2 steps

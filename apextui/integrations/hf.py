@@ -37,6 +37,13 @@ UNFINISHED = "train() ended without on_train_end: it raised (an error the caller
 _open: dict[int, "WatchCallback"] = {}  # by thread: the callback whose run is begun and not yet ended
 
 
+class _Shaped:
+    """A batch's shape for `mon.step(batch=)`: the monitor reads `.shape` alone (`watch.workload.batch_shape`)."""
+
+    def __init__(self, shape: list[int]) -> None:
+        self.shape = tuple(shape)
+
+
 class WatchCallback(TrainerCallback):
     def __init__(self, name: str | None = None, **options: Any) -> None:
         self.name = name
@@ -46,6 +53,8 @@ class WatchCallback(TrainerCallback):
         self._tokens = 0
         self._deferred: dict[str, Any] | None = None  # the step waiting for its log: its token or sample count
         self._earlier_exc: BaseException | None = None
+        self._shape: list[int] | None = None  # the first forward's input shape (`_record_shape`)
+        self._shape_hook: Any = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         unfinished = _open.pop(threading.get_ident(), None)
@@ -53,9 +62,13 @@ class WatchCallback(TrainerCallback):
             unfinished._end("failed", UNFINISHED)
         name = self.name or getattr(args, "run_name", None) or "trainer"
         steps = state.max_steps if getattr(state, "max_steps", 0) > 0 else None
-        # what the run trains (`attach` compares it with runs of the same): the model, and the samples a step of
-        # this process trains on (the Trainer hands no batch to a callback: its shape is unknown here)
-        workload = {"model": kwargs.get("model"),
+        # what the run trains (`attach` compares it with runs of the same): the model, and its batch as a loop's
+        # `mon.step(batch=)` records it: the shape of the first forward's inputs (the Trainer hands no batch to a
+        # callback: a forward pre-hook reads it, once), else the samples a step of this process trains on
+        model = kwargs.get("model")
+        self._accumulation = max(1, int(getattr(args, "gradient_accumulation_steps", 1) or 1))
+        self._watch_first_forward(model)
+        workload = {"model": model,
                     "batch_size": args.per_device_train_batch_size * args.gradient_accumulation_steps}
         self.mon = Watch(str(name), steps=steps, **{**workload, **self.options})
         self._pending, self._deferred = {}, None
@@ -89,7 +102,34 @@ class WatchCallback(TrainerCallback):
             return
         pending, self._pending = self._pending, {}
         loss = pending.pop("loss", None)
-        self.mon.step(loss=loss, **count, **pending)
+        shape, self._shape = self._shape, None  # the first step's alone: the monitor reads only the first
+        self._unhook()
+        batch = _Shaped([shape[0] * self._accumulation, *shape[1:]]) if shape else None
+        self.mon.step(loss=loss, batch=batch, **count, **pending)
+
+    def _watch_first_forward(self, model: Any) -> None:
+        """A forward pre-hook on the model that records its first call's input shape (metadata only: nothing is
+        read from the device) and then goes; nothing where the model takes none."""
+        self._shape, self._shape_hook = None, None
+        try:
+            self._shape_hook = model.register_forward_pre_hook(self._record_shape, with_kwargs=True)
+        except Exception:  # noqa: BLE001 - no hook, no shape: the batch's size stands for it
+            self._shape_hook = None
+
+    def _record_shape(self, module: Any, args: Any, kwargs: Any) -> None:
+        if self._shape is None:
+            from ..core.watch.workload import batch_shape
+
+            try:
+                self._shape = batch_shape(kwargs) if kwargs else batch_shape(args)
+            except Exception:  # noqa: BLE001 - an odd input: no shape
+                self._shape = None
+        self._unhook()
+
+    def _unhook(self) -> None:
+        hook, self._shape_hook = self._shape_hook, None
+        if hook is not None:
+            hook.remove()
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
                **kwargs: Any) -> None:
