@@ -94,3 +94,18 @@ def test_a_shipped_axis_cannot_be_taken_away():
     for registry in (axes, apply, snippet):
         with pytest.raises(ValueError, match="shipped"):
             registry.unregister("precision")
+
+
+def test_a_registered_axis_changes_no_named_points_name_nor_its_hash(bias_axis):
+    """Registering an axis changed every point's hash: the named points' table missed, `fused_amp` read
+    `fp16+fused_adam+fused_norms` and `adamw_fused` `fused` (preset names changed)."""
+    import pickle
+
+    assert Config(precision="fp16", optimizer="apex", norms="apex").label == "fused_amp"
+    assert Config(optimizer="fused").label == "adamw_fused"
+    point = parse("precision=bf16,optimizer=fused")
+    again = pickle.loads(pickle.dumps(point))
+    assert again == point and hash(again) == hash(point)
+    # a point off the registered axis's default pickles by its values off the defaults: a process that has not
+    # registered the axis reads back every point that leaves it at its default
+    assert pickle.loads(pickle.dumps(point)).as_dict()["biases"] == "train"

@@ -344,3 +344,15 @@ def test_liger_family_patch_is_called_with_the_flags_that_family_takes_and_chann
     Pair = collections.namedtuple("Pair", "image label")
     moved = ns["to_channels_last"](Pair(torch.zeros(2, 3, 4, 4), torch.zeros(2)))
     assert isinstance(moved, Pair) and moved.image.is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("norms, swap_written", [("liger", False), ("apex", True), ("torch", False)])
+def test_liger_s_family_patch_is_the_norms_and_loss_as_measured_and_another_swap_beside_it(norms, swap_written):
+    """With a family patch, `norms=liger` is that patch alone (a generic LigerRMSNorm swap after it turned Gemma's
+    `(1 + w) x` norms into `w x`); `norms=apex` beside Liger's loss keeps its own swap, as the engine applied it."""
+    point = parse(f"norms={norms},loss=liger_flce")
+    code = snippet(point, liger_apply=("apply_liger_kernel_to_llama", ("rms_norm", "fused_linear_cross_entropy")))
+    assert "apply_liger_kernel_to_llama(model=model" in code
+    assert ("def swap_norms(module):" in code) == swap_written, code
+    assert ("FusedRMSNorm" in code) == (norms == "apex") and "LigerRMSNorm" not in code
+    assert "MODEL_TYPE_TO_APPLY_LIGER_FN" not in code  # the loss's generic lines: the family patch has it

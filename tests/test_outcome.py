@@ -67,3 +67,9 @@ def test_the_ladder_stdout_first_then_a_signal_then_a_failure_then_the_check(cap
     err = capsys.readouterr().err
     assert "apextui: run failed: boom" in err and "apextui: error: fp16 loss differs" in err
     assert "rank 1" not in err  # the signal decided: nothing said of the failure it caused
+
+
+def test_a_data_parallel_rank_other_than_0_says_nothing_of_the_failure(capsys):
+    assert exit_code(Outcome("failed", None, failed_because="the run failed", quiet=True)) == EXIT_FAILED
+    assert exit_code(Outcome("ok", None, check_failed="x", quiet=True)) == EXIT_CHECK_FAILED
+    assert capsys.readouterr().err == ""

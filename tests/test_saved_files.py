@@ -54,3 +54,14 @@ def test_a_saved_run_whose_point_cannot_be_read_still_loads(tmp_path):
     rows = load_results(path)
     assert [r.config for r in rows] == [None, POINTS["torch_amp"], None]
     assert rows[0].variant == "no_such_variant" and rows[0].median_ms == pytest.approx(0.516)
+
+
+def test_a_saved_runs_amp_is_kept_where_its_point_cannot_be_read_back(tmp_path):
+    doc = json.loads((SAVED / "results.json").read_text())
+    doc["runs"][1]["variant"] = "no_such_variant"  # torch_amp's row: amp bf16
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(doc))
+    row = load_results(path)[1]
+    assert row.config is None and row.autocast == "bf16"
+    again = json.loads(save_results([row], tmp_path / "again.json").read_text())["runs"][0]
+    assert again["amp"] == "bf16" and "config" not in again

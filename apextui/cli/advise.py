@@ -336,12 +336,13 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
     return _exit_code(doc, advisor, signals, printed)
 
 
-def _exit_code(doc: dict[str, Any], advisor: Any, signals: StopOnSignals, printed: bool) -> int:
-    """The advice's exit code, by the one ladder (`outcome.exit_code`): a failure is every run failing."""
+def _exit_code(doc: dict[str, Any], advisor: Any, signals: StopOnSignals, printed: bool, quiet: bool = False) -> int:
+    """The advice's exit code, by the one ladder (`outcome.exit_code`): a failure is every run failing; `quiet`: a
+    data-parallel rank other than 0 (rank 0 speaks for the advice)."""
     return exit_code(Outcome(
         status="stopped" if advisor.interrupted else "ok" if doc["runs"]["ok"] else "failed", signals=signals,
         failed_because="every run failed" if doc["runs"]["total"] else "no preset could run here",
-        stdout_broken=not printed))
+        stdout_broken=not printed, quiet=quiet))
 
 
 def _worker_log(factory: Any, doc: dict[str, Any]) -> None:
@@ -448,7 +449,7 @@ def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:
         log(f"data-parallel advice on {dist_env.world_size} ranks ({group.backend}): every ms/step is the slowest "
             "rank's, every rank training the preset's batch")
     printed = output(lambda: doc) if rank0 else True
-    return _exit_code(doc, advisor, signals, printed)
+    return _exit_code(doc, advisor, signals, printed, quiet=not rank0)
 
 
 def main(argv: Sequence[str] | None = None, runner_factory: Any = None) -> int:

@@ -32,6 +32,7 @@ class Outcome:
     check_failed: str = ""
     stdout_failure: OutputFailed | None = None
     stdout_broken: bool = False
+    quiet: bool = False  # say nothing on stderr (a data-parallel rank other than 0: rank 0 speaks for the run)
 
 
 def exit_code(outcome: Outcome) -> int:
@@ -44,10 +45,12 @@ def exit_code(outcome: Outcome) -> int:
     if (signals is not None and signals.count) or outcome.status == "stopped":
         return signals.exit_code if signals is not None else EXIT_INTERRUPTED
     if outcome.status != "ok":
-        log(outcome.failed_because or "run failed: no result")
+        if not outcome.quiet:
+            log(outcome.failed_because or "run failed: no result")
         return EXIT_FAILED
     if outcome.check_failed:
-        log(f"error: {outcome.check_failed}")
+        if not outcome.quiet:
+            log(f"error: {outcome.check_failed}")
         return EXIT_CHECK_FAILED
     return EXIT_OK
 

@@ -147,5 +147,5 @@ def run(request: RunRequest, env: DistEnv) -> int:
             status = collector.finish(result) if collector is not None else (result.status if result else "failed")
         finally:
             group.close()
-    return exit_code(Outcome(status=status, signals=signals, failed_because=f"rank {env.rank}: the run failed",
-                             stdout_failure=printer.failure if printer is not None else None))
+    return exit_code(Outcome(status=status, signals=signals, failed_because="the run failed (its end line says why)",
+                             stdout_failure=printer.failure if printer is not None else None, quiet=not rank0))

@@ -63,11 +63,12 @@ class ResultRow:
     # the runs numbered together (`RunIndex.number`): a preset's runs (None), or a watched run's name, whose rows
     # each name their start too
     series: str | None = None
+    amp_saved: str = "none"  # a saved row's own "amp", kept where its point cannot be read back (`autocast`)
 
     @property
     def autocast(self) -> str:
-        """Its point's autocast dtype (a file's "amp")."""
-        return self.config.autocast if self.config is not None else "none"
+        """Its point's autocast dtype (a file's "amp", where the point cannot be read back)."""
+        return self.config.autocast if self.config is not None else self.amp_saved
 
     @property
     def baseline(self) -> str:
@@ -505,6 +506,7 @@ def _row(run: Mapping[str, Any], source: str, env: Mapping[str, Any] | None) -> 
         error=None if run.get("error") is None else str(run["error"]), source=source,
         env=run["env"] if isinstance(run.get("env"), dict) else env,
         model=_model_spec(run.get("model")), config=_saved_point(run, workload),
+        amp_saved=str(run.get("amp") or "none"),
     )
 
 

@@ -67,7 +67,8 @@ class WatchCallback(TrainerCallback):
         # callback: a forward pre-hook reads it, once), else the samples a step of this process trains on
         model = kwargs.get("model")
         self._accumulation = max(1, int(getattr(args, "gradient_accumulation_steps", 1) or 1))
-        self._watch_first_forward(model)
+        if not getattr(args, "torch_compile", False):  # a hook in a compiled forward would be traced into it
+            self._watch_first_forward(model)
         workload = {"model": model,
                     "batch_size": args.per_device_train_batch_size * args.gradient_accumulation_steps}
         self.mon = Watch(str(name), steps=steps, **{**workload, **self.options})
@@ -117,6 +118,8 @@ class WatchCallback(TrainerCallback):
             self._shape_hook = None
 
     def _record_shape(self, module: Any, args: Any, kwargs: Any) -> None:
+        if not getattr(module, "training", True):  # an evaluation before training (`eval_on_start`): not its batch
+            return
         if self._shape is None:
             from ..core.watch.workload import batch_shape
 

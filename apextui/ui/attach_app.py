@@ -72,6 +72,22 @@ class WatchedTable(ComparisonTable):
         self._moved_by_user()
         super().action_page_down()
 
+    def action_first_row(self) -> None:
+        self._moved_by_user()
+        super().action_first_row()
+
+    def action_last_row(self) -> None:
+        self._moved_by_user()
+        super().action_last_row()
+
+    def action_scroll_top(self) -> None:
+        self._moved_by_user()
+        super().action_scroll_top()
+
+    def action_scroll_bottom(self) -> None:
+        self._moved_by_user()
+        super().action_scroll_bottom()
+
     async def _on_click(self, event: Any) -> None:
         self._moved_by_user()
         await super()._on_click(event)
@@ -280,14 +296,14 @@ class AttachApp(App[int]):
             table.place(cursor)
 
     def _follow_newest(self) -> None:
-        """Under `attach NAME`: where the name's newest run (live first) is another, newer run than the one shown, or
-        a live one where the one shown has ended, it is attached (a run restarted under its name is followed)."""
+        """Under `attach NAME`: where the name's newest run (live first) is another run, newer than the one shown, it
+        is attached (a run restarted under its name is followed; never an older one)."""
         if self.follow_name is None or self.meta is None:
             return
         now = store.newest(self.follow_name, self.where)
         if now is None or now.path == self.meta.path:
             return
-        if now.start > self.meta.start or (store.alive(now) and not store.alive(self.meta)):
+        if now.start > self.meta.start:  # never back to an older run of the name (the followed one ended)
             self.notify(f"a newer run named {now.name!r} started ({now.describe()}): following it", timeout=6,
                         markup=False)
             self.attach(now)

@@ -149,3 +149,23 @@ async def test_at_80x24_the_followed_run_stays_in_view_whatever_rows_come_after_
             assert moved_to is not None and moved_to.path != followed.path and app._cursor_run() == moved_to
     finally:
         live.close()
+
+
+@pytest.mark.asyncio
+async def test_attach_name_never_jumps_back_to_an_older_run_of_the_name_when_the_followed_one_ends():
+    older = started("twice")
+    newer = started("twice")
+    try:
+        newest = store.newest("twice")
+        assert newest is not None and newest.path == str(newer.path)
+        app = AttachApp(newest, poll_s=0.05, refresh_s=0.1, table_s=0.2, follow_name="twice")
+        async with app.run_test(size=(100, 32)) as pilot:
+            await wait_for(pilot, lambda: app.meta is not None and app.meta.path == str(newer.path), what="newer")
+            newer.close()  # the followed run ends while the older one is still live
+            for _ in range(10):
+                older.step()
+                await pilot.pause(0.1)
+            assert app.meta.path == str(newer.path)
+    finally:
+        older.close()
+        newer.close()

@@ -58,8 +58,10 @@ class Config:
     def __setattr__(self, key: str, value: Any) -> None:
         raise AttributeError(f"a Config is frozen (tried to set {key}); make another with `with_`")
 
-    def _key(self) -> tuple[Value, ...]:
-        return tuple(self.values())
+    def _key(self) -> frozenset[tuple[str, str]]:
+        """Its values off their axes' defaults: the same for a point made before an axis was registered as after (its
+        hash, and the named points' table keyed by it, never change with the registry)."""
+        return frozenset((name, v.name) for name, v in self.items() if v is not axis(name).default)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Config) and self._key() == other._key()
@@ -68,7 +70,9 @@ class Config:
         return hash(self._key())
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, str]]]:
-        return _config_of, (self.as_dict(),)
+        # by its values off the defaults: a process that has not registered an axis this point leaves at its default
+        # still reads it back
+        return _config_of, (dict(self._key()),)
 
     def __repr__(self) -> str:
         return "Config(" + ", ".join(f"{n}={v.name!r}" for n, v in self.items()) + ")"

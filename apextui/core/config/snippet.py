@@ -194,7 +194,8 @@ def snippet(config: Config, *, calling: Calling | None = None, device: str = "cu
     lines += _lines(config, Stage.PROCESS, device)
     if liger_apply[0] and (config.norms == "liger" or config.loss == "liger_flce"):
         lines += _liger_family(*liger_apply, config.norms == "liger", config.loss == "liger_flce")
-        lines += _lines(config, Stage.KERNELS, device, skip=("loss",) if config.norms == "liger" else ("norms", "loss"))
+        # the family patch is Liger's norms and loss, as measured: only another norms value's swap is written beside it
+        lines += _lines(config, Stage.KERNELS, device, skip=("norms", "loss") if config.norms == "liger" else ("loss",))
     else:
         lines += _lines(config, Stage.KERNELS, device)
     lines += _lines(config, Stage.LAYERS, device)
