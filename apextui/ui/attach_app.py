@@ -47,6 +47,7 @@ class WatchedTable(ComparisonTable):
     the runs of one model and batch, else of one name, `core/watch/rows.py`)."""
 
     LEFT_OUT = frozenset({"err", "compile"})
+    LABELS = {"preset": "watched run", "loss": "last loss"}  # one batch's, as the pane's `batch` (its `avg`: smoothed)
     user_moved = False  # the user moved the cursor (keys, mouse): from then on it stays where they put it
 
     def place(self, row: int) -> None:
@@ -56,42 +57,9 @@ class WatchedTable(ComparisonTable):
     def _moved_by_user(self) -> None:
         self.user_moved = True
 
-    def action_cursor_up(self) -> None:
-        self._moved_by_user()
-        super().action_cursor_up()
-
-    def action_cursor_down(self) -> None:
-        self._moved_by_user()
-        super().action_cursor_down()
-
-    def action_page_up(self) -> None:
-        self._moved_by_user()
-        super().action_page_up()
-
-    def action_page_down(self) -> None:
-        self._moved_by_user()
-        super().action_page_down()
-
-    def action_first_row(self) -> None:
-        self._moved_by_user()
-        super().action_first_row()
-
-    def action_last_row(self) -> None:
-        self._moved_by_user()
-        super().action_last_row()
-
-    def action_scroll_top(self) -> None:
-        self._moved_by_user()
-        super().action_scroll_top()
-
-    def action_scroll_bottom(self) -> None:
-        self._moved_by_user()
-        super().action_scroll_bottom()
-
     async def _on_click(self, event: Any) -> None:
         self._moved_by_user()
         await super()._on_click(event)
-    LABELS = {"preset": "watched run", "loss": "last loss"}  # one batch's, as the pane's `batch` (its `avg`: smoothed)
 
     def watch_cursor_coordinate(self, old: object, new: object) -> None:
         super().watch_cursor_coordinate(old, new)
@@ -110,6 +78,25 @@ class WatchedTable(ComparisonTable):
         if base is None:
             return f"no speed-up: no other finished run of {row.model}"
         return f"vs {base.preset}: {row.model}"
+
+
+# the table's actions that move its cursor (DataTable's keys and the comparison table's home/end): each one is the
+# user's move, after which a refresh leaves the cursor where they put it
+USER_MOVES = ("cursor_up", "cursor_down", "page_up", "page_down", "first_row", "last_row", "scroll_top",
+              "scroll_bottom")
+
+
+def _by_user(name: str) -> Any:
+    def action(self: WatchedTable) -> Any:
+        self._moved_by_user()
+        return getattr(super(WatchedTable, self), f"action_{name}")()
+
+    action.__name__ = f"action_{name}"
+    return action
+
+
+for _move in USER_MOVES:
+    setattr(WatchedTable, f"action_{_move}", _by_user(_move))
 
 
 class AttachApp(App[int]):

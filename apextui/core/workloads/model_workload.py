@@ -171,13 +171,20 @@ class LossModule(nn.Module):
         plan = stages.step_plan(config, device)
         self._channels_last, self._autocast_dtype, self._sdpa_backend = \
             plan.channels_last, plan.autocast_dtype, plan.sdpa_backend
-        self._plan = plan
+        # a registered axis's own step contexts (none of the shipped axes has one): entered only where there are any,
+        # so that the compiled forward of every shipped point stays as it was
+        self._extra = plan.entered if plan.contexts else None
 
     def forward(self, batch: Any) -> torch.Tensor:
+        if self._extra is None:
+            return self._loss(batch)
+        with self._extra():
+            return self._loss(batch)
+
+    def _loss(self, batch: Any) -> torch.Tensor:
         if self._channels_last:
             batch = apply.channels_last(batch)
-        with apply.autocast_at(self.device, self._autocast_dtype), apply.sdpa_backend(self._sdpa_backend), \
-                self._plan.entered():
+        with apply.autocast_at(self.device, self._autocast_dtype), apply.sdpa_backend(self._sdpa_backend):
             if self.loss_fn is None:
                 output = _call(self.model, batch)
                 if self.notes_calling:
