@@ -19,10 +19,10 @@ from .argtypes import add_shared_options, int_in, seconds_in
 from ..core.advise.search import DEFAULT_BUDGET_S, SEARCH_STEPS
 from ..core.advise import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, AdviceError, parse_workloads
 from ..core.workloads.spec import SHIPPED
-from ..core.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
+from ..core.errors import NotHere, UsageProblem
 from .errors import report
-from .outcome import Outcome, exit_code
-from .signals import StopOnSignals, stop_notice
+from .session import Outcome, RunSession, exit_code, guarded
+from .signals import stop_notice
 
 
 
@@ -146,16 +146,13 @@ class ProgressPrinter:
 def run(args: argparse.Namespace, runner_factory: Any = None) -> int:
     """`apextui advise` with parsed arguments; the exit code. `runner_factory`: tests."""
     from ..core.analysis.torch_messages import diverted
-    from .output import OutputFailed
 
     try:
         with diverted():  # torch's notes on apextui's own profiler and imports: to the log, not the user
-            return _run(args, runner_factory)
-    except OutputFailed as exc:  # stdout full, closed, or its reader gone
-        return exc.report()
+            return guarded(lambda: _run(args, runner_factory))
     except KeyboardInterrupt:  # before the signal handlers are in place (e.g. while torch imports)
         log("interrupted before any run started")
-        return EXIT_INTERRUPTED
+        return exit_code(Outcome("stopped"))
 
 
 def _elsewhere(args: argparse.Namespace) -> int | None:
@@ -166,52 +163,46 @@ def _elsewhere(args: argparse.Namespace) -> int | None:
     try:
         dist_env = DistEnv.from_env()
     except ValueError as exc:
-        log(f"error: {exc}")
-        return EXIT_USAGE
+        raise UsageProblem(str(exc)) from None
     if getattr(args, "nproc", None) is not None:
         if dist_env is not None:
-            log("error: --nproc starts the ranks itself: run it without torchrun")
-            return EXIT_USAGE
+            raise UsageProblem("--nproc starts the ranks itself: run it without torchrun")
         from .launch import launch
 
         return launch(args.nproc, getattr(args, "argv", None) or sys.argv[1:])
     if dist_env is not None:
         if args.reuse:
-            log("error: --reuse is for advice measured on one GPU; a data-parallel advice is always measured")
-            return EXIT_USAGE
-        return _run_distributed(args, dist_env)
+            raise UsageProblem("--reuse is for advice measured on one GPU; a data-parallel advice is always measured")
+        return guarded(lambda: _run_distributed(args, dist_env), speaks=dist_env.rank == 0)
     return None
 
 
 def _unavailable(args: argparse.Namespace, reason: str, fix: str) -> int:
     """The device asked for is not here: one line on stderr and, with --json, the advice's document saying so."""
-    log(f"error: {reason}")
     if args.json:
         _print(json.dumps({"kind": "apextui-advice", "schema": 1, "status": "unavailable", "device": args.device,
                            "reason": reason, "fix": fix}))
-    return EXIT_UNAVAILABLE
+    return report(NotHere(reason))
 
 
-def _option_problem(args: argparse.Namespace) -> str | None:
-    """Options that make no advice together: the line that says why, or None."""
+def _check_options(args: argparse.Namespace) -> None:
+    """Options that make no advice together: UsageProblem saying why."""
     config, budget = getattr(args, "config", None), getattr(args, "budget", None)
     if getattr(args, "model", None) is None and (config is not None or budget is not None):
-        return f"{'--config' if config is not None else '--budget'} goes with --model FILE.py:FUNC"
+        raise UsageProblem(f"{'--config' if config is not None else '--budget'} goes with --model FILE.py:FUNC")
     if config is not None and budget is not None:
-        return "--budget is for the search; --config measures one point against fp32 (give one of them)"
-    return None
+        raise UsageProblem("--budget is for the search; --config measures one point against fp32 (give one of them)")
 
 
-def _model_runs(args: argparse.Namespace, device: str, presets: list[Any]) -> dict[str, Any] | int:
+def _model_runs(args: argparse.Namespace, device: str, presets: list[Any]) -> dict[str, Any]:
     """With `--model`: the Advisor's arguments for the user's model (its presets added to `presets`, their
-    availability, the search's budget), and `facts` (the model, named in the advice); or an exit code."""
+    availability, the search's budget), and `facts` (the model, named in the advice). Its errors are raised."""
     import time
 
     from ..core.config.point import BASELINE
     from ..core.model_presets import config_preset
     from ..core.model_scope import advisor_args
-    from ..core.workloads.user_model import ModelSpecError
-    from .model_option import config_of, model_for_advice, usage
+    from .model_option import config_of, model_for_advice
 
     model, config, budget = args.model, getattr(args, "config", None), getattr(args, "budget", None)
     # the search's budget counts from here: loading the model and building it to check it are part of the wall
@@ -219,15 +210,9 @@ def _model_runs(args: argparse.Namespace, device: str, presets: list[Any]) -> di
     budget_started = time.monotonic() if config is None else None
     search_budget = None if config is not None else budget if budget is not None else DEFAULT_BUDGET_S[device]
     deadline = budget_started + search_budget if budget_started is not None and search_budget is not None else None
-    got = model_for_advice(model, device, args.reuse, deadline, search_budget)
-    if isinstance(got, int):
-        return got
-    facts, model_presets = got
+    facts, model_presets = model_for_advice(model, device, args.reuse, deadline, search_budget)
     if config is not None:
-        try:
-            point = config_of(config)
-        except ModelSpecError as exc:
-            return usage(exc)
+        point = config_of(config)
         model_presets = [p for p in model_presets if p.config == BASELINE]
         if point != BASELINE:
             model_presets.append(config_preset(model, point))
@@ -245,40 +230,28 @@ def _reused(advisor: Any, args: argparse.Namespace) -> int | None:
     log(f"{doc['reuse_note']}; run without --reuse to measure again")
     if doc.get("trust_note"):
         log(f"warning: {doc['trust_note']}")
-    return EXIT_OK if _output(doc, args.json) else EXIT_FAILED
+    return exit_code(Outcome("ok", stdout_broken=not _output(doc, args.json)))
 
 
-def _run(args: argparse.Namespace, runner_factory: Any) -> int:
-    from functools import partial
+def _runs(args: argparse.Namespace, device: str) -> dict[str, Any]:
+    """The Advisor's arguments: the presets (a user preset that does not load is a warning), and with `--model`
+    the user's model's (`_model_runs`); `facts`, the model or None."""
+    from ..core.presets import load_all
 
-    from ..core.advise import Advisor, store
-    from ..core.advise.run import STOP_GRACE_S
-    from ..core.presets import PresetError, load_all
-    from . import refusals
-
-    code = _elsewhere(args)
-    if code is not None:
-        return code
-    device = refusals.resolve(args.device, partial(_unavailable, args))
-    if isinstance(device, int):
-        return device
-    try:
-        presets, errors = load_all()
-    except PresetError as exc:
-        return report(exc)
+    presets, errors = load_all()
     for e in errors:
         log(f"warning: skipped a user preset: {e.message}")
-    problem = _option_problem(args)
-    if problem is not None:
-        log(f"error: {problem}")
-        return EXIT_USAGE
-    runs: dict[str, Any] = {"facts": None, "presets": presets, "workloads": args.workloads}
+    _check_options(args)
     if getattr(args, "model", None) is not None:
-        got = _model_runs(args, device, presets)
-        if isinstance(got, int):
-            return got
-        runs = got
-    facts = runs.pop("facts")
+        return _model_runs(args, device, presets)
+    return {"facts": None, "presets": presets, "workloads": args.workloads}
+
+
+def _advisor(args: argparse.Namespace, device: str, runs: dict[str, Any], runner_factory: Any) -> tuple[Any, Any]:
+    """The Advisor, and the factory of the search's runs (None without a search), each run in a worker process
+    unless `runner_factory` (tests) says otherwise."""
+    from ..core.advise import Advisor
+
     search_factory = None
     wait_before = os.environ.get("OMP_WAIT_POLICY")
     if device == "cpu" and runs.get("search_budget_s") is not None and runner_factory is None:
@@ -288,61 +261,91 @@ def _run(args: argparse.Namespace, runner_factory: Any) -> int:
     if runner_factory is None:
         runner_factory, search_factory = _runs_in_processes(search=runs.get("search_budget_s") is not None)
     try:
-        advisor = Advisor(device, steps=args.steps, repeats=args.repeats or DEFAULT_REPEATS,
-                          runner_factory=runner_factory, on_progress=ProgressPrinter(),
-                          search_runner_factory=search_factory, **runs)
-    except AdviceError as exc:
-        return report(exc)
+        return Advisor(device, steps=args.steps, repeats=args.repeats or DEFAULT_REPEATS,
+                       runner_factory=runner_factory, on_progress=ProgressPrinter(),
+                       search_runner_factory=search_factory, **runs), search_factory
     finally:  # the workers' server has it; this process (a caller's, where advise runs in it) gets its own back
         if wait_before is None:
             os.environ.pop("OMP_WAIT_POLICY", None)
         else:
             os.environ["OMP_WAIT_POLICY"] = wait_before
-    if args.reuse:
-        reused = _reused(advisor, args)
-        if reused is not None:
-            return reused
+
+
+class _Advice:
+    """What the signals do to an advice being measured: the first stops the current run after its step (its worker is
+    killed if it does not end within STOP_GRACE_S: a hung step never looks at the stop), and the advice so far is
+    printed; the second quits at once with it. `rank0`: this process speaks (every process but the other ranks of a
+    data-parallel advice)."""
+
+    def __init__(self, advisor: Any, as_json: bool, notice: str, rank0: bool = True, kill: bool = True) -> None:
+        self.advisor, self.words, self.rank0, self.kill = advisor, notice, rank0, kill
+        self.output = OutputOnce(as_json)
+
+    def notice(self, signum: int) -> str:
+        return (stop_notice(signum, self.words) if self.kill else f"interrupted: {self.words}") if self.rank0 else ""
+
+    def again(self, signum: int, words: str) -> None:
+        if self.rank0:
+            log(f"{words}: quitting at once with the partial advice")
+        if self.kill:
+            self.advisor.kill_run(words)  # the process exits next: its worker must not go on
+        self.advisor.interrupted = True
+        if self.rank0:
+            self.output(self.advisor.document)
+
+    def outcome(self, doc: dict[str, Any]) -> Outcome:
+        """How the advice ended: printed (rank 0), stopped, or every run failing."""
+        printed = self.output(lambda: doc) if self.rank0 else True
+        return Outcome("stopped" if self.advisor.interrupted else "ok" if doc["runs"]["ok"] else "failed",
+                       failed_because="every run failed" if doc["runs"]["total"] else "no preset could run here",
+                       stdout_broken=not printed)
+
+
+def _run(args: argparse.Namespace, runner_factory: Any) -> int:
+    from functools import partial
+
+    from ..core.advise.run import STOP_GRACE_S
+    from . import refusals
+
+    code = _elsewhere(args)
+    if code is not None:
+        return code
+    device = refusals.resolve(args.device, partial(_unavailable, args))
+    if isinstance(device, int):
+        return device
+    runs = _runs(args, device)
+    facts = runs.pop("facts")
+    advisor, search_factory = _advisor(args, device, runs, runner_factory)
+    reused = _reused(advisor, args) if args.reuse else None
+    if reused is not None:
+        return reused
     if device == "cpu":
         log("on CPU the presets run at their small size; the Apex presets cannot run (CUDA only)")
-
-    def first(signum: int) -> None:  # the current run stops after its step (its worker is killed if it does not end
-        # within STOP_GRACE_S: a hung step never looks at the stop); run() returns the partial advice
-        log(stop_notice(signum, f"stopping after the current step (a run that has not ended {STOP_GRACE_S:.0f} s "
-                                "later is ended), then printing the partial advice"))
-        advisor.stop()
-
-    def again(signum: int) -> None:
-        words = signals.twice()  # each signal by name, in order: "hung up (SIGHUP), then interrupted"
-        log(f"{words}: quitting at once with the partial advice")
-        advisor.kill_run(words)  # the process exits next: its worker must not go on
-        advisor.interrupted = True
-        output(advisor.document)
-
-    output = OutputOnce(args.json)
-    with StopOnSignals(first, again) as signals:
+    advice = _Advice(advisor, args.json, f"stopping after the current step (a run that has not ended "
+                     f"{STOP_GRACE_S:.0f} s later is ended), then printing the partial advice")
+    session = RunSession(advice.notice, advice.again)
+    session.stops(advisor.stop)
+    with session:
         doc = advisor.run()
     _worker_log(search_factory, doc)
-    if facts is not None:  # the user's model: named in the advice, never stored (its code may change)
+    _name_or_store(doc, facts)
+    return session.exit_code(advice.outcome(doc))
+
+
+def _name_or_store(doc: dict[str, Any], facts: Any) -> None:
+    """The user's model is named in the advice, never stored (its code may change); any other advice is stored."""
+    if facts is not None:
         from ..core.model_presets import describe
 
         doc["model"] = describe(facts)
-    else:
-        try:
-            path = store(doc)
-            log(f"advice stored in {path} (reuse it with --reuse)")
-        except OSError as exc:
-            log(f"warning: could not store the advice: {exc}")
-    printed = output(lambda: doc)
-    return _exit_code(doc, advisor, signals, printed)
+        return
+    from ..core.advise import store
 
-
-def _exit_code(doc: dict[str, Any], advisor: Any, signals: StopOnSignals, printed: bool, quiet: bool = False) -> int:
-    """The advice's exit code, by the one ladder (`outcome.exit_code`): a failure is every run failing; `quiet`: a
-    data-parallel rank other than 0 (rank 0 speaks for the advice)."""
-    return exit_code(Outcome(
-        status="stopped" if advisor.interrupted else "ok" if doc["runs"]["ok"] else "failed", signals=signals,
-        failed_because="every run failed" if doc["runs"]["total"] else "no preset could run here",
-        stdout_broken=not printed, quiet=quiet))
+    try:
+        path = store(doc)
+        log(f"advice stored in {path} (reuse it with --reuse)")
+    except OSError as exc:
+        log(f"warning: could not store the advice: {exc}")
 
 
 def _worker_log(factory: Any, doc: dict[str, Any]) -> None:
@@ -382,65 +385,32 @@ def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:
     """`apextui advise` on every rank under torchrun: the same runs in the same order on every rank, each
     data-parallel (core/run/data_parallel.py); rank 0 prints the advice, the verdicts from the merged runs (the slowest
     rank's ms), with the one noise rule. Not stored: the stored advice is a one-GPU machine's."""
-    from ..core.advise import Advisor
-    from ..core.availability import Availability, availability
-    from ..core.presets import PresetError, load_all
     from ..core.run.distributed import Group, timeout_s
-    from ..core.run.data_parallel import MAX_GRACE_S, DataParallelRuns, data_parallel_problem
+    from ..core.run.data_parallel import MAX_GRACE_S, DataParallelRuns
     from . import refusals
 
     rank0 = dist_env.rank == 0
-
-    def refused(reason: str, fix: str) -> int:
-        if rank0:
-            log(f"error: {reason}")
-        return EXIT_UNAVAILABLE
-
-    device = refusals.resolve(args.device, refused)
+    device = refusals.resolve(args.device, lambda reason, fix: report(NotHere(reason)) if rank0 else
+                              NotHere.exit_code)
     if isinstance(device, int):
         return device
     try:
-        presets, _ = load_all()
         timeout = timeout_s()
-    except (PresetError, ValueError) as exc:
-        if rank0:
-            log(f"error: {exc}")
-        return EXIT_USAGE
-
-    def available(preset: Any) -> Availability:
-        problem = data_parallel_problem(preset)
-        return Availability(False, problem, "run it without torchrun") if problem else availability(preset, device)
-
+    except ValueError as exc:
+        raise UsageProblem(str(exc)) from None
     try:
         group = Group(dist_env, device, timeout)
     except Exception as exc:  # noqa: BLE001 - rendezvous or init failed or timed out
         log(f"error: could not join the other ranks: {type(exc).__name__}: {exc}")
-        return EXIT_FAILED
+        return exit_code(Outcome("failed"), quiet=True)
     try:
         factory = DataParallelRuns(group, min(timeout, MAX_GRACE_S))
-        try:
-            advisor = Advisor(device, steps=args.steps, repeats=args.repeats or DEFAULT_REPEATS,
-                              workloads=args.workloads, presets=presets, runner_factory=factory,
-                              availability_fn=available, on_progress=ProgressPrinter() if rank0 else None,
-                              data_parallel=True)
-        except AdviceError as exc:
-            return report(exc) if rank0 else exc.exit_code
-        factory.on_remote_stop = advisor.stop
-
-        def first(signum: int) -> None:
-            if rank0:
-                log("interrupted: every rank stops after the same step, then the partial advice is printed "
-                    "(again to quit at once)")
-            advisor.stop()
-
-        def again(signum: int) -> None:
-            advisor.interrupted = True
-            if rank0:
-                log(f"{signals.twice()}: quitting at once with the partial advice")
-                output(advisor.document)
-
-        output = OutputOnce(args.json)
-        with StopOnSignals(first, again) as signals:
+        advisor = _distributed_advisor(args, device, factory, rank0)
+        advice = _Advice(advisor, args.json, "every rank stops after the same step, then the partial advice is "
+                         "printed (again to quit at once)", rank0=rank0, kill=False)
+        session = RunSession(advice.notice, advice.again, quiet=not rank0)
+        session.stops(advisor.stop)
+        with session:
             doc = advisor.run()
     finally:
         group.close()
@@ -448,8 +418,28 @@ def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:
     if rank0:
         log(f"data-parallel advice on {dist_env.world_size} ranks ({group.backend}): every ms/step is the slowest "
             "rank's, every rank training the preset's batch")
-    printed = output(lambda: doc) if rank0 else True
-    return _exit_code(doc, advisor, signals, printed, quiet=not rank0)
+    return session.exit_code(advice.outcome(doc))
+
+
+def _distributed_advisor(args: argparse.Namespace, device: str, factory: Any, rank0: bool) -> Any:
+    """The Advisor of a data-parallel advice: every preset that can run data-parallel, through `factory`; a remote
+    rank's stop stops it."""
+    from ..core.advise import Advisor
+    from ..core.availability import Availability, availability
+    from ..core.presets import load_all
+    from ..core.run.data_parallel import data_parallel_problem
+
+    presets, _ = load_all()
+
+    def available(preset: Any) -> Availability:
+        problem = data_parallel_problem(preset)
+        return Availability(False, problem, "run it without torchrun") if problem else availability(preset, device)
+
+    advisor = Advisor(device, steps=args.steps, repeats=args.repeats or DEFAULT_REPEATS, workloads=args.workloads,
+                      presets=presets, runner_factory=factory, availability_fn=available,
+                      on_progress=ProgressPrinter() if rank0 else None, data_parallel=True)
+    factory.on_remote_stop = advisor.stop
+    return advisor
 
 
 def main(argv: Sequence[str] | None = None, runner_factory: Any = None) -> int:

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from . import output
-from ..core.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from .errors import report
+from ..core.errors import UsageProblem
+from .session import Outcome, exit_code
 from .signals import release_hangup
 
 
@@ -42,16 +42,12 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             live = store.live_runs()
             listed = "; ".join(m.describe() for m in live) if live else "none"
-            _log(f"error: attach --json needs a run's NAME or PATH; live runs: {listed}")
-            return EXIT_USAGE
+            raise UsageProblem(f"attach --json needs a run's NAME or PATH; live runs: {listed}")
         from ..ui.attach_app import run_attach
 
         release_hangup()  # the viewer ends at once when its terminal goes away
         return run_attach(None)
-    try:
-        meta, others = store.find(args.run)
-    except store.NoSuchRun as exc:
-        return report(exc)
+    meta, others = store.find(args.run)  # NoSuchRun: a usage error, raised (exit 2)
     if others:
         _log(f"{len(others) + 1} runs are named {meta.name!r}: following {meta.describe()} at {meta.path}; "
              f"the others: " + "; ".join(f"{m.describe()} at {m.path}" for m in others))
@@ -83,7 +79,7 @@ def follow_json(meta: Any, once: bool = False) -> int:
         for note in follower.notes:
             _log(note)
     if isinstance(ending, BadSegment):
-        return report(ending)
+        raise ending
     if ending.outcome == "gone":
         why = ending.words(meta)
         replay.gone(why)
@@ -91,7 +87,8 @@ def follow_json(meta: Any, once: bool = False) -> int:
         end = {**events.end_event(replay.snapshot()),
                "watch": {"ended_without_end": True, "last_write": ending.last_write}}
         output.write(json.dumps(end, allow_nan=False) + "\n")
-        return EXIT_FAILED
-    if ending.outcome == "stopped":
-        return EXIT_OK
-    return EXIT_OK if replay.status == "ok" else EXIT_FAILED
+        return exit_code(Outcome("failed"), quiet=True)  # said above
+    # `--once` left a live run (its following "stopped"): what was there is printed, nothing failed; a watched run
+    # that stopped did not end ok (1, not a signal's code: no signal came here)
+    ok = ending.outcome == "stopped" or replay.status == "ok"
+    return exit_code(Outcome("ok" if ok else "failed"), quiet=True)

@@ -12,13 +12,12 @@ from functools import partial
 from typing import Any, Literal, Sequence, cast
 
 from . import output
-from .errors import report
-from ..core.errors import UsageProblem
+from .session import guarded
+from ..core.errors import ApextuiError, UsageProblem
 from ..core.env import DEVICE_CHOICES
-from ..core.exits import EXIT_UNAVAILABLE, EXIT_USAGE
+from ..core.exits import EXIT_OK
 from ..core.run.request import RunRequest, RunSettings
 from .argtypes import OneLineParser, add_shared_options, seconds_in
-from ..core.workloads.user_model import ModelSpecError
 
 
 SAMPLE_INTERVAL_RANGE = (0.01, 86400.0)  # seconds
@@ -73,11 +72,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _error(message: str, code: int) -> int:
-    print(f"apextui: error: {message}", file=sys.stderr)
-    return code
-
-
 # a data-parallel preset runs here (one rank without torchrun); the one-device advice does not compare it
 DATA_PARALLEL_NOTE = "one rank alone here; `apextui advise --nproc N` compares it, the one-device advice does not"
 
@@ -91,17 +85,12 @@ def _parallel(p: Any) -> bool:
 
 def cmd_list(as_json: bool, requested_device: str) -> int:
     from ..core.availability import availability
-    from ..core.presets import PresetError, builtin_dir, load_all, user_dir
+    from ..core.presets import builtin_dir, load_all, user_dir
     from ..core.workloads.spec import WORKLOADS
-    from .refusals import resolve
+    from ..core.env import resolve_device
 
-    device = resolve(requested_device, lambda reason, fix: _error(reason, EXIT_UNAVAILABLE))
-    if isinstance(device, int):
-        return device
-    try:
-        presets, errors = load_all()  # a bad user file is reported below, never fatal; a bad shipped one is
-    except PresetError as exc:
-        return report(exc)
+    device = resolve_device(requested_device)  # DeviceUnavailable: raised (exit 3)
+    presets, errors = load_all()  # a bad user file is reported below, never fatal; a bad shipped one is raised
     shipped = builtin_dir()
     rows: list[dict[str, Any]] = []
     for p in presets:
@@ -115,7 +104,7 @@ def cmd_list(as_json: bool, requested_device: str) -> int:
     if as_json:
         output.write(json.dumps({"device": device, "presets": rows, "user_dir": str(user_dir()),
                                  "errors": [{"path": e.path, "message": e.message} for e in errors]}) + "\n")
-        return 0
+        return EXIT_OK
     lines = [f"presets on {device}:"]
     workload = None
     order = list(WORKLOADS)
@@ -133,26 +122,25 @@ def cmd_list(as_json: bool, requested_device: str) -> int:
         lines.append(f"\n  {len(errors)} user preset file{'s' if len(errors) != 1 else ''} in {user_dir()} could not "
                      "be loaded (see stderr)")
     output.write("\n".join(lines) + "\n")
-    return 0
+    return EXIT_OK
 
 
-def tui_refusal(device: str, term: str | None = None) -> tuple[str, int] | None:
-    """Why the TUI cannot open, checked before it draws anything: (the line for stderr, the exit code), or
-    None. A dumb terminal (TERM=dumb: no cursor movement, no colour) gets usage (2); `--device cuda` on a
-    machine without a usable GPU gets 3, as `apextui list --device cuda` and `--json` do (the TUI used to
-    open, then exit 3 once its device probe failed)."""
+def tui_refusal(device: str, term: str | None = None) -> ApextuiError | None:
+    """Why the TUI cannot open, checked before it draws anything, or None. A dumb terminal (TERM=dumb: no cursor
+    movement, no colour) gets usage (2); `--device cuda` on a machine without a usable GPU gets 3, as `apextui list
+    --device cuda` and `--json` do (the TUI used to open, then exit 3 once its device probe failed)."""
     term = os.environ.get("TERM", "") if term is None else term
     if term == "dumb":
-        return ("TERM=dumb: this terminal cannot draw the full-screen UI; run in a terminal that can "
-                "(e.g. TERM=xterm-256color), or headless: apextui --preset NAME --json, apextui advise, "
-                "apextui doctor", EXIT_USAGE)
+        return UsageProblem("TERM=dumb: this terminal cannot draw the full-screen UI; run in a terminal that can "
+                            "(e.g. TERM=xterm-256color), or headless: apextui --preset NAME --json, apextui advise, "
+                            "apextui doctor")
     if device == "cuda":
         from ..core.env import DeviceUnavailable, resolve_device
 
         try:
             resolve_device(device)
         except DeviceUnavailable as exc:
-            return str(exc), EXIT_UNAVAILABLE
+            return exc
     return None
 
 
@@ -160,10 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command, its handlers for signals before the run's own already in (`apextui.cli.main` installs them
     before this module imports). A stdout that cannot be written ends with its documented code, never a
     traceback."""
-    try:
-        return _main(argv)
-    except output.OutputFailed as exc:
-        return exc.report()
+    return guarded(lambda: _main(argv))
 
 
 Mode = Literal["list", "list-model", "doctor", "advise", "attach", "model-json", "launch", "json", "torchrun-json",
@@ -239,11 +224,8 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
         try:
             dist_env = DistEnv.from_env()
         except ValueError as exc:
-            return _error(str(exc), EXIT_USAGE)
-    try:
-        what = mode(args, dist_env is not None)
-    except UsageError as exc:
-        return report(exc)
+            raise UsageError(str(exc)) from None
+    what = mode(args, dist_env is not None)
     if what == "list-model":
         from .model_option import cmd_list as cmd_list_model
 
@@ -273,57 +255,64 @@ def _dispatch(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
 def _run(what: Mode, args: argparse.Namespace, dist_env: Any) -> int:
     """The modes that run a preset (`launch`, `json`, `torchrun-json`) or open the TUI: the preset and the
     model's code are checked (without running it) before anything starts."""
-    from ..core.presets import PresetError, resolve
+    from ..core.presets import resolve
 
-    model_presets, preset = [], None
-    if args.model is not None:  # the TUI: the model's variants join the picker; its code runs in the worker only
-        from .model_option import presets as model_presets_for
-        from .model_option import usage, variant_preset
-
-        try:
-            model_presets = model_presets_for(args.model)
-            if args.variant is not None or args.config is not None:  # preselected and started, as --preset NAME
-                preset = variant_preset(args.model, args.variant, config=args.config)
-                if all(p.name != preset.name for p in model_presets):
-                    model_presets.append(preset)
-        except ModelSpecError as exc:
-            return usage(exc)
+    model_presets, preset = _model_presets(args)
     if args.preset is not None:
-        try:
-            preset = resolve(args.preset)
-        except PresetError as exc:
-            return report(exc)
+        preset = resolve(args.preset)
     spec = preset.model if preset is not None and preset.model is not None else args.model
     if spec is not None:
         from ..core.workloads.user_model import validate_static
-        from .model_option import usage
 
-        try:  # its file, syntax and function (without running it): usage errors before the TUI or the run
-            validate_static(spec)
-        except ModelSpecError as exc:
-            return usage(exc)
+        validate_static(spec)  # its file, syntax and function (without running it): usage errors first
     if what == "launch":
         from .launch import launch
 
         return launch(args.nproc, args.argv)
     if what == "tui":
-        refused = tui_refusal(args.device)
-        if refused is not None:
-            return _error(*refused)
-        if args.nproc is not None and args.device != "cpu":
-            from ..core.env import gpu_count
-
-            gpus = gpu_count()
-            if gpus and gpus < args.nproc:
-                return _error(f"--nproc {args.nproc}: this machine has {gpus} GPU{'s' if gpus > 1 else ''}; "
-                              "use at most that many (or --device cpu)", EXIT_USAGE)
-        from ..ui.app import run_app
-        from .signals import release_hangup
-
-        release_hangup()  # the app takes SIGHUP itself once it is up; until then a hang-up ends it at once
-        return run_app(RunSettings(args.device, args.steps, args.sample_interval), preset=preset,
-                       load=args.load, extra=model_presets, nproc=args.nproc)
+        return _tui(args, preset, model_presets)
     assert preset is not None  # mode(): json and torchrun-json have --preset
+    return _headless(what, args, preset, dist_env)
+
+
+def _model_presets(args: argparse.Namespace) -> tuple[list[Any], Any]:
+    """With `--model`, the TUI's picker gets the model's variants (its code runs in the worker only), and with
+    `--variant` or `--config` the one preselected and started, as `--preset NAME`; ([], None) without."""
+    if args.model is None:
+        return [], None
+    from .model_option import presets as model_presets_for
+    from .model_option import variant_preset
+
+    model_presets, preset = model_presets_for(args.model), None
+    if args.variant is not None or args.config is not None:
+        preset = variant_preset(args.model, args.variant, config=args.config)
+        if all(p.name != preset.name for p in model_presets):
+            model_presets.append(preset)
+    return model_presets, preset
+
+
+def _tui(args: argparse.Namespace, preset: Any, model_presets: list[Any]) -> int:
+    """The terminal UI, once nothing refuses it (`tui_refusal`, more ranks than GPUs)."""
+    refused = tui_refusal(args.device)
+    if refused is not None:
+        raise refused
+    if args.nproc is not None and args.device != "cpu":
+        from ..core.env import gpu_count
+
+        gpus = gpu_count()
+        if gpus and gpus < args.nproc:
+            raise UsageError(f"--nproc {args.nproc}: this machine has {gpus} GPU{'s' if gpus > 1 else ''}; "
+                             "use at most that many (or --device cpu)")
+    from ..ui.app import run_app
+    from .signals import release_hangup
+
+    release_hangup()  # the app takes SIGHUP itself once it is up; until then a hang-up ends it at once
+    return run_app(RunSettings(args.device, args.steps, args.sample_interval), preset=preset,
+                   load=args.load, extra=model_presets, nproc=args.nproc)
+
+
+def _headless(what: Mode, args: argparse.Namespace, preset: Any, dist_env: Any) -> int:
+    """`--json`: the preset's run in this process, or this rank's part of a data-parallel one."""
     from . import json_run, refusals
 
     request = RunRequest(preset, args.device, args.steps, args.sample_interval, args.force, args.baseline_json)

@@ -10,7 +10,8 @@ import sys
 from typing import Any, TextIO
 
 from apextui.core.apex.doctor import DoctorReport, run_doctor
-from apextui.core.exits import EXIT_HANGUP
+from apextui.core.errors import UsageProblem
+from apextui.core.exits import EXIT_HANGUP, EXIT_OK
 from apextui.core.apex.doctor_lines import Segment, render_lines  # noqa: F401 - Segment: re-exported for callers
 
 def use_color(stream: TextIO, color: bool | None = None) -> bool:
@@ -54,8 +55,7 @@ def run(as_json: bool, color: bool | None = None) -> int:
     try:
         report = run_doctor()
     except Exception as exc:  # noqa: BLE001 - the probe itself failed
-        print(f"apextui doctor: the probe could not run: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
+        raise ProbeNotRun(f"the Apex probe could not run: {type(exc).__name__}: {exc}") from None
     finally:
         if previous is not None:
             signal.signal(signal.SIGHUP, previous)
@@ -67,7 +67,11 @@ def run(as_json: bool, color: bool | None = None) -> int:
         buffer = io.StringIO()
         print_human(report, buffer, sys.stdout is not None and use_color(sys.stdout, color))
         output.write(buffer.getvalue())
-    return 0
+    return EXIT_OK
+
+
+class ProbeNotRun(UsageProblem):
+    """The doctor's probe itself failed (not what it found): exit 2."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,12 +79,9 @@ def main(argv: list[str] | None = None) -> int:
                                      description="Which NVIDIA Apex fused kernels work here, and why not.")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     args = parser.parse_args(argv)
-    from .output import OutputFailed
+    from .session import guarded
 
-    try:
-        return run(as_json=args.json)
-    except OutputFailed as exc:
-        return exc.report()
+    return guarded(lambda: run(as_json=args.json))
 
 
 if __name__ == "__main__":

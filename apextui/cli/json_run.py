@@ -11,9 +11,9 @@ from ..core.run import events
 from ..core.run.runner import Runner
 from ..core.run.snapshot import Snapshot
 from .json_lines import JsonLinePrinter
-from .outcome import Outcome, exit_code
+from .session import Outcome, RunSession
 from .refusals import log, refusal
-from .signals import StopOnSignals, stop_notice, twice_error
+from .signals import stop_notice, twice_error
 
 if TYPE_CHECKING:
     from ..core.availability import Availability
@@ -32,70 +32,73 @@ def start_contention(device: str) -> Any:
         return None
 
 
-def run(request: RunRequest, avail: Availability | None = None) -> int:
-    """Run `request` (its device already resolved); return the process exit code. Unless `request.force`, a
-    preset whose memory estimate does not fit in what is free is refused (exit 2) before anything is built.
-    `avail`: its availability where the caller knows more than `availability` (the user's model)."""
-    from ..core.availability import availability
+class _Stream:
+    """What a headless run writes as it goes: each snapshot as its JSON line, a note as it starts compiling (seconds
+    to minutes with no line), and what a second signal leaves on stdout (the last figures as a `stopped` end line)."""
 
-    preset = request.preset
-    printer = JsonLinePrinter()
-    refused = refusal(request, avail if avail is not None else availability(preset, request.device), printer)
-    if refused is not None:
-        return refused
+    def __init__(self, name: str, printer: JsonLinePrinter) -> None:
+        self.name, self.printer = name, printer
+        self.compiling = threading.Event()  # set before the "compiling" line is logged: a signal after it sees it
 
-    compiling = threading.Event()  # set before the "compiling" line is logged: a signal after it sees it
-
-    def consume(snap: Snapshot) -> None:
+    def consume(self, snap: Snapshot) -> None:
+        printer = self.printer
         entering = snap.status == "compiling" and (printer.last is None or printer.last.status != "compiling")
         if snap.status == "compiling":
-            compiling.set()
+            self.compiling.set()
         else:
-            compiling.clear()
-        if entering:  # seconds to minutes with no JSON line
-            log(f"compiling {preset.name} (torch.compile / CUDA-graph capture; not part of the measured steps)…")
+            self.compiling.clear()
+        if entering:
+            log(f"compiling {self.name} (torch.compile / CUDA-graph capture; not part of the measured steps)…")
         printer(snap)
 
-    runner: Runner | None = None
-    stop_early = threading.Event()  # a signal before the Runner exists
+    def notice(self, signum: int) -> str:
+        return stop_notice(signum, "stopping once compilation ends, before the first measured step"
+                           if self.compiling.is_set() else "stopping after the current step")  # no cut short
 
-    def stop() -> None:
-        stop_early.set()
-        if runner is not None:
-            runner.stop()
-
-    printer.on_broken = stop
-
-    def first(signum: int) -> None:
-        log(stop_notice(signum, "stopping once compilation ends, before the first measured step"
-                        if compiling.is_set() else "stopping after the current step"))  # compiling: no cut short
-        stop()
-
-    def again(signum: int) -> None:
-        error = twice_error(signum, signals.twice())
+    def again(self, signum: int, words: str) -> None:
+        error = twice_error(signum, words)
+        printer = self.printer
         before_start = printer.close_unstarted()
         if before_start is None:  # held by a stuck write: quit without the end line
             return
         if before_start:
             log(f"{error} before the run started: nothing measured")
-            return
-        if printer.last is not None:  # what was measured so far is still reported
+        elif printer.last is not None:  # what was measured so far is still reported
             printer.emit(events.end_event(replace(printer.last, status="stopped", new_steps=(), error=error)))
         else:  # before the first snapshot (e.g. while the workload is built): an end line, no figures
             printer.emit(events.end_line("stopped", error))
 
-    # handlers first: from the `start` line on, every signal leads to an `end` line; none before it
-    signals = StopOnSignals(first, again)
-    from ..core.analysis.torch_messages import diverted
+    def outcome(self, result: Snapshot | None) -> Outcome:
+        """How the run ended, for the session's exit code (docs/cli.md)."""
+        failed_check = events.check_error(result.info.check if result is not None and result.info else None)
+        return Outcome(status=result.status if result is not None else None,
+                       failed_because=f"run failed: {result.error if result else 'no result'}",
+                       check_failed=f"{self.name} {failed_check}" if failed_check else "",
+                       stdout_failure=self.printer.failure, stdout_broken=self.printer.broken)
 
-    with signals, diverted():  # torch's notes on apextui's own profiler and imports: to the log, not the user
-        runner = Runner(request, consume)
-        if stop_early.is_set():
-            runner.stop()
+
+def run(request: RunRequest, avail: Availability | None = None) -> int:
+    """Run `request` (its device already resolved); return the process exit code. Unless `request.force`, a
+    preset whose memory estimate does not fit in what is free is refused (exit 2) before anything is built.
+    `avail`: its availability where the caller knows more than `availability` (the user's model)."""
+    from ..core.analysis.torch_messages import diverted
+    from ..core.availability import availability
+
+    printer = JsonLinePrinter()
+    refused = refusal(request, avail if avail is not None else availability(request.preset, request.device), printer)
+    if refused is not None:
+        return refused
+    stream = _Stream(request.preset.name, printer)
+    # handlers first: from the `start` line on, every signal leads to an `end` line; none before it
+    session = RunSession(stream.notice, stream.again)
+    printer.on_broken = session.stop
+    with session, diverted():  # torch's notes on apextui's own profiler and imports: to the log, not the user
+        runner = Runner(request, stream.consume)
+        session.stops(runner.stop)
         _start(printer, runner)
         if not printer.broken:
             runner.run()  # trains in this (main) thread; the first signal stops it after the current step
-    return _exit_code(printer, signals, runner.result, preset.name)
+    return session.exit_code(stream.outcome(runner.result))
 
 
 def _start(printer: JsonLinePrinter, runner: Runner) -> None:
@@ -111,13 +114,3 @@ def _start(printer: JsonLinePrinter, runner: Runner) -> None:
         log(f"running {preset.name} on CPU at your function's small size (small=True, where it takes it)")
     elif device == "cpu":
         log(f"running {preset.name} on CPU with its small size {dict(preset.cpu_size)}")
-
-
-def _exit_code(printer: JsonLinePrinter, signals: StopOnSignals, result: Snapshot | None, name: str) -> int:
-    """The run's exit code (docs/cli.md), by the one ladder (`outcome.exit_code`)."""
-    failed_check = events.check_error(result.info.check if result is not None and result.info else None)
-    return exit_code(Outcome(
-        status=result.status if result is not None else None, signals=signals,
-        failed_because=f"run failed: {result.error if result else 'no result'}",
-        check_failed=f"{name} {failed_check}" if failed_check else "",
-        stdout_failure=printer.failure, stdout_broken=printer.broken))

@@ -9,29 +9,17 @@ raises is a run-time failure: the headless run reports it as a `failed` run (exi
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import replace
 from functools import partial
 from typing import Any
 
 from . import output
-from .errors import report
-from ..core.exits import EXIT_OK, EXIT_UNAVAILABLE, EXIT_USAGE
+from ..core.errors import UsageProblem
+from ..core.exits import EXIT_OK
 from ..core.run.request import RunRequest
 from ..core.workloads.failure import first_line
 from ..core.workloads.user_model import ModelSpecError
 
-
-
-def error(message: str, code: int) -> int:
-    """One line on stderr (`apextui: error: ...`); `code`."""
-    print(f"apextui: error: {message}", file=sys.stderr)
-    return code
-
-
-def usage(exc: ModelSpecError) -> int:
-    """A `--model` that names no usable function: its line, the user's traceback tail under it, exit 2."""
-    return report(exc)
 
 
 def theirs(exc: BaseException) -> bool:
@@ -84,10 +72,7 @@ def run_headless(spec: str, variant: str | None, requested_device: str, steps: i
                  sample_interval: float, force: bool, config: str | None = None) -> int:
     """`apextui --model M --variant V --json` (or `--config ...`): the same JSON lines and exit codes as a
     preset's run."""
-    try:
-        preset = variant_preset(spec, variant, config=config)
-    except ModelSpecError as exc:
-        return usage(exc)
+    preset = variant_preset(spec, variant, config=config)  # ModelSpecError: a usage error, raised (exit 2)
     return run_preset(RunRequest(preset, requested_device, steps, sample_interval, force))
 
 
@@ -101,10 +86,7 @@ def run_preset(request: RunRequest) -> int:
 
     preset, spec = request.preset, request.preset.model
     assert spec is not None, "run_preset takes a preset of the user's model"  # its callers check preset.model
-    try:
-        fn = user_model.load_function(spec)
-    except ModelSpecError as exc:
-        return usage(exc)
+    fn = user_model.load_function(spec)  # ModelSpecError: a usage error, raised (exit 2)
     device = refusals.resolve(request.device, partial(refusals.unavailable, request))
     if isinstance(device, int):
         return device
@@ -113,8 +95,8 @@ def run_preset(request: RunRequest) -> int:
         try:
             facts = mp.probe(spec, device, preset.seed, fn)
             avail = mp.model_availability(preset, device, facts)
-        except ModelSpecError as exc:
-            return usage(exc)
+        except ModelSpecError:
+            raise
         except BaseException as exc:  # noqa: BLE001 - their function raised: the run builds it again and fails
             if not theirs(exc):
                 raise
@@ -126,23 +108,20 @@ def run_preset(request: RunRequest) -> int:
 def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
     """`apextui list --model M`: the model's variants and whether each can run here."""
     from ..core import model_presets as mp
-    from .refusals import resolve
+    from ..core.env import resolve_device
 
-    device = resolve(requested_device, lambda reason, fix: error(reason, EXIT_UNAVAILABLE))
-    if isinstance(device, int):
-        return device
+    device = resolve_device(requested_device)  # DeviceUnavailable: raised (exit 3)
     try:
         found = presets(spec)
         facts = mp.probe(spec, device)
-    except ModelSpecError as exc:
-        return usage(exc)
+    except ModelSpecError:
+        raise
     except BaseException as exc:  # noqa: BLE001 - their function raised while building the model
         if not theirs(exc):
             raise
         from ..core.model_scope import ModelRaised
 
-        raised = ModelRaised.of(spec, exc)
-        return report(raised)
+        raise ModelRaised.of(spec, exc) from None
     rows = []
     for p in found:
         a = mp.model_availability(p, device, facts)
@@ -197,25 +176,20 @@ def axis_values(spec: str, device: str, facts: Any) -> list[dict[str, Any]]:
 
 def model_for_advice(spec: str, device: str, reuse: bool, deadline: float | None = None,
                      budget_s: float | None = None) -> Any:
-    """`apextui advise --model M`: (facts, the model's presets), or the exit
-    code of a usage error (printed) or of a function that raises, whatever it raises, or that has not returned by
-    `deadline` (time.monotonic; the search's budget of `budget_s` ends then): exit 1, nothing to measure."""
+    """`apextui advise --model M`: (facts, the model's presets). Raised: a usage error (exit 2), a function that
+    raises, whatever it raises, or that has not returned by `deadline` (time.monotonic; the search's budget of
+    `budget_s` ends then): exit 1, nothing to measure."""
     import os
 
-    from ..core.model_presets import ProbeTimeout
-    from ..core.model_scope import ModelRaised, probe_model
+    from ..core.model_scope import probe_model
     from ..core.run.worker import WHERE_ENV
 
     if reuse:
-        return error("--reuse does not apply to --model: advice on your model is measured afresh (its code may "
-                     "have changed)", EXIT_USAGE)
-    try:
-        found = presets(spec)
-        # in a worker process, as the runs: one that never returns is ended with it at the budget's end
-        facts = probe_model(spec, device, apart=os.environ.get(WHERE_ENV) != "thread", deadline=deadline,
-                            budget_s=budget_s, to_stderr=True)
-    except ModelSpecError as exc:
-        return usage(exc)
-    except (ProbeTimeout, ModelRaised) as exc:  # every run would fail the same way
-        return report(exc)
+        raise UsageProblem("--reuse does not apply to --model: advice on your model is measured afresh (its code "
+                           "may have changed)")
+    found = presets(spec)
+    # in a worker process, as the runs: one that never returns is ended with it at the budget's end; a usage error,
+    # a function that raises or does not return by `deadline` (every run would fail the same way) is raised
+    facts = probe_model(spec, device, apart=os.environ.get(WHERE_ENV) != "thread", deadline=deadline,
+                        budget_s=budget_s, to_stderr=True)
     return facts, found

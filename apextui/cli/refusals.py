@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Callable, Protocol
 
-from ..core.exits import EXIT_UNAVAILABLE, EXIT_USAGE
+from ..core.errors import NotHere, UsageProblem
 from ..core.run import events
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def resolve(requested: str, refused: Callable[[str, str], int]) -> str | int:
 def unavailable(request: RunRequest, reason: str, fix: str, printer: LinePrinter | None = None,
                 say: Callable[[str], None] = log) -> int:
     """Refuse `request`, which cannot run on its device: the reason and the fix on stderr, the `unavailable` line
-    on stdout; EXIT_UNAVAILABLE, or the code of a stdout that could not take the line."""
+    on stdout; exit 3 (`NotHere`), or the code of a stdout that could not take the line."""
     if printer is None:
         from .json_lines import JsonLinePrinter
 
@@ -60,7 +60,7 @@ def unavailable(request: RunRequest, reason: str, fix: str, printer: LinePrinter
     if fix:
         say(f"fix: {fix}")
     printer.emit(events.unavailable_event(request.preset, request.device, reason, fix))
-    return printer.failure.report() if printer.failure is not None else EXIT_UNAVAILABLE
+    return printer.failure.report() if printer.failure is not None else NotHere.exit_code
 
 
 def refusal(request: RunRequest, avail: Availability, printer: LinePrinter | None,
@@ -72,11 +72,11 @@ def refusal(request: RunRequest, avail: Availability, printer: LinePrinter | Non
     from ..core import memory
 
     if not avail.ok:
-        return unavailable(request, avail.reason, avail.fix, printer, say) if printer is not None else EXIT_UNAVAILABLE
+        return unavailable(request, avail.reason, avail.fix, printer, say) if printer is not None else NotHere.exit_code
     preset = request.preset
     too_big = None if request.force else memory.refusal(
         preset, request.device, request.steps if request.steps is not None else preset.steps)
     if too_big:
         say(f"error: {too_big}")
-        return EXIT_USAGE
+        return UsageProblem.exit_code
     return None

@@ -39,7 +39,6 @@ from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import OptionList
 
-from apextui.core.exits import EXIT_UNAVAILABLE
 from apextui.core.presets import Preset
 from apextui.core.run.handle import RunnerFactory
 from apextui.core.run.request import RunSettings
@@ -209,10 +208,10 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
         try:
             probe = self.probe_fn(self.settings.device, self.presets)
         except DeviceUnavailable as exc:
-            self._post_from_thread(ProbeFailed(str(exc), EXIT_UNAVAILABLE))
+            self._post_from_thread(ProbeFailed(exc.line, ends=exc))
             return
         except Exception as exc:  # noqa: BLE001
-            self._post_from_thread(ProbeFailed(f"device probe failed: {type(exc).__name__}: {exc}", 1))
+            self._post_from_thread(ProbeFailed(f"device probe failed: {type(exc).__name__}: {exc}"))
             return
         self._post_from_thread(ProbeDone(probe))
         if self.runner_factory is default_runner_factory:
@@ -259,8 +258,8 @@ class ApexTuiApp(InterleavedActions, RunActions, Quitting, ScreenActions, AppBas
         if not self.panes_up():
             return
         self.query_one(StatusPane).set_device_error(message.error)
-        if message.exit_code == EXIT_UNAVAILABLE:
-            self.exit(return_code=EXIT_UNAVAILABLE, message=f"apextui: error: {message.error}")
+        if message.ends is not None:
+            self.exit(return_code=message.ends.exit_code, message=f"apextui: error: {message.ends.line}")
         else:
             self.notify(message.error, severity="error", timeout=10)
 

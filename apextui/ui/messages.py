@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:
+    from apextui.core.errors import ApextuiError
     from .bridge import RunBridge
     from .doctor_view import DoctorLike
     from .probe import Probe
@@ -21,12 +22,13 @@ class ProbeDone(Message):
 
 
 class ProbeFailed(Message):
-    """The device could not be resolved (e.g. --device cuda without a GPU)."""
+    """The device probe failed. `ends`: an error that ends the app with its exit code (--device cuda without a GPU:
+    `DeviceUnavailable`, exit 3); None: the app stays up, its runs refused with `error`."""
 
-    def __init__(self, error: str, exit_code: int) -> None:
+    def __init__(self, error: str, ends: ApextuiError | None = None) -> None:
         super().__init__()
         self.error = error
-        self.exit_code = exit_code
+        self.ends = ends
 
 
 class DoctorReady(Message):

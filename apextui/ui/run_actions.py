@@ -7,6 +7,8 @@ and the live pane is redrawn at most every `refresh_interval` s, its sparklines 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..core import results
 from .app_base import ActiveRun, AppBase
@@ -15,6 +17,12 @@ from .hangup_watchdog import HANGUP_SAVE_LOCK
 from .messages import RunUpdated
 from .run_log import RunLog
 from .widgets.monitor_panel import MonitorPanel
+
+if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+
+    from ..core.presets import Preset
+    from ..core.run.request import RunRequest
 
 MAX_RUN_LOGS = 50  # the log screen (o) keeps the output of the last 50 runs (each at most 256 KiB)
 STOPPED_WHILE_COMPILING = "stopped while compiling (s pressed twice)"
@@ -28,6 +36,16 @@ BUSY_WORDS = {"run": "{running} is running: press s to stop it first",
               "interleaved": "the interleaved comparison is measuring: s stops it"}
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why a preset does not start now, as the notification says it ("": said already, nothing more to say)."""
+
+    message: str
+    title: str = ""
+    severity: SeverityLevel = "error"
+    timeout: float | None = None
+
+
 class RunActions(AppBase):
     """The app's run actions: start_preset, the redraw rate limits, the end of a run, s (the engine's own stop
     and wait is core/run/handle.py's `RunControl`)."""
@@ -35,38 +53,50 @@ class RunActions(AppBase):
     def start_preset(self, name: str) -> bool:
         """Start a preset by name; False (with a notification) when it cannot start now."""
         preset = self.picker.preset(name)
-        if preset is None:
-            self.notify(f"unknown preset {name!r}", severity="error")
+        refused = self._refusal(name, preset)
+        if refused is not None:
+            if refused.message:
+                self.notify(refused.message, title=refused.title, severity=refused.severity,
+                            timeout=refused.timeout)
             return False
+        assert preset is not None and self.probe is not None  # `_refusal` refuses without either
+        return self._launch(preset, self.settings.request(preset, self.probe.device))
+
+    def _refusal(self, name: str, preset: Preset | None) -> Refusal | None:
+        """Why `name` cannot start now (unknown, something else measuring, the device probe failed or unfinished,
+        unavailable here, too big for the free memory), or None. An unfinished probe or doctor holds the start until
+        they are done (their CUDA smoke tests and torch import would disturb the timing)."""
+        if preset is None:
+            return Refusal(f"unknown preset {name!r}")
         busy = self.measuring()
         if busy is not None:
             running = self.active.preset.name if self.active is not None else ""
-            self.notify(BUSY_WORDS[busy].format(running=running), severity="warning")
-            return False
+            return Refusal(BUSY_WORDS[busy].format(running=running), severity="warning")
         if self.probe_error is not None:
-            self.notify(f"{name} cannot start: {self.probe_error}", severity="error", timeout=10)
-            return False
+            return Refusal(f"{name} cannot start: {self.probe_error}", timeout=10)
         if self.probe is None or not self.doctor_done:
-            # the doctor's CUDA smoke tests (and its torch import) would disturb the timing
             self._pending_start = name
             what = "device probe" if self.probe is None else "Apex doctor"
             self.notify(f"{name} starts as soon as the {what} finishes…", timeout=3)
             self._show_highlighted()
-            return False
+            return Refusal("")
         avail = self.probe.availability.get(name)
         if avail is None or not avail.ok:
-            reason = avail.reason if avail else "not checked"
             fix = f"\nfix: {avail.fix}" if avail and avail.fix else ""
-            self.notify(f"{name} cannot run here: {reason}{fix}", title="unavailable", severity="error", timeout=10)
-            return False
+            return Refusal(f"{name} cannot run here: {avail.reason if avail else 'not checked'}{fix}",
+                           title="unavailable", timeout=10)
         from apextui.core.memory import refusal
 
         request = self.settings.request(preset, self.probe.device)
         too_big = refusal(preset, request.device, request.steps or preset.steps)
         if too_big:
-            self.notify(too_big.replace(", or --force to run anyway", ""), title="does not fit",
-                        severity="error", timeout=15)
-            return False
+            return Refusal(too_big.replace(", or --force to run anyway", ""), title="does not fit", timeout=15)
+        return None
+
+    def _launch(self, preset: Preset, request: RunRequest) -> bool:
+        """Start `request`'s run in its worker, its log opened first; False (said) where it could not start."""
+        assert self.probe is not None
+        name = preset.name
         self._run_id += 1
         bridge = RunBridge(self._run_id, self.post_message, min_interval=self.refresh_interval)
         log: RunLog | None = None
@@ -86,6 +116,11 @@ class RunActions(AppBase):
         self.active = ActiveRun(self._run_id, preset, runner, bridge)
         self.run_logs.append(log)
         del self.run_logs[:-MAX_RUN_LOGS]
+        self._begin(preset)
+        return True
+
+    def _begin(self, preset: Preset) -> None:
+        """The panes given to the run that started."""
         self.latest_view = None
         self._last_spark = 0.0  # a run's first redraw always draws its sparklines
         self.query_one(MonitorPanel).reset()
@@ -94,7 +129,6 @@ class RunActions(AppBase):
             self._unnotify(self.device_toast)
             self.device_toast = None
         self.refresh_bindings()
-        return True
 
     def on_run_updated(self, message: RunUpdated) -> None:
         active = self.active

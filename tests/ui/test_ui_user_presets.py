@@ -123,5 +123,5 @@ async def test_a_probe_or_doctor_result_landing_as_the_app_exits_is_kept_not_dra
     app.on_doctor_ready(DoctorReady(report))
     app.on_probe_done(ProbeDone(probe))
     app.on_doctor_failed(DoctorFailed("late"))
-    app.on_probe_failed(ProbeFailed("late", 1))
+    app.on_probe_failed(ProbeFailed("late"))
     assert app.report is report and app.probe is probe and app.report_error == "late" and app.probe_error == "late"
