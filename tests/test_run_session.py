@@ -100,6 +100,15 @@ def test_a_session_stops_its_targets_on_the_first_signal_and_one_given_later_at_
     assert seconds == []
 
 
+def test_a_ranks_notice_goes_where_the_rank_says(capsys):
+    said: list[str] = []
+    session = RunSession(lambda signum: "every rank stops after the same step", lambda signum, words: None,
+                         say=said.append)
+    session.signals._deliver(signal.SIGTERM)
+    assert said == ["every rank stops after the same step"] and capsys.readouterr().err == ""
+    assert session.exit_code(Outcome("failed")) == EXIT_TERMINATED
+
+
 def test_a_session_without_a_signal_ends_with_what_the_run_ended_with(capsys):
     session = RunSession(lambda signum: "", lambda signum, words: None, quiet=True)
     work = Work()

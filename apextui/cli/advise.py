@@ -179,10 +179,11 @@ def _elsewhere(args: argparse.Namespace) -> int | None:
 
 def _unavailable(args: argparse.Namespace, reason: str, fix: str) -> int:
     """The device asked for is not here: one line on stderr and, with --json, the advice's document saying so."""
+    code = report(NotHere(reason))  # said first: a stdout that then fails still leaves the reason on stderr
     if args.json:
         _print(json.dumps({"kind": "apextui-advice", "schema": 1, "status": "unavailable", "device": args.device,
                            "reason": reason, "fix": fix}))
-    return report(NotHere(reason))
+    return code
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -385,27 +386,27 @@ def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:
     """`apextui advise` on every rank under torchrun: the same runs in the same order on every rank, each
     data-parallel (core/run/data_parallel.py); rank 0 prints the advice, the verdicts from the merged runs (the slowest
     rank's ms), with the one noise rule. Not stored: the stored advice is a one-GPU machine's."""
+    from ..core.presets import load_all
     from ..core.run.distributed import Group, timeout_s
     from ..core.run.data_parallel import MAX_GRACE_S, DataParallelRuns
     from . import refusals
 
     rank0 = dist_env.rank == 0
-    device = refusals.resolve(args.device, lambda reason, fix: report(NotHere(reason)) if rank0 else
-                              NotHere.exit_code)
+    device = refusals.resolve(args.device, lambda reason, fix: report(NotHere(reason)) if rank0 else NotHere.exit_code)
     if isinstance(device, int):
         return device
     try:
         timeout = timeout_s()
     except ValueError as exc:
         raise UsageProblem(str(exc)) from None
+    presets, _ = load_all()  # a broken preset file is said at once, before the ranks wait for each other
     try:
         group = Group(dist_env, device, timeout)
     except Exception as exc:  # noqa: BLE001 - rendezvous or init failed or timed out
         log(f"error: could not join the other ranks: {type(exc).__name__}: {exc}")
         return exit_code(Outcome("failed"), quiet=True)
     try:
-        factory = DataParallelRuns(group, min(timeout, MAX_GRACE_S))
-        advisor = _distributed_advisor(args, device, factory, rank0)
+        advisor = _distributed_advisor(args, device, presets, DataParallelRuns(group, min(timeout, MAX_GRACE_S)), rank0)
         advice = _Advice(advisor, args.json, "every rank stops after the same step, then the partial advice is "
                          "printed (again to quit at once)", rank0=rank0, kill=False)
         session = RunSession(advice.notice, advice.again, quiet=not rank0)
@@ -421,15 +422,13 @@ def _run_distributed(args: argparse.Namespace, dist_env: Any) -> int:
     return session.exit_code(advice.outcome(doc))
 
 
-def _distributed_advisor(args: argparse.Namespace, device: str, factory: Any, rank0: bool) -> Any:
+def _distributed_advisor(args: argparse.Namespace, device: str, presets: list[Any], factory: Any,
+                         rank0: bool) -> Any:
     """The Advisor of a data-parallel advice: every preset that can run data-parallel, through `factory`; a remote
     rank's stop stops it."""
     from ..core.advise import Advisor
     from ..core.availability import Availability, availability
-    from ..core.presets import load_all
     from ..core.run.data_parallel import data_parallel_problem
-
-    presets, _ = load_all()
 
     def available(preset: Any) -> Availability:
         problem = data_parallel_problem(preset)

@@ -63,10 +63,12 @@ class RunSession:
     """A front end's run within `with`: SIGINT/SIGTERM/SIGHUP's first delivery logs `notice(signum)` (none where it
     returns "") and stops every target given to `stops`, a target given after it is stopped at once (a signal while
     the workload is still built); the second calls `again(signum, words)` (the signals by name) and the process exits
-    with the signal's code (`StopOnSignals`). `exit_code(outcome)` is the one decision of the code."""
+    with the signal's code (`StopOnSignals`). `exit_code(outcome)` is the one decision of the code.
+    `say`: where the notice goes (a data-parallel rank's own prefix)."""
 
-    def __init__(self, notice: Callable[[int], str], again: Callable[[int, str], None], quiet: bool = False) -> None:
-        self._notice, self._again, self.quiet = notice, again, quiet
+    def __init__(self, notice: Callable[[int], str], again: Callable[[int, str], None], quiet: bool = False,
+                 say: Callable[[str], None] = log) -> None:
+        self._notice, self._again, self.quiet, self._say = notice, again, quiet, say
         self._targets: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self.stopping = threading.Event()
@@ -91,7 +93,7 @@ class RunSession:
     def _first(self, signum: int) -> None:
         words = self._notice(signum)
         if words:
-            log(words)
+            self._say(words)
         self.stop()
 
     def _second(self, signum: int) -> None:

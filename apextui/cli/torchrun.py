@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .session import Outcome, RunSession
+from .session import Outcome, RunSession, exit_code
 from ..core.run.request import RunRequest
 from ..core.presets import Preset
 from ..core.run import events
@@ -112,7 +112,7 @@ class _Rank:
         log(self.env.rank, error)
         if self.printer is not None:
             self.printer.emit(events.end_line("failed", error))
-        return Outcome("failed", failed_because="the run failed (its end line says why)")
+        return Outcome("failed", failed_because=error)
 
     def train(self, group: Group, session: RunSession, warmup: int, timeout: float, baseline: Any) -> Outcome:
         """Train with the others (rank 0 collects every rank's steps); how it ended."""
@@ -148,13 +148,14 @@ def run(request: RunRequest, env: DistEnv) -> int:
         return checked
     timeout, baseline = checked
     rank = _Rank(request, env, printer)
-    session = RunSession(rank.notice, rank.again, quiet=env.rank != 0)
+    session = RunSession(rank.notice, rank.again, quiet=env.rank != 0, say=lambda message: log(env.rank, message))
     with session:  # entered before the `start` line: from it on, every signal leads to an `end` line
         warmup = rank.start_line()
         try:
             group = Group(env, request.device, timeout)
         except Exception as exc:  # noqa: BLE001 - rendezvous or init timed out, a bad address
-            return session.exit_code(rank.not_joined(exc))
+            # said once, on every rank (`not_joined`); a signal during the rendezvous still decides the code
+            return exit_code(rank.not_joined(exc), session.signals, quiet=True)
         try:
             outcome = rank.train(group, session, warmup, timeout, baseline)
         finally:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..measure.compare import DISTURBED_WORDS, Comparison, fields, format_speedup, unsure
+from ..measure.compare import DISTURBED_WORDS, Comparison, fields, format_speedup, ms, unsure
 from ..measure.mfu import Mfu
 from ..config.calling import Calling
 from ..config.point import Config
@@ -54,7 +54,7 @@ def answer(v: WorkloadVerdict, points: Mapping[str, Config], *, model: str | Non
     return {
         "preset": rec.preset, "config": point.as_dict(), "label": point.label, "summary": point.description(),
         "is_baseline": rec is base, "fastest": fastest,
-        "median_ms": rec.median_ms, "peak_memory_bytes": max(peaks) if peaks else None,
+        "median_ms": ms(rec.median_ms), "peak_memory_bytes": max(peaks) if peaks else None,
         "mfu": mfu.to_dict() if (mfu := rec.mfu) is not None else None,
         "best_single": single.preset if single is not None else None,
         "best_single_label": points[single.preset].label if single is not None else None,

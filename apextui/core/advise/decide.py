@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..measure.compare import unsure
+from ..measure.compare import ms, unsure
 from ..presets import BASELINES
 from . import wording
 from .choice import Choice, choose
@@ -66,7 +66,7 @@ def apex_verdict(measurements: Sequence[Measurement], picked: Choice[Measurement
     best_torch = picked.fastest_torch or _fastest(torch_ok)
     torch_choice = picked.torch or best_torch
     kw: dict[str, Any] = {"best_torch": best_torch.preset if best_torch else None,
-                          "best_torch_ms": best_torch.median_ms if best_torch else None,
+                          "best_torch_ms": ms(best_torch.median_ms) if best_torch else None,
                           "torch_choice": torch_choice.preset if torch_choice else None}
 
     def worded(status: ApexStatus, **more: Any) -> ApexVerdict:

@@ -103,11 +103,11 @@ class RunResult:
     def to_dict(self) -> dict[str, Any]:
         s = self.summary
         return {
-            "repeat": self.repeat, "status": self.status, "error": self.error, "median_ms": s.median_ms,
-            "median_low_ms": s.median_low_ms, "median_high_ms": s.median_high_ms,
-            "timed_intervals": s.timed_intervals or 0, "p10_ms": s.p10_ms, "p90_ms": s.p90_ms, "steps": s.steps or 0,
-            "measured_steps": s.measured_steps or 0, "final_loss": s.final_loss, "compile_s": s.compile_s,
-            "elapsed_s": s.elapsed_s, "gpu_busy": s.gpu_busy,
+            "repeat": self.repeat, "status": self.status, "error": self.error, "median_ms": _round(s.median_ms),
+            "median_low_ms": _round(s.median_low_ms), "median_high_ms": _round(s.median_high_ms),
+            "timed_intervals": s.timed_intervals or 0, "p10_ms": _round(s.p10_ms), "p90_ms": _round(s.p90_ms),
+            "steps": s.steps or 0, "measured_steps": s.measured_steps or 0, "final_loss": _round(s.final_loss, 6),
+            "compile_s": _round(s.compile_s, 3), "elapsed_s": _round(s.elapsed_s, 3), "gpu_busy": _round(s.gpu_busy),
             "bottleneck": s.bottleneck.label if s.bottleneck else None, "peak_memory_bytes": s.peak_memory_bytes,
             "contention": {"level": self.contention} if self.contention else None, "round": self.round,
         }
@@ -191,12 +191,21 @@ class Measurement:
 
     @property
     def median_ms(self) -> float | None:
-        return _median(self.medians_ms)
+        """The median of the kept runs' step times pooled (of their medians where a run kept none: `timing`)."""
+        t = self.timing
+        return t.median_ms if t is not None else None
 
     @property
     def timing(self) -> Timing | None:
-        """The median of the repeat medians, with the hull of the repeats' intervals (`timing_from_runs`)."""
+        """The kept repeats' step times pooled, with the hull of their intervals (`timing_from_runs`)."""
         return timing_from_runs(r.timing for r in self.kept_runs)  # type: ignore[misc]
+
+    def _percentile(self, q: float, of_run: Callable[[RunResult], float | None]) -> float | None:
+        """The pooled step times' q-th percentile, or the median of the runs' own where a run kept no times."""
+        t = self.timing
+        if t is not None and t.samples is not None:
+            return t.samples.percentile(q)
+        return _median(of_run(r) for r in self.kept_runs)
 
     @property
     def by_round(self) -> dict[int, Timing]:
@@ -205,11 +214,11 @@ class Measurement:
 
     @property
     def p10_ms(self) -> float | None:
-        return _median(r.summary.p10_ms for r in self.kept_runs)
+        return self._percentile(10, lambda r: r.summary.p10_ms)
 
     @property
     def p90_ms(self) -> float | None:
-        return _median(r.summary.p90_ms for r in self.kept_runs)
+        return self._percentile(90, lambda r: r.summary.p90_ms)
 
     @property
     def spread(self) -> float | None:
@@ -360,12 +369,13 @@ class WorkloadVerdict:
                 "preset": m.preset, "variant": m.variant, "amp": m.autocast, "needs_apex": list(m.needs_apex),
                 "is_baseline": m.preset == self.baseline, "status": m.status,
                 "reason": m.reason or None, "fix": m.fix or None, "not_compared": m.not_compared,
-                # medians of the runs' own (rounded) figures, not rounded again: the speed-ups follow from them
-                "median_ms": m.median_ms, "median_low_ms": timing.low_ms if timing else None,
-                "median_high_ms": timing.high_ms if timing else None, "p10_ms": m.p10_ms, "p90_ms": m.p90_ms,
+                # rounded here, at the edge: the speed-ups follow from the unrounded figures
+                "median_ms": _round(m.median_ms), "median_low_ms": _round(timing.low_ms) if timing else None,
+                "median_high_ms": _round(timing.high_ms) if timing else None, "p10_ms": _round(m.p10_ms),
+                "p90_ms": _round(m.p90_ms),
                 "repeats": len(m.ok_runs), "planned_repeats": m.planned,
                 "runs_used": len(m.kept_runs),  # what its figures rest on: `n` in the text (the left-out ones said)
-                "repeat_medians_ms": m.medians_ms, "spread": _round(m.spread),
+                "repeat_medians_ms": [_round(v) for v in m.medians_ms], "spread": _round(m.spread),
                 **fields(vs_base, "speedup_vs_baseline"),
                 "final_loss": _round(m.final_loss, 6), "compile_s": _round(m.compile_s, 3),
                 "flagged": m.preset in flagged,

@@ -11,7 +11,7 @@ from typing import Any, Literal, Mapping
 
 from ..config.point import BASELINE, Config
 from ..measure.compare import Comparison, Disturbance, Drift, Timing, compare, compare_paired, disturbances, fields, \
-    kept_runs, timing_from_runs, unsure
+    kept_runs, ms, timing_from_runs, unsure
 from ..measure.details import CorrectnessCheck
 from .ablation import Part
 
@@ -79,9 +79,9 @@ class Trial:
         o = self.outcome
         return {"index": self.index, "phase": self.phase, "config": self.config.as_dict(),
                 "label": self.config.label, "why": self.why, "status": o.status,
-                "median_ms": o.timing.median_ms if o.timing else None,
-                "median_low_ms": o.timing.low_ms if o.timing else None,
-                "median_high_ms": o.timing.high_ms if o.timing else None,
+                "median_ms": ms(o.timing.median_ms) if o.timing else None,
+                "median_low_ms": ms(o.timing.low_ms) if o.timing else None,
+                "median_high_ms": ms(o.timing.high_ms) if o.timing else None,
                 "reason": o.reason or None, "fix": o.fix or None,
                 "check": o.check.to_dict() if o.check else None, "peak_memory_bytes": o.peak_memory_bytes,
                 "elapsed_s": round(self.elapsed_s, 3), "round": self.round, "competed": o.competed}
@@ -309,7 +309,7 @@ class SearchResult:
                 continue
             timing = self.timing(t.config)
             points[t.config.label] = {
-                "config": t.config.as_dict(), "median_ms": timing.median_ms if timing else None,
+                "config": t.config.as_dict(), "median_ms": ms(timing.median_ms) if timing else None,
                 "runs": sum(1 for x in self.trials if x.config == t.config and x.outcome.ok),
                 "peak_memory_bytes": self.peak_memory(t.config),
                 "status": "ok" if timing else t.outcome.status}

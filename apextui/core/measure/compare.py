@@ -15,10 +15,11 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence, get_args
 
-if TYPE_CHECKING:  # a summary derives its timing from `Timing.read`: this module never needs it at run time
+if TYPE_CHECKING:  # a summary derives its timing from `Timing.read`, and samples theirs: never needed at run time
+    from .samples import Samples
     from .summary import Summary
 
 NOISE_FLOOR = 0.02  # two medians closer than 2 % are never called different, however narrow their intervals
@@ -57,13 +58,15 @@ BASELINE_RULE = (f"a baseline is a run that finished ok with at least {MIN_BASEL
 @dataclass(frozen=True)
 class Timing:
     """A median ms/step and its 95 % interval (None when unknown, e.g. older result files: unknown is
-    never taken as zero width); `n` values behind it (timed intervals), from `runs` runs."""
+    never taken as zero width); `n` values behind it (timed intervals), from `runs` runs; `samples`: the step times
+    they were computed from (`samples.Samples`; None for a file written before runs kept them), which repeats pool."""
 
     median_ms: float
     low_ms: float | None = None
     high_ms: float | None = None
     n: int = 0
     runs: int = 1
+    samples: Samples | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.median_ms) and self.median_ms > 0):
@@ -79,7 +82,7 @@ class Timing:
 
     @classmethod
     def read(cls, median_ms: float | None, low_ms: float | None = None, high_ms: float | None = None,
-             n: int = 0) -> "Timing | None":
+             n: int = 0, samples: Samples | None = None) -> "Timing | None":
         """A run's timing from figures it reported (`Summary.timing`, `Stats.timing`); None without a usable median.
         A missing or inconsistent interval is unknown, never zero width."""
         median = positive(median_ms)
@@ -88,7 +91,7 @@ class Timing:
         low, high = positive(low_ms), positive(high_ms)
         if low is None or high is None or not low <= median <= high:
             low = high = None
-        return cls(median, low, high, n=n)
+        return cls(median, low, high, n=n, samples=samples)
 
 
 def positive(value: Any) -> float | None:
@@ -99,20 +102,26 @@ def positive(value: Any) -> float | None:
 
 
 def timing_from_runs(timings: Iterable[Timing]) -> Timing | None:
-    """Several repeats of one preset: the median of their medians, and as interval the hull of their
-    intervals and medians, so the run-to-run spread is in it as well as each run's own noise. One run
+    """Several repeats of one configuration: the median of their step times pooled (`Samples.pool`, each run
+    weighing as many timed intervals as it had), or of their medians where a run kept no times (an older file), and
+    as interval the hull of the pooled median's interval and of the runs' intervals and medians, so the run-to-run
+    spread is in it as well as each run's own noise (pooled times alone would hide a drift between the runs). One run
     without an interval makes the hull unknown (its median alone would pretend a zero-width interval)."""
     ts = list(timings)
     if not ts:
         return None
     if len(ts) == 1:
         return ts[0]
+    parts = [t.samples for t in ts if t.samples is not None]
+    pooled = type(parts[0]).pool(parts) if len(parts) == len(ts) else None
     medians = [t.median_ms for t in ts]
+    median = pooled.median if pooled is not None else statistics.median(medians)
     low = high = None
     if all(t.known for t in ts):
-        low = min(medians + [t.low_ms for t in ts if t.low_ms is not None])
-        high = max(medians + [t.high_ms for t in ts if t.high_ms is not None])
-    return Timing(statistics.median(medians), low, high, n=sum(t.n for t in ts), runs=sum(t.runs for t in ts))
+        ends = [median, *medians, *pooled.median_interval()] if pooled is not None else [median, *medians]
+        low = min(ends + [t.low_ms for t in ts if t.low_ms is not None])
+        high = max(ends + [t.high_ms for t in ts if t.high_ms is not None])
+    return Timing(median, low, high, n=sum(t.n for t in ts), runs=sum(t.runs for t in ts), samples=pooled)
 
 
 @dataclass(frozen=True)
@@ -339,6 +348,11 @@ def format_speedup(c: Comparison | None, compact: bool = False) -> str:
 
 def _round(v: float | None) -> float | None:
     return None if v is None else round(v, 4)
+
+
+def ms(value: float | None) -> float | None:
+    """A time in ms as the JSON documents write it (to 0.1 µs): rounding happens at the edges only."""
+    return _round(value)
 
 
 def fields(c: Comparison | None, prefix: str = "speedup", basis: bool = False) -> dict[str, Any]:

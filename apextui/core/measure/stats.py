@@ -6,39 +6,11 @@ from __future__ import annotations
 import bisect
 import math
 import random
-from dataclasses import dataclass
-from typing import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Iterable
 
 from .compare import Timing
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100) of already sorted values, linear interpolation
-    between closest ranks (NumPy's default method)."""
-    if not sorted_values:
-        raise ValueError("percentile of no values")
-    if not 0 <= q <= 100:
-        raise ValueError(f"q must be within 0..100, got {q}")
-    pos = (len(sorted_values) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    frac = pos - lo
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
-
-
-def median_interval(sorted_values: Sequence[float], z: float = 1.96) -> tuple[float, float]:
-    """A distribution-free 95 % confidence interval for the median of already sorted values: the order
-    statistics whose ranks lie z * sqrt(n) / 2 either side of the middle (the binomial(n, 1/2) count of
-    values below the median, in its normal approximation). It assumes independent values, which is why
-    short steps are timed in blocks (`timing.py`): the means of blocks of several ms are close to
-    independent where single 0.2 ms steps are not. With fewer than 6 values it is the whole range."""
-    n = len(sorted_values)
-    if not n:
-        raise ValueError("median interval of no values")
-    half = z * math.sqrt(n) / 2
-    lo = max(0, math.floor((n - 1) / 2 - half))
-    hi = min(n - 1, math.ceil((n - 1) / 2 + half))
-    return sorted_values[lo], sorted_values[hi]
+from .samples import Samples, median_interval, percentile
 
 
 @dataclass(frozen=True)
@@ -60,11 +32,13 @@ class Stats:
     median_low_ms: float = math.nan
     median_high_ms: float = math.nan
     block_steps: int = 1  # steps in the longest timed interval: > 1 when short steps were timed in blocks
+    # the times these statistics were computed from (`StepStats.read(samples=True)`: a run's last statistics)
+    samples: Samples | None = field(default=None, compare=False, repr=False)
 
     @property
     def timing(self) -> Timing | None:
         """What the noise rule reads of these statistics (`Timing.read`), unrounded."""
-        return Timing.read(self.median_ms, self.median_low_ms, self.median_high_ms, self.count)
+        return Timing.read(self.median_ms, self.median_low_ms, self.median_high_ms, self.count, self.samples)
 
     def throughput(self, units_per_step: int) -> float:
         """Units (samples or tokens) per second at the median step time: the typical step's rate."""
@@ -137,11 +111,13 @@ class StepStats:
         """Values held in memory (at most `cap`)."""
         return len(self._sorted)
 
-    def read(self) -> Stats | None:
-        """Statistics of the measured steps so far, or None while still warming up."""
+    def read(self, samples: bool = False) -> Stats | None:
+        """Statistics of the measured steps so far, or None while still warming up; with `samples` (a run's last
+        read) the times kept with them (`samples.Samples`: a copy, which every snapshot's read would not afford)."""
         s = self._sorted
         if not s:
             return None
+        kept = Samples.of(s, self._count) if samples else None
         low, high = median_interval(s)
         return Stats(
             count=self._count,
@@ -155,6 +131,7 @@ class StepStats:
             median_low_ms=low,
             median_high_ms=high,
             block_steps=self._block,
+            samples=kept,
         )
 
 

@@ -20,7 +20,14 @@ from ..monitor.contention import RunContention
 from .compare import Timing
 from .details import Bottleneck, CorrectnessCheck, Distributed, Roofline, json_ready
 from .mfu import Mfu
+from .samples import Samples
 
+# the decimals each figure has in the JSON line and the files (ms to 0.1 µs, rates to 0.1, losses to 6 places)
+DECIMALS: Mapping[str, int] = {
+    **dict.fromkeys(("median_ms", "median_low_ms", "median_high_ms", "p10_ms", "p90_ms", "mean_ms", "min_ms", "max_ms",
+                     "opt_median_ms", "gpu_busy", "gpu_kernel_ms"), 4),
+    **dict.fromkeys(("throughput", "wall_throughput", "loss_scale"), 1),
+    **dict.fromkeys(("final_loss", "loss_floor"), 6), **dict.fromkeys(("elapsed_s", "compile_s"), 3)}
 ANALYSIS_KEYS = ("gpu_busy", "gpu_busy_source", "gpu_busy_note", "gpu_kernel_ms", "roofline", "bottleneck")
 
 
@@ -62,6 +69,7 @@ class Summary:
     peak_memory_bytes: int | None = None  # a CUDA run's torch.cuda.max_memory_allocated(); None on CPU
     contention: RunContention | None = None  # other work competing over the run (monitor/contention.py)
     mfu: Mfu | None = None  # model FLOPs utilisation (measure/mfu.py): a null value with a reason where none is known
+    samples: Samples | None = None  # the measured steps' times its statistics come from (measure/samples.py)
     extra: Mapping[str, Any] = field(default_factory=dict)  # keys of a loaded summary this version does not know
 
     @property
@@ -69,24 +77,26 @@ class Summary:
         """What the noise rule reads of this run: its median and the median's interval (`Timing.read`: None without
         a usable median; an interval missing or not holding the median is unknown), over its timed intervals."""
         return Timing.read(self.median_ms, self.median_low_ms, self.median_high_ms,
-                           self.timed_intervals or self.measured_steps or 0)
+                           self.timed_intervals or self.measured_steps or 0, self.samples)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON object (docs/json.md): every key but `distributed`, which is there only when set, in the order
+        """The JSON object (docs/json.md): every key but `distributed` and `samples`, there only when set, in the order
         the `end` line has always had (`peak_memory_bytes`, then `contention`), and `mfu` last."""
         out: dict[str, Any] = {}
         for f in fields(self):
             if f.name == "extra":
                 continue
             value = getattr(self, f.name)
-            if f.name == "distributed" and value is None:
+            if f.name in ("distributed", "samples") and value is None:  # there only when set
                 continue
             if isinstance(value, CorrectnessCheck):  # the check's figures as the workload found them
                 value = value.to_dict()
             elif isinstance(value, (Roofline, Bottleneck, Distributed, RunContention)):
                 value = json_ready(value.to_dict())
-            elif isinstance(value, Mfu):  # its figures rounded to 4 significant digits by its own to_dict
+            elif isinstance(value, (Mfu, Samples)):  # rounded by their own to_dict
                 value = value.to_dict()
+            elif isinstance(value, float) and f.name in DECIMALS:  # rounding at the edge only: held unrounded
+                value = round(value, DECIMALS[f.name])
             out[f.name] = value
         return {**out, **{k: v for k, v in self.extra.items() if k not in out}}
 
@@ -106,7 +116,8 @@ def _known_fields() -> dict[str, str]:
 
 
 _RECORDS: dict[str, Any] = {"CorrectnessCheck": CorrectnessCheck, "Roofline": Roofline, "Bottleneck": Bottleneck,
-                             "Distributed": Distributed, "RunContention": RunContention, "Mfu": Mfu}
+                             "Distributed": Distributed, "RunContention": RunContention, "Mfu": Mfu,
+                             "Samples": Samples}
 
 
 def _typed(kind: str, value: Any) -> Any:

@@ -95,7 +95,7 @@ class Delivery:
                 status, error = payload
                 if sampler is not None:
                     sampler.stop()
-            st = stats.read()
+            st = stats.read(samples=kind == "end")  # a finished run keeps its step times (measure/samples.py)
             analysis = None
             if kind == "end" and status == "ok" and probe is not None:
                 try:

@@ -26,6 +26,13 @@ def _num(value: float | None, digits: int = 4) -> float | None:
     return round(float(value), digits)
 
 
+def _finite(value: float | None) -> float | None:
+    """A figure as the summary holds it: unrounded, None where it is not a finite number."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    return float(value)
+
+
 def start_line(*, preset: str, workload: str, variant: str, device: str, steps: int | None, warmup: int,
                env: Mapping[str, Any], preset_file: str | None = None, model: dict[str, Any] | None = None,
                baseline: str | None = None, size: str = "default", size_params: Mapping[str, Any] | None = None,
@@ -95,10 +102,10 @@ def analysis_fields(snap: Snapshot) -> dict[str, Any]:
         return {"gpu_busy": None, "gpu_busy_source": None, "gpu_busy_note": None, "gpu_kernel_ms": None,
                 "roofline": None, "bottleneck": None}
     return {
-        "gpu_busy": _num(a.busy.fraction, 4),
+        "gpu_busy": _finite(a.busy.fraction),
         "gpu_busy_source": a.busy.source,
         "gpu_busy_note": a.busy.note,
-        "gpu_kernel_ms": _num(a.busy.kernel_ms),
+        "gpu_kernel_ms": _finite(a.busy.kernel_ms),
         "roofline": a.roofline(),
         "bottleneck": a.bottleneck,
     }
@@ -147,7 +154,8 @@ def _rank_fields(rec: StepRecord) -> dict[str, Any]:
 
 
 def summary(snap: Snapshot) -> Summary:
-    """The run's summary: statistics over the measured (post-warm-up) steps, rounded as the JSON line has them."""
+    """The run's summary: statistics over the measured (post-warm-up) steps, unrounded (its `to_dict` rounds them
+    for the JSON line and the files), with the step times they come from."""
     info, st = snap.info, snap.stats
     return Summary(
         steps=snap.steps_done,
@@ -155,30 +163,31 @@ def summary(snap: Snapshot) -> Summary:
         measured_steps=st.steps if st else 0,
         timed_intervals=st.count if st else 0,
         block_steps=st.block_steps if st else None,
-        median_ms=_num(st.median_ms) if st else None,
-        median_low_ms=_num(st.median_low_ms) if st else None,
-        median_high_ms=_num(st.median_high_ms) if st else None,
-        p10_ms=_num(st.p10_ms) if st else None,
-        p90_ms=_num(st.p90_ms) if st else None,
-        mean_ms=_num(st.mean_ms) if st else None,
-        min_ms=_num(st.min_ms) if st else None,
-        max_ms=_num(st.max_ms) if st else None,
-        opt_median_ms=_num(snap.opt_stats.median_ms) if snap.opt_stats else None,
-        throughput=_num(snap.throughput, 1),
+        median_ms=_finite(st.median_ms) if st else None,
+        median_low_ms=_finite(st.median_low_ms) if st else None,
+        median_high_ms=_finite(st.median_high_ms) if st else None,
+        p10_ms=_finite(st.p10_ms) if st else None,
+        p90_ms=_finite(st.p90_ms) if st else None,
+        mean_ms=_finite(st.mean_ms) if st else None,
+        min_ms=_finite(st.min_ms) if st else None,
+        max_ms=_finite(st.max_ms) if st else None,
+        opt_median_ms=_finite(snap.opt_stats.median_ms) if snap.opt_stats else None,
+        throughput=_finite(snap.throughput),
         throughput_unit=f"{info.units}/s" if info else None,
-        wall_throughput=_num(st.wall_throughput(info.units_per_step), 1) if st and info else None,
-        final_loss=_num(snap.final_loss, 6),
-        loss_floor=_num(info.loss_floor, 6) if info else None,
+        wall_throughput=_finite(st.wall_throughput(info.units_per_step)) if st and info else None,
+        final_loss=_finite(snap.final_loss),
+        loss_floor=_finite(info.loss_floor) if info else None,
         skipped_steps=snap.skipped_steps if info and info.uses_grad_scaler else None,
-        loss_scale=_num(snap.loss_scale, 1) if info and info.uses_grad_scaler else None,
+        loss_scale=_finite(snap.loss_scale) if info and info.uses_grad_scaler else None,
         check=info.check if info else None,
-        elapsed_s=_num(snap.elapsed_s, 3),
-        compile_s=_num(info.compile_s, 3) if info else None,
+        elapsed_s=_finite(snap.elapsed_s),
+        compile_s=_finite(info.compile_s) if info else None,
         **analysis_fields(snap),
         distributed=snap.distributed,
         peak_memory_bytes=snap.peak_memory_bytes,
         contention=snap.monitor.run_contention if snap.monitor else None,
         mfu=info.mfu(st.median_ms if st else None) if info else None,
+        samples=st.samples if st else None,
     )
 
 

@@ -171,7 +171,7 @@ def merged_snapshot(local: Snapshot, merger: Merger, new: tuple[MergedRecord, ..
     info = local.info
     if info is not None:
         info = dataclasses.replace(info, units_per_step=info.units_per_step * world_size)
-    st = merger.stats.read()
+    st = merger.stats.read(samples=status is not None)  # the final merged view keeps its step times
     return dataclasses.replace(
         local, info=info, new_steps=new, stats=st,
         throughput=st.throughput(info.units_per_step) if st and info else None,

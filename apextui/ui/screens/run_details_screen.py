@@ -66,6 +66,15 @@ def flatten(key: str, value: Any) -> Iterator[tuple[str, str]]:
         yield key, show_value(value)
 
 
+def samples_pair(samples: Any) -> list[tuple[str, str]]:
+    """The step times a run kept, in words (the times themselves are in the saved JSON, not for reading here)."""
+    if not isinstance(samples, Mapping) or not isinstance(samples.get("ms"), list):
+        return []
+    kept, count = len(samples["ms"]), samples.get("count")
+    return [("samples", f"{count} step times kept" if kept == count else
+             f"{kept} order statistics of {count} step times kept")]
+
+
 def record(row: ResultRow, rows: Sequence[ResultRow]) -> dict[str, Any]:
     """The row's entry in the saved JSON, with its environment."""
     entry = dict(results.results_document(rows)["runs"][[id(r) for r in rows].index(id(row))])
@@ -88,7 +97,7 @@ def sections(entry: Mapping[str, Any]) -> list[tuple[str, list[tuple[str, str]]]
 
     out.append(("Run", take(top, RUN)))
     out.append(("Speed-up", take(top, SPEEDUP)))
-    out.append(("Timing", take(summary, TIMING)))
+    out.append(("Timing", take(summary, TIMING) + samples_pair(summary.pop("samples", None))))
     out.append(("Loss", take(summary, LOSS)))
     check = summary.pop("check", None)
     out.append(("Norm check", list(flatten("check", check)) if check else [("check", "— (no reference check)")]))
