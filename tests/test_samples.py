@@ -97,3 +97,33 @@ def test_figures_are_held_unrounded_and_rounded_at_the_json_edge():
 def test_malformed_samples_in_a_file_are_left_out(bad):
     assert Samples.from_dict(bad) is None
     assert Summary.from_dict({"median_ms": 1.0, "samples": bad}).samples is None
+
+
+def test_a_pooled_sketch_picks_the_nearest_time_at_each_rank_as_a_runs_own_sketch_does():
+    a, b = Samples.of([float(x) for x in range(1, 101)]), Samples.of([float(x) for x in range(101, 201)])
+    assert a.exact and b.exact
+    pooled = Samples.pool([a, b])  # 200 times, over the sketch's size: order statistics at equal steps of rank
+    assert not pooled.exact and pooled.values == Samples.of([float(x) for x in range(1, 201)]).values
+
+
+def test_a_file_claiming_many_times_with_a_handful_of_values_is_no_sketch():
+    assert Samples.from_dict({"count": 1000, "ms": [1.0, 2.0, 3.0]}) is None
+    sketch = Samples.of(times(5000, 2.0))
+    assert Samples.from_dict(sketch.to_dict()).count == 5000
+
+
+def test_a_results_file_keeps_each_runs_times_on_one_line_and_reads_them_back(tmp_path):
+    from apextui.core.results import ResultRow, load_results, results_text
+
+    kept = Samples.of(times(1000, 3.0))
+    row = ResultRow(preset="fp32", workload="transformer", variant="fp32", device="cuda", size="default",
+                    status="ok", error="shape [2,3] did not fit", summary=Summary(median_ms=kept.median, samples=kept))
+    text = results_text([row])
+    (line,) = [x for x in text.splitlines() if '"ms": [' in x]
+    assert line.strip().startswith('"ms": [') and line.rstrip().endswith("]")  # the whole list on its line
+    assert '"shape [2,3] did not fit"' in text  # a string's brackets are left as they are
+    path = tmp_path / "r.json"
+    path.write_text(text)
+    (back,) = load_results(path)
+    assert back.summary.samples == Samples.from_dict(kept.to_dict()) and back.error == row.error
+    assert len(text) < 4000  # a saved run with its times: a history of thousands still loads (MAX_RESULTS_BYTES)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
-from ..measure.compare import Comparison, fields, format_speedup
+from ..measure.compare import Comparison, fields, format_speedup, ms
 from ..config.axes import axis
 from ..config.point import Config
 
@@ -100,7 +100,7 @@ class Part:
     def to_dict(self) -> dict[str, Any]:
         return {"axis": self.axis, "value": self.value, "apex": self.apex, "in": self.answer.label,
                 "without": self.without.label, "without_config": self.without.as_dict(),
-                "without_median_ms": self.without_ms, **fields(self.comparison, "speedup"),
+                "without_median_ms": ms(self.without_ms), **fields(self.comparison, "speedup"),
                 "speedup_text": format_speedup(self.comparison) if self.comparison else None,
                 "peak_memory_bytes": self.peak_bytes, "without_peak_memory_bytes": self.without_peak_bytes,
                 "memory_saved": self.memory_saved, "verdict": self.verdict, "kept": self.kept}

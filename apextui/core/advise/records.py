@@ -5,6 +5,7 @@ Statuses are `Literal`s so a misspelt one is a type error, not a silent miss.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Mapping
@@ -195,15 +196,17 @@ class Measurement:
         t = self.timing
         return t.median_ms if t is not None else None
 
-    @property
+    @functools.cached_property
     def timing(self) -> Timing | None:
-        """The kept repeats' step times pooled, with the hull of their intervals (`timing_from_runs`)."""
+        """The kept repeats' step times pooled, with the hull of their intervals (`timing_from_runs`); found once
+        (the figures, the representative run and every comparison read it, and pooling reads every kept time)."""
         return timing_from_runs(r.timing for r in self.kept_runs)  # type: ignore[misc]
 
     def _percentile(self, q: float, of_run: Callable[[RunResult], float | None]) -> float | None:
-        """The pooled step times' q-th percentile, or the median of the runs' own where a run kept no times."""
+        """The pooled step times' q-th percentile over two or more runs; else (one run, or a run that kept no times)
+        the median of the runs' own figures, which a single run's are exactly."""
         t = self.timing
-        if t is not None and t.samples is not None:
+        if t is not None and t.samples is not None and t.runs > 1:
             return t.samples.percentile(q)
         return _median(of_run(r) for r in self.kept_runs)
 
@@ -392,7 +395,7 @@ class WorkloadVerdict:
                 if rep is not None and rep.summary.bottleneck else None,
                 "roofline": json_ready(rep.summary.roofline.to_dict())
                 if rep is not None and rep.summary.roofline else None,
-                "gpu_busy": rep.summary.gpu_busy if rep is not None else None,
+                "gpu_busy": _round(rep.summary.gpu_busy) if rep is not None else None,
                 "mfu": mfu.to_dict() if (mfu := m.mfu) is not None else None,
                 "evidence_run": rep.repeat if rep is not None else None,
                 "errors": m.errors,

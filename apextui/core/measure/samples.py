@@ -5,7 +5,8 @@ Why: a run's summary used to keep only statistics, so two repeats could only be 
 hull of their intervals (the median of two medians is no median of the steps). torch.utils.benchmark's `Measurement`
 keeps its raw times for the same reason. A run's times are kept whole up to `SKETCH_SIZE` of them; beyond, as that
 many order statistics at equal steps of rank (a quantile sketch): the median and any percentile read from it lie
-within half a step of rank of the exact ones, and its `count` keeps how many intervals it stands for.
+within half a step of rank of the exact ones, and its `count` keeps how many intervals it stands for. The sketch is
+small on purpose: a results file keeps every saved run's, and a history of thousands of runs must still load.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any, Mapping, Sequence
 
 from .compare import Timing
 
-SKETCH_SIZE = 512  # step times kept whole; beyond, this many order statistics at equal steps of rank
+SKETCH_SIZE = 128  # step times kept whole; beyond, this many order statistics at equal steps of rank
+MIN_SKETCH = 64  # a file's sketch standing for more times than it holds has at least this many (else it is no sketch)
+EXACT_STEPS = 2**16  # measured steps a run's statistics keep exactly; beyond, a uniform reservoir of this many
 Z_95 = 1.96
 
 
@@ -89,11 +92,12 @@ class Samples:
         return self.percentile(50)
 
     def median_interval(self) -> tuple[float, float]:
-        """The median's 95 % interval (`median_interval`): its ranks come from `count`, read from the sketch
-        at the same fraction of rank where the times are not all kept."""
+        """The median's 95 % interval (`median_interval`): its ranks come from the times the sketch was made of
+        (`count`, or the `EXACT_STEPS` a longer run's statistics keep as a uniform sample), read from the sketch at
+        the same fraction of rank where the times are not all kept."""
         if self.exact:
             return median_interval(self.values)
-        n = self.count
+        n = min(self.count, EXACT_STEPS)
         half = Z_95 * math.sqrt(n) / 2
         lo = max(0, math.floor((n - 1) / 2 - half))
         hi = min(n - 1, math.ceil((n - 1) / 2 + half))
@@ -119,7 +123,9 @@ class Samples:
         k = min(SKETCH_SIZE, total)
         picked, i, seen = [], 0, 0.0
         for j in range(k):
-            rank = j * (total - 1) / (k - 1) if k > 1 else 0.0  # the pooled rank of the j-th order statistic
+            # the pooled rank of the j-th order statistic; the value whose ranks hold it is the nearest one (as `of`
+            # picks), each value holding its weight's ranks from `seen` on
+            rank = (j * (total - 1) / (k - 1) if k > 1 else 0.0) + 0.5
             while i < len(weighted) - 1 and seen + weighted[i][1] <= rank:
                 seen += weighted[i][1]
                 i += 1
@@ -138,10 +144,12 @@ class Samples:
             return None
         if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in ms):
             return None
+        if count != len(ms) and len(ms) < MIN_SKETCH:  # a handful of values claiming many: no sketch of them
+            return None
         try:
             return cls(tuple(float(x) for x in ms), count)
         except ValueError:
             return None
 
 
-__all__ = ["SKETCH_SIZE", "Samples", "median_interval", "percentile"]
+__all__ = ["EXACT_STEPS", "SKETCH_SIZE", "Samples", "median_interval", "percentile"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from .compare import Timing
-from .samples import Samples, median_interval, percentile
+from .samples import EXACT_STEPS, Samples, median_interval, percentile
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,6 @@ class Stats:
         return units_per_step * 1000.0 / self.mean_ms if self.mean_ms > 0 else 0.0
 
 
-EXACT_STEPS = 2**16  # measured steps kept exactly; beyond, a uniform reservoir of this many (see StepStats)
 
 
 class StepStats:
