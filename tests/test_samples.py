@@ -93,7 +93,8 @@ def test_figures_are_held_unrounded_and_rounded_at_the_json_edge():
 
 
 @pytest.mark.parametrize("bad", [{"count": 2}, {"count": "2", "ms": [1.0]}, {"count": 1, "ms": [1.0, 2.0]},
-                                 {"count": 2, "ms": [2.0, 1.0]}, {"count": 1, "ms": [-1.0]}, {"count": 1, "ms": [True]}])
+                                 {"count": 2, "ms": [2.0, 1.0]}, {"count": 1, "ms": [-1.0]},
+                                 {"count": 1, "ms": [True]}])
 def test_malformed_samples_in_a_file_are_left_out(bad):
     assert Samples.from_dict(bad) is None
     assert Summary.from_dict({"median_ms": 1.0, "samples": bad}).samples is None
