@@ -51,6 +51,10 @@ def test_the_lines_read_back_are_the_run_as_its_runner_saw_it(written):
     assert snap.stats.steps == final.stats.steps and snap.stats.median_ms == pytest.approx(final.stats.median_ms,
                                                                                           rel=1e-3)
     assert snap.final_loss == pytest.approx(final.final_loss, rel=1e-5)
+    # the finished run's step times, kept by the reader as by the runner (each step line's ms, to 0.1 µs)
+    assert snap.stats.samples is not None and final.stats.samples is not None
+    assert snap.stats.samples.count == final.stats.samples.count
+    assert snap.stats.samples.values == pytest.approx(final.stats.samples.values, abs=1e-4)
     assert sum(r.steps for r in snap.new_steps) == final.steps_done  # every step line, each step once
     assert replay.snapshot_at(2.0).new_steps == ()  # new steps once: those since the last snapshot
 

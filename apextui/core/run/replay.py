@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from ..measure.mfu import Peak, StepFlops
 from .merge import MergedRecord
-from .snapshot import RunInfo, Snapshot, Status
+from .snapshot import TERMINAL, RunInfo, Snapshot, Status
 from ..measure.details import CorrectnessCheck, Distributed
 from ..measure.stats import StepStats
 from .timing import StepRecord
@@ -142,7 +142,8 @@ class Replay:
         self.status, self.error = "failed", error
 
     def snapshot_at(self, elapsed_s: float, monitor: Any = None) -> Snapshot:
-        st, info = self.stats.read(), self.info
+        # a finished run's last statistics keep its step times, as the delivery thread's do (measure/samples.py)
+        st, info = self.stats.read(samples=self.status in TERMINAL), self.info
         new, self._new = tuple(self._new), []
         distributed = self.summary.get("distributed")
         return Snapshot(
