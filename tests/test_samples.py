@@ -87,7 +87,7 @@ def test_figures_are_held_unrounded_and_rounded_at_the_json_edge():
                 samples=Samples.of([1.23456789, 1.3]))
     d = s.to_dict()
     assert s.median_ms == 1.23456789 and d["median_ms"] == 1.2346 and d["throughput"] == 1234.6
-    assert d["final_loss"] == 0.123457 and d["samples"] == {"count": 2, "ms": [1.2346, 1.3]}
+    assert d["final_loss"] == 0.123457 and d["samples"] == {"count": 2, "steps": 2, "ms": [1.2346, 1.3]}
     assert Summary.from_dict(d).samples == Samples.of([1.2346, 1.3])
     assert "samples" not in Summary(median_ms=1.0).to_dict()  # there only when kept (an old file's run has none)
 
@@ -98,6 +98,16 @@ def test_figures_are_held_unrounded_and_rounded_at_the_json_edge():
 def test_malformed_samples_in_a_file_are_left_out(bad):
     assert Samples.from_dict(bad) is None
     assert Summary.from_dict({"median_ms": 1.0, "samples": bad}).samples is None
+
+
+def test_runs_pool_by_the_steps_they_measured_not_the_blocks_they_timed_them_in():
+    # an H100's optimizer preset timed 70 steps in 10 blocks in one repeat and in 18 in the next (2026-12-06)
+    slow = Samples.of([10.0] * 10, steps=70)  # 70 steps in blocks of 7
+    fast = Samples.of([8.0] * 18, steps=60)  # 60 steps in shorter blocks
+    pooled = Samples.pool([slow, fast])
+    assert pooled.median == 10.0 and pooled.count == 28 and pooled.weight == 130  # by intervals it would be 8.0
+    assert Samples.from_dict(pooled.to_dict()) == pooled
+    assert Samples.from_dict({"count": 2, "ms": [1.0, 2.0]}).weight == 2  # a file without steps: its intervals
 
 
 def test_a_pooled_sketch_picks_the_nearest_time_at_each_rank_as_a_runs_own_sketch_does():

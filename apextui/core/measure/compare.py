@@ -103,7 +103,7 @@ def positive(value: Any) -> float | None:
 
 def timing_from_runs(timings: Iterable[Timing]) -> Timing | None:
     """Several repeats of one configuration: the median of their step times pooled (`Samples.pool`, each run
-    weighing as many timed intervals as it had), or of their medians where a run kept no times (an older file), and
+    weighing as many measured steps as it had), or of their medians where a run kept no times (an older file), and
     as interval the hull of the pooled median's interval and of the runs' intervals and medians, so the run-to-run
     spread is in it as well as each run's own noise (pooled times alone would hide a drift between the runs). One run
     without an interval makes the hull unknown (its median alone would pretend a zero-width interval)."""

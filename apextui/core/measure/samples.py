@@ -55,10 +55,12 @@ def median_interval(sorted_values: Sequence[float], z: float = 1.96) -> tuple[fl
 @dataclass(frozen=True)
 class Samples:
     """A run's timed intervals in ms (a step, or a block's per-step mean), sorted: all of them (`exact`), or
-    `SKETCH_SIZE` order statistics at equal steps of rank; `count`: how many intervals they stand for."""
+    `SKETCH_SIZE` order statistics at equal steps of rank; `count`: how many intervals they stand for; `steps`: how
+    many measured steps (0 when made: as many as intervals), which is what a run weighs when runs are pooled."""
 
     values: tuple[float, ...]
     count: int
+    steps: int = 0
 
     def __post_init__(self) -> None:
         v = self.values
@@ -66,19 +68,29 @@ class Samples:
             raise ValueError("samples of no values")
         if self.count < len(v):
             raise ValueError(f"{len(v)} values cannot stand for {self.count} intervals")
+        if not self.steps:  # as many steps as intervals: each step timed alone
+            object.__setattr__(self, "steps", self.count)
+        if self.steps < self.count:
+            raise ValueError(f"{self.count} intervals cannot hold {self.steps} steps")
         if not all(math.isfinite(x) and x > 0 for x in v) or any(a > b for a, b in zip(v, v[1:], strict=False)):
             raise ValueError("samples must be positive finite ms, sorted")
 
     @classmethod
-    def of(cls, sorted_values: Sequence[float], count: int | None = None) -> Samples:
+    def of(cls, sorted_values: Sequence[float], count: int | None = None, steps: int = 0) -> Samples:
         """From already sorted step times; `count`: the intervals they stand for where they are themselves a uniform
-        sample of more (`StepStats`' reservoir), else their number."""
+        sample of more (`StepStats`' reservoir), else their number; `steps`: the measured steps they cover (blocks
+        of short steps are one interval each)."""
         n = len(sorted_values)
         count = n if count is None else max(count, n)
         if n <= SKETCH_SIZE:
-            return cls(tuple(float(x) for x in sorted_values), count)
+            return cls(tuple(float(x) for x in sorted_values), count, steps)
         k = SKETCH_SIZE
-        return cls(tuple(float(sorted_values[round(i * (n - 1) / (k - 1))]) for i in range(k)), count)
+        return cls(tuple(float(sorted_values[round(i * (n - 1) / (k - 1))]) for i in range(k)), count, steps)
+
+    @property
+    def weight(self) -> int:
+        """The measured steps these times stand for: what a run weighs in a pool."""
+        return self.steps
 
     @property
     def exact(self) -> bool:
@@ -111,43 +123,47 @@ class Samples:
 
     @classmethod
     def pool(cls, parts: Sequence[Samples]) -> Samples:
-        """Every part's intervals together, each part weighing as many intervals as it stands for: whole where
-        every part is and they fit in `SKETCH_SIZE`, else its sketch (order statistics at equal steps of the pooled
-        rank)."""
+        """Every part's times together, each part weighing the measured steps it stands for (two runs of 70 steps
+        weigh alike, though one timed them in 10 blocks and the other in 18: an H100's optimizer preset did): whole
+        where every part is, each interval covers as many steps in every part, and they fit in `SKETCH_SIZE`; else
+        order statistics at equal steps of the pooled step rank."""
         if not parts:
             raise ValueError("pooling no samples")
-        total = sum(p.count for p in parts)
-        if all(p.exact for p in parts) and total <= SKETCH_SIZE:
-            return cls(tuple(sorted(x for p in parts for x in p.values)), total)
-        weighted = sorted((x, p.count / len(p.values)) for p in parts for x in p.values)
-        k = min(SKETCH_SIZE, total)
+        count, steps = sum(p.count for p in parts), sum(p.weight for p in parts)
+        even = len({p.weight / p.count for p in parts}) == 1
+        if even and all(p.exact for p in parts) and count <= SKETCH_SIZE:
+            return cls(tuple(sorted(x for p in parts for x in p.values)), count, steps)
+        weighted = sorted((x, p.weight / len(p.values)) for p in parts for x in p.values)
+        k = min(SKETCH_SIZE, count)
         picked, i, seen = [], 0, 0.0
         for j in range(k):
-            # the pooled rank of the j-th order statistic; the value whose ranks hold it is the nearest one (as `of`
-            # picks), each value holding its weight's ranks from `seen` on
-            rank = (j * (total - 1) / (k - 1) if k > 1 else 0.0) + 0.5
+            # the pooled rank of the j-th order statistic, in steps; the value whose steps hold it is the nearest one
+            # (as `of` picks), each value holding its weight's steps from `seen` on
+            rank = (j * (steps - 1) / (k - 1) if k > 1 else 0.0) + 0.5 * steps / count
             while i < len(weighted) - 1 and seen + weighted[i][1] <= rank:
                 seen += weighted[i][1]
                 i += 1
             picked.append(weighted[i][0])
-        return cls(tuple(picked), total)
+        return cls(tuple(picked), count, steps)
 
     def to_dict(self) -> dict[str, Any]:
-        """The `end` line's `samples` (docs/json.md): the count, and the times in ms to 4 decimals."""
-        return {"count": self.count, "ms": [round(x, 4) for x in self.values]}
+        """The `end` line's `samples` (docs/json.md): the counts, and the times in ms to 4 decimals."""
+        return {"count": self.count, "steps": self.weight, "ms": [round(x, 4) for x in self.values]}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Samples | None:
         """The samples a file holds; None where they are missing or malformed (an older or foreign file)."""
-        ms, count = d.get("ms"), d.get("count")
+        ms, count, steps = d.get("ms"), d.get("count"), d.get("steps", 0)
         if not isinstance(ms, list) or not isinstance(count, int) or isinstance(count, bool):
+            return None
+        if not isinstance(steps, int) or isinstance(steps, bool):
             return None
         if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in ms):
             return None
         if count != len(ms) and len(ms) < MIN_SKETCH:  # a handful of values claiming many: no sketch of them
             return None
         try:
-            return cls(tuple(float(x) for x in ms), count)
+            return cls(tuple(float(x) for x in ms), count, steps)
         except ValueError:
             return None
 

@@ -116,7 +116,7 @@ class StepStats:
         s = self._sorted
         if not s:
             return None
-        kept = Samples.of(s, self._count) if samples else None
+        kept = Samples.of(s, self._count, self._steps) if samples else None
         low, high = median_interval(s)
         return Stats(
             count=self._count,
