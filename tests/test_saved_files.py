@@ -65,3 +65,13 @@ def test_a_saved_runs_amp_is_kept_where_its_point_cannot_be_read_back(tmp_path):
     assert row.config is None and row.autocast == "bf16"
     again = json.loads(save_results([row], tmp_path / "again.json").read_text())["runs"][0]
     assert again["amp"] == "bf16" and "config" not in again
+
+
+def test_runs_saved_before_they_kept_their_step_times_load_and_pool_as_the_median_of_their_medians():
+    from apextui.core.measure.compare import timing_from_runs
+
+    rows = load_results(SAVED / "results.json") + load_results(SAVED / "torch_amp.jsonl")
+    assert all(r.summary.samples is None and r.summary.timing is not None for r in rows)
+    runs = [r.summary.timing for r in rows[:2]]
+    pooled = timing_from_runs(runs)
+    assert pooled.samples is None and pooled.median_ms == pytest.approx((runs[0].median_ms + runs[1].median_ms) / 2)
