@@ -174,3 +174,26 @@ def test_the_transformers_callback_puts_each_logged_loss_in_its_own_steps_line_n
     assert all("loss" not in e["values"] for e in evs if e["event"] == "metric")
     end = evs[-1]
     assert end["summary"]["final_loss"] == pytest.approx(logged[8], abs=1e-6) and end["summary"]["steps"] == 8
+
+
+@pytest.mark.slow  # importing transformers' Trainer alone takes seconds
+def test_a_train_that_ends_before_its_first_forward_leaves_no_hook_on_the_model(tmp_path):
+    """The callback reads the first forward's input shape with a pre-hook that goes once it fired; a train() that
+    ended before any training forward (max_steps reached on resume, an error in the data loader) left it on the
+    user's model, running on every later forward."""
+    from types import SimpleNamespace
+
+    import torch
+
+    pytest.importorskip("transformers")
+    from apextui.integrations.hf import WatchCallback
+
+    model = torch.nn.Linear(4, 2)
+    args = SimpleNamespace(run_name="no-forward", per_device_train_batch_size=2, gradient_accumulation_steps=1)
+    state = SimpleNamespace(max_steps=0, num_input_tokens_seen=0)
+    for _ in range(2):  # the same callback over two train() calls: no hook piles up either
+        callback = WatchCallback(name="no-forward", where=str(tmp_path / "watch"))
+        callback.on_train_begin(args, state, None, model=model)
+        assert len(model._forward_pre_hooks) == 1
+        callback.on_train_end(args, state, None, model=model)
+        assert len(model._forward_pre_hooks) == 0

@@ -79,8 +79,7 @@ DATA_PARALLEL_NOTE = "one rank alone here; `apextui advise --nproc N` compares i
 def _parallel(p: Any) -> bool:
     from ..core.workloads.spec import WORKLOADS
 
-    named = WORKLOADS[p.workload].find(p.variant)
-    return named is not None and named.parallel is not None
+    return WORKLOADS[p.workload].data_parallel(p.variant)
 
 
 def cmd_list(as_json: bool, requested_device: str) -> int:

@@ -112,7 +112,7 @@ class _Rank:
         log(self.env.rank, error)
         if self.printer is not None:
             self.printer.emit(events.end_line("failed", error))
-        return Outcome("failed", failed_because=error)
+        return Outcome("failed")
 
     def train(self, group: Group, session: RunSession, warmup: int, timeout: float, baseline: Any) -> Outcome:
         """Train with the others (rank 0 collects every rank's steps); how it ended."""

@@ -110,8 +110,10 @@ class WatchCallback(TrainerCallback):
 
     def _watch_first_forward(self, model: Any) -> None:
         """A forward pre-hook on the model that records its first call's input shape (metadata only: nothing is
-        read from the device) and then goes; nothing where the model takes none."""
-        self._shape, self._shape_hook = None, None
+        read from the device) and then goes; nothing where the model takes none. An earlier run's hook that never
+        fired (its train() ended before a training forward) is taken off first."""
+        self._unhook()
+        self._shape = None
         try:
             self._shape_hook = model.register_forward_pre_hook(self._record_shape, with_kwargs=True)
         except Exception:  # noqa: BLE001 - no hook, no shape: the batch's size stands for it
@@ -153,6 +155,7 @@ class WatchCallback(TrainerCallback):
         self._end("ok", None)
 
     def _end(self, status: FinalStatus, error: str | None) -> None:
+        self._unhook()  # a run that ended before its first training forward leaves no hook on the user's model
         for thread, callback in list(_open.items()):
             if callback is self:
                 del _open[thread]

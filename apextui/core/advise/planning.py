@@ -66,8 +66,7 @@ def plan(presets: Sequence[Preset], device: str, workloads: Sequence[str],
                                            reason=f"not comparable: its [{size_key}] differs from the baseline "
                                                   f"{base.name}'s"))
                 continue
-            named = WORKLOADS[w].find(p.variant)  # None: a point of the model's axes, never data-parallel
-            if not data_parallel and named is not None and named.parallel is not None:
+            if not data_parallel and WORKLOADS[w].data_parallel(p.variant):
                 skipped.append(Measurement(**kw, available=False, not_compared=True, reason=SINGLE_DEVICE_ONLY,
                                            fix=DATA_PARALLEL_FIX))
                 continue

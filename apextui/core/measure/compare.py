@@ -113,6 +113,7 @@ def timing_from_runs(timings: Iterable[Timing]) -> Timing | None:
     if len(ts) == 1:
         return ts[0]
     parts = [t.samples for t in ts if t.samples is not None]
+    # through the instance's class: samples.py imports this module, so this one never imports it
     pooled = type(parts[0]).pool(parts) if len(parts) == len(ts) else None
     medians = [t.median_ms for t in ts]
     median = pooled.median if pooled is not None else statistics.median(medians)

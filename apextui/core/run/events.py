@@ -20,17 +20,17 @@ CPU_NOTE = "running on CPU: using the preset's small cpu_size"
 CPU_NOTE_MODEL = "running on CPU: your function's small size (small=True, where it takes it)"
 
 
-def _num(value: float | None, digits: int = 4) -> float | None:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return None
-    return round(float(value), digits)
-
-
 def _finite(value: float | None) -> float | None:
     """A figure as the summary holds it: unrounded, None where it is not a finite number."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return None
     return float(value)
+
+
+def _num(value: float | None, digits: int = 4) -> float | None:
+    """A figure as a JSON line writes it: `_finite`, rounded."""
+    v = _finite(value)
+    return None if v is None else round(v, digits)
 
 
 def start_line(*, preset: str, workload: str, variant: str, device: str, steps: int | None, warmup: int,

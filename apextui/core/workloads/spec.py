@@ -137,6 +137,12 @@ class WorkloadSpec:
         """The named variant, or None: a model preset's point off the named ones (`--config`, the search) has none."""
         return self.variant_map.get(name)
 
+    def data_parallel(self, name: str) -> bool:
+        """Whether the named variant trains data-parallel (DDP, FSDP2, a sharded optimizer): measured on one device
+        it shows its wrapper's overhead, so a one-device advice leaves it out and `apextui list` says so."""
+        named = self.find(name)
+        return named is not None and named.parallel is not None
+
 
 # ---- optimizer ---------------------------------------------------------------------------------------
 def _optimizer_work(variant: VariantSpec | None, size: Mapping[str, int], params: int | None, config: Config) -> Work:
