@@ -54,12 +54,12 @@ def ceilings(remeasure: bool = True) -> dict[str, Any]:
 
 def work_per_step(preset: Preset, size: dict[str, int], params: int | None) -> roofline.Work:
     """The fewest bytes and the FLOPs of one step (the registry's work_per_step; `primary` is the headline)."""
-    return registry.work_per_step(preset.workload, preset.variant, size, params, preset.config)
+    return registry.work_per_step(preset.workload, preset.config, size, params)
 
 
 def gpu_busy_ms(preset: Preset, size: dict[str, int], steps: int = 20, warmup: int = 5) -> float:
     """Kernel time per step (torch.profiler, CUPTI), with the workload built exactly as apextui does
-    (compiled / captured variants warmed up as the runner does)."""
+    (compiled / captured points warmed up as the runner does)."""
     import torch
 
     from apextui.core.workloads import builders
@@ -79,7 +79,7 @@ def gpu_busy_ms(preset: Preset, size: dict[str, int], steps: int = 20, warmup: i
 def summarise(name: str, runs: list[dict], preset: Preset) -> dict[str, Any]:
     ends = [next((e for e in r["events"] if e["event"] == "end"), None) for r in runs]
     ok = [e["summary"] for e in ends if e and e["status"] == "ok" and e["summary"]["median_ms"]]
-    row: dict[str, Any] = {"preset": name, "workload": preset.workload, "variant": preset.variant,
+    row: dict[str, Any] = {"preset": name, "workload": preset.workload, "label": preset.config.label,
                            "baseline": preset.baseline, "runs": len(runs), "ok_runs": len(ok)}
     if not ok:
         unavailable = next((e for r in runs for e in r["events"] if e["event"] == "unavailable"), None)
@@ -111,11 +111,11 @@ def summarise(name: str, runs: list[dict], preset: Preset) -> dict[str, Any]:
 def add_speedups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each measured row's speed-up over its workload's baseline row (`compare.fields`: speedup, its interval
     and verdict; null when the baseline was not measured or its runs were too short to be one)."""
-    by_variant = {(r["workload"], r["variant"]): r for r in rows if "median_ms" in r}
+    by_name = {(r["workload"], r["preset"]): r for r in rows if "median_ms" in r}  # a shipped preset: its point's name
     for row in rows:
         if "median_ms" not in row:
             continue
-        base = by_variant.get((row["workload"], row["baseline"]))
+        base = by_name.get((row["workload"], row["baseline"]))
         base = None if base is None or base["baseline_problem"] else base
         mine, theirs = Summary.from_dict(row).timing, Summary.from_dict(base).timing if base else None
         row.update(fields(compare(mine, theirs) if mine and theirs else None))

@@ -36,6 +36,7 @@ def check(name: str, steps: int | None) -> dict[str, Any]:
     import torch
 
     from apextui.core.workloads import builders
+    from apextui.core.workloads.spec import WORKLOADS
     from benchlib import bare as bare_loop
     from apextui.core.measure.marker import NoMark
     from apextui.core.presets import resolve
@@ -92,7 +93,7 @@ def check(name: str, steps: int | None) -> dict[str, Any]:
         "independent_mean_ms": statistics.mean(measured),
     }
     out["ratio_median"] = out["apextui_median_ms"] / out["independent_median_ms"]
-    if preset.workload in ("optimizer", "norm"):
+    if preset.workload == "optimizer" or WORKLOADS[preset.workload].kernel_only:
         from triton.testing import do_bench
 
         inner_step, mark = built[0], NoMark()

@@ -228,3 +228,13 @@ def search_on_a_model_with_norms(measure, budget_s, **kw):
 
 
 NORMS_ONLY = Scope("model", frozenset({"norms"}))  # a model whose one trait is its norms
+
+
+def named(workload: str, name: str):
+    """A workload's named point of this name (a test's row of a shipped preset; "norm" as its norm's workload), None
+    for a name that names none."""
+    from apextui.core.workloads.spec import WORKLOADS, current_workload
+
+    spec = WORKLOADS.get(current_workload(workload, name))
+    found = spec.find(name) if spec is not None else None
+    return found.config if found is not None else None

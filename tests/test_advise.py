@@ -21,6 +21,8 @@ from apextui.core.advise import run as advise_run
 from apextui.core.advise import Advisor, AdviceError, Measurement, RunResult, overall_apex, verdict
 from apextui.core.availability import Availability
 from apextui.core.presets import load_builtin, parse
+from apextui.core.workloads.spec import WORKLOADS
+from helpers import named
 from apextui.core.run.snapshot import RunInfo, Snapshot
 from apextui.core.measure.compare import Timing
 from apextui.core.measure.stats import Stats
@@ -47,9 +49,15 @@ def m(name, medians, *, variant=None, workload="optimizer", apex=(), loss=None, 
                                                   final_loss=loss, steps=30, measured_steps=24, check=check),
                            error=None if status == "ok" else "RuntimeError: boom")
                  for i, v in enumerate(medians))
-    return Measurement(name, variant or name, workload, tuple(apex), runs=runs if available else (),
+    return Measurement(name, workload, tuple(apex), runs=runs if available else (),
                        planned=(len(medians) if planned is None else planned) if available else 0,
-                       available=available, reason=reason)
+                       available=available, reason=reason, config=point_named(workload, variant or name))
+
+
+def point_named(workload: str, name: str):
+    """The named point of this name: the measurement's workload's, else any shipped workload's (a verdict of one
+    workload made of another's measurements), else None."""
+    return named(workload, name) or next((c for w in WORKLOADS if (c := named(w, name)) is not None), None)
 
 
 def unavailable(name, workload="optimizer", apex=("FusedAdam",)):
@@ -75,7 +83,7 @@ class ScriptedRunner:
 
     def _info(self):
         p = self.preset
-        return RunInfo(preset=p.name, workload=p.workload, variant=p.variant, device=self.device, size_name="cpu",
+        return RunInfo(preset=p.name, workload=p.workload, config=p.config, device=self.device, size_name="cpu",
                        size=dict(p.cpu_size), steps=self.steps, warmup=6, autocast=p.config.autocast, units="samples",
                        units_per_step=16, baseline=p.baseline)
 
@@ -149,7 +157,7 @@ def test_a_run_result_carries_its_runs_summary_and_writes_the_advice_fields_from
     rule reads (its timing); the advice's JSON run entry is written from it, with the keys it always had."""
     from apextui.core.run import events
 
-    info = RunInfo(preset="fp32", workload="transformer", variant="fp32", device="cpu", size_name="cpu", size={},
+    info = RunInfo(preset="fp32", workload="transformer", config=None, device="cpu", size_name="cpu", size={},
                    steps=30, warmup=6, autocast="none", units="samples", units_per_step=16, baseline="fp32")
     snap = Snapshot(status="ok", info=info, steps_done=30, new_steps=(), stats=stats(10.0), throughput=None,
                     skipped_steps=0, monitor=None, elapsed_s=0.5, final_loss=2.5)
@@ -189,15 +197,15 @@ def test_within_noise_by_the_run_to_run_spread():
     # Changed with the one noise rule (core/compare.py): the spread now counts through the interval, the
     # hull of the repeats' own 95 % intervals (here ±1 %) and medians: layernorm 0.99..1.0706 against
     # rmsnorm 1.0593..1.0807 gives a speed-up interval holding 1; the noise is how far it reaches.
-    noisy = verdict("norm", [m("layernorm", [1.00, 1.06], ci=0.01), m("rmsnorm", [1.07, 1.07], ci=0.01)])
+    noisy = verdict("layer_norm", [m("layernorm", [1.00, 1.06], ci=0.01), m("rmsnorm", [1.07, 1.07], ci=0.01)])
     assert noisy.within_noise is True
     assert noisy.noise_threshold == pytest.approx(1.07 / 1.03 - 1.07 * 0.99 / (1.06 * 1.01), rel=1e-6)
     assert noisy.recommended == "layernorm"
-    steady = verdict("norm", [m("layernorm", [1.03, 1.03], ci=0.01), m("rmsnorm", [1.07, 1.071], ci=0.01)])
+    steady = verdict("layer_norm", [m("layernorm", [1.03, 1.03], ci=0.01), m("rmsnorm", [1.07, 1.071], ci=0.01)])
     assert steady.within_noise is False and steady.fastest == "layernorm"
     # Changed too: repeats without intervals (advice stored before them) have an unknown interval, never
     # the medians' range taken as one, so only the 2 % floor decides (the old rule used the spread here)
-    old = verdict("norm", [m("layernorm", [1.00, 1.06]), m("rmsnorm", [1.07, 1.07])])
+    old = verdict("layer_norm", [m("layernorm", [1.00, 1.06]), m("rmsnorm", [1.07, 1.07])])
     assert old.within_noise is False and old.noise_threshold == advise.NOISE_FLOOR
 
 
@@ -205,7 +213,7 @@ def test_a_wide_interval_is_noise_whatever_the_speedup_and_every_output_says_so(
     """The busy 2-core box: adamw_fused's median 1.42 ms had the interval 0.811–75.4 ms; the table said
     18.96× while the advice said within noise. Now the verdict, its text and the JSON agree."""
     runs = (RunResult(1, "ok", Summary(median_ms=1.42, median_low_ms=0.811, median_high_ms=75.4, timed_intervals=10)),)
-    fused = Measurement("adamw_fused", "adamw_fused", "optimizer", runs=runs, planned=1)
+    fused = Measurement("adamw_fused", "optimizer", runs=runs, planned=1)
     v = verdict("optimizer", [m("adamw", [26.9], ci=0.02), fused])
     assert v.fastest == "adamw_fused" and v.baseline_within_noise is True and v.recommended == "adamw"
     assert "unmeasurable (spread >10×)" in v.text and "18.94" not in v.text
@@ -222,9 +230,10 @@ def test_a_wide_interval_is_noise_whatever_the_speedup_and_every_output_says_so(
 
 
 def test_the_baseline_is_fastest():
-    v = verdict("norm", [m("layernorm", [0.9, 0.9]), m("rmsnorm", [1.2, 1.2]), unavailable("fused_layernorm", "norm")])
+    v = verdict("layer_norm", [m("layernorm", [0.9, 0.9]), m("rmsnorm", [1.2, 1.2]),
+                               unavailable("fused_layernorm", "layer_norm")])
     assert v.fastest == "layernorm" and v.recommended == "layernorm" and v.speedup_vs_baseline == 1.0
-    assert v.text.startswith("norm: the baseline layernorm is fastest here")
+    assert v.text.startswith("layer_norm: the baseline layernorm is fastest here")
     assert v.baseline_within_noise is True
 
 
@@ -260,7 +269,8 @@ def test_apex_faster_is_worth_it_and_mixed_across_workloads():
     opt = verdict("optimizer", [m("adamw", [3.0, 3.0]), m("adamw_fused", [1.3, 1.3]), m("fused_adam", [1.1, 1.1],
                                                                                    apex=("FusedAdam",))])
     assert opt.apex.status == "faster" and opt.apex.speedup == pytest.approx(1.3 / 1.1)
-    norm = verdict("norm", [m("layernorm", [0.9, 0.9]), m("fused_layernorm", [0.9, 0.9], apex=("FusedLayerNorm",))])
+    norm = verdict("layer_norm", [m("layernorm", [0.9, 0.9]),
+                                  m("fused_layernorm", [0.9, 0.9], apex=("FusedLayerNorm",))])
     assert norm.apex.status == "within_noise"
     assert overall_apex([opt.to_dict()])["status"] == "worth_it"
     mixed = overall_apex([opt.to_dict(), norm.to_dict()])
@@ -286,7 +296,7 @@ def test_transformer_loss_flag():
 
 
 def test_a_failed_accuracy_check_is_flagged():
-    v = verdict("norm", [m("layernorm", [0.9, 0.9]), m("fused_layernorm", [0.4, 0.4], apex=("FusedLayerNorm",),
+    v = verdict("layer_norm", [m("layernorm", [0.9, 0.9]), m("fused_layernorm", [0.4, 0.4], apex=("FusedLayerNorm",),
                                                       check=CorrectnessCheck(passed=False, max_abs_err=0.1))])
     assert [f["kind"] for f in v.flags] == ["check"] and v.recommended == "layernorm"
 
@@ -299,7 +309,7 @@ def test_failed_runs_are_reported_never_counted():
     failed = next(p for p in d["presets"] if p["preset"] == "adamw_fused")
     assert failed["status"] == "failed" and failed["median_ms"] is None and failed["errors"]
     # one repeat of two failed: the other counts, and the note says so
-    half = Measurement("adamw_fused", "adamw_fused", "optimizer", runs=(
+    half = Measurement("adamw_fused", "optimizer", runs=(
         RunResult(1, "failed", error="OOM"), RunResult(2, "ok", Summary(median_ms=1.3, p10_ms=1.2, p90_ms=1.4))),
         planned=2)
     v = verdict("optimizer", [m("adamw", [3.0, 3.0]), half])
@@ -326,8 +336,10 @@ def test_one_repeat_says_the_spread_is_unknown():
 
 
 def test_parse_workloads():
-    assert advise.parse_workloads(None) == ("optimizer", "norm", "transformer")
-    assert advise.parse_workloads("norm, optimizer,norm") == ("norm", "optimizer")
+    assert advise.parse_workloads(None) == ("optimizer", "layer_norm", "rms_norm", "transformer")
+    assert advise.parse_workloads("rms_norm, optimizer,rms_norm") == ("rms_norm", "optimizer")
+    # "norm", one workload for both norms until 2026-12-06: both norms' workloads
+    assert advise.parse_workloads("norm, optimizer,rms_norm") == ("layer_norm", "rms_norm", "optimizer")
     with pytest.raises(AdviceError, match="unknown workload 'gpu'"):
         advise.parse_workloads("optimizer,gpu")
     with pytest.raises(AdviceError, match="no workload"):
@@ -400,7 +412,7 @@ def test_a_preset_of_another_size_is_not_compared():
 
 def test_stop_gives_a_partial_advice():
     a, engine = advisor({"adamw": [3.0], "adamw_fused": ["hold"], "fused_adam": [1.1], "adamw_capturable_graph": [2.0],
-                         "layernorm": [1.0]}, workloads=("optimizer", "norm"))
+                         "layernorm": [1.0]}, workloads=("optimizer", "layer_norm"))
 
     def stop_when_held(p):
         if p.event == "run" and p.preset == "adamw_fused":
@@ -472,7 +484,7 @@ def test_store_is_atomic_and_reuse_needs_the_same_environment(tmp_path):
     assert doc["measured_at"] in got["reuse_note"] and got["measured_at"] == doc["measured_at"]
     other = dict(ENV, key=ENV["key"].replace("torch 2.13.0", "torch 2.12.0"))
     assert advise.find_reusable(other, ("optimizer",), plans, path=path)[0] is None
-    assert "does not cover norm" in advise.find_reusable(ENV, ("optimizer", "norm"), path=path)[1]
+    assert "does not cover rms_norm" in advise.find_reusable(ENV, ("optimizer", "rms_norm"), path=path)[1]
     assert got["runs"] == doc["runs"] and got["apex"] == doc["apex"]
     assert "ran 30 steps, not 50" in advise.find_reusable(ENV, ("optimizer",), path=path, steps=50)[1]
     assert "1 repeats, not 2" in advise.find_reusable(ENV, ("optimizer",), path=path, repeats=2)[1]
@@ -643,7 +655,8 @@ def test_cli_numbers_are_those_of_the_runs_it_made(capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--workloads", "optimizer,gpu"], "unknown workload 'gpu'; choose from optimizer, norm, transformer"),
+    (["--workloads", "optimizer,gpu"],
+     "unknown workload 'gpu'; choose from optimizer, layer_norm, rms_norm, transformer"),
     (["--repeats", "0"], "argument --repeats: must be a whole number from 1 to 100, got 0"),
     (["--steps", "0"], "argument --steps: must be a whole number from 1 to"),
     (["--device", "tpu"], "argument --device: invalid choice"),
@@ -694,22 +707,23 @@ def test_cli_ctrl_c_prints_the_partial_advice_and_exits_130():
     doc = json.loads(out)
     check_schema(doc)
     assert doc["status"] == "partial" and doc["runs"]["stopped"] == 1 and doc["runs"]["total"] == 1
-    assert [w["status"] for w in doc["workloads"]] == ["partial", "not_measured"]
+    assert [w["status"] for w in doc["workloads"]] == ["partial", "not_measured", "not_measured"]  # both norms
     assert "interrupted" in err
 
 
 def test_reuse_keeps_only_the_workloads_asked_for(tmp_path):
     path = tmp_path / "advice.json"
     a, _ = advisor({"adamw": [3.0], "adamw_fused": [1.3], "layernorm": [1.0], "rmsnorm": [0.8]},
-                   workloads=("optimizer", "norm"), availability_fn=cpu_availability, repeats=1,
-                   presets=[p for p in load_builtin() if p.workload in ("optimizer", "norm")
+                   workloads=("optimizer", "layer_norm", "rms_norm"), availability_fn=cpu_availability, repeats=1,
+                   presets=[p for p in load_builtin() if p.workload in ("optimizer", "layer_norm", "rms_norm")
                             and p.name != "adamw_capturable_graph"])
     doc = a.run()
     advise.store(doc, path)
-    got, why = advise.find_reusable(ENV, ("norm",), path=path)
-    assert why == "reused" and [w["workload"] for w in got["workloads"]] == ["norm"]
-    assert got["settings"]["workloads"] == ["norm"] and got["runs"] == {"total": 2, "ok": 2, "failed": 0, "stopped": 0}
-    assert got["apex"]["workloads"] == {"norm": "not_measurable"}
+    got, why = advise.find_reusable(ENV, ("layer_norm", "rms_norm"), path=path)
+    assert why == "reused" and [w["workload"] for w in got["workloads"]] == ["layer_norm", "rms_norm"]
+    assert got["settings"]["workloads"] == ["layer_norm", "rms_norm"]
+    assert got["runs"] == {"total": 2, "ok": 2, "failed": 0, "stopped": 0}
+    assert got["apex"]["workloads"] == {"layer_norm": "not_measurable", "rms_norm": "not_measurable"}
     check_schema(got)
 
 
@@ -719,10 +733,10 @@ def test_compile_time_is_the_cold_compile_not_the_median_of_cached_repeats():
     runs = (RunResult(1, "ok", Summary(median_ms=16.4, compile_s=20.09)),
             RunResult(2, "ok", Summary(median_ms=19.1, compile_s=0.073)),
             RunResult(3, "ok", Summary(median_ms=17.0, compile_s=0.08)))
-    meas = Measurement("torch_compile", "torch_compile", "transformer", (), runs=runs)
+    meas = Measurement("torch_compile", "transformer", (), runs=runs)
     assert meas.compile_s == pytest.approx(20.09)
     once = RunResult(1, "ok", Summary(median_ms=33.0))
-    assert Measurement("fp32", "fp32", "transformer", (), runs=(once,)).compile_s is None
+    assert Measurement("fp32", "transformer", (), runs=(once,)).compile_s is None
 
 
 # ---- provenance of reused advice ------------------------------------------------------------------
@@ -806,7 +820,7 @@ def test_one_verdict_per_workload_and_every_line_derived_from_it():
     ans = tr["answer"]
     assert ans["preset"] == "torch_compile" and ans["config"] == {
         "precision": "bf16", "optimizer": "fused", "norms": "torch", "compile": "default",
-        "memory_format": "contiguous", "attention": "default", "loss": "model"}
+        "memory_format": "contiguous", "attention": "default", "loss": "model", "parallel": "auto"}
     assert ans["speedup_vs_fp32_verdict"] == "faster" and "torch.compile(model)" in ans["snippet"]
     assert ans["toml"] is None and opt["answer"] is None  # the optimizer's presets are kernels, not points
     v = advise.view(doc)

@@ -7,6 +7,7 @@ import dataclasses
 
 from apextui.core import advise
 from apextui.core.advise import Measurement, RunResult, overall_apex, verdict
+from apextui.core.config.point import Config
 from apextui.core.measure.summary import Summary
 from apextui.core.monitor.contention import RunContention
 
@@ -20,9 +21,9 @@ def runs(medians, busy=False):
 
 
 def test_a_busy_run_is_marked_beside_every_speedup_it_is_in():
-    base = Measurement("adamw", "adamw", "optimizer", runs=runs([30.0, 30.5]), planned=2)
-    fused = Measurement("adamw_fused", "adamw_fused", "optimizer", runs=runs([10.0, 10.2], busy=True), planned=2)
-    quiet = Measurement("adamw_foreach", "adamw_foreach", "optimizer", runs=runs([20.0, 20.2]), planned=2)
+    base = Measurement("adamw", "optimizer", runs=runs([30.0, 30.5]), planned=2, config=Config())  # the baseline
+    fused = Measurement("adamw_fused", "optimizer", runs=runs([10.0, 10.2], busy=True), planned=2)
+    quiet = Measurement("adamw_foreach", "optimizer", runs=runs([20.0, 20.2]), planned=2)
     assert fused.runs[0].competed and fused.runs[0].to_dict()["contention"] == {"level": "busy"}
     v = verdict("optimizer", [base, fused, quiet]).to_dict()
     entries = {p["preset"]: p for p in v["presets"]}
@@ -48,7 +49,7 @@ def test_a_left_out_run_gives_none_of_its_presets_timing_figures():
     quiet = runs([10.0, 12.0])
     busy = runs([11.0], busy=True)[0]
     busy = RunResult(3, "ok", dataclasses.replace(busy.summary, p10_ms=1.0, p90_ms=99.0))
-    m = Measurement("adamw", "adamw", "optimizer", runs=(*quiet, busy), planned=3)
+    m = Measurement("adamw", "optimizer", runs=(*quiet, busy), planned=3)
     assert [r.repeat for r in m.kept_runs] == [1, 2] and m.median_ms == 11.0
     assert m.p10_ms == 11.0 * 0.95 and m.p90_ms == 11.0 * 1.05  # the quiet runs' p10/p90 (the rows below set them)
     assert m.representative is not None and m.representative.repeat != 3
@@ -57,9 +58,9 @@ def test_a_left_out_run_gives_none_of_its_presets_timing_figures():
 def test_n_counts_the_runs_the_figures_use_and_a_note_names_the_ones_left_out():
     """fp32 ran 219.7, 4.43 and 90.0 ms; the table said `4.43 … n 3`, and nothing said two runs were left out."""
     slow_first, quiet, slow_last = runs([219.7], busy=True)[0], runs([4.43])[0], runs([90.0], busy=True)[0]
-    fp32 = Measurement("fp32", "fp32", "transformer", planned=3, runs=(
+    fp32 = Measurement("fp32", "transformer", planned=3, runs=(
         slow_first, RunResult(2, "ok", quiet.summary), RunResult(3, "ok", slow_last.summary)))
-    other = Measurement("torch_amp", "torch_amp", "transformer", runs=runs([2.0, 2.1, 2.05]), planned=3)
+    other = Measurement("torch_amp", "transformer", runs=runs([2.0, 2.1, 2.05]), planned=3)
     v = verdict("transformer", [fp32, other]).to_dict()
     doc = {"device": "cpu", "environment": {}, "settings": {"steps": 30, "repeats": 3}, "measured_at": "now",
            "elapsed_s": 1, "workloads": [v], "apex": overall_apex([v])}

@@ -19,9 +19,20 @@ TABLES = {"precision": apply.PRECISIONS, "optimizer": apply.OPTIMIZERS, "norms":
 
 
 def test_every_value_of_every_axis_has_its_entry_and_nothing_else_has_one():
-    assert set(TABLES) == set(axes.axis_names()) == set(apply.ACTS)
+    from typing import get_args
+
+    from apextui.core.workloads import parallel
+
+    # the parallel axis has no table of its own: its stage wraps the model the way `parallel.kind` names
+    assert set(TABLES) | {"parallel"} == set(axes.axis_names()) == set(apply.ACTS)
     for a in axes.AXES:
-        assert list(TABLES[a.name]) == list(a.names), a.name
+        if a.name != "parallel":
+            assert list(TABLES[a.name]) == list(a.names), a.name
+    way = axes.axis("parallel")
+    assert parallel.kind(Config(parallel=way.default.name)) is None  # no process group here: one process
+    for v in way.values:
+        if v is not way.default:  # every other value is a way `parallel.wrap` trains, named as the value is
+            assert v.name in get_args(parallel.Parallel) and parallel.kind(Config(parallel=v.name)) == v.name
 
 
 def params() -> list[nn.Parameter]:

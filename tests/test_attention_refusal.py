@@ -41,8 +41,7 @@ def test_a_backend_that_cannot_take_the_models_dropout_is_the_configurations_lim
     path = tmp_path / "attn.py"
     path.write_text(DROPOUT_ATTENTION)
     with pytest.raises(apply.NotApplicable) as caught:
-        workload = ModelWorkload(f"{path}:build", "flash", "cpu", lr=1e-3, seed=0, steps=4,
-                                 config=parse("attention=flash"))
+        workload = ModelWorkload(f"{path}:build", parse("attention=flash"), "cpu", lr=1e-3, seed=0, steps=4)
         workload.step(NoMark())
     assert not isinstance(caught.value, UserCodeError)
     error = describe_failure(caught.value, 0, "cpu", "model")

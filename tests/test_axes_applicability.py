@@ -277,7 +277,7 @@ def test_ligers_family_patch_is_used_for_an_hf_model_and_undone_for_the_next_run
 @pytest.mark.parametrize("text", ["memory_format=channels_last", "attention=math", "attention=flash"])
 def test_the_values_that_run_on_cpu_pass_the_check_on_a_model_they_apply_to(text):
     spec = VIT if "memory" in text else LLAMA  # the Llama example has no dropout, which the CPU flash kernel lacks
-    w = ModelWorkload(spec, parse(text).label, "cpu", lr=1e-3, seed=0, steps=2, config=parse(text))
+    w = ModelWorkload(spec, parse(text), "cpu", lr=1e-3, seed=0, steps=2)
     assert w.check is not None and w.check.passed, w.check
     if "memory" in text:
         assert w.model.embed.weight.is_contiguous(memory_format=torch.channels_last)
@@ -289,8 +289,7 @@ def test_the_values_that_run_on_cpu_pass_the_check_on_a_model_they_apply_to(text
 @pytest.mark.slow
 def test_a_value_that_does_not_apply_fails_the_run_with_why():
     with pytest.raises(ValueError, match="memory_format=channels_last does not apply: the model has no 2-D conv"):
-        ModelWorkload(GPT, "channels_last", "cpu", lr=1e-3, seed=0, steps=2,
-                      config=parse("memory_format=channels_last"))
+        ModelWorkload(GPT, parse("memory_format=channels_last"), "cpu", lr=1e-3, seed=0, steps=2)
 
 
 @pytest.mark.slow
@@ -302,7 +301,7 @@ def test_a_backend_torch_has_no_kernel_of_fails_with_one_clear_line_and_torchs_r
     """The GPT example's attention has dropout, which torch's CPU flash kernel does not take."""
     value = parse(text).attention.name
     with pytest.raises(apply.NotApplicable) as e:  # the configuration's limit, not the user's code failing
-        ModelWorkload(GPT, parse(text).label, "cpu", lr=1e-3, seed=0, steps=2, config=parse(text))
+        ModelWorkload(GPT, parse(text), "cpu", lr=1e-3, seed=0, steps=2)
     assert not isinstance(e.value, UserCodeError)
     said = str(e.value)
     assert said.startswith(f"attention={value}: torch's {value} SDPA kernel cannot take this model's attention call")

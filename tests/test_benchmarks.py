@@ -305,7 +305,9 @@ def test_bench_speedups_carry_their_interval_and_the_one_noise_rule():
         b.summarise("adamw_fused", [_bench_run(1.3, 1.28, 1.32), _bench_run(1.32, 1.3, 1.34)], presets["adamw_fused"]),
         b.summarise("fused_adam", [_bench_run(2.0, 0.9, 9.0), _bench_run(2.1, 1.0, 8.0)], presets["fused_adam"]),
         b.summarise("layernorm", [_bench_run(1.0, 0.99, 1.01, measured=8)], presets["layernorm"]),
+        b.summarise("fused_layernorm", [_bench_run(0.5, 0.49, 0.51)], presets["fused_layernorm"]),
         b.summarise("rmsnorm", [_bench_run(0.5, 0.49, 0.51)], presets["rmsnorm"]),
+        b.summarise("fused_rmsnorm", [_bench_run(0.25, 0.24, 0.26)], presets["fused_rmsnorm"]),
     ])
     by = {r["preset"]: r for r in rows}
     assert (by["adamw"]["median_low_ms"], by["adamw"]["median_high_ms"]) == (2.9, 3.3)
@@ -313,7 +315,8 @@ def test_bench_speedups_carry_their_interval_and_the_one_noise_rule():
     assert fused["speedup_verdict"] == "faster" and fused["speedup"] == round(3.1 / 1.31, 4)
     assert fused["speedup_low"] == round(2.9 / 1.34, 4) and fused["speedup_high"] == round(3.3 / 1.28, 4)
     assert by["fused_adam"]["speedup_verdict"] == "within_noise"  # 1.5× on the medians, but 0.32–3.67
-    assert by["rmsnorm"]["speedup"] is None  # the baseline's 8 measured steps are too few to be one
+    assert by["fused_layernorm"]["speedup"] is None  # the baseline's 8 measured steps are too few to be one
+    assert by["fused_rmsnorm"]["speedup"] == 2.0  # against rmsnorm, its own norm's baseline, never layernorm
     assert "only 8 measured steps" in by["layernorm"]["baseline_problem"]
     md = b.markdown({"rows": rows})
     assert "| 2.37× (2.16–2.58) |" in md and "vs baseline (95 %)" in md

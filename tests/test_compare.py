@@ -167,10 +167,12 @@ def test_imports_neither_torch_nor_textual():
 
 from apextui.core.measure.compare import UNKNOWN_DRIFT, Drift  # noqa: E402
 from apextui.core.results import ResultRow, RunIndex  # noqa: E402
+from helpers import named  # noqa: E402
 
 
 def _run(preset: str, median: float, low: float, high: float) -> ResultRow:
-    return ResultRow(preset=preset, workload="optimizer", variant=preset, device="cpu", size="cpu", status="ok",
+    return ResultRow(preset=preset, workload="optimizer", config=named("optimizer", preset), device="cpu",
+                     size="cpu", status="ok",
                      summary=Summary.from_dict({"steps": 60, "measured_steps": 50, "timed_intervals": 50,
                                            "median_ms": median, "median_low_ms": low, "median_high_ms": high}))
 
@@ -197,8 +199,10 @@ def test_the_same_preset_twice_on_drifting_timings_is_within_noise():
 def test_the_baseline_is_the_fastest_undisturbed_baseline_run_not_the_latest():
     """BASELINE_CHOICE: a layernorm run at a flat 24.0 ms after runs of 0.13 ms is not the baseline (the latest run
     was, and gave fused_layernorm ≈189×); nor is a faster run other work competed with."""
-    def norm(variant: str, median: float, **extra) -> ResultRow:
-        return ResultRow(preset=variant, workload="norm", variant=variant, device="cpu", size="cpu", status="ok",
+    def norm(variant: str, median: float,
+             **extra) -> ResultRow:
+        return ResultRow(preset=variant, workload="layer_norm", config=named("norm", variant), device="cpu",
+                         size="cpu", status="ok",
                          summary=Summary.from_dict({"steps": 60, "measured_steps": 50,
                                                                  "timed_intervals": 50, "median_ms": median,
                                                                  "median_low_ms": median * 0.98,

@@ -13,6 +13,7 @@ from apextui.core import presets
 from apextui.core.config import needs as variant_needs
 from apextui.core.workloads import builders
 from apextui.core.workloads.base import Workload
+from apextui.core.workloads.spec import SHIPPED, WORKLOADS
 from apextui.core.workloads import warmup
 from apextui.core.run import events
 from apextui.core.availability import availability
@@ -23,10 +24,10 @@ from apextui.core.run.request import RunRequest
 from helpers import json_lines, run_cli
 
 
-def point(variant: str, amp: str = "none"):
-    """A shipped variant's point at a preset file's amp, as a preset file names it."""
-    workload = next(w for w, names in presets.VARIANTS.items() if variant in names)
-    return presets.shipped_point(workload, variant, amp)
+def point(name: str, amp: str = "none"):
+    """A shipped workload's named point at a preset file's amp, as a preset file names it."""
+    workload = next(w for w in SHIPPED if name in presets.POINT_NAMES[w])
+    return presets.shipped_point(workload, name, amp)
 
 torch = pytest.importorskip("torch")
 CUDA = torch.cuda.is_available()
@@ -45,7 +46,7 @@ def test_new_presets_are_shipped_without_apex_and_compare_with_the_same_baseline
     shipped = {p.name: p for p in presets.load_builtin()}
     for name, (workload, needs) in NEW.items():
         p = shipped[name]
-        assert (p.workload, p.variant, p.needs_apex) == (workload, name, ())
+        assert (p.workload, p.config, p.needs_apex) == (workload, WORKLOADS[workload].named(name).config, ())
         assert p.config.needs == needs
     # the same model, data, seed, lr and steps as the eager runs, so losses compare step for step
     fp32, amp = shipped["fp32"], shipped["torch_amp"]

@@ -13,6 +13,7 @@ from apextui.core.config import axes, needs
 from apextui.core.config.point import BASELINE, NAMED, Config, ConfigError, parse, single_changes
 from apextui.core.config.snippet import preset_toml, snippet
 from apextui.core.workloads.spec import MODEL, WORKLOADS
+from helpers import named
 
 # the optimizers the workloads built by name before the axes (the old `make_optimizer` kinds) -> the value now
 KIND = {"adamw": "adamw", "adamw_foreach": "foreach", "adamw_fused": "fused", "fused_adam": "apex",
@@ -78,7 +79,7 @@ def test_every_named_point_builds_what_the_old_variant_did(name):
     assert (c.tf32, c.autocast, apply.optimizer_value(c), c.fused_norms, apply.compile_mode(c)) == \
         (tf32, amp, KIND[kind], fused_norms, mode)
     assert c.label == name
-    assert MODEL.variant(name).config is c  # the model's variants are made from the named points
+    assert MODEL.named(name).config is c  # the model's named points are config/point.py's
 
 
 def test_cpu_availability_says_why_and_how():
@@ -101,7 +102,7 @@ def test_cpu_availability_says_why_and_how():
 
 @pytest.mark.parametrize("text, says", [
     ("precison=bf16", "unknown axis 'precison'; allowed: precision, optimizer, norms, compile, memory_format, "
-                      "attention, loss"),
+                      "attention, loss, parallel"),
     ("precision=bf17", "unknown precision 'bf17'; allowed: fp32, tf32, bf16, fp16, fp8"),
     ("precision", "is not axis=value"),
     ("", "empty configuration"),
@@ -154,7 +155,7 @@ def test_the_snippet_says_the_exact_calls_and_the_toml_reproduces_the_config(tex
             "apex": "FusedAdam("}[c.optimizer] in code
     p = presets.parse(tomllib.loads(preset_toml(c, "examples/gpt.py:build")), name="mine")
     assert p.config == c and p.workload == "model" and p.model == "examples/gpt.py:build"
-    assert p.variant == c.label and p.needs_apex == c.needs_apex
+    assert p.config.label == c.label and p.needs_apex == c.needs_apex and p.is_baseline == (c == BASELINE)
 
 
 def test_preset_config_field_errors():
@@ -170,57 +171,76 @@ def test_preset_config_field_errors():
         presets.parse({"workload": "norm", "variant": "layernorm", "steps": 20, "config": "precision=bf16"},
                       name="p")
     p = presets.parse({**base, "variant": "bf16"}, name="p")
-    assert p.config == NAMED["bf16"] and p.variant == "bf16"
+    assert p.config is NAMED["bf16"] and p.config.label == "bf16" and not p.is_baseline
     p = presets.parse({**base, "config": "precision=bf16,compile=default"}, name="p")
-    assert p.variant == "bf16+compile" and p.config.autocast == "bf16"
+    assert p.config.label == "bf16+compile" and p.config.autocast == "bf16"
 
 
-# what each shipped transformer variant built before it was a point (the old `parts` and COMPILE_MODES tables):
-# (fused norms, optimizer kind, torch.compile mode, whole-step graph)
+# what each shipped transformer variant built before it was a point (the old `parts` and COMPILE_MODES tables, and
+# the old `VariantSpec.parallel`): (fused norms, optimizer kind, torch.compile mode, whole-step graph, parallel)
 OLD_TRANSFORMER = {
-    "fp32": (False, "adamw", None, False), "fused_fp32": (True, "fused_adam", None, False),
-    "fused_amp": (True, "fused_adam", None, False), "torch_amp": (False, "adamw_fused", None, False),
-    "torch_compile": (False, "adamw_fused", "default", False),
-    "torch_compile_cg": (False, "adamw_fused", "reduce-overhead", False),
-    "torch_compile_graph": (False, "adamw_capturable_graph", "default", True),
-    "ddp_adamw_fused": (False, "adamw_fused", None, False), "ddp_fused_adam": (False, "fused_adam", None, False),
-    "fsdp2_adamw_fused": (False, "adamw_fused", None, False),
-    "distributed_fused_adam": (False, "distributed_fused_adam", None, False),
+    "fp32": (False, "adamw", None, False, None), "fused_fp32": (True, "fused_adam", None, False, None),
+    "fused_amp": (True, "fused_adam", None, False, None), "torch_amp": (False, "adamw_fused", None, False, None),
+    "torch_compile": (False, "adamw_fused", "default", False, None),
+    "torch_compile_cg": (False, "adamw_fused", "reduce-overhead", False, None),
+    "torch_compile_graph": (False, "adamw_capturable_graph", "default", True, None),
+    "ddp_adamw_fused": (False, "adamw_fused", None, False, "ddp"),
+    "ddp_fused_adam": (False, "fused_adam", None, False, "ddp"),
+    "fsdp2_adamw_fused": (False, "adamw_fused", None, False, "fsdp2"),
+    "distributed_fused_adam": (False, "distributed_fused_adam", None, False, "distributed_optimizer"),
 }
-# what the optimizer and norm micro-benchmarks' variants built by name (the old `make_optimizer` and `make_norm`)
-OLD_KERNELS = {"adamw": ("adamw", False), "adamw_fused": ("adamw_fused", False), "fused_adam": ("fused_adam", False),
-               "adamw_capturable_graph": ("adamw_capturable_graph", False), "fused_lamb": ("fused_lamb", False),
-               "layernorm": ("adamw", False), "rmsnorm": ("adamw", False), "fused_layernorm": ("adamw", True),
-               "fused_rmsnorm": ("adamw", True)}
+# what the optimizer and norm micro-benchmarks' variants built by name (the old `make_optimizer` and `make_norm`):
+# (optimizer kind, fused norm, the norm it timed: None for the optimizer's)
+OLD_KERNELS = {"adamw": ("adamw", False, None), "adamw_fused": ("adamw_fused", False, None),
+               "fused_adam": ("fused_adam", False, None),
+               "adamw_capturable_graph": ("adamw_capturable_graph", False, None),
+               "fused_lamb": ("fused_lamb", False, None), "layernorm": ("adamw", False, "layer_norm"),
+               "rmsnorm": ("adamw", False, "rms_norm"), "fused_layernorm": ("adamw", True, "layer_norm"),
+               "fused_rmsnorm": ("adamw", True, "rms_norm")}
+# the old PRECISION_OF_AMP: a preset file's `amp` field -> the precision of its point
+PRECISION_OF_AMP = {"none": "fp32", "bf16": "bf16", "fp16": "fp16"}
+
+
+def file_fields(preset) -> tuple[str, str]:
+    """A shipped preset file's `variant` and `amp` fields (its input format: read once into its point)."""
+    data = tomllib.loads(Path(preset.path).read_text())
+    return data["variant"], data.get("amp", "none")
 
 
 @pytest.mark.parametrize("preset", [p for p in presets.load_builtin() if p.workload == "transformer"],
                          ids=lambda p: p.name)
 def test_every_shipped_transformer_preset_is_the_point_its_old_variant_built(preset):
-    from apextui.core.workloads import apply
+    from apextui.core.workloads import apply, parallel
 
     point = preset.point
     assert point is not None and point is preset.config
-    assert point.precision == presets.PRECISION_OF_AMP[tomllib.loads(Path(preset.path).read_text()).get("amp", "none")]
-    fused_norms, kind, mode, graph = OLD_TRANSFORMER[preset.variant]
+    variant, amp = file_fields(preset)
+    assert point.precision == PRECISION_OF_AMP[amp]
+    assert point == named("transformer", variant).with_("precision", PRECISION_OF_AMP[amp])
+    fused_norms, kind, mode, graph, way = OLD_TRANSFORMER[variant]
     assert (point.fused_norms, apply.optimizer_value(point), apply.compile_mode(point), point.whole_step_graph) == \
         (fused_norms, KIND[kind], mode, graph)
+    assert point.data_parallel == (way is not None)
+    if way is not None:  # its own way of training on several ranks (without one: DDP under torchrun, one process here)
+        assert parallel.kind(point) == way
     assert (apply.NORMS[point.norms].swap is None) == (not point.fused_norms)
     text = snippet(point)
     assert ("torch.compile(" in text) == (apply.compile_mode(point) is not None)
     assert ("torch.cuda.CUDAGraph()" in text) == point.whole_step_graph
 
 
-@pytest.mark.parametrize("preset", [p for p in presets.load_builtin() if p.workload in ("optimizer", "norm")],
+@pytest.mark.parametrize("preset", [p for p in presets.load_builtin() if p.workload not in ("transformer", "model")],
                          ids=lambda p: p.name)
 def test_every_kernel_preset_is_the_point_its_old_variant_built(preset):
     from apextui.core.workloads import apply
 
-    kind, fused_norms = OLD_KERNELS[preset.variant]
+    variant, amp = file_fields(preset)
+    kind, fused_norms, norm = OLD_KERNELS[variant]
     assert preset.point is None  # the micro-benchmarks answer with a preset, not with code
     assert (apply.optimizer_value(preset.config), preset.config.fused_norms) == (KIND[kind], fused_norms)
-    assert preset.config.precision == presets.PRECISION_OF_AMP[tomllib.loads(Path(preset.path).read_text()).get("amp",
-                                                                                                       "none")]
+    assert preset.workload == (norm or "optimizer") and WORKLOADS[preset.workload].norm == norm
+    assert preset.config.precision == PRECISION_OF_AMP[amp]
+    assert preset.config == named(preset.workload, variant).with_("precision", PRECISION_OF_AMP[amp])
 
 
 def test_the_whole_step_graph_is_the_transformers_only():
@@ -243,9 +263,9 @@ def test_a_point_off_the_named_ones_plans_and_checks_for_data_parallel_without_a
 
     point = parse("precision=bf16,optimizer=fused,norms=apex")
     assert point not in NAMED.values()
-    presets = [*presets_for("m.py:build", variants=("fp32",)), config_preset("m.py:build", point)]
+    presets = [*presets_for("m.py:build", names=("fp32",)), config_preset("m.py:build", point)]
     (p,) = plan(presets, "cuda", ["model"], lambda _: Availability(True))
-    assert [x.variant for x in p.runnable] == ["fp32", point.label] and not p.skipped
+    assert [x.config.label for x in p.runnable] == ["fp32", point.label] and not p.skipped
     assert data_parallel_problem(presets[1]) is None
     graph = config_preset("m.py:build", parse("precision=bf16,compile=graph"))
     assert "CUDA graphs" in (data_parallel_problem(graph) or "")

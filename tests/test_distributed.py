@@ -105,7 +105,7 @@ def test_the_baseline_json_is_read_as_its_runs_summary_with_its_source(tmp_path)
     from apextui.core.presets import load_builtin
 
     preset = next(p for p in load_builtin() if p.name == "fp32")
-    start = {"event": "start", "preset": "fp32", "workload": preset.workload, "variant": preset.variant,
+    start = {"event": "start", "preset": "fp32", "workload": preset.workload, "config": preset.config.as_dict(),
              "device": "cpu", "size": "cpu", "amp": "none"}
     summary = {"steps": 45, "measured_steps": 40, "timed_intervals": 40, "median_ms": 9.5, "median_low_ms": 9.4,
                "median_high_ms": 9.6}

@@ -8,10 +8,12 @@ from apextui.core.measure.details import CorrectnessCheck
 from apextui.core.measure.summary import Summary
 from apextui.ui.export import CSV_COLUMNS, save_exports, to_csv, to_markdown
 from apextui.core.results import ResultRow
+from helpers import named
 
 
 def row(preset: str, median: float, status: str = "ok", **summary) -> ResultRow:
-    return ResultRow(preset=preset, workload="transformer", variant=preset, device="cuda", size="default",
+    return ResultRow(preset=preset, workload="transformer", config=named("transformer", preset), device="cuda",
+                     size="default",
                      status=status,
                      summary=Summary.from_dict({
                          "steps": 400, "measured_steps": 350, "median_ms": median, "p10_ms": median * 0.95,
@@ -32,7 +34,7 @@ def test_csv_exact_text():
                         "682666.7,,tokens/s,,,,base,,fp32 run 1,1.0681,1.0475,,,,"
                         "session,,False,,")  # the baseline: `base`, as on the screen, never a speed-up against itself
     # single runs one after another, none repeated: the interval is widened by the assumed drift (a factor of 2)
-    assert lines[2] == ("fused_amp run 1,fused_amp,transformer,fused_amp,fp32,cuda,default,none,ok,400,350,5.0,4.75,"
+    assert lines[2] == ("fused_amp run 1,fused_amp,transformer,fused_amp,fp32,cuda,default,fp16,ok,400,350,5.0,4.75,"
                         "5.25,,,,1638400.0,,tokens/s,2.4,1.1762,4.897,faster,drift_unknown,fp32 run 1,1.0681,1.0475,,,,"
                         "session,,False,,")
     assert len(lines) == 3 and text.endswith("\n")
@@ -77,7 +79,8 @@ def test_markdown_numbers_repeated_runs_and_puts_their_drift_in_the_interval():
 
 
 def test_markdown_escapes_pipes_and_shows_the_norm_check():
-    r = ResultRow(preset="a|b", workload="norm", variant="fused_layernorm", device="cpu", size="cpu", status="ok",
+    r = ResultRow(preset="a|b", workload="layer_norm", config=named("layer_norm", "fused_layernorm"), device="cpu",
+                  size="cpu", status="ok",
                   summary=Summary(median_ms=0.5, check=CorrectnessCheck(max_abs_err=2.4e-7, passed=True)))
     line = to_markdown([r]).splitlines()[2]
     assert line == "| 1 | a\\|b | cpu | ok | 0.500 | — | — | — | — | 2.4e-07 |"

@@ -37,10 +37,11 @@ CUDA = torch.cuda.is_available()
 
 
 def preset(name: str, amp: str | None = None, **changes) -> presets.Preset:
-    """A shipped preset with fields changed; `amp` as a preset file gives it (its point's precision)."""
+    """A shipped preset with fields changed; `amp` as a preset file gives it (its point's precision: a shipped
+    preset's file is named after its named point)."""
     p = presets.resolve(name)
     if amp is not None:
-        changes["config"] = presets.shipped_point(p.workload, p.variant, amp)
+        changes["config"] = presets.shipped_point(p.workload, name, amp)
     return dataclasses.replace(p, **changes)
 
 

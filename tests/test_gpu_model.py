@@ -18,14 +18,14 @@ from helpers import json_lines, run_cli  # noqa: E402
 
 EXAMPLES = {"gpt": ("examples/gpt.py:build", 25), "vit": ("examples/vit.py:build", 25),
             "llama": ("examples/llama.py:build", 33)}  # (spec, norms): the Llama's own RMSNorm class is found
-VARIANTS = [v.name for v in MODEL.variants]
+VARIANTS = [v.name for v in MODEL.points]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("example", list(EXAMPLES))
 def test_every_model_variant_runs_on_cuda_within_loss_parity(example, variant):
     spec, norms = EXAMPLES[example]
-    preset = next(p for p in mp.presets_for(spec) if p.variant == variant)
+    (preset,) = mp.presets_for(spec, names=(variant,))
     avail = mp.model_availability(preset, "cuda")
     proc = run_cli("--model", spec, "--variant", variant, "--json", "--device", "cuda", "--steps", "30", timeout=600)
     if not avail.ok:

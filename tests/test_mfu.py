@@ -237,7 +237,7 @@ def test_a_measurements_mfu_is_at_its_median_over_its_runs():
     one = mfu(StepFlops(1e12, "FlopCounterMode"), 10.0, Peak(200.0, "bf16", gpu="X"))
     runs = tuple(RunResult(i, "ok", Summary(median_ms=ms, measured_steps=20, timed_intervals=20, mfu=one.at(ms)))
                  for i, ms in enumerate((8.0, 10.0, 12.0)))
-    m = Measurement("p", "v", "model", runs=runs)
+    m = Measurement("p", "model", runs=runs)
     assert m.median_ms == 10.0 and m.mfu is not None and m.mfu.value == pytest.approx(0.5)
 
 

@@ -34,8 +34,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def test_model_setup_is_public_and_every_registered_variant_is_a_named_point():
     assert apextui.ModelSetup is user_model.ModelSetup
-    assert set(NAMED) == {v.name for v in MODEL.variants}
-    assert all(v.config.autocast in ("none", "bf16", "fp16") for v in MODEL.variants)
+    assert set(NAMED) == {v.name for v in MODEL.points}
+    assert all(v.config.autocast in ("none", "bf16", "fp16") for v in MODEL.points)
 
 
 @pytest.mark.parametrize("spec", [GPT, VIT], ids=["gpt", "vit"])
@@ -214,14 +214,14 @@ def test_norm_swap_of_a_model_without_norms_is_unavailable_and_fails_if_run(fake
     spec = f"{f}:build"
     facts = mp.probe(spec, "cpu")
     assert facts.norms == 0
-    p = next(p for p in mp.presets_for(spec) if p.variant == "fused_norms")
+    (p,) = mp.presets_for(spec, names=("fused_norms",))
     from apextui.core.availability import Availability
 
     # as on a GPU with Apex (a FAKE of the GPU-only Apex check): the model's lack of norms decides
     monkeypatch.setattr(mp, "availability", lambda preset, device: Availability(True))
     a = mp.model_availability(p, "cuda", facts)
     assert not a.ok and a.reason == "no module computes a LayerNorm or RMSNorm (no norm found)"
-    assert mp.model_availability(next(p for p in mp.presets_for(spec) if p.variant == "bf16"), "cuda", facts).ok
+    assert mp.model_availability(mp.presets_for(spec, names=("bf16",))[0], "cuda", facts).ok
     with pytest.raises(ValueError, match="no module computes a LayerNorm or RMSNorm"):
         ModelWorkload(spec, "fused_norms", "cpu", lr=1e-3, seed=0, steps=1)
 
@@ -236,12 +236,12 @@ def test_a_wrong_variant_fails_loss_parity_and_the_advice_never_recommends_it(mo
     from apextui.core.advise import Advisor
 
     monkeypatch.setattr(apply, "OPTIMIZERS", {**apply.OPTIMIZERS, "fused": wrong_optimizer})
-    presets = mp.presets_for(GPT, variants=("fp32", "adamw_fused"))
+    presets = mp.presets_for(GPT, names=("fp32", "adamw_fused"))
     advisor = Advisor("cpu", steps=4, repeats=1, workloads=("model",), presets=presets,
                       availability_fn=lambda p: mp.model_availability(p, "cpu"), env={"device": "cpu", "key": "t"})
     doc = advisor.run()
     [w] = doc["workloads"]
-    rows = {p["variant"]: p for p in w["presets"]}
+    rows = {p["label"]: p for p in w["presets"]}
     assert rows["adamw_fused"]["flagged"] and not rows["fp32"]["flagged"]
     parity = rows["adamw_fused"]["parity"]  # the check's numbers in advise --json
     assert parity["passed"] is False and parity["max_abs_err"] > parity["tolerance"] and parity["steps"] == 5
@@ -261,7 +261,7 @@ def test_a_model_preset_names_its_model_and_takes_its_amp_from_the_variant():
 @pytest.mark.parametrize("data, field", [
     ({"workload": "model", "variant": "fp32", "steps": 5}, "'model': missing"),
     ({"workload": "model", "model": 3, "variant": "fp32", "steps": 5}, "'model': got 3"),
-    ({"workload": "norm", "model": "m.py:f", "variant": "layernorm", "steps": 5}, "'model': only the model"),
+    ({"workload": "layer_norm", "model": "m.py:f", "variant": "layernorm", "steps": 5}, "'model': only the model"),
     ({"workload": "model", "model": "m.py:f", "variant": "bf16", "amp": "fp16", "steps": 20}, "'amp': got 'fp16'"),
     ({"workload": "model", "model": "m.py:f", "variant": "fp32", "steps": 20, "size": {}}, "'size': the model"),
 ])
@@ -272,7 +272,7 @@ def test_bad_model_presets_name_the_field(data, field):
 
 def test_model_presets_one_a_variant_named_after_the_model():
     ps = mp.presets_for("examples/vit.py:build", steps=7)
-    assert [p.variant for p in ps] == [v.name for v in MODEL.variants]
+    assert [p.config for p in ps] == [v.config for v in MODEL.points]
     assert ps[0].name == "vit:build/fp32" and all(p.model == "examples/vit.py:build" and p.steps == 7 for p in ps)
     with pytest.raises(user_model.ModelSpecError, match="expected FILE.py:FUNC"):
         mp.presets_for("examples/vit.py")

@@ -68,7 +68,7 @@ def test_a_wrong_return_type_is_a_usage_error(tmp_path):
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["--variant", "fp64"], "unknown model variant 'fp64'; choose one of: fp32, tf32"),
+    (["--variant", "fp64"], "unknown model configuration 'fp64'; choose one of: fp32, tf32"),
     ([], "--json with --model needs --variant NAME"),
     (["--variant", "fp32", "--preset", "fp32"], "give --preset or --model, not both"),
 ])
@@ -114,7 +114,8 @@ def test_a_good_model_runs_headless_and_the_json_names_it(tmp_path):
     events = json_lines(proc.stdout)
     start, end = events[0], events[-1]
     assert start["model"] == {"spec": f"{path}:build", "name": "m:build"}
-    assert (start["workload"], start["variant"], start["baseline"]) == ("model", "adamw_fused", "fp32")
+    assert (start["workload"], start["config_label"], start["baseline"]) == ("model", "adamw_fused", "fp32")
+    assert "variant" not in start and start["config"]["optimizer"] == "fused"
     assert end["status"] == "ok" and end["summary"]["check"]["passed"] is True
 
 
@@ -132,7 +133,7 @@ def test_list_model_json_names_the_model_and_each_variants_availability():
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["model"]["name"] == "vit:build" and doc["model"]["norms"] == 5 and doc["model"]["size"] == "small"
-    rows = {r["variant"]: r for r in doc["presets"]}
+    rows = {r["label"]: r for r in doc["presets"]}
     assert rows["fp32"]["available"] and rows["bf16"]["available"]
     assert not rows["tf32"]["available"] and "CUDA" in rows["tf32"]["reason"]
     assert not rows["fused_norms"]["available"] and rows["fused_norms"]["fix"]
@@ -151,7 +152,7 @@ def test_advise_model_gives_the_verdict_for_the_model(tmp_path):
     assert doc["model"]["name"] == "m:build"
     [w] = doc["workloads"]
     assert w["workload"] == "model" and w["baseline"] == "m:build/fp32" and w["recommended"]
-    ok = {p["variant"] for p in w["presets"] if p["status"] == "ok"}
+    ok = {p["label"] for p in w["presets"] if p["status"] == "ok"}
     assert "fp32" in ok and len(ok) >= 2, w["presets"]
     for p in w["presets"]:
         assert p["status"] in ("ok", "unavailable", "not_run") and (p["status"] == "ok" or p["reason"]), p
@@ -207,9 +208,10 @@ def test_a_config_run_says_its_config_in_the_start_event(tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = json_lines(proc.stdout)
     start, end = lines[0], lines[-1]
-    assert start["preset"] == "m:build/bf16+fused" and start["variant"] == "bf16+fused" and start["amp"] == "bf16"
+    assert start["preset"] == "m:build/bf16+fused" and start["config_label"] == "bf16+fused" and start["amp"] == "bf16"
     assert start["config"] == {"precision": "bf16", "optimizer": "fused", "norms": "torch", "compile": "none",
-                               "memory_format": "contiguous", "attention": "default", "loss": "model"}
+                               "memory_format": "contiguous", "attention": "default", "loss": "model",
+                               "parallel": "auto"}
     assert end["status"] == "ok" and end["summary"]["peak_memory_bytes"] is None  # CPU: no GPU peak
 
 

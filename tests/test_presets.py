@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from apextui.core import presets
-from apextui.core.presets import VARIANTS, PresetError
+from apextui.core.presets import POINT_NAMES, PresetError
 from apextui.core.workloads.spec import SHIPPED
 
 GOOD = """
-workload = "norm"
+workload = "layer_norm"
 variant = "layernorm"
 steps = 10
 warmup = 2
@@ -28,12 +28,13 @@ hidden = 8
 """
 
 
-def test_every_variant_has_a_shipped_preset_named_after_it():
+def test_every_named_point_has_a_shipped_preset_named_after_it():
     shipped = {p.name: p for p in presets.load_builtin()}
-    expected = {v for w, variants in VARIANTS.items() if w in SHIPPED for v in variants}
+    expected = {v for w, names in POINT_NAMES.items() if w in SHIPPED for v in names}
     assert set(shipped) == expected
     for name, p in shipped.items():
-        assert p.variant == name
+        named = presets.REGISTRY[p.workload].named(name).config
+        assert p.config.with_("precision", named.precision) == named  # its file's amp sets the precision alone
         assert p.warmup < p.steps
         assert set(p.size) == set(presets.SIZE_KEYS[p.workload]) == set(p.cpu_size)
 
@@ -44,21 +45,36 @@ def test_apex_needs_and_baselines():
     assert by_name["fused_amp"].needs_apex == ("FusedAdam", "FusedLayerNorm")
     assert by_name["fused_amp"].config.autocast == "fp16" and by_name["torch_amp"].config.autocast == "bf16"
     assert by_name["torch_amp"].needs_apex == () and by_name["fp32"].needs_apex == ()
-    assert by_name["fused_rmsnorm"].baseline == "layernorm"
+    assert by_name["fused_rmsnorm"].baseline == "rmsnorm" and by_name["fused_layernorm"].baseline == "layernorm"
     assert by_name["fused_adam"].baseline == "adamw"
+    assert [n for n, p in by_name.items() if p.is_baseline] == ["adamw", "layernorm", "rmsnorm", "fp32"]
+
+
+def test_a_file_of_the_norm_workload_from_before_the_split_loads_as_its_norms_workload(tmp_path: Path):
+    """Until 2026-12-06 both norms were one workload, "norm": a user's file that says so still loads, as the
+    workload of the norm its named point times."""
+    for name, workload in (("layernorm", "layer_norm"), ("fused_rmsnorm", "rms_norm")):
+        f = tmp_path / f"old_{name}.toml"
+        f.write_text(GOOD.replace('workload = "layer_norm"', 'workload = "norm"').replace('"layernorm"', f'"{name}"'))
+        p = presets.resolve(str(f))
+        assert (p.workload, p.config == presets.REGISTRY[workload].named(name).config) == (workload, True)
+    f.write_text(GOOD.replace('workload = "layer_norm"', 'workload = "norm"').replace('"layernorm"', '"fp32"'))
+    with pytest.raises(PresetError, match="field 'variant': got 'fp32'; allowed for norm: layernorm, fused_layernorm, "
+                                          "rmsnorm, fused_rmsnorm"):
+        presets.resolve(str(f))
 
 
 def test_user_file_by_path(tmp_path: Path):
     f = tmp_path / "mine.toml"
     f.write_text(GOOD)
     p = presets.resolve(str(f))
-    assert (p.name, p.workload, p.steps, p.warmup) == ("mine", "norm", 10, 2)
+    assert (p.name, p.workload, p.steps, p.warmup) == ("mine", "layer_norm", 10, 2)
     assert p.size["hidden"] == 8
 
 
 @pytest.mark.parametrize("mutation, field", [
     (lambda s: s.replace('variant = "layernorm"', 'variant = "fast"'), "variant"),
-    (lambda s: s.replace('workload = "norm"', 'workload = "vision"'), "workload"),
+    (lambda s: s.replace('workload = "layer_norm"', 'workload = "vision"'), "workload"),
     (lambda s: s.replace("steps = 10", "steps = -1"), "steps"),
     (lambda s: s.replace("warmup = 2", "warmup = 10"), "warmup"),
     (lambda s: s.replace("steps = 10", 'steps = 10\namp = "fp8"'), "amp"),
@@ -128,7 +144,8 @@ width = 8
 batch = 2
 """
 
-BASE = {"norm": GOOD, "transformer": TRANSFORMER, "optimizer": OPTIMIZER}
+BASE = {"layer_norm": GOOD, "rms_norm": GOOD.replace("layer_norm", "rms_norm").replace("layernorm", "rmsnorm"),
+        "transformer": TRANSFORMER, "optimizer": OPTIMIZER}
 
 
 def toml_of(data: dict) -> str:
@@ -228,7 +245,7 @@ def test_top_level_integers_have_a_range(tmp_path: Path, key):
     (TRANSFORMER.replace("seq = 4\nbatch = 2\nbranching = 4\n[cpu", "seq = 65536\nbatch = 65536\nbranching = 4\n[cpu"),
      "size", "batch x seq x vocab = 274877906944 logits"),
     # lr: NaN, infinities, out of range, wrong type
-    (GOOD + "lr = nan\n", "cpu_size.lr", "unknown size for norm"),  # after a table: it belongs to [cpu_size]
+    (GOOD + "lr = nan\n", "cpu_size.lr", "unknown size for layer_norm"),  # after a table: it belongs to [cpu_size]
     (GOOD.replace("steps = 10", "steps = 10\nlr = nan"), "lr", "got nan; must be a finite number greater than 0"),
     (GOOD.replace("steps = 10", "steps = 10\nlr = inf"), "lr", "got inf; must be a finite number"),
     (GOOD.replace("steps = 10", "steps = 10\nlr = -inf"), "lr", "got -inf"),
@@ -241,10 +258,11 @@ def test_top_level_integers_have_a_range(tmp_path: Path, key):
     (GOOD.replace("steps = 10", "steps = true"), "steps", "got True"),
     (GOOD.replace("steps = 10", "steps = {n = 10}"), "steps", "got {'n': 10}"),
     (GOOD.replace("steps = 10", "steps = 1979-05-27"), "steps", "datetime.date"),
-    (GOOD.replace('workload = "norm"', 'workload = ["norm"]'), "workload", "allowed: optimizer, norm, transformer"),
-    (GOOD.replace('workload = "norm"', "workload = {name = 'norm'}"), "workload", "allowed: optimizer"),
-    (GOOD.replace('variant = "layernorm"', "variant = ['layernorm']"), "variant", "allowed for norm: layernorm"),
-    (GOOD.replace('variant = "layernorm"', "variant = {a = 1}"), "variant", "allowed for norm"),
+    (GOOD.replace('workload = "layer_norm"', 'workload = ["norm"]'), "workload",
+     "allowed: optimizer, layer_norm, rms_norm, transformer"),
+    (GOOD.replace('workload = "layer_norm"', "workload = {name = 'norm'}"), "workload", "allowed: optimizer"),
+    (GOOD.replace('variant = "layernorm"', "variant = ['layernorm']"), "variant", "allowed for layer_norm: layernorm"),
+    (GOOD.replace('variant = "layernorm"', "variant = {a = 1}"), "variant", "allowed for layer_norm"),
     (GOOD.replace("steps = 10", "steps = 10\namp = ['fp16']"), "amp", "allowed: none, fp16, bf16"),
     (GOOD.replace("steps = 10", "steps = 10\ndescription = 3"), "description", "must be a string"),
     (GOOD.replace("steps = 10", "steps = 10\ndescription = '" + "x" * 1001 + "'"), "description",
@@ -254,7 +272,7 @@ def test_top_level_integers_have_a_range(tmp_path: Path, key):
     (GOOD.split("[size]")[0] + "size = [1, 2]\n[cpu_size]\nbatch = 1\nseq = 4\nhidden = 8\n", "size",
      "must be a table"),
     (GOOD.replace("hidden = 8\n[cpu_size]", "hidden = 8\n[size.extra]\nx = 1\n[cpu_size]"), "size.extra",
-     "unknown size for norm; allowed: batch, seq, hidden"),
+     "unknown size for layer_norm; allowed: batch, seq, hidden"),
     (GOOD.replace("[size]\nbatch = 2", "[size]\nbatch = {n = 2}"), "size.batch", "must be an integer from 1 to 65536"),
     (GOOD.replace("[size]\nbatch = 2", "[size]\nbatch = '2'"), "size.batch", "got '2'"),
     (GOOD.replace("[size]\nbatch = 2", "[size]\nbatch = 2.5"), "size.batch", "got 2.5"),
@@ -266,11 +284,13 @@ def test_top_level_integers_have_a_range(tmp_path: Path, key):
     (GOOD.replace("steps = 10", "steps = 10\nseed = -1"), "seed", "from 0 to 4294967295"),
     (GOOD.replace("warmup = 2", ""), "warmup", "got 10 (the default); must be smaller than steps (10)"),
     # unknown or missing keys, unknown workload or variant
-    ("Workload = 'norm'\n" + GOOD, "Workload", "unknown field; allowed: amp, config, cpu_size, description"),
-    (GOOD.replace('workload = "norm"\n', ""), "workload", "missing; allowed: optimizer, norm, transformer"),
-    (GOOD.replace('variant = "layernorm"\n', ""), "variant", "missing; allowed for norm: layernorm, fused_layernorm"),
-    (GOOD.replace('variant = "layernorm"', 'variant = "fp32"'), "variant", "got 'fp32'; allowed for norm"),
-    (GOOD.replace('workload = "norm"', 'workload = "vision"'), "workload", "got 'vision'; allowed"),
+    ("Workload = 'layer_norm'\n" + GOOD, "Workload", "unknown field; allowed: amp, config, cpu_size, description"),
+    (GOOD.replace('workload = "layer_norm"\n', ""), "workload",
+     "missing; allowed: optimizer, layer_norm, rms_norm, transformer"),
+    (GOOD.replace('variant = "layernorm"\n', ""), "variant",
+     "missing; allowed for layer_norm: layernorm, fused_layernorm"),
+    (GOOD.replace('variant = "layernorm"', 'variant = "fp32"'), "variant", "got 'fp32'; allowed for layer_norm"),
+    (GOOD.replace('workload = "layer_norm"', 'workload = "vision"'), "workload", "got 'vision'; allowed"),
     (GOOD.replace("steps = 10\n", ""), "steps", "missing; give an integer from 1 to 10000000"),
     (GOOD.split("[cpu_size]")[0], "cpu_size", "missing table [cpu_size] with keys batch, seq, hidden"),
     (GOOD.replace("[size]\nbatch = 2\n", "[size]\n"), "size.batch", "missing; give an integer from 1 to 65536"),
@@ -305,7 +325,7 @@ def test_toml_error_says_where(tmp_path: Path):
 
 def test_a_utf8_bom_is_accepted(tmp_path: Path):
     _, p = load_text(tmp_path, "\ufeff" + GOOD, "bom.toml")
-    assert p.workload == "norm"
+    assert p.workload == "layer_norm"
 
 
 def test_a_folder_or_a_nul_in_the_path_is_a_preset_error(tmp_path: Path):
@@ -449,6 +469,6 @@ def test_a_description_that_says_what_happens_on_cuda_says_what_happens_on_cpu_t
 
     words = [p.description for p in presets.load_builtin()]
     words += [v.description for a in axes.AXES for v in a.values]
-    words += [v.description for spec in WORKLOADS.values() for v in spec.variants]
+    words += [v.description for spec in WORKLOADS.values() for v in spec.points]
     one_sided = [w for w in words if "on CUDA" in w and "on CPU" not in w]
     assert not one_sided, one_sided

@@ -91,7 +91,8 @@ SCALARS = st.one_of(
     st.floats(),  # nan, inf, -inf, subnormals
     st.booleans(),
     st.text(max_size=20),
-    st.sampled_from(["norm", "transformer", "optimizer", "fp32", "layernorm", "adamw", "fp16", "bf16", "none",
+    st.sampled_from(["norm", "layer_norm", "rms_norm", "transformer", "optimizer", "fp32", "layernorm", "adamw",
+                     "fp16", "bf16", "none",
                      "fused_amp", "", "NORM"]),
     st.dates(),
     st.datetimes(),
@@ -165,7 +166,9 @@ def toml_like_text():
 
 def check_valid(p: Preset) -> None:
     """What a returned Preset must satisfy, checked independently of the loader's code."""
-    assert p.workload in presets.VARIANTS and p.variant in presets.VARIANTS[p.workload]
+    spec = presets.REGISTRY[p.workload]  # a KeyError for a workload that is none
+    named = [v.config for v in spec.points]
+    assert any(p.config.with_("precision", c.precision) == c for c in named)  # a named point, at its file's amp
     assert type(p.steps) is int and 1 <= p.steps <= presets.MAX_STEPS
     assert type(p.warmup) is int and 0 <= p.warmup < p.steps
     assert type(p.seed) is int and 0 <= p.seed < 2**32

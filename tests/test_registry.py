@@ -1,4 +1,4 @@
-"""The workload registry (core/workloads/spec.py): one declaration that presets, the variants' needs, the work
+"""The workload registry (core/workloads/spec.py): one declaration that presets, the named points' needs, the work
 model, the memory estimate, the advice and the docs all read; and FusedLAMB, added through it."""
 
 from __future__ import annotations
@@ -14,43 +14,51 @@ from apextui.core import memory, presets
 from apextui.core.advise import LOSS_CHECKED
 from apextui.core.availability import availability
 from apextui.core.workloads.builders import BUILDERS, build
-from apextui.core.workloads.spec import ADAMW, LAMB, OPTIMIZER_COSTS, WORKLOADS, variant, work_per_step
+from apextui.core.config.point import Config
+from apextui.core.workloads.spec import ADAMW, LAMB, OPTIMIZER_COSTS, WORKLOADS, work_per_step
 from helpers import ROOT
 
 SIZE = {"layers": 2, "width": 4, "batch": 1}  # 40 parameters
 
 
 def test_preset_tables_are_views_of_the_registry():
-    assert list(presets.VARIANTS) == list(WORKLOADS)
+    assert list(presets.POINT_NAMES) == list(WORKLOADS)
     for name, spec in WORKLOADS.items():
-        assert presets.VARIANTS[name] == tuple(v.name for v in spec.variants)
+        assert presets.POINT_NAMES[name] == tuple(v.name for v in spec.points)
         assert presets.SIZE_KEYS[name] == spec.size_keys
-        assert presets.BASELINES[name] == spec.baseline
+        assert presets.BASELINE_NAMES[name] == spec.baseline
+        assert spec.baseline_point == spec.named(spec.baseline).config
         assert presets.PRODUCT_LIMITS[name] == spec.product_limit
         assert memory.SHRINK_ORDER[name] == spec.shrink_order
         assert set(spec.shrink_order) <= set(spec.size_keys)
-    assert variant("optimizer", "adamw_capturable_graph").config.needs == ("cuda_graphs",)
-    assert variant("transformer", "torch_compile_cg").config.needs == ("compile", "cuda_graphs")
+    assert WORKLOADS["optimizer"].named("adamw_capturable_graph").config.needs == ("cuda_graphs",)
+    assert WORKLOADS["transformer"].named("torch_compile_cg").config.needs == ("compile", "cuda_graphs")
     assert LOSS_CHECKED == ("transformer",)
 
 
-def test_every_registered_variant_has_a_shipped_preset_and_a_row_in_the_docs():
+def test_every_registered_named_point_has_a_shipped_preset_and_a_row_in_the_docs():
     docs = (ROOT / "docs" / "presets.md").read_text()
-    shipped = {p.variant for p in presets.load_builtin()}
+    shipped = {(p.workload, p.config) for p in presets.load_builtin()}
     for name, spec in WORKLOADS.items():
         if not spec.shipped:  # the model workload: its presets are made from the user's model (--model)
             continue
-        for v in spec.variants:
-            assert v.name in shipped, f"{name}/{v.name}: no TOML in presets/"
+        for v in spec.points:
+            file_point = presets.resolve(v.name).config  # the file of its name, at the precision its amp sets
+            assert (name, file_point) in shipped and file_point.with_("precision", v.config.precision) == v.config, \
+                f"{name}/{v.name}: no TOML in presets/"
             assert re.search(rf"`{re.escape(v.name)}`", docs), f"{name}/{v.name}: not in docs/presets.md"
 
 
-def test_a_baseline_must_be_one_of_its_variants():
-    spec = WORKLOADS["norm"]
+def test_a_baseline_must_be_one_of_its_named_points_and_no_two_are_one_point():
+    spec = WORKLOADS["layer_norm"]
     with pytest.raises(ValueError, match="baseline"):
-        type(spec)(name="x", variants=spec.variants, size_limits=spec.size_limits,
+        type(spec)(name="x", points=spec.points, size_limits=spec.size_limits,
                    product_limit=spec.product_limit, baseline="nope", work=spec.work,
                    shrink_order=spec.shrink_order)
+    twins = (*spec.points, dataclasses.replace(spec.points[0], name="again"))
+    with pytest.raises(ValueError, match="two named points are one point"):
+        type(spec)(name="x", points=twins, size_limits=spec.size_limits, product_limit=spec.product_limit,
+                   baseline=spec.baseline, work=spec.work, shrink_order=spec.shrink_order)
 
 
 def test_every_workload_of_the_registry_has_a_builder():
@@ -59,20 +67,21 @@ def test_every_workload_of_the_registry_has_a_builder():
         build(dataclasses.replace(presets.resolve("layernorm"), workload="nope"), "cpu", {}, 1)
 
 
-def test_the_optimizer_work_model_comes_from_the_variants_optimizer_value():
-    assert OPTIMIZER_COSTS.get(variant("optimizer", "adamw").config.optimizer, ADAMW) == ADAMW
-    assert OPTIMIZER_COSTS[variant("optimizer", "fused_lamb").config.optimizer] == LAMB
-    lamb = work_per_step("optimizer", "fused_lamb", SIZE, None)
+def test_the_optimizer_work_model_comes_from_the_points_optimizer_value():
+    assert OPTIMIZER_COSTS.get(WORKLOADS["optimizer"].named("adamw").config.optimizer, ADAMW) == ADAMW
+    assert OPTIMIZER_COSTS[WORKLOADS["optimizer"].named("fused_lamb").config.optimizer] == LAMB
+    lamb = work_per_step("optimizer", Config(optimizer="lamb"), SIZE, None)
     assert (lamb.bytes, lamb.flops, lamb.scope) == (40 * LAMB.bytes_per_param, 40 * LAMB.flops_per_param, "opt_step")
-    assert lamb.bytes != work_per_step("optimizer", "fused_adam", SIZE, None).bytes
+    assert lamb.bytes != work_per_step("optimizer", Config(optimizer="apex"), SIZE, None).bytes
     assert lamb.basis.startswith("LAMB step: 52 bytes")
-    with pytest.raises(ValueError, match="unknown optimizer variant"):
-        work_per_step("optimizer", "sgd", SIZE, None)
+    with pytest.raises(ValueError, match="unknown workload 'sgd'"):
+        work_per_step("sgd", Config(), SIZE, None)
 
 
 def test_fused_lamb_preset_needs_apex_fused_lamb_and_is_unavailable_on_cpu():
     p = presets.resolve("fused_lamb")
-    assert (p.workload, p.variant, p.baseline, p.needs_apex) == ("optimizer", "fused_lamb", "adamw", ("FusedLAMB",))
+    assert (p.workload, p.config, p.baseline, p.needs_apex) == ("optimizer", Config(optimizer="lamb"), "adamw",
+                                                                ("FusedLAMB",))
     a = availability(p, "cpu")
     assert not a.ok and "FusedLAMB" in a.reason and "CPU" in a.reason and a.fix
 

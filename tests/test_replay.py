@@ -44,7 +44,7 @@ def test_the_lines_read_back_are_the_run_as_its_runner_saw_it(written):
     assert snap.status == final.status == "ok" and snap.error is None
     assert snap.steps_done == final.steps_done == 12
     assert snap.info is not None and final.info is not None
-    for field in ("preset", "workload", "variant", "device", "size_name", "size", "steps", "warmup", "autocast",
+    for field in ("preset", "workload", "config", "device", "size_name", "size", "steps", "warmup", "autocast",
                   "units", "units_per_step", "baseline", "params"):
         assert getattr(snap.info, field) == getattr(final.info, field), field
     assert snap.stats is not None and final.stats is not None

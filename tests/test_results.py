@@ -17,10 +17,12 @@ from apextui.core.measure.summary import Summary
 from apextui.core import atomic
 from apextui.core import results
 from apextui.core.results import ResultRow, ResultsError, load_results, save_results
+from helpers import named
 
 
 def row(preset: str = "fp32", variant: str = "fp32", median: float = 10.0, **summary) -> ResultRow:
-    return ResultRow(preset=preset, workload="transformer", variant=variant, device="cuda", size="default",
+    return ResultRow(preset=preset, workload="transformer", config=named("transformer", variant), device="cuda",
+                     size="default",
                      status="ok", summary=Summary.from_dict({"steps": 50, "median_ms": median, **summary}))
 
 
@@ -199,8 +201,8 @@ START = b'{"event": "start", "preset": "p", "workload": "norm", "variant": "laye
     (json.dumps({**DOC, "runs": ["fp32"]}).encode(), "runs[0]: must be an object, got str"),
     (json.dumps({**DOC, "runs": [{"preset": "x"}]}).encode(), "runs[0]: missing field 'workload'"),
     (json.dumps({**DOC, "runs": [{"preset": "x", "workload": ["norm"], "variant": "v", "device": "cpu"}]}).encode(),
-     "runs[0]: unknown workload ['norm']; known: optimizer, norm, transformer"),
-    (json.dumps({**DOC, "runs": [{"preset": "x", "workload": "norm", "variant": "v", "device": "cpu",
+     "runs[0]: unknown workload ['norm']; known: optimizer, layer_norm, rms_norm, transformer"),
+    (json.dumps({**DOC, "runs": [{"preset": "x", "workload": "layer_norm", "variant": "v", "device": "cpu",
                                   "summary": [1]}]}).encode(), "runs[0]: 'summary' must be an object"),
     (json.dumps({**DOC, "schema": 99, "runs": []}).encode(), "field 'schema': 99 is newer than this apextui reads (1)"),
     (b"[" * 100_000 + b"]" * 100_000, "JSON nested too deeply"),
@@ -240,7 +242,8 @@ def test_headless_output_loads(tmp_path: Path):
     path.write_bytes(START + b'{"event": "step", "step": 1}\n{"event": "end", "status": "stopped", '
                              b'"summary": {"median_ms": 2.5}}\n')
     (r,) = load_results(path)
-    assert (r.preset, r.workload, r.status, r.median_ms, r.source) == ("p", "norm", "stopped", 2.5, str(path))
+    assert (r.preset, r.workload, r.status, r.median_ms, r.source) == ("p", "layer_norm", "stopped", 2.5,
+                                                                       str(path))  # "norm" read as it is now
 
 
 def test_a_folder_is_not_a_results_file(tmp_path: Path):
@@ -440,7 +443,8 @@ def history(n: int) -> list[ResultRow]:
     for i in range(n):
         variant = ("fp32", "fused_amp", "fused_fp32")[i % 3]
         status = "stopped" if variant == "fp32" and i % 10 == 0 else "ok"
-        out.append(ResultRow(preset=variant, workload="transformer", variant=variant, device="cuda",
+        out.append(ResultRow(preset=variant, workload="transformer", config=named("transformer", variant),
+                             device="cuda",
                              size="default" if i % 2 else "cpu", status=status,
                              summary=Summary.from_dict({"steps": 50 if status == "ok" else 3, "median_ms": 10.0 + i % 7,
                                       "p10_ms": 9.0, "p90_ms": 18.0, "measured_steps": 40, "warmup": 10})))
@@ -474,7 +478,8 @@ def test_a_big_history_takes_linear_work(monkeypatch):
 
 
 def test_a_note_names_at_most_a_few_passed_over_runs():
-    stopped = [ResultRow(preset="fp32", workload="transformer", variant="fp32", device="cuda", size="default",
+    stopped = [ResultRow(preset="fp32", workload="transformer", config=named("transformer", "fp32"), device="cuda",
+                         size="default",
                          status="stopped", summary=Summary(steps=3)) for _ in range(8)]
     rows = stopped + [row("a", "fused_amp")]
     [note] = results.RunIndex(rows).notes()

@@ -17,6 +17,7 @@ from apextui.core.analysis import (
     get_ceilings, norm_work, optimizer_work, transformer_work,
 )
 from apextui.core.workloads.spec import work_per_step
+from apextui.core.config.point import Config
 from apextui.core.run.request import RunRequest
 
 SMALL = {"vocab": 8, "d_model": 4, "layers": 1, "heads": 2, "seq": 3, "batch": 2, "branching": 2}
@@ -37,16 +38,17 @@ def test_optimizer_work_is_adamw_bytes_and_flops_per_parameter():
     assert (w.bytes, w.flops, w.scope, w.primary, w.precision) == (28_000, 14_000, "opt_step", "bytes", "fp32")
     assert w.intensity == 0.5
     # from the size: 2 x (4x4 weights + 4 biases) = 40 parameters, as bench.py always counted
-    assert work_per_step("optimizer", "adamw", {"layers": 2, "width": 4, "batch": 1}, None).bytes == 40 * 28
-    assert work_per_step("optimizer", "adamw_capturable_graph", {"layers": 2, "width": 4, "batch": 1}, 40).flops == 560
+    assert work_per_step("optimizer", Config(), {"layers": 2, "width": 4, "batch": 1}, None).bytes == 40 * 28
+    assert work_per_step("optimizer", Config(optimizer="capturable"), {"layers": 2, "width": 4, "batch": 1},
+                         40).flops == 560
 
 
 def test_norm_work():
     w = norm_work(2, 3, 4, "layernorm")  # 24 elements
     assert (w.bytes, w.flops, w.scope, w.primary) == (480, 432, "step", "bytes")
     assert norm_work(2, 3, 4, "rmsnorm").flops == 288
-    assert work_per_step("norm", "fused_rmsnorm", {"batch": 2, "seq": 3, "hidden": 4}, 4).flops == 288
-    assert work_per_step("norm", "fused_layernorm", {"batch": 2, "seq": 3, "hidden": 4}, 8).flops == 432
+    assert work_per_step("rms_norm", Config(norms="apex"), {"batch": 2, "seq": 3, "hidden": 4}, 4).flops == 288
+    assert work_per_step("layer_norm", Config(norms="apex"), {"batch": 2, "seq": 3, "hidden": 4}, 8).flops == 432
     with pytest.raises(ValueError):
         norm_work(1, 1, 1, "batchnorm")
 

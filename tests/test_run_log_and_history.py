@@ -9,6 +9,7 @@ from apextui.core.measure.summary import Summary
 from apextui.ui import history, run_log
 from apextui.core.results import ResultRow, load_results
 from apextui.ui.run_log import RunLog
+from helpers import named
 
 
 def test_run_log_reads_appended_output_and_survives_deletion(tmp_path: Path):
@@ -45,7 +46,8 @@ def test_run_log_keeps_only_the_tail(tmp_path: Path, monkeypatch):
 
 
 def row(median: float = 10.0) -> ResultRow:
-    return ResultRow(preset="fp32", workload="transformer", variant="fp32", device="cpu", size="cpu", status="ok",
+    return ResultRow(preset="fp32", workload="transformer", config=named("transformer", "fp32"), device="cpu",
+                     size="cpu", status="ok",
                      summary=Summary.from_dict({"steps": 50, "median_ms": median}))
 
 

@@ -13,6 +13,7 @@ from apextui.core.measure.compare import Timing, timing_from_runs
 from apextui.core.measure.samples import SKETCH_SIZE, Samples, median_interval, percentile
 from apextui.core.measure.stats import StepStats
 from apextui.core.measure.summary import Summary
+from helpers import named
 
 
 def times(n: int, centre: float, seed: int = 0) -> list[float]:
@@ -127,7 +128,8 @@ def test_a_results_file_keeps_each_runs_times_on_one_line_and_reads_them_back(tm
     from apextui.core.results import ResultRow, load_results, results_text
 
     kept = Samples.of(times(1000, 3.0))
-    row = ResultRow(preset="fp32", workload="transformer", variant="fp32", device="cuda", size="default",
+    row = ResultRow(preset="fp32", workload="transformer", config=named("transformer", "fp32"), device="cuda",
+                    size="default",
                     status="ok", error="shape [2,3] did not fit", summary=Summary(median_ms=kept.median, samples=kept))
     text = results_text([row])
     (line,) = [x for x in text.splitlines() if '"ms": [' in x]

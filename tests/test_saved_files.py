@@ -53,7 +53,8 @@ def test_a_saved_run_whose_point_cannot_be_read_still_loads(tmp_path):
     path.write_text(json.dumps(doc))
     rows = load_results(path)
     assert [r.config for r in rows] == [None, POINTS["torch_amp"], None]
-    assert rows[0].variant == "no_such_variant" and rows[0].median_ms == pytest.approx(0.516)
+    # the norm run's named point is neither norm's: it keeps the workload its file names, and its preset's name
+    assert (rows[0].workload, rows[0].label, rows[0].median_ms) == ("norm", "rmsnorm", pytest.approx(0.516))
 
 
 def test_a_saved_runs_amp_is_kept_where_its_point_cannot_be_read_back(tmp_path):
@@ -75,3 +76,27 @@ def test_runs_saved_before_they_kept_their_step_times_load_and_pool_as_the_media
     runs = [r.summary.timing for r in rows[:2]]
     pooled = timing_from_runs(runs)
     assert pooled.samples is None and pooled.median_ms == pytest.approx((runs[0].median_ms + runs[1].median_ms) / 2)
+
+
+BEFORE_PARALLEL = Path(__file__).parent / "fixtures" / "saved-2026-12-06-before-the-parallel-axis"
+
+
+@pytest.mark.parametrize("name", ["ddp_adamw_fused.jsonl", "fsdp2_adamw_fused.jsonl", "results.json"])
+def test_runs_saved_before_the_parallel_axis_read_back_as_their_own_points(name):
+    """dc1d6fb saved DDP's and FSDP2's runs with one point (bf16 + fused AdamW, their way of training not on it): each
+    reads back as its named point, so two different runs are never one configuration."""
+    saved = [json.loads(line) for line in (BEFORE_PARALLEL / "ddp_adamw_fused.jsonl").read_text().splitlines()]
+    assert "parallel" not in saved[0]["config"]  # the fixture is what it says
+    expected = {"ddp_adamw_fused": Config(precision="bf16", optimizer="fused", parallel="ddp"),
+                "fsdp2_adamw_fused": Config(precision="bf16", optimizer="fused", parallel="fsdp2")}
+    rows = load_results(BEFORE_PARALLEL / name)
+    assert rows and {r.preset: r.config for r in rows} == {p: c for p, c in expected.items() if p in {
+        r.preset for r in rows}}
+    assert all(not r.is_baseline for r in rows)
+
+
+def test_the_norm_run_saved_before_each_norm_had_its_workload_is_its_own_workloads_baseline():
+    """The `rmsnorm` run saved as workload "norm" (compared then with `layernorm`) reads back as the rms_norm workload's
+    baseline: RMSNorm is compared with RMSNorm."""
+    (row,) = load_results(SAVED / "rmsnorm.jsonl")
+    assert (row.workload, row.is_baseline, row.baseline) == ("rms_norm", True, "rmsnorm")

@@ -57,7 +57,7 @@ def pasted_losses(spec: str, code: str, w: ModelWorkload) -> tuple[list[float], 
 def run_case(spec: str, text: str) -> tuple[str, dict, list[float], list[float], list[bool], Calling | None]:
     """apextui's own run of the configuration (its first steps) and the answer's code for it, pasted."""
     config = parse(text)
-    w = ModelWorkload(spec, config.label, "cpu", lr=1e-3, seed=0, steps=STEPS, config=config)
+    w = ModelWorkload(spec, config, "cpu", lr=1e-3, seed=0, steps=STEPS)
     assert w.check is not None and w.check.passed, w.check
     calling = recorded([w.check])
     code = snippet(config, calling=calling, device="cpu")

@@ -270,7 +270,7 @@ def test_finished_watched_runs_compare_against_the_oldest_by_the_one_noise_rule_
     assert [m.path for m, _ in found] == runs
     table = [r for _, r in found]
     index = RunIndex(table)
-    assert index.baseline(table[1]) is table[0] and table[0].variant == ""
+    assert index.baseline(table[1]) is table[0] and table[0].picked_baseline and not table[1].picked_baseline
     assert index.comparison(table[1]).verdict in ("faster", "slower", "within_noise")
     moved = [r for _, r in rows.Table().rows(baseline=runs[1])]
     assert RunIndex(moved).baseline(moved[0]) is moved[1]

@@ -8,7 +8,7 @@ from torch import nn
 
 from apextui.core.config.point import Config
 from apextui.core.workloads.norm import NormWorkload
-from apextui.core.workloads.spec import variant
+from apextui.core.workloads.spec import LAYER_NORM, RMS_NORM
 from apextui.core.measure.marker import NoMark
 from apextui.core.workloads.optimizer import OptimizerWorkload
 
@@ -17,7 +17,7 @@ SIZE = {"batch": 2, "seq": 8, "hidden": 32}
 
 @pytest.mark.slow
 def test_error_check_passes_for_an_identical_implementation():
-    w = NormWorkload(Config(), variant("norm", "layernorm"), SIZE, "cpu", seed=0)
+    w = NormWorkload(Config(), LAYER_NORM, SIZE, "cpu", seed=0)
     check = w._compare(nn.LayerNorm(32), "layernorm")
     assert check.passed is True
     assert check.max_abs_err < 1e-6
@@ -25,7 +25,7 @@ def test_error_check_passes_for_an_identical_implementation():
 
 
 def test_error_check_fails_for_a_different_function():
-    w = NormWorkload(Config(), variant("norm", "layernorm"), SIZE, "cpu", seed=0)
+    w = NormWorkload(Config(), LAYER_NORM, SIZE, "cpu", seed=0)
     # RMSNorm is not LayerNorm: the check must notice
     check = w._compare(nn.RMSNorm(32), "rmsnorm")
     assert check.passed is False
@@ -33,7 +33,7 @@ def test_error_check_fails_for_a_different_function():
 
 
 def test_norm_step_computes_input_gradients():
-    w = NormWorkload(Config(), variant("norm", "rmsnorm"), SIZE, "cpu", seed=0)
+    w = NormWorkload(Config(), RMS_NORM, SIZE, "cpu", seed=0)
     assert w.step(NoMark()) == (None, None)
     assert w.x.grad is not None and torch.isfinite(w.x.grad).all()
     assert w.params == 32

@@ -31,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a source checkout
 
 from apextui.core.exits import EXIT_FAILED, EXIT_UNAVAILABLE, EXIT_USAGE
-from apextui.core.presets import BASELINES, PresetError, resolve
+from apextui.core.presets import PresetError, resolve
 from apextui.ui import widget_format as fmt
 from apextui.ui.app import make_app
 from apextui.ui.keys import highlight_preset
@@ -289,9 +289,8 @@ async def drive(args: argparse.Namespace, app_factory: Callable[..., Any] = make
                       f"\n  fix: {avail.fix if avail else ''}", file=sys.stderr)
                 code = code or EXIT_UNAVAILABLE
                 continue
-            baseline = BASELINES[preset.workload]
-            if not args.no_baseline and baseline != preset.variant:
-                await run_baseline(pilot, app, baseline, args.timeout)
+            if not args.no_baseline and not preset.is_baseline:
+                await run_baseline(pilot, app, preset.baseline, args.timeout)
             result = await shoot_preset(pilot, app, preset.name, args, sizes, paths)
             seen.append(result)
             if result["failed"]:

@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     lister = sub.add_parser("list", help="every preset, and whether it can run here")
     lister.add_argument("--json", action="store_true", help="print JSON")
     lister.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    lister.add_argument("--model", metavar="FILE.py:FUNC", help="list your model's variants instead of the presets")
+    lister.add_argument("--model", metavar="FILE.py:FUNC", help="list your model's named points instead of the presets")
     doctor = sub.add_parser("doctor", help="which Apex fused kernels work here, and why not")
     doctor.add_argument("--json", action="store_true", help="print the report as JSON")
     from .advise import add_arguments as add_advise_arguments
@@ -76,12 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
 DATA_PARALLEL_NOTE = "one rank alone here; `apextui advise --nproc N` compares it, the one-device advice does not"
 
 
-def _parallel(p: Any) -> bool:
-    from ..core.workloads.spec import WORKLOADS
-
-    return WORKLOADS[p.workload].data_parallel(p.variant)
-
-
 def cmd_list(as_json: bool, requested_device: str) -> int:
     from ..core.availability import availability
     from ..core.presets import builtin_dir, load_all, user_dir
@@ -94,9 +88,10 @@ def cmd_list(as_json: bool, requested_device: str) -> int:
     rows: list[dict[str, Any]] = []
     for p in presets:
         a = availability(p, device)
-        rows.append({"name": p.name, "workload": p.workload, "variant": p.variant, "amp": p.config.autocast,
-                     "needs_apex": list(p.needs_apex), "available": a.ok, "reason": a.reason or None,
-                     "fix": a.fix or None, "description": p.description, "parallel": _parallel(p),
+        rows.append({"name": p.name, "workload": p.workload, "config": p.config.as_dict(), "label": p.config.label,
+                     "amp": p.config.autocast, "needs_apex": list(p.needs_apex), "available": a.ok,
+                     "reason": a.reason or None, "fix": a.fix or None, "description": p.description,
+                     "parallel": p.config.data_parallel,
                      "source": "builtin" if Path(p.path).parent == shipped else "user", "path": p.path})
     for e in errors:
         print(f"apextui: warning: skipped a user preset: {e.message}", file=sys.stderr)
@@ -152,8 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 Mode = Literal["list", "list-model", "doctor", "advise", "attach", "model-json", "launch", "json", "torchrun-json",
                "tui"]
-"""What one `apextui` command line does: `list` (the presets), `list-model` (a model's variants), `doctor`,
-`advise`, `attach` (a watched run, TUI or `--json`), `model-json` (`--model --json`: one variant headless),
+"""What one `apextui` command line does: `list` (the presets), `list-model` (a model's configurations), `doctor`,
+`advise`, `attach` (a watched run, TUI or `--json`), `model-json` (`--model --json`: one configuration headless),
 `launch` (`--nproc N --json`: torchrun's ranks started here), `json` (`--preset --json`: one run headless),
 `torchrun-json` (one rank of a data-parallel run) and `tui` (the terminal UI)."""
 
@@ -275,16 +270,16 @@ def _run(what: Mode, args: argparse.Namespace, dist_env: Any) -> int:
 
 
 def _model_presets(args: argparse.Namespace) -> tuple[list[Any], Any]:
-    """With `--model`, the TUI's picker gets the model's variants (its code runs in the worker only), and with
+    """With `--model`, the TUI's picker gets the model's configurations (its code runs in the worker only), and with
     `--variant` or `--config` the one preselected and started, as `--preset NAME`; ([], None) without."""
     if args.model is None:
         return [], None
     from .model_option import presets as model_presets_for
-    from .model_option import variant_preset
+    from .model_option import chosen_preset
 
     model_presets, preset = model_presets_for(args.model), None
     if args.variant is not None or args.config is not None:
-        preset = variant_preset(args.model, args.variant, config=args.config)
+        preset = chosen_preset(args.model, args.variant, config=args.config)
         if all(p.name != preset.name for p in model_presets):
             model_presets.append(preset)
     return model_presets, preset

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import output
 from ..core.errors import UsageProblem
+from ..core.config.point import NAMED
 from ..core.exits import EXIT_OK
 from ..core.run.request import RunRequest
 from ..core.workloads.failure import first_line
@@ -37,7 +38,7 @@ def presets(spec: str, steps: int | None = None) -> list[Any]:
     return presets_for(spec, steps=steps or DEFAULT_STEPS)
 
 
-def config_of(text: str, variant: str | None = None) -> Any:
+def config_of(text: str, name: str | None = None) -> Any:
     """`--config axis=value,...` as a point, by the rule a preset file's `config` field follows
     (`point.model_point`: never with `--variant`, never empty); ModelSpecError (exit 2) saying what is wrong and
     listing the axes and values allowed."""
@@ -45,34 +46,35 @@ def config_of(text: str, variant: str | None = None) -> Any:
     from ..core.config.point import model_point
 
     try:
-        return model_point(variant, text, variant_is="--variant NAME", config_is="--config axis=value,...")
+        return model_point(name, text, variant_is="--variant NAME", config_is="--config axis=value,...")
     except ConfigError as exc:
         raise ModelSpecError(f"--config: {exc}") from None
 
 
-def variant_preset(spec: str, variant: str | None, steps: int | None = None, config: str | None = None) -> Any:
-    """The preset of `--model spec --variant variant` or `--model spec --config axis=value,...`; ModelSpecError
-    naming what is wrong."""
+def chosen_preset(spec: str, name: str | None, steps: int | None = None, config: str | None = None) -> Any:
+    """The preset of `--model spec --variant NAME` (a named point) or `--model spec --config axis=value,...`;
+    ModelSpecError naming what is wrong."""
     from ..core import model_presets as mp
 
-    names = mp.variant_names()
+    names = mp.point_names()
     if config is not None:
-        point = config_of(config, variant)
-        return next((p for p in presets(spec, steps) if p.config == point), None) or \
-            mp.config_preset(spec, point, steps=steps or mp.DEFAULT_STEPS)
-    if variant is None:
+        point = config_of(config, name)
+    elif name is None:
         raise ModelSpecError(f"--json with --model needs --variant NAME (one of: {', '.join(names)}) or --config "
                              "axis=value,...")
-    if variant not in names:
-        raise ModelSpecError(f"unknown model variant {variant[:40]!r}; choose one of: {', '.join(names)}")
-    return next(p for p in presets(spec, steps) if p.variant == variant)
+    elif name not in names:
+        raise ModelSpecError(f"unknown model configuration {name[:40]!r}; choose one of: {', '.join(names)}")
+    else:
+        point = NAMED[name]
+    return next((p for p in presets(spec, steps) if p.config == point), None) or \
+        mp.config_preset(spec, point, steps=steps or mp.DEFAULT_STEPS)
 
 
-def run_headless(spec: str, variant: str | None, requested_device: str, steps: int | None,
+def run_headless(spec: str, name: str | None, requested_device: str, steps: int | None,
                  sample_interval: float, force: bool, config: str | None = None) -> int:
-    """`apextui --model M --variant V --json` (or `--config ...`): the same JSON lines and exit codes as a
+    """`apextui --model M --variant NAME --json` (or `--config ...`): the same JSON lines and exit codes as a
     preset's run."""
-    preset = variant_preset(spec, variant, config=config)  # ModelSpecError: a usage error, raised (exit 2)
+    preset = chosen_preset(spec, name, config=config)  # ModelSpecError: a usage error, raised (exit 2)
     return run_preset(RunRequest(preset, requested_device, steps, sample_interval, force))
 
 
@@ -106,7 +108,7 @@ def run_preset(request: RunRequest) -> int:
 
 
 def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
-    """`apextui list --model M`: the model's variants and whether each can run here."""
+    """`apextui list --model M`: the model's configurations and whether each can run here."""
     from ..core import model_presets as mp
     from ..core.env import resolve_device
 
@@ -125,9 +127,10 @@ def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
     rows = []
     for p in found:
         a = mp.model_availability(p, device, facts)
-        rows.append({"name": p.name, "workload": p.workload, "variant": p.variant, "amp": p.config.autocast,
-                     "needs_apex": list(p.needs_apex), "available": a.ok, "reason": a.reason or None,
-                     "fix": a.fix or None, "description": p.description, "source": "model", "path": spec})
+        rows.append({"name": p.name, "workload": p.workload, "config": p.config.as_dict(), "label": p.config.label,
+                     "amp": p.config.autocast, "needs_apex": list(p.needs_apex), "available": a.ok,
+                     "reason": a.reason or None, "fix": a.fix or None, "description": p.description,
+                     "source": "model", "path": spec})
     values = axis_values(spec, device, facts)
     if as_json:
         output.write(json.dumps({"device": device, "model": mp.describe(facts), "presets": rows,
@@ -137,10 +140,10 @@ def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
     norms = (facts.norm_report or {}).get("summary") or f"{facts.norms} norms"
     lines = [f"model {facts.name} ({spec}) on {device}: {facts.params:,} trainable parameters at its {size}, "
              f"{facts.norms} norm{'s' if facts.norms != 1 else ''} Apex could swap ({norms})", ""]
-    width = max(len(r["variant"]) for r in rows)
+    width = max(len(r["label"]) for r in rows)
     for r in rows:
         mark = "available" if r["available"] else f"unavailable: {r['reason']}"
-        lines.append(f"  {r['variant']:<{width}} {mark}")
+        lines.append(f"  {r['label']:<{width}} {mark}")
     lines += ["", "axis values (what `advise --model` may try, each one change from fp32; `--config` runs any):"]
     width = max(len(v["value"]) for v in values)
     for v in values:
@@ -153,7 +156,7 @@ def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
 def axis_values(spec: str, device: str, facts: Any) -> list[dict[str, Any]]:
     """Every value of every axis the user's model builds, other than the defaults, each as the one change from fp32
     the search would try (on bf16 where the value needs half precision on this device, as the search tries it), with
-    whether it can run on this model here and why not (`model_availability`: the same rule as the variants')."""
+    whether it can run on this model here and why not (`model_availability`: the same rule as the configurations')."""
     from ..core import model_presets as mp
     from ..core.config.axes import all_axes
     from ..core.config.point import BASELINE

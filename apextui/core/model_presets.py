@@ -1,4 +1,4 @@
-"""The user's model (`--model FILE.py:FUNC`) as presets: one a model variant (`workloads.spec.MODEL`), so that
+"""The user's model (`--model FILE.py:FUNC`) as presets: one a model configuration (`workloads.spec.MODEL`), so that
 `apextui list`, the headless run, the advice and the TUI handle it as they handle the shipped presets.
 
 `presets_for(spec)` makes them (no user code runs: the TUI process never imports the user's model, its
@@ -60,36 +60,37 @@ class ModelFacts:
     calling: Calling | None = None
 
 
-def preset_name(spec: str, variant: str) -> str:
+def preset_name(spec: str, label: str) -> str:
     """'gpt:build/bf16', 'gpt:build/bf16+fused+compile': the model's short name and the configuration's label
     (how the runs are named in tables and JSON)."""
-    return f"{user_model.model_name(spec)}/{variant}"
+    return f"{user_model.model_name(spec)}/{label}"
 
 
 def config_preset(spec: str, config: Config, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP,
                   seed: int = 0, lr: float = 1e-3) -> Preset:
     """The preset of one point (`--config`, the search). Raises ModelSpecError for a malformed spec."""
     user_model.split_spec(spec)
-    return Preset(name=preset_name(spec, config.label), path=spec, workload=MODEL.name, variant=config.label,
+    return Preset(name=preset_name(spec, config.label), path=spec, workload=MODEL.name,
                   description=f"{user_model.model_name(spec)}: {config.description()}", steps=steps,
                   warmup=min(warmup, steps - 1), lr=lr, seed=seed, model=spec, config=config)
 
 
 def presets_for(spec: str, steps: int = DEFAULT_STEPS, warmup: int = DEFAULT_WARMUP, seed: int = 0,
-                lr: float = 1e-3, variants: tuple[str, ...] | None = None) -> list[Preset]:
-    """A preset per model variant (all of them, or `variants`), in the registry's order. Raises
-    ModelSpecError for a malformed spec (no file or function is looked at)."""
+                lr: float = 1e-3, names: tuple[str, ...] | None = None) -> list[Preset]:
+    """A preset per named point of the model workload (all of them, or those of `names`), in the registry's order.
+    Raises ModelSpecError for a malformed spec (no file or function is looked at)."""
     user_model.split_spec(spec)
-    chosen = [v for v in MODEL.variants if variants is None or v.name in variants]
-    return [Preset(name=preset_name(spec, v.name), path=spec, workload=MODEL.name, variant=v.name,
+    chosen = [v for v in MODEL.points if names is None or v.name in names]
+    return [Preset(name=preset_name(spec, v.name), path=spec, workload=MODEL.name,
                    description=f"{user_model.model_name(spec)}: {v.description}", steps=steps,
                    warmup=min(warmup, steps - 1), lr=lr, seed=seed, model=spec,
                    config=v.config)
             for v in chosen]
 
 
-def variant_names() -> tuple[str, ...]:
-    return tuple(v.name for v in MODEL.variants)
+def point_names() -> tuple[str, ...]:
+    """The model workload's named points (`--variant NAME`)."""
+    return tuple(v.name for v in MODEL.points)
 
 
 class ProbeTimeout(ApextuiError):

@@ -1,7 +1,9 @@
 """Preset files: TOML in `presets/` (shipped as `apextui.presets`), one preset per file.
 
-A preset names a workload and a variant, the sizes to run it at (a default size
-for a GPU and a small size for CPU), steps, warm-up, precision, lr and seed.
+A preset is a workload and a point on the configuration axes, the sizes to run it at (a default size
+for a GPU and a small size for CPU), steps, warm-up, lr and seed. Its file names the point by a named point of its
+workload (`variant = "fused_amp"`, at the precision its `amp` field sets; the model workload's by `config` too), read
+once into the point (`Preset.config`): from then on the point is the preset's identity.
 Loading validates every field and raises `PresetError` naming the file and field.
 Every number has an allowed range (`LIMITS`, `SIZE_LIMITS`, `PRODUCT_LIMITS`) that the
 error message quotes.
@@ -28,23 +30,25 @@ from .errors import UsageProblem
 from .config.axes import ConfigError
 from .config.point import NAMED as NAMED_POINTS
 from .config.point import Config
-from .config.point import model_point
+from .config.point import from_label, model_point
+from .config.point import parse as parse_point
 from .workloads.spec import MODEL as _MODEL_SPEC
 from .workloads.spec import WORKLOADS as REGISTRY
+from .workloads.spec import FORMER_NORM, current_workload
 
 REGISTRY_MODEL = _MODEL_SPEC.name  # the workload of the user's own model: presets name a `model`, no sizes
 
 # The tables below are views of the workload registry (`workloads.spec.WORKLOADS`), where each workload and
-# its variants are declared once.
-# workload -> its variants' names, in the registry's order
-VARIANTS: Mapping[str, tuple[str, ...]] = MappingProxyType(
-    {w: tuple(v.name for v in spec.variants) for w, spec in REGISTRY.items()})
+# its named points are declared once.
+# workload -> its named points' names, in the registry's order (what a preset file's `variant` field may name)
+POINT_NAMES: Mapping[str, tuple[str, ...]] = MappingProxyType(
+    {w: tuple(v.name for v in spec.points) for w, spec in REGISTRY.items()})
 
 # workload -> size keys it accepts (all positive ints)
 SIZE_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType({w: s.size_keys for w, s in REGISTRY.items()})
 
-# variants whose throughput and loss floor are compared against this baseline
-BASELINES: Mapping[str, str] = MappingProxyType({w: s.baseline for w, s in REGISTRY.items()})
+# workload -> the name of the named point its runs are compared with (its point: `WorkloadSpec.baseline_point`)
+BASELINE_NAMES: Mapping[str, str] = MappingProxyType({w: s.baseline for w, s in REGISTRY.items()})
 
 AMP_MODES = ("none", "fp16", "bf16")
 TOP_KEYS = {
@@ -86,19 +90,18 @@ class PresetFileError(NamedTuple):
 
 @dataclass(frozen=True)
 class Preset:
-    """One validated preset."""
+    """One validated preset: a workload's point, and how long and at what size to run it."""
 
     name: str
     path: str
     workload: str
-    variant: str
     description: str
     steps: int
     warmup: int
     lr: float
     seed: int
-    # the point on the configuration axes it runs, its identity: a shipped preset's variant's at its file's amp
-    # (`shipped_point`); the model workload's given by `config` or its named variant (`variant` is then its label)
+    # the point on the configuration axes it runs, its identity (`shipped_point`: a shipped workload's file's named
+    # point at its `amp`; the model workload's `config` or named point)
     config: Config
     size: Mapping[str, int] = field(default_factory=dict)
     cpu_size: Mapping[str, int] = field(default_factory=dict)
@@ -107,18 +110,29 @@ class Preset:
     @property
     def needs_apex(self) -> tuple[str, ...]:
         """Apex features this preset needs (empty for torch-only presets): its point's, as its workload builds it."""
-        return REGISTRY[self.workload].needs_apex(self.variant, self.config)
+        return REGISTRY[self.workload].needs_apex(self.config)
 
     @property
     def point(self) -> Config | None:
         """Its point where the advice hands it back as code (the Transformer's and the user's model's presets,
-        `WorkloadSpec.code_answer`); None for a kernel micro-benchmark's (optimizer, norm)."""
+        `WorkloadSpec.code_answer`); None for a kernel micro-benchmark's (optimizer, norms)."""
         return self.config if REGISTRY[self.workload].code_answer else None
 
     @property
+    def is_baseline(self) -> bool:
+        """It runs its workload's baseline point: the run its workload's others are compared with."""
+        return self.config == REGISTRY[self.workload].baseline_point
+
+    @property
     def baseline(self) -> str:
-        """The variant this preset is compared against."""
-        return BASELINES[self.workload]
+        """The name of the named point it is compared with (what the table's heading and the `start` line say)."""
+        return BASELINE_NAMES[self.workload]
+
+    @property
+    def order(self) -> int:
+        """Its place among its workload's presets: its named point's in the registry (one off them: last)."""
+        points = REGISTRY[self.workload].points
+        return next((i for i, v in enumerate(points) if v.config == self.config), len(points))
 
 
 def builtin_dir() -> Path:
@@ -138,7 +152,7 @@ def load_builtin() -> list[Preset]:
     """Every shipped preset, grouped by workload in the registry's order."""
     presets = [load_file(p) for p in sorted(builtin_dir().glob("*.toml"))]
     order = {w: i for i, w in enumerate(REGISTRY)}
-    return sorted(presets, key=lambda p: (order[p.workload], VARIANTS[p.workload].index(p.variant), p.name))
+    return sorted(presets, key=lambda p: (order[p.workload], p.order, p.name))
 
 
 def user_dir() -> Path:
@@ -229,6 +243,12 @@ def load_file(path: str | Path) -> Preset:
         raise PresetError(f"{path}: not a usable preset ({_why(exc)})") from None
 
 
+def _names_for(workload: str) -> str:
+    """The names a preset file's `variant` may give for `workload` (for "norm", both norms' presets)."""
+    names = POINT_NAMES.get(workload) or tuple(n for s in REGISTRY.values() if s.norm for n in s.point_map)
+    return ", ".join(names)
+
+
 def _why(exc: Exception) -> str:
     return f"{type(exc).__name__}: {files.one_line(exc)}"
 
@@ -268,38 +288,40 @@ class _Table:
         return value
 
     def workload(self) -> str:
+        """The workload as the file names it ("norm", the name both norms' micro-benchmarks shared, too)."""
         unknown = sorted(str(k) for k in set(self.data) - TOP_KEYS)
         if unknown:
             raise self.fail(unknown[0], f"unknown field; allowed: {', '.join(sorted(TOP_KEYS))}")
         workload = self.data.get("workload")
         if workload is None:
-            raise self.fail("workload", f"missing; allowed: {', '.join(VARIANTS)}")
-        if not isinstance(workload, str) or workload not in VARIANTS:
-            raise self.fail("workload", f"got {_show(workload)}; allowed: {', '.join(VARIANTS)}")
+            raise self.fail("workload", f"missing; allowed: {', '.join(POINT_NAMES)}")
+        if not isinstance(workload, str) or (workload not in POINT_NAMES and workload != FORMER_NORM):
+            raise self.fail("workload", f"got {_show(workload)}; allowed: {', '.join(POINT_NAMES)}")
         return workload
 
-    def point(self, workload: str) -> tuple[str, Config | None]:
-        """The variant's name and, for the model workload, its point (`config`, or the named variant's)."""
-        variant = self.data.get("variant")
-        config: Config | None = None
+    def point(self, workload: str) -> tuple[str, str, Config | None]:
+        """The workload the file names, its named point's name and the model workload's point (its `config`, or its
+        named point): a shipped workload's point is its named point at the precision `amp` sets (`parse`)."""
+        name = self.data.get("variant")
         if "config" in self.data and workload != REGISTRY_MODEL:
             raise self.fail("config", f"only the model workload takes a config; this preset's workload is {workload}")
+        config: Config | None = None
         if workload == REGISTRY_MODEL:
             try:  # the rule `--variant`/`--config` follow
-                config = model_point(variant, self.data.get("config"), variant_is='variant = "NAME"',
+                config = model_point(name, self.data.get("config"), variant_is='variant = "NAME"',
                                      config_is='config = "axis=value,..."')
             except ConfigError as exc:
                 raise self.fail("config", str(exc)) from None
-        if variant is None and config is None:
+        if name is None and config is None:
             also = " (or config = \"axis=value,...\")" if workload == REGISTRY_MODEL else ""
-            raise self.fail("variant", f"missing{also}; allowed for {workload}: {', '.join(VARIANTS[workload])}")
-        if variant is not None and (not isinstance(variant, str) or variant not in VARIANTS[workload]):
-            raise self.fail("variant", f"got {_show(variant)}; allowed for {workload}: "
-                                       f"{', '.join(VARIANTS[workload])}")
-        if workload != REGISTRY_MODEL:
-            return str(variant), None
-        config = config if config is not None else NAMED_POINTS[str(variant)]
-        return str(config.label), config
+            raise self.fail("variant", f"missing{also}; allowed for {workload}: {_names_for(workload)}")
+        if name is not None:
+            workload = current_workload(workload, str(name)) if isinstance(name, str) else workload
+            if not isinstance(name, str) or name not in POINT_NAMES.get(workload, ()):
+                raise self.fail("variant", f"got {_show(name)}; allowed for {workload}: {_names_for(workload)}")
+        if workload == REGISTRY_MODEL:
+            return workload, str(name), config if config is not None else NAMED_POINTS[str(name)]
+        return workload, str(name), None
 
     def model(self, workload: str) -> str | None:
         model = self.data.get("model")
@@ -319,16 +341,17 @@ class _Table:
                                   f"{hi_lr:g}")
         return float(lr)
 
-    def amp(self) -> str:
+    def amp_field(self) -> str:
         amp = self.data.get("amp", "none")
         if not isinstance(amp, str) or amp not in AMP_MODES:
             raise self.fail("amp", f"got {_show(amp)}; allowed: {', '.join(AMP_MODES)}")
         return amp
 
-    def model_precision(self, config: Config, variant: str, amp: str) -> None:
+    def model_precision(self, config: Config) -> None:
         """The model workload's precision is its point's: `amp` may only restate it, and it has no sizes."""
+        amp = self.amp_field()
         if "amp" in self.data and amp != config.autocast:
-            raise self.fail("amp", f"got {_show(amp)}; the model configuration {variant} runs at amp = "
+            raise self.fail("amp", f"got {_show(amp)}; the model configuration {config.label} runs at amp = "
                                    f"{config.autocast!r} (leave amp out)")
         for table in ("size", "cpu_size"):
             if table in self.data:
@@ -377,8 +400,7 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
     if not isinstance(data, Mapping):
         raise PresetError(f"{path}: field '<top level>': got {type(data).__name__}; a preset is a TOML table")
     table = _Table(data, path)
-    workload = table.workload()
-    variant, config = table.point(workload)
+    workload, named, config = table.point(table.workload())
     model = table.model(workload)
     steps = table.integer("steps")
     warmup = table.integer("warmup", default=10)
@@ -386,23 +408,55 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
         given = "" if "warmup" in data else " (the default)"
         raise table.fail("warmup", f"got {warmup}{given}; must be smaller than steps ({steps})")
     seed = table.integer("seed", default=0)
-    amp = table.amp()
+    amp = table.amp_field()
     lr = table.lr()
     if config is not None:
-        table.model_precision(config, variant, amp)
+        table.model_precision(config)
     description = table.description()
     if config is not None:
-        return Preset(name=name, path=path, workload=workload, variant=variant, description=description, steps=steps,
-                      warmup=warmup, lr=lr, seed=seed, model=str(model), config=config)
-    return Preset(name=name, path=path, workload=workload, variant=variant, description=description, steps=steps,
-                  warmup=warmup, lr=lr, seed=seed, config=shipped_point(workload, variant, amp),
-                  size=table.sizes("size", workload), cpu_size=table.sizes("cpu_size", workload))
+        return Preset(name=name, path=path, workload=workload, description=description, steps=steps, warmup=warmup,
+                      lr=lr, seed=seed, model=str(model), config=config)
+    return Preset(name=name, path=path, workload=workload, description=description, steps=steps, warmup=warmup,
+                  lr=lr, seed=seed, config=shipped_point(workload, named, amp), size=table.sizes("size", workload),
+                  cpu_size=table.sizes("cpu_size", workload))
 
 
-PRECISION_OF_AMP: Mapping[str, str] = MappingProxyType({"none": "fp32", "bf16": "bf16", "fp16": "fp16"})
+# a preset file's `amp` field -> the precision it sets on its named point
+_PRECISION_OF_AMP_FIELD: Mapping[str, str] = MappingProxyType({"none": "fp32", "bf16": "bf16", "fp16": "fp16"})
 
 
-def shipped_point(workload: str, variant: str, amp: str = "none") -> Config:
-    """The point a shipped workload's preset file names: its `variant`'s, at the precision its `amp` field sets (the
-    file's two fields, read once here; the preset is its point from then on)."""
-    return REGISTRY[workload].variant(variant).config.with_("precision", PRECISION_OF_AMP[amp])
+def shipped_point(workload: str, name: str, amp: str = "none") -> Config:
+    """The point a shipped workload's preset file names: its named point `name`'s, at the precision its `amp` field
+    sets (the file's two fields, read once here; the preset is its point from then on). Also how a saved run from
+    before runs carried their point is read back (`results`)."""
+    return REGISTRY[workload].named(name).config.with_("precision", _PRECISION_OF_AMP_FIELD[amp])
+
+
+def recorded(record: Mapping[str, Any]) -> tuple[Any, Config | None]:
+    """The workload and the point a saved run or a `start` line records, read once: its `config`, or, in one written
+    before runs carried their point, what its `variant` and `amp` name (a shipped workload's named point at that
+    precision; a model run's label), and "norm" as its named point's norm workload (`current_workload`). A `config`
+    written before the parallel axis existed has none: a shipped named point's way (`ddp_adamw_fused`'s DDP) is read
+    from its `variant`. The point is None where none reads back (a watched run, a file edited by hand): the run still
+    loads, and compares by its names. The workload is returned as recorded where it is not a known one."""
+    named = str(record.get("variant") or "")
+    workload = record.get("workload")
+    if not isinstance(workload, str):
+        return workload, None
+    workload = current_workload(workload, named)
+    spec = REGISTRY.get(workload)
+    if spec is None:
+        return workload, None
+    saved = record.get("config")
+    try:
+        if isinstance(saved, dict):
+            point = parse_point(saved)
+            shipped = spec.find(named) if spec.shipped else None
+            if "parallel" not in saved and shipped is not None:
+                point = point.with_("parallel", shipped.config.parallel)
+            return workload, point
+        if not spec.shipped:
+            return workload, from_label(named)
+        return workload, shipped_point(workload, named, str(record.get("amp") or "none"))
+    except (ConfigError, KeyError):
+        return workload, None

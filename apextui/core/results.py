@@ -26,11 +26,9 @@ from apextui.core.run import events
 from apextui.core.measure.compare import SINGLE_RUNS_NOTE, Comparison, Drift, Timing, baseline_problem, compare, \
     fields, kept_runs, positive
 from apextui.core.monitor.contention import competing
-from apextui.core.config.axes import ConfigError
-from apextui.core.config.point import Config, from_label
-from apextui.core.config.point import parse as parse_point
-from apextui.core.presets import BASELINES, Preset, shipped_point
-from apextui.core.workloads.spec import MODEL
+from apextui.core.config.point import Config
+from apextui.core.presets import BASELINE_NAMES, Preset, recorded
+from apextui.core.workloads.spec import FORMER_NORM, WORKLOADS
 from apextui.core.measure.details import CorrectnessCheck
 from apextui.core.measure.summary import Summary
 from apextui.core.run.snapshot import Snapshot
@@ -51,7 +49,6 @@ class ResultRow:
 
     preset: str
     workload: str
-    variant: str
     device: str
     size: str  # "default" | "cpu"
     status: str  # "ok" | "stopped" | "failed"
@@ -65,6 +62,9 @@ class ResultRow:
     # each name their start too
     series: str | None = None
     amp_saved: str = "none"  # a saved row's own "amp", kept where its point cannot be read back (`autocast`)
+    # a watched run the user picked as its group's baseline (watched runs have no point to be their workload's
+    # baseline by)
+    picked_baseline: bool = False
 
     @property
     def autocast(self) -> str:
@@ -73,11 +73,20 @@ class ResultRow:
 
     @property
     def baseline(self) -> str:
-        return BASELINES.get(self.workload, "")
+        """The name of the named point its workload's runs are compared with ("" for a watched run)."""
+        return BASELINE_NAMES.get(self.workload, "")
 
     @property
     def is_baseline(self) -> bool:
-        return self.variant == self.baseline
+        """It ran its workload's baseline point (`WorkloadSpec.baseline_point`), or it is the watched run picked as
+        its group's baseline."""
+        spec = WORKLOADS.get(self.workload)
+        return self.picked_baseline or (spec is not None and self.config == spec.baseline_point)
+
+    @property
+    def label(self) -> str:
+        """Its point's label (`bf16+fused`, a named point's name), or its preset's name where it has no point."""
+        return self.config.label if self.config is not None else self.preset
 
     @property
     def median_ms(self) -> float | None:
@@ -114,7 +123,7 @@ class ResultRow:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "preset": self.preset, "workload": self.workload, "variant": self.variant,
+            "preset": self.preset, "workload": self.workload, "label": self.label,
             "baseline": self.baseline, "device": self.device, "size": self.size, "amp": self.autocast,
             "status": self.status, "error": self.error, "summary": self.summary.to_dict(),
             **({"model": self.model} if self.model else {}),
@@ -132,7 +141,7 @@ def row_from_snapshot(snap: Snapshot, preset: Preset, device: str, env: Mapping[
     """The comparison row for a run's final snapshot."""
     info = snap.info
     return ResultRow(
-        preset=preset.name, workload=preset.workload, variant=preset.variant, device=device,
+        preset=preset.name, workload=preset.workload, device=device,
         size=info.size_name if info else ("cpu" if device == "cpu" else "default"),
         status=snap.status, summary=events.summary(snap), error=snap.error, env=env, model=preset.model,
         config=preset.config,
@@ -502,36 +511,23 @@ def _model_spec(value: Any) -> str | None:
 
 
 def _row(run: Mapping[str, Any], source: str, env: Mapping[str, Any] | None) -> ResultRow:
-    workload = run["workload"]
-    if not isinstance(workload, str) or workload not in BASELINES:
-        raise ValueError(f"unknown workload {workload!r}; known: {', '.join(BASELINES)}")
+    run["workload"]  # noqa: B018 - a KeyError where the field is missing: "missing field 'workload'"
+    workload, point = recorded(run)
+    # "norm" stays where its named point is none of either norm's (a file edited by hand): the run loads all the same
+    if not isinstance(workload, str) or (workload not in WORKLOADS and workload != FORMER_NORM):
+        raise ValueError(f"unknown workload {workload!r}; known: {', '.join(WORKLOADS)}")
     summary = run.get("summary") or {}
     if not isinstance(summary, dict):
         raise ValueError("'summary' must be an object")
     return ResultRow(
-        preset=str(run["preset"]), workload=workload, variant=str(run["variant"]), device=str(run["device"]),
+        preset=str(run["preset"]), workload=workload, device=str(run["device"]),
         size=str(run.get("size") or ("cpu" if run["device"] == "cpu" else "default")),
         status=str(run.get("status") or "ok"), summary=Summary.from_dict(summary),
         error=None if run.get("error") is None else str(run["error"]), source=source,
         env=run["env"] if isinstance(run.get("env"), dict) else env,
-        model=_model_spec(run.get("model")), config=_saved_point(run, workload),
+        model=_model_spec(run.get("model")), config=point,
         amp_saved=str(run.get("amp") or "none"),
     )
-
-
-def _saved_point(run: Mapping[str, Any], workload: str) -> Config | None:
-    """The point a saved run ran: its `config`, or, in a file from before runs carried one, what its `variant` and
-    `amp` name (a shipped preset's variant at that precision; a model run's label). None where neither reads back (a
-    watched run's, or a file edited by hand): the row still loads, and compares by its names."""
-    try:
-        if isinstance(run.get("config"), dict):
-            return parse_point(run["config"])
-        variant = str(run.get("variant") or "")
-        if workload == MODEL.name:
-            return from_label(variant)
-        return shipped_point(workload, variant, str(run.get("amp") or "none"))
-    except (ConfigError, KeyError):
-        return None
 
 
 def _rows_from_json_lines(text: str, source: str, path: Path) -> list[ResultRow]:

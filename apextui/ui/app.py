@@ -334,7 +334,7 @@ def make_app(*, preset: Preset | None = None, device: str = "auto", steps: int |
     known. `refresh_interval` / `spark_interval`: the least time between redraws of the live numbers /
     of the loss and step-time sparklines, in seconds. Without `presets`: the shipped and the user's
     presets (`core.presets.load_all`); user files that do not load are shown as errors. `highlight`: the preset
-    the cursor starts on when no `preset` is given (`--model`: the model's first variant, in its group), not
+    the cursor starts on when no `preset` is given (`--model`: the model's first configuration, in its group), not
     started."""
     found: Iterable[tuple[str, str]] = ()
     if presets is None:
@@ -366,7 +366,7 @@ def run_app(settings: RunSettings, preset: Preset | None = None, load: Sequence[
             extra: Sequence[Preset] = (), nproc: int | None = None) -> int:
     """Run the TUI in this terminal, every run as `settings` asks; the process exit code (0, or 3 when --device
     cuda is unavailable).
-    `extra`: presets listed after the shipped and the user's ones (the variants of `--model`); `nproc`: every
+    `extra`: presets listed after the shipped and the user's ones (the configurations of `--model`); `nproc`: every
     run data-parallel on that many ranks (core/run/launched.py)."""
     presets, errors = None, None
     if extra:

@@ -21,7 +21,7 @@ from ..core.results import ResultRow, RunIndex, results_document
 from . import widget_format as fmt
 
 CSV_COLUMNS = (
-    "run", "preset", "workload", "variant", "baseline", "device", "size", "amp", "status", "steps", "measured_steps",
+    "run", "preset", "workload", "label", "baseline", "device", "size", "amp", "status", "steps", "measured_steps",
     "median_ms", "p10_ms", "p90_ms", "mean_ms", "opt_median_ms", "compile_s", "throughput", "wall_throughput",
     "throughput_unit",
     "speedup", "speedup_low", "speedup_high", "speedup_verdict", "speedup_basis", "baseline_run", "final_loss",

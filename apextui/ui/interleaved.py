@@ -17,7 +17,7 @@ from typing import Any
 from apextui.core.advise import DEFAULT_REPEATS, WorkloadVerdict, versus
 from apextui.core.measure.compare import format_speedup
 from apextui.core.number_format import ms as fmt_ms
-from apextui.core.presets import BASELINES, Preset
+from apextui.core.presets import Preset
 from apextui.core.results import ResultRow, row_from_snapshot
 from apextui.core.run.request import RunRequest
 
@@ -32,9 +32,8 @@ def selection(marked: Sequence[str], presets: Sequence[Preset]) -> tuple[list[Pr
     by_name = {p.name: p for p in presets}
     chosen = [by_name[n] for n in marked if n in by_name]
     for workload in dict.fromkeys(p.workload for p in chosen):
-        base = BASELINES.get(workload)
-        if base and not any(p.variant == base for p in chosen if p.workload == workload):
-            found = next((p for p in presets if p.workload == workload and p.variant == base), None)
+        if not any(p.is_baseline for p in chosen if p.workload == workload):
+            found = next((p for p in presets if p.workload == workload and p.is_baseline), None)
             if found is not None:
                 chosen.append(found)
     if len(chosen) < MIN_PRESETS:

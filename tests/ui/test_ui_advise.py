@@ -19,7 +19,6 @@ from ui_fakes import (
 )
 
 from apextui.core import presets
-from apextui.core.workloads.spec import WORKLOADS
 from apextui.core.advise import run as advise_run
 from apextui.ui.app import make_app
 from apextui.ui.screens.advise_screen import AdviseScreen, open_advice
@@ -51,7 +50,7 @@ class HoldFirst(FakeEngine):
 def article_app(engine, **kw):
     """The app on a fake H200 with the article's presets: fused_lamb (added later) is left out so that the run
     counts stay theirs."""
-    return gpu_app(engine, presets=[p for p in presets.load_builtin() if p.variant != "fused_lamb"], **kw)
+    return gpu_app(engine, presets=[p for p in presets.load_builtin() if p.name != "fused_lamb"], **kw)
 
 
 def body(app) -> str:
@@ -70,8 +69,7 @@ async def test_a_measures_with_the_apps_runner_shows_progress_then_verdicts(monk
     app = article_app(engine)
     # every preset of article_app (the shipped ones but fused_lamb) is available on the (fake) GPU, 2 repeats;
     # the data-parallel ones are not run in a one-device advice
-    total = 2 * len([p for p in presets.load_builtin() if p.variant != "fused_lamb"
-                     and WORKLOADS[p.workload].variant(p.variant).parallel is None])
+    total = 2 * len([p for p in presets.load_builtin() if p.name != "fused_lamb" and not p.config.data_parallel])
     async with app.run_test(size=SIZE) as pilot:
         await until_ready(pilot, app)
         await pilot.press("a")
@@ -124,7 +122,7 @@ async def test_s_stops_the_advice_and_keeps_a_partial_verdict():
     app = article_app(engine)
     async with app.run_test(size=SIZE) as pilot:
         await until_ready(pilot, app)
-        open_advice(app, workloads=("optimizer", "norm"), env=ENV)
+        open_advice(app, workloads=("optimizer", "layer_norm", "rms_norm"), env=ENV)
         await wait_for(pilot, lambda: engine.held is not None, what="the held run")
         await pilot.press("s")
         job = app.advice_job
@@ -132,8 +130,8 @@ async def test_s_stops_the_advice_and_keeps_a_partial_verdict():
         assert engine.held.stopped and len(engine.runners) == 2  # nothing starts after the stop
         doc = job.doc
         assert doc["status"] == "partial" and doc["runs"]["stopped"] == 1
-        opt, norm = doc["workloads"]
-        assert opt["status"] == "partial" and norm["status"] == "not_measured"
+        opt, *norms = doc["workloads"]
+        assert opt["status"] == "partial" and [n["status"] for n in norms] == ["not_measured", "not_measured"]
         assert "adamw_fused: stopped" in body(app) or "✗ adamw_fused: stopped" in body(app)
         assert app.start_preset("adamw")  # the app can run again
 

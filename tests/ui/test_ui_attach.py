@@ -122,10 +122,10 @@ async def test_b_makes_the_highlighted_finished_run_the_baseline():
     async with app.run_test(size=(120, 32)) as pilot:
         table = app.query_one(ComparisonTable)
         await wait_for(pilot, lambda: len(table.rows_data) == 2, what="two rows")
-        assert [r.variant for r in table.rows_data] == ["", "same"]  # the oldest is the baseline
+        assert [r.picked_baseline for r in table.rows_data] == [True, False]  # the oldest is the baseline
         table.move_cursor(row=1)
         await pilot.press("b")
-        assert [r.variant for r in table.rows_data] == ["same", ""]
+        assert [r.picked_baseline for r in table.rows_data] == [False, True]
 
 
 def mlp_loop(name: str, width: int, batch: int, stop: threading.Event | None = None,
@@ -213,7 +213,7 @@ async def test_b_takes_the_highlighted_run_when_rows_above_it_are_hidden():
         await pilot.press("x")  # the oldest hidden: the screen's row 1 is the third run
         table.move_cursor(row=1)
         await pilot.press("b")
-        assert [r.variant for r in table.rows_data] == ["same", "same", ""]
+        assert [r.picked_baseline for r in table.rows_data] == [False, False, True]
 
 
 async def test_docs_name_every_key_of_attach():

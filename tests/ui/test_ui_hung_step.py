@@ -157,7 +157,7 @@ def test_a_hang_up_ends_a_hung_worker_and_saves_the_run(tmp_path):
 async def test_s_twice_ends_a_hung_worker_and_keeps_the_run(tmp_path):
     spec = hang_model(tmp_path)
     hung = tmp_path / "model" / "hung"
-    presets = [*load_builtin(), *presets_for(spec, variants=("fp32",))]
+    presets = [*load_builtin(), *presets_for(spec, names=("fp32",))]
     app = make_app(presets=presets, report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex(),
                    runner_factory=default_runner_factory, device="cpu", steps=1_000_000, autostart=False,
                    save_dir=tmp_path)

@@ -22,7 +22,7 @@ async def test_model_variants_in_the_picker_run_in_the_worker_and_land_in_the_ta
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the worker's tiny steps on a small shared CPU
     bad = tmp_path / "bad.py"
     bad.write_text("def build():\n    raise ValueError('no such checkpoint')\n")
-    presets = [*load_builtin(), *presets_for(GPT), *presets_for(f"{bad}:build", variants=("fp32",))]
+    presets = [*load_builtin(), *presets_for(GPT), *presets_for(f"{bad}:build", names=("fp32",))]
     app = make_app(presets=presets, report_provider=provider(no_gpu_report()), probe=cpu_probe_no_apex(),
                    runner_factory=default_runner_factory, device="cpu", steps=4, autostart=False)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -9,13 +9,15 @@ from textual.app import App, ComposeResult
 from apextui.core.measure.summary import Summary
 from apextui.core.results import ResultRow
 from apextui.ui.widgets.comparison_table import PAGE_ROWS, ComparisonTable
+from helpers import named
 
 pytestmark = pytest.mark.asyncio
 
 
 def run(preset: str, median: float) -> ResultRow:
-    variant = "adamw" if preset.startswith("adamw run") else preset
-    return ResultRow(preset=preset, workload="optimizer", variant=variant, device="cpu", size="cpu", status="ok",
+    name = "adamw" if preset.startswith("adamw run") else preset
+    return ResultRow(preset=preset, workload="optimizer", config=named("optimizer", name), device="cpu", size="cpu",
+                     status="ok",
                      summary=Summary.from_dict({"steps": 60, "measured_steps": 50, "median_ms": median,
                                            "median_low_ms": median * 0.98, "median_high_ms": median * 1.02}))
 

@@ -221,19 +221,19 @@ class FakeRunner:
         size_name = "default" if gpu else "cpu"
         transformer = preset.workload == "transformer"
         self.info = RunInfo(
-            preset=preset.name, workload=preset.workload, variant=preset.variant, device=device,
+            preset=preset.name, workload=preset.workload, config=preset.config, device=device,
             size_name=size_name, size=dict(preset.size if gpu else preset.cpu_size), steps=self.steps,
             warmup=self.warmup, autocast=preset.config.autocast, units="tokens" if transformer else "samples",
             units_per_step=8192 if transformer else 256, baseline=preset.baseline,
             loss_floor=LOSS_FLOOR if transformer else None,
             check=(CorrectnessCheck(against="layernorm", max_abs_err=2.4e-7, tolerance=1e-5, passed=True)
-                   if preset.variant.startswith("fused_") and preset.workload == "norm" else None),
+                   if preset.name.startswith("fused_") and preset.workload in ("layer_norm", "rms_norm") else None),
             uses_grad_scaler=preset.config.autocast == "fp16", params=26_800_000 if transformer else 4_200_000,
         )
-        self.has_loss = preset.workload != "norm"
+        self.has_loss = preset.workload in ("optimizer", "transformer", "model")  # a norm benchmark has none
 
     def _record(self, step: int) -> StepRecord:
-        base = BASE_MS.get(self.preset.variant, 5.0)
+        base = BASE_MS.get(self.preset.name.rsplit("/", 1)[-1], 5.0)  # a model preset: its point's label
         ms = base * (1.0 + 0.04 * math.sin(step * 0.7)) + (base * 0.8 if step <= 3 else 0.0)
         loss = None
         if self.has_loss:

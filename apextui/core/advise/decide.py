@@ -8,7 +8,8 @@ from dataclasses import replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..measure.compare import ms, unsure
-from ..presets import BASELINES
+from ..presets import BASELINE_NAMES
+from ..workloads.spec import WORKLOADS
 from . import wording
 from .choice import Choice, choose
 from .records import LOSS_CHECKED, LOSS_TOLERANCE, ApexStatus, ApexVerdict, MachineApexStatus, Measurement, \
@@ -119,14 +120,14 @@ def verdict(workload: str, measurements: Sequence[Measurement], baseline: str | 
             decided: Choice[Measurement] | None = None) -> WorkloadVerdict:
     """The verdict for one workload from its measurements (pure: numbers in, verdict out).
 
-    `baseline` is the baseline preset's name (default: the measurement whose variant is the workload's
-    baseline variant, the one named like it first). `decided`: the decision where the caller made it (the model
+    `baseline` is the baseline preset's name (default: the measurement that runs the workload's baseline point,
+    the one named like that point first). `decided`: the decision where the caller made it (the model
     search's confirmed answer, `search.Search`), instead of `choice.choose` over every measurement."""
     ms = tuple(measurements)
     if baseline is None:
-        base_variant = BASELINES.get(workload)
-        cands = [m for m in ms if m.variant == base_variant]
-        cands.sort(key=lambda m: m.preset != base_variant)
+        spec = WORKLOADS.get(workload)
+        cands = [m for m in ms if spec is not None and m.config == spec.baseline_point]
+        cands.sort(key=lambda m: m.preset != BASELINE_NAMES.get(workload))
         baseline = cands[0].preset if cands else None
     base = next((m for m in ms if m.preset == baseline), None)
     status = _status(ms)

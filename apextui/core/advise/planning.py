@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from ..presets import BASELINES, Preset
-from ..workloads.spec import SHIPPED, WORKLOADS
+from ..presets import Preset
+from ..workloads.spec import FORMER_NORM, SHIPPED, WORKLOADS
 from .records import AdviceError, Measurement
 
 
@@ -22,9 +22,10 @@ AvailabilityFn = Callable[[Preset], Any]  # -> an object with ok, reason, fix (c
 
 
 def parse_workloads(value: str | Iterable[str] | None, allowed: Sequence[str] = SHIPPED) -> tuple[str, ...]:
-    """'optimizer,norm' (or a list) -> ('optimizer', 'norm'), in the order given, duplicates dropped;
-    None -> every workload with shipped presets. Raises AdviceError naming the unknown one. `allowed`: the
-    model workload too where the presets hold a model's (`advise --model`)."""
+    """'optimizer,rms_norm' (or a list) -> ('optimizer', 'rms_norm'), in the order given, duplicates dropped; "norm"
+    (one workload for both norms until 2026-12-06) is both norms' workloads; None -> every workload with shipped
+    presets. Raises AdviceError naming the unknown one. `allowed`: the model workload too where the presets hold a
+    model's (`advise --model`)."""
     if value is None:
         return tuple(SHIPPED)
     items = [p.strip() for p in value.split(",")] if isinstance(value, str) else [str(p).strip() for p in value]
@@ -32,7 +33,8 @@ def parse_workloads(value: str | Iterable[str] | None, allowed: Sequence[str] = 
     if not items:
         raise AdviceError(f"no workload given; choose from {', '.join(allowed)}")
     out: list[str] = []
-    for p in items:
+    norms = tuple(w for w in allowed if WORKLOADS[w].kernel_only)
+    for p in [w for item in items for w in (norms if item == FORMER_NORM and norms else (item,))]:
         if p not in allowed:
             hint = "; for your own model use --model FILE.py:FUNC" if p in WORKLOADS else ""
             raise AdviceError(f"unknown workload {p[:40]!r}; choose from {', '.join(allowed)}{hint}")
@@ -54,11 +56,11 @@ def plan(presets: Sequence[Preset], device: str, workloads: Sequence[str],
     size_key = "cpu_size" if device == "cpu" else "size"
     for w in workloads:
         mine = [p for p in presets if p.workload == w]
-        bases = sorted((p for p in mine if p.variant == BASELINES[w]), key=lambda p: p.name != BASELINES[w])
+        bases = sorted((p for p in mine if p.is_baseline), key=lambda p: p.name != p.baseline)
         base = bases[0] if bases else None
         runnable, skipped = [], []
         for p in mine:
-            kw: dict[str, Any] = dict(preset=p.name, variant=p.variant, workload=w, needs_apex=tuple(p.needs_apex),
+            kw: dict[str, Any] = dict(preset=p.name, workload=w, config=p.config, needs_apex=tuple(p.needs_apex),
                                       autocast=p.config.autocast)
             if base is not None and dict(getattr(p, size_key)) != dict(getattr(base, size_key)):
                 skipped.append(Measurement(**kw, available=False, not_compared=True,
@@ -66,7 +68,7 @@ def plan(presets: Sequence[Preset], device: str, workloads: Sequence[str],
                                            reason=f"not comparable: its [{size_key}] differs from the baseline "
                                                   f"{base.name}'s"))
                 continue
-            if not data_parallel and WORKLOADS[w].data_parallel(p.variant):
+            if not data_parallel and p.config.data_parallel:
                 skipped.append(Measurement(**kw, available=False, not_compared=True, reason=SINGLE_DEVICE_ONLY,
                                            fix=DATA_PARALLEL_FIX))
                 continue

@@ -10,6 +10,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Mapping
 
+from ..config.point import Config
 from ..workloads.spec import WORKLOADS
 from ..errors import UsageProblem
 from ..measure.compare import Comparison, Disturbance, Drift, Timing, compare, disturbances, fields, kept_runs, \
@@ -133,7 +134,6 @@ class Measurement:
     """Every run of one preset in this advice (or why it was not run)."""
 
     preset: str
-    variant: str
     workload: str
     needs_apex: tuple[str, ...] = ()
     autocast: str = "none"  # its point's autocast dtype (the record's "amp")
@@ -153,6 +153,7 @@ class Measurement:
     # text read one comparison of a pair (None: the pooled runs decide, as for the shipped workloads)
     judge: Callable[["Measurement", "Measurement"], "Comparison | None"] | None = field(default=None, compare=False,
                                                                                     repr=False)
+    config: Config | None = None  # the preset's point (its identity: the baseline is its workload's baseline point)
 
     @property
     def ok_runs(self) -> list[RunResult]:
@@ -369,7 +370,9 @@ class WorkloadVerdict:
             timing = m.timing
             vs_base = versus(m, base) if base is not None and base.measured and timing is not None else None
             presets.append({
-                "preset": m.preset, "variant": m.variant, "amp": m.autocast, "needs_apex": list(m.needs_apex),
+                "preset": m.preset, "config": m.config.as_dict() if m.config is not None else None,
+                "label": m.config.label if m.config is not None else m.preset, "amp": m.autocast,
+                "needs_apex": list(m.needs_apex),
                 "is_baseline": m.preset == self.baseline, "status": m.status,
                 "reason": m.reason or None, "fix": m.fix or None, "not_compared": m.not_compared,
                 # rounded here, at the edge: the speed-ups follow from the unrounded figures

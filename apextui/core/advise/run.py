@@ -284,7 +284,7 @@ class Advisor:
             if self._searches(p):
                 out.append(self._search_verdict(p))
                 continue
-            ms = [Measurement(preset=x.name, variant=x.variant, workload=x.workload, needs_apex=tuple(x.needs_apex),
+            ms = [Measurement(preset=x.name, workload=x.workload, config=x.config, needs_apex=tuple(x.needs_apex),
                               autocast=x.config.autocast, runs=tuple(self._runs.get((p.workload, x.name), ())),
                               planned=self.repeats,
                               drift=self.drift)
@@ -365,7 +365,7 @@ class Advisor:
         ms = []
         for name, x in self._search_presets.items():
             runs = tuple(self._runs.get((p.workload, name), ()))
-            kw: dict[str, Any] = dict(preset=x.name, variant=x.variant, workload=x.workload,
+            kw: dict[str, Any] = dict(preset=x.name, workload=x.workload, config=x.config,
                                       needs_apex=tuple(x.needs_apex), autocast=x.config.autocast, judge=judge)
             if runs:
                 ms.append(Measurement(**kw, runs=runs, planned=len(runs), drift=self.drift))
@@ -386,10 +386,10 @@ class Advisor:
         r = self._search_result
         if r is None:
             return None
-        point_of = {name: x.point for name, x in self._search_presets.items()}
+        points = {name: x.point for name, x in self._search_presets.items()}
 
         def judge(a: Measurement, b: Measurement) -> Any:
-            pa, pb = point_of.get(a.preset), point_of.get(b.preset)
+            pa, pb = points.get(a.preset), points.get(b.preset)
             return r.shown(pa, pb) if pa is not None and pb is not None else None
 
         return judge

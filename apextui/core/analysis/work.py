@@ -66,7 +66,7 @@ class PerStepWork:
 
 def optimizer_work(n_params: int, bytes_per_param: int = ADAMW_BYTES_PER_PARAM,
                    flops_per_param: int = ADAMW_FLOPS_PER_PARAM, name: str = "AdamW") -> Work:
-    """The optimizer step over `n_params` fp32 parameters; the costs a parameter come from the variant
+    """The optimizer step over `n_params` fp32 parameters; the costs a parameter come from the configuration
     (`workloads.spec.OptimizerCost`), AdamW's by default."""
     return Work(flops=float(flops_per_param * n_params), bytes=float(bytes_per_param * n_params),
                 scope="opt_step", precision="fp32", primary="bytes",

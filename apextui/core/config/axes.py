@@ -1,15 +1,15 @@
 """The axes a training loop can change, each value declared once: its name, description, what it needs and where
 it builds.
 
-Why one registry: a configuration is a point with one value per axis (`point.Config`); every workload's variants
-are points (the optimizer and norm kernels, the Transformer's recipes, the user's model's named variants), so one
+Why one registry: a configuration is a point with one value per axis (`point.Config`); every workload's configurations
+are points (the optimizer and norm kernels, the Transformer's recipes, the user's model's named points), so one
 vocabulary says what a run is, what it needs and what it builds. Adding a value is one `Value` below, one entry in
 the apply table (`workloads/apply.py`: what it builds), one line in the snippet (`snippet.py`) and its tests; adding
 an axis is its `Axis` below and its entries in those two tables, each at the `Stage`s it acts in (CONTRIBUTING.md
 shows both).
 
 This module is data only (no torch, nothing of apextui's above it), so that the workload registry
-(`workloads/spec.py`) can declare its variants as points; whether a value can run here is `needs.py`'s.
+(`workloads/spec.py`) can declare its configurations as points; whether a value can run here is `needs.py`'s.
 """
 
 from __future__ import annotations
@@ -101,6 +101,10 @@ class Stage(StrEnum):
     PROCESS = "process"  # before anything is built: settings a run must set, never inherit (TF32, cuDNN's benchmark)
     KERNELS = "kernels"  # modules swapped for kernels that compute the same (the norms, the loss)
     LAYERS = "layers"  # the model's layers changed (fp8's float8 Linears, the weights' layout)
+    # the model wrapped to train on several ranks (DDP, FSDP2), where its workload trains data-parallel; after its
+    # layers changed (and its eager FLOPs were counted: a wrapped backward runs collectives), before the optimizer
+    # takes its parameters (FSDP2 replaces them with sharded ones)
+    PARALLEL = "parallel"
     OPTIMIZER = "optimizer"  # the optimizer over the model's parameters, and fp16's GradScaler
     STEP = "step"  # what each step runs under (autocast, the SDPA backend) and does to its batch (its layout)
     COMPILE = "compile"  # torch.compile of the step's forward and loss
@@ -231,6 +235,14 @@ AXES: tuple[Axis, ...] = (
         Value("liger_flce", "Liger's fused linear cross-entropy: the LM head and the loss in chunks, the logits never "
               "held whole (a Hugging Face causal LM of a family Liger patches)", "liger_flce", needs=("liger",),
               applies="causal_lm_loss", workloads=("model",)),
+    )),
+    Axis("parallel", "how the model trains on several ranks (the shipped Transformer's own ways)", (
+        Value("auto", "DDP under torchrun, one process otherwise (Apex's DistributedFusedAdam reduces its gradients "
+              "itself)", ""),
+        Value("ddp", "`DistributedDataParallel`, on a world of one outside torchrun", "ddp",
+              workloads=("transformer",)),
+        Value("fsdp2", "FSDP2 `fully_shard`, each block and then the model, on a world of one outside torchrun",
+              "fsdp2", workloads=("transformer",)),
     )),
 )
 SHIPPED_AXIS_NAMES = tuple(a.name for a in AXES)

@@ -117,7 +117,7 @@ def compile_availability(device: str) -> Availability:
 
 
 def cuda_availability(device: str) -> Availability:
-    """TF32 is a mode of NVIDIA tensor cores: on the CPU the variant would be fp32 again."""
+    """TF32 is a mode of NVIDIA tensor cores: on the CPU the configuration would be fp32 again."""
     if device != "cuda":
         return Availability(False, "TF32 is a CUDA tensor-core mode; on CPU this would be the fp32 run again",
                             "run on a machine with an NVIDIA GPU (--device cuda)")

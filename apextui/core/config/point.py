@@ -1,8 +1,8 @@
 """A configuration as a point: one value per axis (`axes.AXES`), frozen and hashable.
 
-Every workload's variants are points: the model workload's named variants are named points (`NAMED`;
-`spec.MODEL.variants` is made from them), so `--variant bf16` still means what it meant; the shipped workloads'
-variants carry theirs (`VariantSpec.config`). Any other point is asked for by its axes
+Every run is a point: the model workload's named points (`NAMED`; `spec.MODEL.points` is made from them) keep their
+names, so `--variant bf16` still means what it meant; the shipped workloads' presets are their named points
+(`spec.NamedPoint.config`). Any other point is asked for by its axes
 (`parse("precision=bf16,optimizer=fused")`, or a table `{precision = "bf16", ...}` in a preset). A point's `label`
 is its preset name's tail: the named point's name where it is one, else the non-default values' labels joined by
 "+" (`bf16+fused+compile`), "fp32" for the point with every default.
@@ -31,6 +31,7 @@ class Config:
     memory_format: Value
     attention: Value
     loss: Value
+    parallel: Value
 
     def __init__(self, *given: str, **named: str) -> None:
         names = axis_names()
@@ -148,6 +149,13 @@ class Config:
         """It replays CUDA graphs (a compile mode's, the whole step's, the optimizer step's)."""
         return any("cuda_graphs" in v.needs for v in self.values())
 
+    @property
+    def data_parallel(self) -> bool:
+        """It trains in a data-parallel way of its own (DDP or FSDP2 named, or Apex's sharded DistributedFusedAdam):
+        measured on one device it shows its wrapper's overhead, so a one-device advice leaves it out and `apextui list`
+        says so."""
+        return self.parallel != axis("parallel").default or self.optimizer == "apex_distributed"
+
     def builds_on(self, workload: str) -> str | None:
         """None where `workload` builds every value of the point, else why not."""
         for value in self.values():
@@ -186,7 +194,7 @@ def _config_of(values: dict[str, str]) -> Config:
 
 BASELINE = Config()
 
-# the model workload's named variants as points (their names and meanings as before the axes)
+# the model workload's named points as points (their names and meanings as before the axes)
 NAMED: Mapping[str, Config] = MappingProxyType({
     "fp32": BASELINE,
     "tf32": Config(precision="tf32"),
@@ -257,12 +265,12 @@ def from_label(label: str) -> Config:
     return Config(**chosen)
 
 
-def model_point(variant: object, config: object, *, variant_is: str, config_is: str) -> Config | None:
-    """The point a run of the user's model names by its `config` (`parse`), or None where it names a `variant` instead
+def model_point(name: object, config: object, *, variant_is: str, config_is: str) -> Config | None:
+    """The point a run of the user's model names by its `config` (`parse`), or None where it names a named point instead
     (its caller checks that name): the one rule for a preset file's `variant`/`config` fields and for the `--variant`/
     `--config` flags. Never both, even where they would name one point: one of the two would be read and the other
     silently dropped. ConfigError naming the two as the caller spells them (`variant_is`, `config_is`)."""
-    if variant is not None and config is not None:
+    if name is not None and config is not None:
         raise ConfigError(f"give {variant_is} or {config_is}, not both")
     return None if config is None else parse(config)
 

@@ -125,7 +125,7 @@ LINES: dict[str, dict[Stage, Mapping[str, list[str]]]] = {
                                "convert_to_float8_training(model, module_filter_fn=lambda m, fqn: isinstance(m, "
                                "torch.nn.Linear)",
                                "                           and m.in_features % 16 == 0 and m.out_features % 16 == 0)"]},
-        Stage.OPTIMIZER: {"fp16": ["from torch.amp import GradScaler", 'scaler = GradScaler("{device}")']},
+        Stage.OPTIMIZER: {"fp16": ["from torch import GradScaler", 'scaler = GradScaler("{device}")']},
         Stage.STEP: {"bf16": [_AUTOCAST % "bfloat16"], "fp16": [_AUTOCAST % "float16"],
                      "fp8": [_AUTOCAST % "bfloat16"]},
     },
@@ -144,6 +144,16 @@ LINES: dict[str, dict[Stage, Mapping[str, list[str]]]] = {
                      "cudnn": ["sdpa_kernel(SDPBackend.CUDNN_ATTENTION)"], "math": ["sdpa_kernel(SDPBackend.MATH)"]},
     },
     "loss": {Stage.KERNELS: LOSS},
+    "parallel": {Stage.PARALLEL: {
+        "ddp": ["# under torchrun, after torch.distributed.init_process_group",
+                "from torch.nn.parallel import DistributedDataParallel",
+                "model = DistributedDataParallel(model)  # on CUDA: device_ids=[torch.cuda.current_device()]"],
+        "fsdp2": ["# under torchrun, after torch.distributed.init_process_group",
+                  "from torch.distributed.fsdp import fully_shard",
+                  "for block in model.blocks:  # your model's repeated blocks first, then the whole model",
+                  "    fully_shard(block)",
+                  "fully_shard(model)"],
+    }},
 }
 
 
@@ -203,6 +213,7 @@ def snippet(config: Config, *, calling: Calling | None = None, device: str = "cu
     simple = calling.loss == "loss_fn" and calling.inputs == "one"  # one inputs tensor
     if config.channels_last and not simple:
         lines += _TO_CHANNELS_LAST
+    lines += _lines(config, Stage.PARALLEL, device)
     if config.whole_step_graph:
         return _whole_step_graph(lines, config)
     lines += _lines(config, Stage.OPTIMIZER, device)

@@ -25,7 +25,7 @@ from .compare import Comparison, fields, from_fields
 
 FinalStatus = Literal["ok", "stopped", "failed"]  # how a run (or one rank of it) ended
 BottleneckLabel = Literal["host-bound", "memory-bound", "compute-bound", "unknown"]
-# how the correctness check handled dropout: the variant drew the same masks as fp32; dropout was off for the check;
+# how the correctness check handled dropout: the point drew the same masks as fp32; dropout was off for the check;
 # the model has none
 DropoutHandling = Literal["same_masks", "disabled_for_check", "none_found"]
 ParityKind = Literal["loss_parity"]  # a model's losses against fp32's; a kernel's check (a norm's) has no kind
@@ -179,7 +179,7 @@ _PARITY = ("kind", "steps", "relative_tolerance", "losses", "baseline_losses", "
 
 @dataclass(frozen=True)
 class CorrectnessCheck:
-    """A variant's correctness check, done at set-up against the baseline (`against`), the summary's `check`:
+    """A configuration's correctness check, done at set-up against the baseline (`against`), the summary's `check`:
     a model's losses step by step against fp32's (`kind` "loss_parity", `workloads.model_workload`) or a kernel's
     output and gradient against its torch counterpart's (no kind, `workloads.norm`). `passed` False: the run
     measured fine and its result is wrong (`message` says where). A field that is None is left out of the JSON,

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..exits import EXIT_FAILED
 from ..presets import Preset
+from ..workloads.spec import WORKLOADS
 from .distributed import Channel, Coordinator, Group
 from .merge import Baseline, Merger, RankEnd, from_row, merged_snapshot, overall, to_row
 from .request import RunRequest
@@ -32,11 +33,11 @@ def log(rank: int, message: str) -> None:
 
 def data_parallel_problem(preset: Preset) -> str | None:
     """Why a preset cannot run data-parallel, or None."""
-    if preset.workload == "norm":
-        return "the norm workload times one kernel and has no model to train data-parallel; pick a transformer " \
-               "or optimizer preset"
+    if WORKLOADS[preset.workload].kernel_only:
+        return f"the {preset.workload} workload times one kernel and has no model to train data-parallel; pick a " \
+               "transformer or optimizer preset"
     if preset.config.cuda_graphs:
-        return f"{preset.variant} captures CUDA graphs, which apextui does not run data-parallel"
+        return f"{preset.name} captures CUDA graphs, which apextui does not run data-parallel"
     return None
 
 

@@ -33,7 +33,7 @@ def _num(value: float | None, digits: int = 4) -> float | None:
     return None if v is None else round(v, digits)
 
 
-def start_line(*, preset: str, workload: str, variant: str, device: str, steps: int | None, warmup: int,
+def start_line(*, preset: str, workload: str, device: str, steps: int | None, warmup: int,
                env: Mapping[str, Any], preset_file: str | None = None, model: dict[str, Any] | None = None,
                baseline: str | None = None, size: str = "default", size_params: Mapping[str, Any] | None = None,
                amp: str = "none", config: Config | None = None, note: str | None = None,
@@ -43,7 +43,7 @@ def start_line(*, preset: str, workload: str, variant: str, device: str, steps: 
     autocast dtype, as every earlier line has it; `extra`: what a kind of run adds (`watch`, `distributed`)."""
     return {
         "event": "start", "schema": SCHEMA_VERSION, "preset": preset, "preset_file": preset_file, "model": model,
-        "workload": workload, "variant": variant, "baseline": baseline, "device": device, "size": size,
+        "workload": workload, "baseline": baseline, "device": device, "size": size,
         "size_params": dict(size_params or {}), "steps": steps, "warmup": warmup, "amp": amp,
         "config": config.as_dict() if config is not None else None,
         "config_label": config.label if config is not None else None,
@@ -59,7 +59,7 @@ def start_event(preset: Preset, device: str, steps: int, warmup: int, env: Mappi
     """A preset's `start` line; `extra`: e.g. a data-parallel run's `distributed`."""
     size_name = "cpu" if device == "cpu" else "default"
     return start_line(
-        preset=preset.name, workload=preset.workload, variant=preset.variant, device=device, steps=steps,
+        preset=preset.name, workload=preset.workload, device=device, steps=steps,
         warmup=warmup, env=env,
         preset_file=preset.path if preset.path != preset.model else None,  # a generated model preset: none
         model=model_fields(preset), baseline=preset.baseline, size=size_name,

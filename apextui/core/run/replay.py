@@ -13,6 +13,7 @@ import math
 from typing import Any, Mapping
 
 from ..measure.mfu import Peak, StepFlops
+from ..presets import recorded
 from .merge import MergedRecord
 from .snapshot import TERMINAL, RunInfo, Snapshot, Status
 from ..measure.details import CorrectnessCheck, Distributed
@@ -56,8 +57,9 @@ def info_from(start: Mapping[str, Any], setup: Mapping[str, Any]) -> RunInfo:
     where it has one (a watched run's clock may move to CUDA after its first steps)."""
     name = str(start.get("preset") or "?")
     size = start.get("size_params")
+    workload, point = recorded(start) if start.get("workload") else ("?", None)
     return RunInfo(
-        preset=name, workload=str(start.get("workload") or "?"), variant=str(start.get("variant") or name),
+        preset=name, workload=workload, config=point,
         device=str(setup.get("device") or start.get("device") or "cpu"), size_name=str(start.get("size") or "default"),
         size=dict(size) if isinstance(size, dict) else {}, steps=integer(start.get("steps")),
         warmup=integer(start.get("warmup")), autocast=str(start.get("amp") or "none"),

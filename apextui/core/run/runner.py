@@ -253,7 +253,7 @@ class Runner(RunControl):
         compile_s = None
         if getattr(workload, "compiles", False):  # before the clock starts: never part of a step
             self._inbox.put(("status", "compiling"))
-            with setup_stop.asking(self._stop.is_set):  # a compiled variant's check is its warm-up's first steps
+            with setup_stop.asking(self._stop.is_set):  # a compiled configuration's check is its warm-up's first steps
                 compile_s = workload.warm_up()
         if self.device == "cuda":
             torch.cuda.synchronize()
@@ -263,7 +263,7 @@ class Runner(RunControl):
         if self.coordinator is not None:
             clock.schedule.agree = self.coordinator.agree_ms
         info = RunInfo(
-            preset=self.preset.name, workload=self.preset.workload, variant=self.preset.variant,
+            preset=self.preset.name, workload=self.preset.workload, config=self.preset.config,
             device=self.device, size_name=size_name, size=dict(size), steps=self.steps, warmup=self.warmup,
             autocast=self.preset.config.autocast, units=workload.units, units_per_step=workload.units_per_step,
             baseline=self.preset.baseline, loss_floor=workload.loss_floor, check=workload.check,

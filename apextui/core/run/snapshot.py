@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Callable, Literal, Mapping
 
 from ..analysis import PerStepWork, RunAnalysis, Work
+from ..config.point import Config
 from ..measure.mfu import Mfu, Peak, StepFlops, mfu
 from ..monitor.sampler import MonitorReading
 from ..measure.details import CorrectnessCheck, Distributed, FinalStatus
@@ -25,7 +26,7 @@ class RunInfo(PerStepWork):
 
     preset: str
     workload: str
-    variant: str
+    config: Config | None  # the point it runs (None: a watched run, or a stream whose point does not read back)
     device: str
     size_name: str  # "default" or "cpu"
     size: Mapping[str, int]
@@ -36,7 +37,7 @@ class RunInfo(PerStepWork):
     units_per_step: int
     baseline: str
     loss_floor: float | None = None
-    check: CorrectnessCheck | None = None  # the variant's correctness check, done at set-up
+    check: CorrectnessCheck | None = None  # the point's correctness check, done at set-up
     uses_grad_scaler: bool = False
     params: int | None = None
     work: Work | None = None  # the workload's FLOPs and bytes a step (roofline model), where modelled

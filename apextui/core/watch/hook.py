@@ -242,7 +242,7 @@ class Watch:
         assert self.meta is not None
         self._mfu_inputs()
         self._info = self._with_mfu(RunInfo(
-            preset=self.name, workload=lines.WORKLOAD, variant=self.name, device=device, size_name="default", size={},
+            preset=self.name, workload=lines.WORKLOAD, config=None, device=device, size_name="default", size={},
             steps=self.steps or 0, warmup=self.warmup, autocast="none", units="steps", units_per_step=1, baseline=""))
         # a loop without torch (JAX, NumPy) is not made to import it: its env has no torch fields
         env = describe(device) if torch is not None else {"python": platform.python_version(),

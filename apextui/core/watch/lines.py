@@ -1,6 +1,6 @@
 """The JSON lines of a watched run: the `--json` shapes (`run/events.py`) with what a watched run adds.
 
-`start` has the keys of a preset run's (`workload` "watch", `preset` and `variant` the run's name, `steps` null
+`start` has the keys of a preset run's (`workload` "watch", `preset` the run's name, `config` null, `steps` null
 when unknown) and a `watch` object (name, pid, host, start, rank, argv, and what the run trains where the hook was
 told: `model` and `batch`, `workload.py`; an older stream has neither); `setup` adds `device` (the clock may
 move to CUDA after the first steps); `step` and `end` are `events.step_event` and `events.end_event` as they
@@ -26,7 +26,7 @@ def start_event(meta: RunMeta, device: str, steps: int | None, warmup: int, env:
     """No 0.2 s contention check at the start of the user's training (`contention` null): the step lines carry
     the sampler's. `model` and `batch`: what the run trains (`workload.py`; null where not told)."""
     return events.start_line(
-        preset=meta.name, workload=WORKLOAD, variant=meta.name, device=device, steps=steps, warmup=warmup, env=env,
+        preset=meta.name, workload=WORKLOAD, device=device, steps=steps, warmup=warmup, env=env,
         watch={"name": meta.name, "pid": meta.pid, "host": meta.host, "start": meta.start, "rank": meta.rank,
                "argv": list(sys.argv), "model": dict(model) if model else None,
                "batch": dict(batch) if batch else None})

@@ -5,9 +5,9 @@ said nothing (`≈0.62×`). Runs whose start lines record their model and batch 
 names; a run that records less (an older stream records neither) with the runs of its name that record the same
 (`workload.Workload.group`). The group is the row's `model`, which `ResultRow.comparable_key` groups by (runs of two
 models never compare). A group has no shipped baseline: the user picks one (the oldest finished run by default).
-The table's `RunIndex` takes as a group's baseline the row whose variant is its workload's baseline name, which
-for workload "watch" is "" (`presets.BASELINES` has no entry): so the chosen run's row gets variant "" and every
-other row its name. A run alone in its group has no baseline and no speed-up.
+The table's `RunIndex` takes as a group's baseline the row that is its baseline (`ResultRow.is_baseline`): a watched
+run has no point, so the chosen run's row is marked `picked_baseline`. A run alone in its group has no baseline and
+no speed-up.
 
 Live runs join the table with their figures so far (`Table`: each followed incrementally, marked ● in its name);
 a live run is never the baseline: its median still moves."""
@@ -41,8 +41,8 @@ def row(meta: RunMeta, end: dict[str, Any], device: str = "cpu", baseline: bool 
     summary = summary if isinstance(summary, dict) else {}
     status = end.get("status") if end.get("status") in ("ok", "stopped", "failed") else "failed"
     error = end.get("error")
-    return ResultRow(preset=f"{meta.name} {meta.started[5:16]}", workload=WORKLOAD,
-                     variant="" if baseline else meta.name, device=device, size="default",
+    return ResultRow(preset=f"{meta.name} {meta.started[5:16]}", workload=WORKLOAD, picked_baseline=baseline,
+                     device=device, size="default",
                      status=str(status), summary=Summary.from_dict(summary),
                      error=error if isinstance(error, str) else None, source=SESSION,
                      model=(work or Workload()).group(meta.name), series=meta.name)
@@ -136,6 +136,6 @@ class Table:
         if snap.stats is None or snap.info is None:
             return None
         return meta, ResultRow(preset=f"{meta.name} {meta.started[5:16]} {LIVE_MARK}", workload=WORKLOAD,
-                               variant=meta.name, device=snap.info.device, size="default", status="ok",
+                               device=snap.info.device, size="default", status="ok",
                                summary=events.summary(snap), source=SESSION,
                                model=Workload.of(replay.start).group(meta.name), series=meta.name)

@@ -15,8 +15,8 @@ worker (`run.reusable`): TF32 (`set_tf32`), cuDNN's benchmark mode (`set_cudnn_b
 names in transformers' modules, undone first (`undo_patches`); coordinate-descent tuning is a `torch.compile` option
 of that compile alone, never inductor's global config.
 
-Why one table: the workloads used to build their variants from names, each its own way (two `make_optimizer`s, an
-`if variant ==` chain for the norms, a counterpart table, the model's own recipes), so a new value meant finding
+Why one table: the workloads used to build their configurations from names, each its own way (two `make_optimizer`s, an
+`if configuration ==` chain for the norms, a counterpart table, the model's own recipes), so a new value meant finding
 every one of them.
 """
 
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping
 
 import torch
 from torch import nn
-from torch.amp import GradScaler
+from torch import GradScaler
 
 from ..config.axes import SHIPPED_AXIS_NAMES, Stage, Value
 from ..errors import ApextuiError
@@ -419,6 +419,19 @@ def _layout(value: Value, build: Build) -> None:
     set_layout(build.target(), value)
 
 
+def _wrap(value: Value, build: Build) -> None:
+    """The model wrapped for its way of training on several ranks (`parallel.kind`), where its workload trains
+    data-parallel (`Build.data_parallel`); a point that replays CUDA graphs is never wrapped."""
+    from . import parallel
+
+    how = parallel.kind(build.config) if build.data_parallel else None
+    if how is None:
+        return
+    if build.config.cuda_graphs:
+        raise ValueError(f"{build.config.label} captures CUDA graphs; apextui does not run it data-parallel")
+    build.model = parallel.wrap(build.target(), how, build.device, shards=build.shards)
+
+
 def _autocast_step(value: Value, build: Build) -> None:
     build.step.autocast_dtype = autocast_dtype(value)
 
@@ -440,6 +453,7 @@ ACTS: dict[str, Mapping[Stage, Action]] = {
     "memory_format": {Stage.PROCESS: _cudnn_benchmark, Stage.LAYERS: _layout, Stage.STEP: _layout_step},
     "attention": {Stage.STEP: _attention_step},
     "loss": {Stage.KERNELS: _patch_loss},
+    "parallel": {Stage.PARALLEL: _wrap},
 }
 
 

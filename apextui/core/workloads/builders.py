@@ -12,7 +12,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from .spec import WORKLOADS, VariantSpec
+from .spec import WORKLOADS
 
 if TYPE_CHECKING:
     from ..presets import Preset
@@ -22,34 +22,22 @@ if TYPE_CHECKING:
 Builder = Callable[["Preset", str, Mapping[str, int], int], "Workload"]
 
 
-def _named(preset: Preset) -> VariantSpec | None:
-    """The preset's named variant, where it runs one: what it declares beside its point (the norm micro-benchmark's
-    norm, a data-parallel way)."""
-    return WORKLOADS[preset.workload].find(preset.variant)
-
-
 def _build_optimizer(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
     from .optimizer import OptimizerWorkload
 
-    named = _named(preset)
-    return OptimizerWorkload(preset.config, size, device, preset.lr, named.parallel if named else None, preset.name)
+    return OptimizerWorkload(preset.config, size, device, preset.lr, preset.name)
 
 
 def _build_norm(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
     from .norm import NormWorkload
 
-    named = _named(preset)
-    if named is None:
-        raise ValueError(f"preset {preset.name!r}: the norm workload runs its named variants only")
-    return NormWorkload(preset.config, named, size, device, preset.seed)
+    return NormWorkload(preset.config, WORKLOADS[preset.workload], size, device, preset.seed)
 
 
 def _build_transformer(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
     from .transformer import TransformerWorkload
 
-    named = _named(preset)
-    return TransformerWorkload(preset.config, size, device, preset.lr, preset.seed, steps,
-                               named.parallel if named else None, preset.name)
+    return TransformerWorkload(preset.config, size, device, preset.lr, preset.seed, steps, preset.name)
 
 
 def _build_model(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:
@@ -57,11 +45,12 @@ def _build_model(preset: Preset, device: str, size: Mapping[str, int], steps: in
 
     if preset.model is None:
         raise ValueError(f"preset {preset.name!r} has workload 'model' but names no model")
-    return ModelWorkload(preset.model, preset.variant, device, preset.lr, preset.seed, steps, config=preset.config)
+    return ModelWorkload(preset.model, preset.config, device, preset.lr, preset.seed, steps)
 
 
 BUILDERS: Mapping[str, Builder] = MappingProxyType({
-    "optimizer": _build_optimizer, "norm": _build_norm, "transformer": _build_transformer, "model": _build_model})
+    "optimizer": _build_optimizer, "layer_norm": _build_norm, "rms_norm": _build_norm,
+    "transformer": _build_transformer, "model": _build_model})
 
 
 def build(preset: Preset, device: str, size: Mapping[str, int], steps: int) -> Workload:

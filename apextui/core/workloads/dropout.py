@@ -1,6 +1,6 @@
 """Dropout of the user's model, for the loss-parity check: found, and switched off for the check alone.
 
-Eager variants draw the same dropout masks as fp32 when the random stream is seeded identically before each; a
+Eager configurations draw the same dropout masks as fp32 when the random stream is seeded identically before each; a
 compiled graph draws its own random numbers, so its check runs with dropout switched off: every `nn.Dropout*`
 module's `p` and every float attribute whose name says dropout (`dropout`, `attn_dropout`, `attention_dropout`,
 `dropout_p`, as HF attention modules and `nn.MultiheadAttention` keep them) set to 0, then put back. The
@@ -50,7 +50,7 @@ def disabled(model: nn.Module) -> Iterator[None]:
 @contextmanager
 def same_stream(seed: int, device: str) -> Iterator[None]:
     """The random stream (torch's CPU generator and, on CUDA, the current device's) seeded with `seed` inside
-    the block, and put back as it was after it: the reference and the variant draw the same numbers, and the
+    the block, and put back as it was after it: the reference and the configuration draw the same numbers, and the
     measured steps the ones they would have drawn without the check."""
     devices = [torch.cuda.current_device()] if device == "cuda" else []
     with torch.random.fork_rng(devices=devices):

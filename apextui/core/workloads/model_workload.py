@@ -1,19 +1,19 @@
 """The user's own model as a workload: one configuration (a point on `config.axes`) applied to it.
 
 A run is a point on the configuration axes (`config.point.Config`: precision, optimizer, norms, compile);
-a named variant is a named point (`config.point.NAMED`). Every variant trains the same
+a named point is a named point (`config.point.NAMED`). Every configuration trains the same
 model from the same initial weights (torch seeded before the user's function builds it) on the same batches
 (`POOL` made once by `make_batch` from a seeded generator, cycled), so that their losses can be compared.
 
-Loss parity (`check`): each variant except fp32 first trains `PARITY_STEPS` steps as fp32 would (the model
+Loss parity (`check`): each configuration except fp32 first trains `PARITY_STEPS` steps as fp32 would (the model
 as built, fp32, torch AdamW defaults) and then as itself, both from the initial weights and on the first
 batches, and compares the two losses step by step (fp16: up to the first step GradScaler skipped, after which
 the weights differ by design; `_compare`); a loss further from fp32's than the precision's
-tolerance (`TOLERANCE`) fails the check, and a variant that failed it is flagged (never recommended) by
+tolerance (`TOLERANCE`) fails the check, and a configuration that failed it is flagged (never recommended) by
 the advice and shown red in the TUI. Then weights and buffers are put back and the optimizer is made
-afresh: the measured run starts from the initial weights. For a compiled variant the variant's parity
+afresh: the measured run starts from the initial weights. For a compiled configuration the configuration's parity
 steps are its compile warm-up. Both runs draw from the same random stream (`dropout.same_stream`, seeded
-with seed + `CHECK_SEED_OFFSET`), so dropout draws the same masks in eager mode; a compiled variant, or an
+with seed + `CHECK_SEED_OFFSET`), so dropout draws the same masks in eager mode; a compiled configuration, or an
 eager one whose masks differ anyway, is checked with dropout off (`dropout.disabled`); the record's
 `dropout` says which, and a failure's `message` names the cause found. The check's fp32 steps are where the engine
 first calls the model (eagerly): they note how (`config.calling.Calling`: the inputs' form, where the loss comes
@@ -23,7 +23,7 @@ The model's FLOPs a step (`step_flops`, what MFU reads) are counted on the model
 swap or fp8 change anything: one eager forward and backward on the first batch (`flop_count`), weights, buffers and
 random state left as they were. That forward is the model's first, and the initial weights every run starts from are
 taken after it: state a forward makes (a parameter created on its first call, a lazy module's) is part of them, so
-the check's fp32 steps and the variant's put back the same entries they started from.
+the check's fp32 steps and the configuration's put back the same entries they started from.
 
 The norm swap (fused_norms, fused_amp; norms=liger) replaces every module that computes a LayerNorm or RMSNorm
 (`norm_swap.find_norms`, whatever its class) with Apex's `FusedLayerNorm` / `FusedRMSNorm` (or Liger's; for a
@@ -48,7 +48,7 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
-from torch.amp import GradScaler
+from torch import GradScaler
 
 from .warmup import WARMUP_STEPS
 from .failure import is_out_of_memory
@@ -74,12 +74,12 @@ from .spec import MODEL
 
 __all__ = ["ModelWorkload", "count_norms", "find_norms", "fp8_layer_fits", "swap_norms", "UserCodeError"]
 
-POOL = 8  # batches made up front and cycled: the data costs nothing in a step, and every variant sees the same
-PARITY_STEPS = 5  # steps of fp32 and of the variant whose losses are compared
-# the largest relative difference from fp32's loss over the parity steps, by the variant's arithmetic
+POOL = 8  # batches made up front and cycled: the data costs nothing in a step, and every configuration sees the same
+PARITY_STEPS = 5  # steps of fp32 and of the configuration whose losses are compared
+# the largest relative difference from fp32's loss over the parity steps, by the configuration's arithmetic
 TOLERANCE = {"fp32": 2e-3, "tf32": 1e-2, "fp16": 3e-2, "bf16": 5e-2}
 SWAP_TOLERANCE = 1e-4  # relative difference of the first batch's fp32 loss before and after the norm swap
-CHECK_SEED_OFFSET = 2  # the check's random stream: torch seeded with seed + this before fp32's and the variant's steps
+CHECK_SEED_OFFSET = 2  # the check's random stream: torch seeded with seed + this before fp32's and the point's steps
 NO_LOSS = ("the model returned an output whose loss is None (a Hugging Face model computes its loss only when the "
            "batch has labels): give make_batch a `labels` entry, or a loss_fn")
 
@@ -224,12 +224,13 @@ def _steps(numbers: list[int]) -> str:
 
 
 class ModelWorkload(Workload):
-    """The user's model, trained one step at a time under one model variant (see the module docstring)."""
+    """The user's model, trained one step at a time under one model configuration (see the module docstring)."""
 
-    def __init__(self, spec: str, variant: str, device: str, lr: float, seed: int, steps: int,
-                 config: Config | None = None) -> None:
-        self.spec, self.variant, self.device = spec, variant, device
-        self.config = config if config is not None else NAMED[variant]
+    def __init__(self, spec: str, point: Config | str, device: str, lr: float, seed: int, steps: int) -> None:
+        """`point`: the configuration it trains, or a named one's name (`config.point.NAMED`)."""
+        self.spec, self.device = spec, device
+        self.config = point if isinstance(point, Config) else NAMED[point]
+        self.label = self.config.label  # what its messages call it
         self.build = Build(self.config, device, lr).apply(Stage.PROCESS)
         try:
             setup = user_model.build(spec, device == "cpu", seed)
@@ -266,6 +267,7 @@ class ModelWorkload(Workload):
         if self.build.converted:  # fp8's float8 Linears
             self._initial = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.params = sum(p.numel() for p in self.model.parameters() if p.requires_grad)
+        self.build.apply(Stage.PARALLEL)  # one process: your model is never wrapped (`Build.data_parallel`)
         self.build.apply(Stage.OPTIMIZER, params=self._trained())
         self.build.apply(Stage.STEP)
         self.opt, self.scaler = self._built()
@@ -273,7 +275,7 @@ class ModelWorkload(Workload):
         self.compiled: nn.Module | None = None
         self.uses_cuda_graphs = self.config.cuda_graphs
         if self.uses_cuda_graphs and device != "cuda":
-            raise ValueError(f"{variant} needs CUDA (CUDA graphs); this run is on {device}")
+            raise ValueError(f"{self.label} needs CUDA (CUDA graphs); this run is on {device}")
         self._swap = swap
         if apply.compile_mode(self.config) is not None:
             # dynamic=False where every batch has one shape: the check's graph (dropout off) and the measured one
@@ -288,7 +290,7 @@ class ModelWorkload(Workload):
         else:
             self.build.apply(Stage.COMPILE, loss_module=self.loss_module)
         if self.compiled is None and reference is not None:
-            losses, skipped = self._variant_losses(PARITY_STEPS)
+            losses, skipped = self._point_losses(PARITY_STEPS)
             self.check = self._parity(reference, losses, skipped, swap)
 
     # ---- set-up --------------------------------------------------------------------------------
@@ -426,7 +428,7 @@ class ModelWorkload(Workload):
         return dropout.disabled(self.model) if off else nullcontext()
 
     def _reference_losses(self) -> dict[dropout.DropoutHandling, list[float]]:
-        """fp32's losses for the check, by how the check handles dropout: an eager variant draws the same masks
+        """fp32's losses for the check, by how the check handles dropout: an eager configuration draws the same masks
         from the same stream ("same_masks", with the dropout-off losses kept in case its masks differ after all,
         e.g. another attention kernel); a compiled one draws its own, so it is checked with dropout off."""
         if not dropout.has_dropout(self.model):
@@ -446,7 +448,7 @@ class ModelWorkload(Workload):
                        loss=self.calling.loss if self.calling is not None else None)
         a = applies_availability(values, found)
         if not a.ok:
-            raise ValueError(f"{self.variant}: {a.reason}; this variant does not apply to it")
+            raise ValueError(f"{self.label}: {a.reason}; this configuration does not apply to it")
 
     def _swap_kernels(self) -> NormSwap:
         """The kernels stage (the norms swapped, the loss patched, as the point says), checked on the first batch: the
@@ -459,7 +461,7 @@ class ModelWorkload(Workload):
             try:
                 self.build.apply(Stage.KERNELS, model=self.model)
             except apply.NotApplicable as exc:
-                raise ValueError(f"{self.variant}: {exc}; this variant does not apply to it") from None
+                raise ValueError(f"{self.label}: {exc}; this configuration does not apply to it") from None
             after = float(self._forward(plain, self.batches[0]))
         self._restore(partial=True)
         report = self.build.norm_report or found
@@ -481,11 +483,11 @@ class ModelWorkload(Workload):
 
     @property
     def _checks_without_dropout(self) -> bool:
-        """The check compares with dropout off (a compiled variant draws its own masks: `_reference_losses`)."""
+        """The check compares with dropout off (a compiled configuration draws its own masks: `_reference_losses`)."""
         return self._reference is not None and next(iter(self._reference)) == "disabled_for_check"
 
-    def _variant_losses(self, n: int, dropout_off: bool | None = None) -> tuple[list[float], list[int]]:
-        """n steps of this variant from the initial weights on the check's random stream (its compile warm-up, for a
+    def _point_losses(self, n: int, dropout_off: bool | None = None) -> tuple[list[float], list[int]]:
+        """n steps of this point from the initial weights on the check's random stream (its compile warm-up, for a
         compiled one; its first PARITY_STEPS with dropout off where the check needs it, the rest with the user's
         dropout, so the graph the measured steps run is compiled here); then weights, optimizer, scaler and data are
         put back as they were before. Returns the losses and the parity steps (1-based) whose optimizer step
@@ -515,18 +517,18 @@ class ModelWorkload(Workload):
 
     def _parity(self, reference: dict[dropout.DropoutHandling, list[float]], losses: list[float], skipped: list[int],
                 swap: NormSwap | None) -> CorrectnessCheck:
-        """The variant's losses against fp32's, step by step, within the precision's tolerance. An eager variant
+        """The point's losses against fp32's, step by step, within the precision's tolerance. An eager point
         that fails with dropout on (same masks) is checked again with dropout off: if it passes then, its dropout
         masks differed, not its arithmetic, and the record says so. `skipped`: the parity steps whose optimizer step
         GradScaler skipped (`_compare` stops at the first)."""
         mode = next(iter(reference))
         check = self._compare(reference[mode], losses, skipped, mode, swap)
         if not check.passed and mode == "same_masks" and (swap is None or swap.passed):
-            again, again_skipped = self._variant_losses(PARITY_STEPS, dropout_off=True)
+            again, again_skipped = self._point_losses(PARITY_STEPS, dropout_off=True)
             retry = self._compare(reference["disabled_for_check"], again, again_skipped, "disabled_for_check", swap)
             retry = replace(retry, same_masks_max_abs_err=check.max_abs_err)
             if retry.passed:
-                masks = (f"with dropout on, the loss differed from fp32's by {check.max_abs_err:.3g}: this variant "
+                masks = (f"with dropout on, the loss differed from fp32's by {check.max_abs_err:.3g}: this point "
                          "draws other dropout masks from the same seed; with dropout off for the check it matches")
                 retry = replace(retry, note="; ".join(n for n in (masks, retry.note) if n))
             check = retry
@@ -535,7 +537,7 @@ class ModelWorkload(Workload):
     def _compare(self, reference: list[float], losses: list[float], skipped: list[int],
                  mode: dropout.DropoutHandling, swap: NormSwap | None) -> CorrectnessCheck:
         """The losses step by step, up to GradScaler's first skipped step (`skipped`, 1-based). A skipped step leaves
-        the variant's weights where they were while fp32's move on, so from the next step on the two trajectories
+        the configuration's weights where they were while fp32's move on, so from the next step on the two trajectories
         differ by design, not by arithmetic. Stepping fp32 the same way would keep them comparable, but its steps
         run first, on the model as built (before the norm swap or fp8 changes it in place), when the skips are not
         known yet; so the comparison stops at the first skip, where both still have the same weights (at worst the
@@ -554,7 +556,7 @@ class ModelWorkload(Workload):
         skip_words = None
         if skipped:
             skip_words = (f"GradScaler skipped {_steps(skipped)} (inf/NaN gradients while it finds its loss scale): "
-                          f"after a skipped step this variant's weights differ from fp32's by design, so the losses "
+                          f"after a skipped step this point's weights differ from fp32's by design, so the losses "
                           f"were compared up to step {compared}, where both had the same weights")
         message = None
         if swap is not None and not swap.passed:
@@ -590,7 +592,7 @@ class ModelWorkload(Workload):
         # with dropout off for the check, its steps compile a graph of their own: the measured graph (the user's
         # dropout) is compiled, and its CUDA graphs recorded, by WARMUP_STEPS more steps after them
         n = PARITY_STEPS + WARMUP_STEPS if self._checks_without_dropout else max(PARITY_STEPS, WARMUP_STEPS)
-        losses, skipped = self._variant_losses(n)
+        losses, skipped = self._point_losses(n)
         if self._reference is not None:
             self.check = self._parity(self._reference, losses[:PARITY_STEPS], skipped, self._swap)
         return time.perf_counter() - t0

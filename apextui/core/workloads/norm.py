@@ -12,30 +12,32 @@ from . import apply
 from .base import Workload
 from ..measure.details import CorrectnessCheck
 from ..measure.marker import Marker
-from .spec import NORM, NormKind, VariantSpec
+from .spec import WorkloadSpec, NormKind
 from .stages import Build
 from ..config.axes import Stage
 from ..config.point import Config
 
 TOLERANCE_FP32 = 1e-3
 TORCH_NORMS: dict[NormKind, type[nn.Module]] = {"layer_norm": nn.LayerNorm, "rms_norm": nn.RMSNorm}
-# the check's reference: torch's module, named as the variant that times it
+# the check's reference: torch's module, named as the preset that times it
 TORCH_NAME: dict[type[nn.Module], str] = {nn.LayerNorm: "layernorm", nn.RMSNorm: "rmsnorm"}
 
 
 class NormWorkload(Workload):
     """Input (batch, seq, hidden) with random affine weights; a step is forward + backward. The module is torch's norm
-    of the variant's kind (`VariantSpec.norm`), swapped by the kernels stage where its point's norms value says so;
+    of the workload's kind (`WorkloadSpec.norm`), swapped by the kernels stage where its point's norms value says so;
     one that is not torch's own is checked against torch's, on the same input and weights."""
 
     units = "samples"
 
-    def __init__(self, config: Config, variant: VariantSpec, size: Mapping[str, int], device: str, seed: int) -> None:
+    def __init__(self, config: Config, spec: WorkloadSpec, size: Mapping[str, int], device: str, seed: int) -> None:
         batch, seq, hidden = size["batch"], size["seq"], size["hidden"]
         g = torch.Generator().manual_seed(seed)
         self.config = config
         build = Build(config, device).apply(Stage.PROCESS)
-        torch_norm = TORCH_NORMS[variant.norm or "layer_norm"](hidden).to(device)
+        if spec.norm is None:
+            raise ValueError(f"the {spec.name} workload times no norm")
+        torch_norm = TORCH_NORMS[spec.norm](hidden).to(device)
         with torch.no_grad():
             for p in torch_norm.parameters():
                 p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g))
@@ -48,7 +50,7 @@ class NormWorkload(Workload):
         self.device = device
         self.units_per_step = batch
         self.params = sum(p.numel() for p in self.norm.parameters())
-        self.work = NORM.work(variant, size, None, config)
+        self.work = spec.work(size, None, config)
         self._grad_out: dict[torch.dtype, torch.Tensor] = {self.grad_out.dtype: self.grad_out}
         if build.swapped:
             self.check = self._compare(reference, TORCH_NAME[type(reference)])

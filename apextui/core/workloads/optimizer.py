@@ -9,17 +9,17 @@ import torch
 from torch import nn
 
 from .warmup import WARMUP_STEPS, TrainingState
-from . import apply, parallel
+from . import apply
 from .base import Workload, backward_and_step, scale_tensor
 from ..measure.marker import Marker
-from .spec import OPTIMIZER, Parallel
+from .spec import OPTIMIZER
 from .stages import Build
 from ..config.axes import Stage
 from ..config.point import Config
 
 
 class OptimizerWorkload(Workload):
-    """`layers` x (Linear(width, width) + ReLU), MSE on random targets; the optimizer is the variant's point's
+    """`layers` x (Linear(width, width) + ReLU), MSE on random targets; the optimizer is the configuration's point's
     (`apply.optimizer`).
 
     `adamw_capturable_graph`: torch AdamW(fused=True, capturable=True) whose step is captured once in a
@@ -30,12 +30,11 @@ class OptimizerWorkload(Workload):
 
     units = "samples"
 
-    def __init__(self, config: Config, size: Mapping[str, int], device: str, lr: float,
-                 how_parallel: Parallel | None = None, name: str = "") -> None:
+    def __init__(self, config: Config, size: Mapping[str, int], device: str, lr: float, name: str = "") -> None:
         width, batch = size["width"], size["batch"]
         name = name or config.label  # what the messages call it (the preset's name)
         self.config = config
-        build = Build(config, device, lr).apply(Stage.PROCESS)
+        build = Build(config, device, lr, data_parallel=True).apply(Stage.PROCESS)
         blocks: list[nn.Module] = []
         for _ in range(size["layers"]):
             blocks += [nn.Linear(width, width), nn.ReLU()]
@@ -44,10 +43,8 @@ class OptimizerWorkload(Workload):
         self.graphed = self.config.cuda_graphs  # the capturable optimizer's step, replayed from a CUDA graph
         if self.graphed and device != "cuda":
             raise ValueError(f"{name} needs CUDA (a CUDA graph); this run is on {device}")
-        how = parallel.kind(how_parallel)
-        if how is not None and self.graphed:
-            raise ValueError(f"{name} captures CUDA graphs; apextui does not run it data-parallel")
-        self.model = parallel.wrap(self.model, how, device)  # type: ignore[assignment]  # DDP/FSDP wrap it
+        build.apply(Stage.PARALLEL)  # DDP under torchrun
+        self.model = build.target()  # type: ignore[assignment]  # DDP wraps it under torchrun
         build.through(Stage.COMPILE, params=list(self.model.parameters()))  # no compile: its step is eager
         assert build.optimizer is not None  # the optimizer stage made it
         self.opt, self.scaler = build.optimizer, build.scaler
@@ -60,7 +57,7 @@ class OptimizerWorkload(Workload):
         self.uses_grad_scaler = self.scaler is not None
         self.units_per_step = batch
         self.params = sum(p.numel() for p in self.model.parameters())
-        self.work = OPTIMIZER.work(None, size, self.params, config)
+        self.work = OPTIMIZER.work(size, self.params, config)
         self.compiles = self.uses_cuda_graphs = self.graphed
         self.graph: torch.cuda.CUDAGraph | None = None
 

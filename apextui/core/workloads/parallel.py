@@ -1,9 +1,10 @@
 """How a workload's model trains on several ranks, with PyTorch's own tools: DDP, FSDP2 (`fully_shard`), or
 Apex's DistributedFusedAdam (which reduces the gradients itself, so the model is not wrapped).
 
-A variant's `parallel` (spec.py) says which; every other variant of a workload that trains a model runs under
-DDP when a process group exists (torchrun), and alone otherwise. A distributed variant outside torchrun runs on
-a world of one (`ensure_single_group`), so that its preset runs anywhere.
+A point's `parallel` value says which (`config/axes.py`; Apex's DistributedFusedAdam, an optimizer value, is its
+own way); at its default a workload that trains a model runs under DDP when a process group exists (torchrun), and
+alone otherwise. A distributed point outside torchrun runs on a world of one (`ensure_single_group`), so that its
+preset runs anywhere. The parallel stage wraps the model (`apply.py`), for the workloads that train data-parallel.
 
 Imports torch when a model is wrapped: run/distributed.py (imported by the CLI to find out whether it runs under
 torchrun) reads `backend_for` from here.
@@ -11,12 +12,15 @@ torchrun) reads `backend_for` from here.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
-
-from .spec import Parallel
+from typing import TYPE_CHECKING, Iterable, Literal
 
 if TYPE_CHECKING:
     from torch import nn
+
+    from ..config.point import Config
+
+# how a model trains on several ranks
+Parallel = Literal["ddp", "fsdp2", "distributed_optimizer"]
 
 
 def world() -> tuple[int, int]:
@@ -64,12 +68,15 @@ def release_single_group() -> None:
         dist.destroy_process_group()
 
 
-def kind(declared: Parallel | None) -> Parallel | None:
-    """How to train: the variant's own way, else DDP under a process group, else nothing (one process)."""
+def kind(config: Config) -> Parallel | None:
+    """How `config` trains: Apex's sharded optimizer its own way, a `parallel` value named its way, else DDP under a
+    process group, else nothing (one process)."""
     import torch.distributed as dist
 
-    if declared is not None:
-        return declared
+    if config.optimizer == "apex_distributed":
+        return "distributed_optimizer"
+    if config.parallel != "auto":
+        return config.parallel.name  # type: ignore[return-value]  # the axis's other values are Parallel's
     return "ddp" if dist.is_available() and dist.is_initialized() else None
 
 

@@ -1,7 +1,7 @@
 """A stop asked while a workload is being set up, honoured after the set-up's current step.
 
-Setting up the user's model trains steps of its own (the loss-parity check: fp32's steps and the variant's, a
-compiled variant's warm-up, where its check is), and a stop must not wait for all of them: the measured steps' loop
+Setting up the user's model trains steps of its own (the loss-parity check: fp32's steps and the configuration's, a
+compiled point's warm-up, where its check is), and a stop must not wait for all of them: the measured steps' loop
 looks at it only once they are done. The runner says how to ask (`asking`) around the build and the warm-up, and the
 set-up's loops call `check` after each step."""
 

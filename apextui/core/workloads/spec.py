@@ -1,18 +1,17 @@
-"""The workload registry: each workload and its variants declared once, read by everything else.
+"""The workload registry: each workload and its named points declared once, read by everything else.
 
-Why: a workload used to be spread over a dozen tables (presets' variants, Apex needs, size keys and
-limits, baselines; the roofline's work model; the variants' needs; the memory estimate's shrink order;
+Why: a workload used to be spread over a dozen tables (presets' names, Apex needs, size keys and
+limits, baselines; the roofline's work model; the presets' needs; the memory estimate's shrink order;
 the advice's loss check). Now `WORKLOADS` holds one `WorkloadSpec` per workload and the others derive
-their tables from it (`presets.SIZE_LIMITS`, ...). A variant is a named point on the configuration axes
-(`VariantSpec.config`): what it needs and what it builds are its values' (`config/axes.py`,
-`workloads/apply.py`).
+their tables from it (`presets.SIZE_LIMITS`, ...). A workload's presets are named points on the configuration axes
+(`NamedPoint.config`): what one needs and what it builds are its values' (`config/axes.py`, `workloads/apply.py`),
+and a run is its workload and its point (its baseline too: `WorkloadSpec.baseline_point`).
 
 Importing this module is cheap (no torch): presets and the TUI read it before any run. How each workload is
 built from a preset is `builders.py`, above the workload modules (which read their specs here).
 
-Adding a variant: one `VariantSpec` in its workload's spec below (its point; a new kind of change is a new axis
-value first) and a preset TOML in presets/. A workload: its spec here and its builder in builders.py. See
-CONTRIBUTING.md.
+Adding a named point: one `NamedPoint` in its workload's spec below (a new kind of change is a new axis value first)
+and a preset TOML in presets/. A workload: its spec here and its builder in builders.py. See CONTRIBUTING.md.
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ from ..config.point import NAMED, Config
 from ..analysis.work import ADAMW_BYTES_PER_PARAM, ADAMW_FLOPS_PER_PARAM, Work, norm_work, optimizer_work, \
     transformer_work
 
-# how a variant trains on several ranks (workloads/parallel.py); None: DDP under torchrun, else one process
-Parallel = Literal["ddp", "fsdp2", "distributed_optimizer"]
 NormKind = Literal["layer_norm", "rms_norm"]
 
 
@@ -51,18 +48,14 @@ OPTIMIZER_COSTS: Mapping[str, OptimizerCost] = MappingProxyType({"lamb": LAMB})
 
 
 @dataclass(frozen=True)
-class VariantSpec:
-    """One way to run a workload: a named point on the configuration axes, and the words the docs use for it."""
+class NamedPoint:
+    """A workload's named point on the configuration axes (a shipped preset's; the user's model's named ones), and the
+    words the docs use for it."""
 
     name: str
     description: str  # a few words for docs/presets.md
     # its point (config/axes.py): what it needs and builds (a preset file's `amp` field sets its precision)
     config: Config = Config()
-    # the norm module the norm micro-benchmark times (None for the other workloads)
-    norm: NormKind | None = None
-    # how it trains on several ranks, where it has its own way (DDP, FSDP2, the sharded optimizer's own reduction):
-    # not a point's value, as the model workload never runs it and torchrun decides DDP for every other variant
-    parallel: Parallel | None = None
 
 
 @dataclass(frozen=True)
@@ -82,22 +75,22 @@ F32 = 4  # bytes: the estimate counts every tensor in fp32
 MAX_POOL_TOKENS = 2**23  # the transformer's token pool: one new batch a step up to this many tokens, then cycled
 
 SizeCheck = Callable[[Mapping[str, int]], "tuple[str, str] | None"]  # -> (size key, why) when the size is bad
-# (the variant, where a named one runs; size; trainable parameters or None; the point run) -> one step's work
-WorkModel = Callable[["VariantSpec | None", Mapping[str, int], "int | None", Config], Work]
+# (size, trainable parameters or None, the point run) -> one step's work
+WorkModel = Callable[[Mapping[str, int], "int | None", Config], Work]
 MemoryModel = Callable[[Mapping[str, int], int], Estimate]  # (size, steps) -> the tensors a step keeps alive
 ShrinkFix = Callable[[dict[str, int]], None]  # makes a halved size valid again, in place
 
 
 @dataclass(frozen=True)
 class WorkloadSpec:
-    """One workload: its variants, sizes and their limits, baseline and work model (built by builders.py)."""
+    """One workload: its named points, sizes and their limits, baseline and work model (built by builders.py)."""
 
     name: str
-    variants: tuple[VariantSpec, ...]
+    points: tuple[NamedPoint, ...]
     size_limits: Mapping[str, tuple[int, int]]  # size key -> (smallest, largest), inclusive; order = keys
     product_limit: tuple[tuple[str, ...], str, int]  # (keys multiplied, what the product is, its largest value)
-    baseline: str  # the variant the others are compared with
-    work: WorkModel  # (variant, size, trainable parameters or None, point) -> one step's FLOPs and bytes
+    baseline: str  # the named point the others are compared with (its point: `baseline_point`)
+    work: WorkModel  # (size, trainable parameters or None, point) -> one step's FLOPs and bytes
     shrink_order: tuple[str, ...]  # size keys the memory estimate halves, in turn, to suggest a size that fits
     loss_checked: bool = False  # the advice compares final losses with the baseline's (a learnable task)
     size_check: SizeCheck | None = None  # relations between size keys beyond their limits
@@ -105,47 +98,55 @@ class WorkloadSpec:
     shrink_fix: ShrinkFix | None = None  # restores those relations after the memory estimate halved a key
     # (size, steps) -> the memory a run needs, checked before building (memory.py); None: not estimated, never refused
     memory: MemoryModel | None = None
-    # variant -> the Apex norm features its model's norms take when they are swapped (the Transformer's LayerNorms:
+    # the one norm module a kernel micro-benchmark times, forward and backward (no loss, nothing to train
+    # data-parallel); None: a workload that trains a model
+    norm: NormKind | None = None
+    # the Apex norm features its model's norms take when they are swapped (the Transformer's LayerNorms:
     # FusedLayerNorm alone); None: every one the norm value names (the user's model, whose norms are found at run time)
-    norm_features: Callable[[str], tuple[str, ...]] | None = None
+    norm_features: tuple[str, ...] | None = None
     # the advice's answer hands back its recommended point as code for a training script (`Preset.point`): the
-    # Transformer's and the user's model's; the kernel micro-benchmarks (optimizer, norm) answer with a preset
+    # Transformer's and the user's model's; the kernel micro-benchmarks (optimizer, norms) answer with a preset
     code_answer: bool = False
-    variant_map: Mapping[str, VariantSpec] = field(init=False, repr=False, compare=False)
+    point_map: Mapping[str, NamedPoint] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "variant_map", MappingProxyType({v.name: v for v in self.variants}))
-        if self.baseline not in self.variant_map:
-            raise ValueError(f"{self.name}: baseline {self.baseline!r} is not one of its variants")
+        object.__setattr__(self, "point_map", MappingProxyType({v.name: v for v in self.points}))
+        if self.baseline not in self.point_map:
+            raise ValueError(f"{self.name}: baseline {self.baseline!r} is not one of its named points")
+        if len({v.config for v in self.points}) != len(self.points):
+            raise ValueError(f"{self.name}: two named points are one point (a run is its workload and its point)")
 
     @property
     def size_keys(self) -> tuple[str, ...]:
         return tuple(self.size_limits)
 
-    def variant(self, name: str) -> VariantSpec:
-        return self.variant_map[name]
+    @property
+    def baseline_point(self) -> Config:
+        """The point the workload's other runs are compared with (a run is its baseline where it runs this point)."""
+        return self.point_map[self.baseline].config
 
-    def needs_apex(self, variant: str, config: Config) -> tuple[str, ...]:
-        """The Apex features `config` needs as `variant` of this workload: its values' (`Config.needs_apex`), of the
-        norm swap's only those of the norms the variant's model has (`norm_features`)."""
+    @property
+    def kernel_only(self) -> bool:
+        """It times one kernel (a norm micro-benchmark): no loss, no model to train data-parallel."""
+        return self.norm is not None
+
+    def named(self, name: str) -> NamedPoint:
+        return self.point_map[name]
+
+    def find(self, name: str) -> NamedPoint | None:
+        """The named point of this name, or None."""
+        return self.point_map.get(name)
+
+    def needs_apex(self, config: Config) -> tuple[str, ...]:
+        """The Apex features `config` needs on this workload: its values' (`Config.needs_apex`), of the norm swap's
+        only those of the norms the workload's model has (`norm_features`)."""
         if self.norm_features is None or not config.fused_norms:
             return config.needs_apex
-        has = self.norm_features(variant)
-        return tuple(f for f in config.needs_apex if f not in config.norms.apex or f in has)
-
-    def find(self, name: str) -> VariantSpec | None:
-        """The named variant, or None: a model preset's point off the named ones (`--config`, the search) has none."""
-        return self.variant_map.get(name)
-
-    def data_parallel(self, name: str) -> bool:
-        """Whether the named variant trains data-parallel (DDP, FSDP2, a sharded optimizer): measured on one device
-        it shows its wrapper's overhead, so a one-device advice leaves it out and `apextui list` says so."""
-        named = self.find(name)
-        return named is not None and named.parallel is not None
+        return tuple(f for f in config.needs_apex if f not in config.norms.apex or f in self.norm_features)
 
 
 # ---- optimizer ---------------------------------------------------------------------------------------
-def _optimizer_work(variant: VariantSpec | None, size: Mapping[str, int], params: int | None, config: Config) -> Work:
+def _optimizer_work(size: Mapping[str, int], params: int | None, config: Config) -> Work:
     n = params if params else size["layers"] * (size["width"] ** 2 + size["width"])
     c = OPTIMIZER_COSTS.get(config.optimizer, ADAMW)
     return optimizer_work(n, c.bytes_per_param, c.flops_per_param, c.name)
@@ -162,13 +163,13 @@ def _optimizer_memory(size: Mapping[str, int], steps: int) -> Estimate:
 
 OPTIMIZER = WorkloadSpec(
     name="optimizer",
-    variants=(
-        VariantSpec("adamw", "torch AdamW defaults: foreach on CUDA; on CPU one parameter at a time"),
-        VariantSpec("adamw_fused", "torch `fused=True`", Config(optimizer="fused")),
-        VariantSpec("fused_adam", "apex FusedAdam", Config(optimizer="apex")),
-        VariantSpec("adamw_capturable_graph", "torch `AdamW(fused=True, capturable=True)`, its step replayed "
+    points=(
+        NamedPoint("adamw", "torch AdamW defaults: foreach on CUDA; on CPU one parameter at a time"),
+        NamedPoint("adamw_fused", "torch `fused=True`", Config(optimizer="fused")),
+        NamedPoint("fused_adam", "apex FusedAdam", Config(optimizer="apex")),
+        NamedPoint("adamw_capturable_graph", "torch `AdamW(fused=True, capturable=True)`, its step replayed "
                     "from a CUDA graph", Config(optimizer="capturable")),
-        VariantSpec("fused_lamb", "apex FusedLAMB", Config(optimizer="lamb")),
+        NamedPoint("fused_lamb", "apex FusedLAMB", Config(optimizer="lamb")),
     ),
     size_limits=MappingProxyType({"layers": (1, 1024), "width": (1, 65536), "batch": (1, 65536)}),
     product_limit=(("layers", "width", "width"), "parameters", 2**32),
@@ -179,19 +180,8 @@ OPTIMIZER = WorkloadSpec(
 )
 
 
-# ---- norm --------------------------------------------------------------------------------------------
+# ---- norms: one micro-benchmark a norm ----------------------------------------------------------------------
 APEX_NORM = {"layer_norm": "FusedLayerNorm", "rms_norm": "FusedRMSNorm"}  # a norm kind -> Apex's fused one
-
-
-def _norm_kind(variant: VariantSpec | None) -> NormKind:
-    if variant is None or variant.norm is None:
-        raise ValueError("the norm workload runs its named variants only (each names the norm it times)")
-    return variant.norm
-
-
-def _norm_work(variant: VariantSpec | None, size: Mapping[str, int], params: int | None, config: Config) -> Work:
-    kind = "rmsnorm" if _norm_kind(variant) == "rms_norm" else "layernorm"
-    return norm_work(size["batch"], size["seq"], size["hidden"], kind)
 
 
 def _norm_memory(size: Mapping[str, int], steps: int) -> Estimate:
@@ -202,27 +192,33 @@ def _norm_memory(size: Mapping[str, int], steps: int) -> Estimate:
                      "activations": 5 * elems * F32, "data": 0})
 
 
-NORM = WorkloadSpec(
-    name="norm",
-    variants=(
-        VariantSpec("layernorm", "torch nn.LayerNorm", norm="layer_norm"),
-        VariantSpec("fused_layernorm", "apex FusedLayerNorm", Config(norms="apex"), norm="layer_norm"),
-        VariantSpec("rmsnorm", "torch nn.RMSNorm", norm="rms_norm"),
-        VariantSpec("fused_rmsnorm", "apex FusedRMSNorm", Config(norms="apex"), norm="rms_norm"),
-    ),
-    size_limits=MappingProxyType({"batch": (1, 65536), "seq": (1, 1_048_576), "hidden": (1, 65536)}),
-    product_limit=(("batch", "seq", "hidden"), "input elements", 2**32),
-    baseline="layernorm",
-    work=_norm_work,
-    memory=_norm_memory,
-    shrink_order=("batch", "seq", "hidden"),
-    norm_features=lambda variant: (APEX_NORM[_norm_kind(WORKLOADS["norm"].find(variant))],),
-)
+def _norm_spec(kind: NormKind, torch_name: str, preset: str) -> WorkloadSpec:
+    """The micro-benchmark of one norm: torch's module, and Apex's fused one swapped in by the norms value (its
+    baseline is torch's module of the same norm: a LayerNorm is never compared with an RMSNorm)."""
+    def work(size: Mapping[str, int], params: int | None, config: Config) -> Work:
+        return norm_work(size["batch"], size["seq"], size["hidden"], "rmsnorm" if kind == "rms_norm" else "layernorm")
+
+    return WorkloadSpec(
+        name=kind,
+        points=(NamedPoint(preset, f"torch nn.{torch_name}"),
+                NamedPoint(f"fused_{preset}", f"apex {APEX_NORM[kind]}", Config(norms="apex"))),
+        size_limits=MappingProxyType({"batch": (1, 65536), "seq": (1, 1_048_576), "hidden": (1, 65536)}),
+        product_limit=(("batch", "seq", "hidden"), "input elements", 2**32),
+        baseline=preset,
+        work=work,
+        memory=_norm_memory,
+        shrink_order=("batch", "seq", "hidden"),
+        norm=kind,
+        norm_features=(APEX_NORM[kind],),
+    )
+
+
+LAYER_NORM = _norm_spec("layer_norm", "LayerNorm", "layernorm")
+RMS_NORM = _norm_spec("rms_norm", "RMSNorm", "rmsnorm")
 
 
 # ---- transformer -------------------------------------------------------------------------------------
-def _transformer_work(variant: VariantSpec | None, size: Mapping[str, int], params: int | None,
-                      config: Config) -> Work:
+def _transformer_work(size: Mapping[str, int], params: int | None, config: Config) -> Work:
     if params is None:
         raise ValueError("the transformer's work model needs its parameter count")
     return transformer_work(size, params, config.autocast)
@@ -268,25 +264,25 @@ def _transformer_shrink_fix(size: dict[str, int]) -> None:
 
 TRANSFORMER = WorkloadSpec(
     name="transformer",
-    variants=(
-        VariantSpec("fp32", "nn.LayerNorm + torch AdamW"),
-        VariantSpec("fused_fp32", "apex FusedAdam + FusedLayerNorm", Config(optimizer="apex", norms="apex")),
-        VariantSpec("fused_amp", "apex fused + fp16 autocast + `GradScaler`",
+    points=(
+        NamedPoint("fp32", "nn.LayerNorm + torch AdamW"),
+        NamedPoint("fused_fp32", "apex FusedAdam + FusedLayerNorm", Config(optimizer="apex", norms="apex")),
+        NamedPoint("fused_amp", "apex fused + fp16 autocast + `GradScaler`",
                     Config(precision="fp16", optimizer="apex", norms="apex")),
-        VariantSpec("torch_amp", "no Apex: torch fused AdamW + bf16 autocast",
+        NamedPoint("torch_amp", "no Apex: torch fused AdamW + bf16 autocast",
                     Config(precision="bf16", optimizer="fused")),
-        VariantSpec("torch_compile", "`torch_amp` through `torch.compile`",
+        NamedPoint("torch_compile", "`torch_amp` through `torch.compile`",
                     Config(precision="bf16", optimizer="fused", compile="default")),
-        VariantSpec("torch_compile_cg", "`torch.compile(mode=\"reduce-overhead\")`: CUDA graphs",
+        NamedPoint("torch_compile_cg", "`torch.compile(mode=\"reduce-overhead\")`: CUDA graphs",
                     Config(precision="bf16", optimizer="fused", compile="reduce-overhead")),
-        VariantSpec("torch_compile_graph", "`torch.compile`, the whole step in one CUDA graph",
+        NamedPoint("torch_compile_graph", "`torch.compile`, the whole step in one CUDA graph",
                     Config(precision="bf16", optimizer="fused", compile="graph")),
-        VariantSpec("ddp_adamw_fused", "DDP + torch fused AdamW", Config(optimizer="fused"), parallel="ddp"),
-        VariantSpec("ddp_fused_adam", "DDP + apex FusedAdam", Config(optimizer="apex"), parallel="ddp"),
-        VariantSpec("distributed_fused_adam", "apex DistributedFusedAdam (ZeRO-style sharded optimizer state)",
-                    Config(optimizer="apex_distributed"), parallel="distributed_optimizer"),
-        VariantSpec("fsdp2_adamw_fused", "FSDP2 `fully_shard` + torch fused AdamW", Config(optimizer="fused"),
-                    parallel="fsdp2"),
+        NamedPoint("ddp_adamw_fused", "DDP + torch fused AdamW", Config(optimizer="fused", parallel="ddp")),
+        NamedPoint("ddp_fused_adam", "DDP + apex FusedAdam", Config(optimizer="apex", parallel="ddp")),
+        NamedPoint("distributed_fused_adam", "apex DistributedFusedAdam (ZeRO-style sharded optimizer state)",
+                   Config(optimizer="apex_distributed")),
+        NamedPoint("fsdp2_adamw_fused", "FSDP2 `fully_shard` + torch fused AdamW",
+                   Config(optimizer="fused", parallel="fsdp2")),
     ),
     # vocab is bounded by the dense vocab x vocab Markov matrix, built on the host
     size_limits=MappingProxyType({
@@ -301,20 +297,20 @@ TRANSFORMER = WorkloadSpec(
     loss_checked=True,
     size_check=_transformer_size_check,
     shrink_fix=_transformer_shrink_fix,
-    norm_features=lambda variant: ("FusedLayerNorm",),  # TinyDecoder's norms are LayerNorms
+    norm_features=("FusedLayerNorm",),  # TinyDecoder's norms are LayerNorms
     code_answer=True,
 )
 
 
 # ---- model: the user's own (`--model FILE.py:FUNC`) ------------------------------------------------------
-def _model_work(variant: VariantSpec | None, size: Mapping[str, int], params: int | None, config: Config) -> Work:
+def _model_work(size: Mapping[str, int], params: int | None, config: Config) -> Work:
     raise ValueError("a user's model has no work model (its FLOPs and bytes are not known)")
 
 
 MODEL = WorkloadSpec(
     name="model",
-    # one a named point (config/point.py's NAMED): what it needs and its precision are the point's own
-    variants=tuple(VariantSpec(name, point.description(), point) for name, point in NAMED.items()),
+    # config/point.py's NAMED points (`--variant NAME`): what one needs and its precision are the point's own
+    points=tuple(NamedPoint(name, point.description(), point) for name, point in NAMED.items()),
     size_limits=MappingProxyType({}),  # your function sizes the model (`small` on CPU)
     product_limit=((), "elements", 1),
     baseline="fp32",
@@ -327,30 +323,31 @@ MODEL = WorkloadSpec(
 
 # workload name -> its spec, in the order presets are listed
 WORKLOADS: Mapping[str, WorkloadSpec] = MappingProxyType(
-    {s.name: s for s in (OPTIMIZER, NORM, TRANSFORMER, MODEL)})
+    {s.name: s for s in (OPTIMIZER, LAYER_NORM, RMS_NORM, TRANSFORMER, MODEL)})
 # the workloads whose presets ship in presets/ (the model workload's are made from `--model`)
 SHIPPED: tuple[str, ...] = tuple(w for w, s in WORKLOADS.items() if s.shipped)
+# a workload name of files, flags and lines written before each norm had a micro-benchmark of its own: its named
+# points' workloads now (`current_workload`)
+FORMER_NORM = "norm"
 
 
-def variant(workload: str, name: str) -> VariantSpec:
-    """The spec of a workload's variant; KeyError when either is unknown."""
-    return WORKLOADS[workload].variant(name)
+def current_workload(workload: str, named: str) -> str:
+    """The workload a preset file, a saved run or a JSON line names, read once: "norm" (one workload for both norms
+    until 2026-12-06) is the workload of its named point `named` ("rmsnorm" -> "rms_norm"); any other as it is."""
+    if workload != FORMER_NORM:
+        return workload
+    return next((w for w, s in WORKLOADS.items() if s.norm is not None and named in s.point_map), workload)
 
 
-def work_per_step(workload: str, variant: str, size: Mapping[str, int], params: int | None,
-                  config: Config | None = None) -> Work:
-    """The work model of one step of a workload's variant at a size (`params`: trainable parameters, where known), run
-    at `config` (the variant's own point where None), as the workload's spec defines it (the models themselves are
-    analysis/work.py's arithmetic)."""
+def work_per_step(workload: str, config: Config, size: Mapping[str, int], params: int | None) -> Work:
+    """The work model of one step of a workload's point at a size (`params`: trainable parameters, where known), as
+    the workload's spec defines it (the models themselves are analysis/work.py's arithmetic)."""
     spec = WORKLOADS.get(workload)
     if spec is None:
         raise ValueError(f"unknown workload {workload!r}")
-    if variant not in spec.variant_map:
-        raise ValueError(f"unknown {workload} variant {variant!r}")
-    named = spec.variant(variant)
-    return spec.work(named, size, params, config if config is not None else named.config)
+    return spec.work(size, params, config)
 
 
-__all__ = ["ADAMW", "APEX_NORM", "Estimate", "LAMB", "MAX_POOL_TOKENS", "MODEL", "MemoryModel", "OPTIMIZER_COSTS",
-           "NormKind", "OptimizerCost", "Parallel", "SHIPPED", "VariantSpec", "WORKLOADS", "WorkloadSpec",
-           "transformer_params", "variant", "work_per_step"]
+__all__ = ["ADAMW", "APEX_NORM", "Estimate", "FORMER_NORM", "LAMB", "LAYER_NORM", "MAX_POOL_TOKENS", "MODEL",
+           "MemoryModel", "NamedPoint", "NormKind", "OPTIMIZER_COSTS", "OptimizerCost", "RMS_NORM", "SHIPPED",
+           "WORKLOADS", "WorkloadSpec", "current_workload", "transformer_params", "work_per_step"]

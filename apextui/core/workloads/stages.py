@@ -2,9 +2,9 @@
 
 Why: what each value builds is `apply.py`'s table, and when it acts is declared beside it (`apply.ACTS`, by
 `axes.Stage`); this is the loop that calls them. A workload makes its own parts between the stages (the user's
-model after the process set-up, its fp32 reference before the kernels are swapped, a data-parallel wrapper before
-the optimizer) and hands each stage what it acts on; `Build` refuses a stage out of its order, so no workload can
-write the order again, differently. The answer's code follows the same order (`config/snippet.py`).
+model after the process set-up, its fp32 reference before the kernels are swapped, its eager FLOPs before the
+parallel stage wraps it) and hands each stage what it acts on; `Build` refuses a stage out of its order, so no
+workload can write the order again, differently. The answer's code follows the same order (`config/snippet.py`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Callable, ContextManager
 
 import torch
 from torch import nn
-from torch.amp import GradScaler
+from torch import GradScaler
 
 from ..config.axes import Stage, all_axes
 from ..config.point import Config
@@ -47,14 +47,19 @@ class StepPlan:
 
 class Build:
     """One run's point applied stage by stage (`ORDER`, each stage once; the optimizer stage again on `rebuild`).
-    What a stage acts on is handed to `apply` (`model`, `params`, `loss_module`, `compile_options`); what it builds
-    is read off the Build afterwards (`optimizer`, `scaler`, `step`, `compiled`, and the kernel swap's record)."""
+    What a stage acts on is handed to `apply` (`model`, `params`, `loss_module`, `compile_options`, `shards`); what it
+    builds is read off the Build afterwards (`model` as the parallel stage wrapped it, `optimizer`, `scaler`, `step`,
+    `compiled`, and the kernel swap's record)."""
 
-    def __init__(self, config: Config, device: str, lr: float = 1e-3) -> None:
+    def __init__(self, config: Config, device: str, lr: float = 1e-3, data_parallel: bool = False) -> None:
         self.config, self.device, self.lr = config, device, lr
+        # the workload trains data-parallel (the optimizer workload, the Transformer): the parallel stage wraps its
+        # model; a kernel micro-benchmark's or the user's model never is
+        self.data_parallel = data_parallel
         self.done: list[Stage] = []
         # handed in by the workload
         self.model: nn.Module | None = None
+        self.shards: tuple[nn.Module, ...] = ()  # the submodules FSDP2 shards one by one (the Transformer's blocks)
         self.params: list[nn.Parameter] = []
         self.loss_module: nn.Module | None = None
         self.compile_options: dict[str, Any] = {}
@@ -68,7 +73,7 @@ class Build:
         self.step = StepPlan()
         self.compiled: Callable[..., Any] | None = None
 
-    GIVEN = ("model", "params", "loss_module", "compile_options")
+    GIVEN = ("model", "params", "loss_module", "compile_options", "shards")
 
     def target(self) -> nn.Module:
         """The model the kernels and layers stages change (RuntimeError where the workload handed none)."""

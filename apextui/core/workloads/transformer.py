@@ -15,7 +15,7 @@ from . import apply, flop_count, markov, parallel
 from ..measure.marker import Marker, NoMark
 from .base import Workload, backward_and_step, scale_tensor
 from ..config.axes import Value
-from .spec import MAX_POOL_TOKENS, Parallel  # MAX_POOL_TOKENS: fresh tokens made up front, then cycled
+from .spec import MAX_POOL_TOKENS  # MAX_POOL_TOKENS: fresh tokens made up front, then cycled
 from .stages import Build
 from ..config.axes import Stage
 from ..config.point import Config
@@ -80,12 +80,12 @@ class LossModel(nn.Module):
 
 
 class TransformerWorkload(Workload):
-    """Next-token prediction on Markov-chain tokens; the loss floor is the chain's entropy rate. What a variant
+    """Next-token prediction on Markov-chain tokens; the loss floor is the chain's entropy rate. What a configuration
     builds is its point's (precision, optimizer, norms and compile mode), applied stage by stage (`stages.Build`) as
-    the user's model's is, so a variant is a point and the advice can hand back its code (`config/snippet.py`).
+    the user's model's is, so a configuration is a point and the advice can hand back its code (`config/snippet.py`).
     The model is written with torch's LayerNorms; the kernels stage swaps them where the point says so.
 
-    `torch_compile` / `torch_compile_cg`: the same model, data and seed as the eager variants, model + loss
+    `torch_compile` / `torch_compile_cg`: the same model, data and seed as the eager configurations, model + loss
     through torch.compile (mode "default" / "reduce-overhead"), torch fused AdamW eager. `warm_up()` compiles
     (and records the CUDA graphs) on the first batches, then restores parameters, optimizer state and the data
     position, so that step N sees the same batch and starting weights as fp32's step N.
@@ -101,12 +101,11 @@ class TransformerWorkload(Workload):
     units = "tokens"
 
     def __init__(self, config: Config, size: Mapping[str, int], device: str, lr: float, seed: int, steps: int,
-                 how_parallel: Parallel | None = None, name: str = "") -> None:
+                 name: str = "") -> None:
         point = self.config = config
         name = name or config.label  # what the messages call it (the preset's name)
-        build = Build(point, device, lr).apply(Stage.PROCESS)
-        how = parallel.kind(how_parallel)
-        rank, self.world_size = parallel.world() if how else (0, 1)
+        build = Build(point, device, lr, data_parallel=True).apply(Stage.PROCESS)
+        rank, self.world_size = parallel.world()  # torchrun's group, where there is one (the stage makes no other)
         torch.manual_seed(seed)
         self.chain = markov.make_chain(size["vocab"], size["branching"], seed)
         self.loss_floor = self.chain.entropy_rate
@@ -124,9 +123,7 @@ class TransformerWorkload(Workload):
         # the eager model's FLOPs, before DDP or FSDP2 wraps it (its backward would run their collectives)
         loss_model, first = LossModel(self.model, device, point.precision), self.batches[0]
         self.step_flops = flop_count.counted(self.model, lambda: loss_model(first[:, :-1], first[:, 1:]), device)
-        if how is not None and point.cuda_graphs:
-            raise ValueError(f"{name} captures CUDA graphs; apextui does not run it data-parallel")
-        self.model = parallel.wrap(self.model, how, device, shards=self.model.blocks)  # type: ignore[assignment]  # DDP/FSDP wrap it
+        self.model = build.apply(Stage.PARALLEL, shards=tuple(self.model.blocks)).target()  # type: ignore[assignment]  # DDP/FSDP wrap it
         build.through(Stage.STEP, params=list(self.model.parameters()))
         assert build.optimizer is not None  # the optimizer stage made it
         self.opt, self.scaler, self.build = build.optimizer, build.scaler, build

@@ -39,7 +39,7 @@ class ModelSetup:
 
     - `model`: the `torch.nn.Module` to train, built on the CPU or anywhere: apextui moves it to the run's
       device. Build it the same way on every call (seed-independent code is fine: apextui seeds torch before
-      calling your function, so that every variant starts from the same initial weights).
+      calling your function, so that every configuration starts from the same initial weights).
     - `make_batch(device, generator)`: one training batch on `device` (a `torch.device`), drawing random
       numbers from `generator` (a `torch.Generator` on that device), e.g.
       `torch.randint(0, vocab, (8, 128), device=device, generator=generator)`. With `loss_fn`, return

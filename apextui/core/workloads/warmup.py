@@ -4,7 +4,7 @@
 compiling, autotuning, CUDA-graph recording), waits for the device, and then puts parameters, gradients,
 optimizer state and the data position back exactly as they were, in place (a captured graph keeps pointing at
 the same memory), so the run's step 1 starts from the same state as an eager run's step 1 and losses stay
-comparable step for step. The time it took is `compile_s`. Whether a variant can compile or capture here at all
+comparable step for step. The time it took is `compile_s`. Whether a configuration can compile or capture here at all
 is `config/needs.py`'s.
 """
 

@@ -21,7 +21,7 @@ from ...core import results
 from ...core.results import ResultRow
 from .text_screen import TextScreen
 
-RUN = ("preset", "workload", "variant", "baseline", "device", "size", "amp", "status", "error", "source")
+RUN = ("preset", "workload", "label", "baseline", "device", "size", "amp", "status", "error", "source")
 SPEEDUP = ("speedup", "speedup_low", "speedup_high", "speedup_verdict", "baseline_run", "baseline_note")
 TIMING = ("steps", "warmup", "measured_steps", "timed_intervals", "block_steps", "median_ms", "median_low_ms",
           "median_high_ms", "p10_ms", "p90_ms", "mean_ms", "min_ms", "max_ms", "opt_median_ms", "throughput",

@@ -19,6 +19,7 @@ from apextui.core.monitor.contention import competing, describe
 from apextui.core.presets import Preset
 from apextui.core.run.merge import MergedRecord
 from apextui.core.run.snapshot import RunInfo
+from apextui.core.workloads.spec import WORKLOADS
 
 from .. import widget_format as fmt
 from ..bridge import RunView
@@ -272,7 +273,7 @@ class LiveRun(Vertical):
                 self._spark("loss-spark", view.losses, floor)
             self._set("loss-floor", Text.assemble(("floor ", "dim"), (fmt.loss(floor), "bold cyan"))
                       if floor is not None else "")
-        elif info is not None and info.workload == "norm":  # they time forward + backward and have no loss
+        elif _kernel_only(info):  # a norm benchmark times forward + backward and has no loss
             self._set("loss-value", Text("loss n/a", style="dim"), layout=True)
             self._set("loss-floor", Text("fwd+bwd only", style="dim"))
         else:  # no loss yet (compiling, or no step finished); one line where the last run's had two: relayout
@@ -280,7 +281,7 @@ class LiveRun(Vertical):
             self._set("loss-floor", Text.assemble(("floor ", "dim"), (fmt.loss(floor), "bold cyan"))
                       if floor is not None else Text("floor —", style="dim"))
         spark = self.query_one("#loss-spark")
-        chart = bool(view.losses) or not (info is not None and info.workload == "norm")  # empty until steps come
+        chart = bool(view.losses) or not _kernel_only(info)  # empty until steps come
         if spark.display != chart:
             spark.display = chart
 
@@ -334,3 +335,9 @@ class LiveRun(Vertical):
         self._cache.pop("run-title", None)
         title.update(Text(STOPPING_COMPILE if compiling else "■ stopping after the current step…",
                           style="bold yellow"), layout=False)
+
+
+def _kernel_only(info: RunInfo | None) -> bool:
+    """The run times one kernel (a norm benchmark: `WorkloadSpec.kernel_only`), so it has no loss to show."""
+    spec = WORKLOADS.get(info.workload) if info is not None else None
+    return spec is not None and spec.kernel_only

@@ -11,7 +11,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from apextui.core.availability import Availability
-from apextui.core.presets import BASELINES, Preset
+from apextui.core.presets import BASELINE_NAMES, Preset
 from apextui.core.workloads.spec import WORKLOADS
 from apextui.core.workloads.user_model import model_name
 
@@ -54,7 +54,7 @@ class PresetPicker(OptionList):
         for workload in workloads:
             models = sorted({p.model for p in self.presets if p.workload == workload and p.model})
             title = f"{workload} {model_name(models[0])}" if len(models) == 1 else workload  # --model: its name
-            head = Text.assemble((title, "bold"), (f"  vs {BASELINES[workload]}", "dim"))
+            head = Text.assemble((title, "bold"), (f"  vs {BASELINE_NAMES[workload]}", "dim"))
             options.append(Option(head, id=GROUP_PREFIX + workload, disabled=True))
             for p in (p for p in self.presets if p.workload == workload):
                 options.append(self._preset_option(p))
