@@ -79,7 +79,8 @@ def gpu_busy_ms(preset: Preset, size: dict[str, int], steps: int = 20, warmup: i
 def summarise(name: str, runs: list[dict], preset: Preset) -> dict[str, Any]:
     ends = [next((e for e in r["events"] if e["event"] == "end"), None) for r in runs]
     ok = [e["summary"] for e in ends if e and e["status"] == "ok" and e["summary"]["median_ms"]]
-    row: dict[str, Any] = {"preset": name, "workload": preset.workload, "label": preset.config.label,
+    row: dict[str, Any] = {"preset": name, "workload": preset.workload, "label": preset.label,
+                           "is_baseline": preset.is_baseline,
                            "baseline": preset.baseline, "runs": len(runs), "ok_runs": len(ok)}
     if not ok:
         unavailable = next((e for r in runs for e in r["events"] if e["event"] == "unavailable"), None)
@@ -111,11 +112,11 @@ def summarise(name: str, runs: list[dict], preset: Preset) -> dict[str, Any]:
 def add_speedups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each measured row's speed-up over its workload's baseline row (`compare.fields`: speedup, its interval
     and verdict; null when the baseline was not measured or its runs were too short to be one)."""
-    by_name = {(r["workload"], r["preset"]): r for r in rows if "median_ms" in r}  # a shipped preset: its point's name
+    bases = {r["workload"]: r for r in rows if "median_ms" in r and r["is_baseline"]}  # its baseline point's run
     for row in rows:
         if "median_ms" not in row:
             continue
-        base = by_name.get((row["workload"], row["baseline"]))
+        base = bases.get(row["workload"])
         base = None if base is None or base["baseline_problem"] else base
         mine, theirs = Summary.from_dict(row).timing, Summary.from_dict(base).timing if base else None
         row.update(fields(compare(mine, theirs) if mine and theirs else None))

@@ -256,8 +256,9 @@ ADVICE_PARTS = {("optimizer", "fused"): "fused", ("optimizer", "foreach"): "fore
                 ("memory_format", "channels_last"): "channelslast",
                 **{("attention", backend): backend for backend in SDPA_PARTS}}
 # torch AdamW's own default ("adamw") is foreach on CUDA only, so foreach is a part of its own
+# (each axis's default: an answer names every axis; the data-parallel ways are never a one-GPU answer)
 NO_CHANGE = {("optimizer", "adamw"), ("norms", "torch"), ("compile", "none"), ("memory_format", "contiguous"),
-             ("attention", "default"), ("loss", "model")}
+             ("attention", "default"), ("loss", "model"), ("parallel", "auto")}
 
 
 def advice_config(path: str) -> str:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from apextui.core.measure.compare import baseline_problem, compare, format_speedup
 from apextui.core.measure.summary import Summary
-from apextui.core.presets import load_builtin
+from apextui.core.presets import load_builtin, recorded
+from apextui.core.workloads.spec import WORKLOADS
 from benchlib.fresh_process import run_one
 
 
@@ -26,13 +27,15 @@ def fmt(value, spec: str = ".3f") -> str:
 
 
 def table(results: list[dict]) -> str:
-    baselines: dict[tuple[str, str], dict] = {}
+    baselines: dict[str, dict] = {}  # workload -> its baseline point's summary
     rows = []
     for r in results:
         start = next((e for e in r["events"] if e["event"] == "start"), {})
         end = next((e for e in r["events"] if e["event"] == "end"), None)
         if end and end["summary"] and baseline_problem(end["status"], Summary.from_dict(end["summary"])) is None:
-            baselines[(start.get("workload"), start.get("preset"))] = end["summary"]  # a shipped preset: its point
+            workload, point = recorded(start)
+            if workload in WORKLOADS and point == WORKLOADS[workload].baseline_point:
+                baselines[workload] = end["summary"]
         rows.append((r, start, end))
     lines = ["| preset | rc | status | steps | median ms | p10 ms | p90 ms | throughput | vs baseline "
              "| final loss | loss floor | max err |", "|" + "---|" * 12]
@@ -42,7 +45,7 @@ def table(results: list[dict]) -> str:
             lines.append(f"| {r['preset']} | {r['rc']} | unavailable: {why} |" + " |" * 9)
             continue
         s = end["summary"]
-        base = baselines.get((start["workload"], start["baseline"]))
+        base = baselines.get(recorded(start)[0])
         mine, theirs = Summary.from_dict(s).timing, Summary.from_dict(base).timing if base else None
         speedup = format_speedup(compare(mine, theirs) if mine and theirs else None)
         err = (s["check"] or {}).get("max_abs_err")

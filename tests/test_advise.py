@@ -508,7 +508,7 @@ def test_apex_fingerprint_without_importing_apex():
 # ---- the CLI -------------------------------------------------------------------------------------
 def check_schema(doc: dict) -> None:
     """The documented `apextui advise --json` schema (docs/advise.md)."""
-    assert doc["kind"] == "apextui-advice" and doc["schema"] == 1
+    assert doc["kind"] == "apextui-advice" and doc["schema"] == 2
     assert doc["status"] in ("complete", "partial") and isinstance(doc["reused"], bool)
     assert isinstance(doc["measured_at"], str) and isinstance(doc["measured_at_unix"], NUM)
     assert doc["device"] in ("cpu", "cuda") and isinstance(doc["elapsed_s"], NUM)

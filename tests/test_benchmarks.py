@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from apextui.core.config.point import Config
+
 from helpers import ROOT, benchmarks_on_path, cli_env
 
 pytest.importorskip("torch")
@@ -339,8 +341,7 @@ def test_handwritten_writes_the_advices_answer_the_hand_written_way_and_refuses_
                                     "compile": "max-autotune-no-cudagraphs"})) == "bf16+apexadam+autotune"
     assert hw.advice_config(advice({"precision": "fp32", "optimizer": "adamw", "norms": "torch",
                                     "compile": "none"})) == "fp32"
-    every_default = {"precision": "bf16", "optimizer": "adamw", "norms": "torch", "compile": "none",
-                     "memory_format": "contiguous", "attention": "default", "loss": "model"}
+    every_default = Config(precision="bf16").as_dict()  # as an answer names it: every axis apextui has
     assert hw.advice_config(advice(every_default)) == "bf16"
     assert hw.advice_config(advice({**every_default, "norms": "liger", "loss": "liger_flce", "attention": "cudnn",
                                     "memory_format": "channels_last", "compile": "coordinate-descent"})) == \

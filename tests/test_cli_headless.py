@@ -28,7 +28,7 @@ NUM = (int, float)
 
 
 def check_start(e: dict, preset: str) -> None:
-    assert e["event"] == "start" and e["preset"] == preset and e["schema"] == 1
+    assert e["event"] == "start" and e["preset"] == preset and e["schema"] == 2
     assert e["device"] == "cpu" and e["size"] == "cpu" and "small" in e["note"]
     assert isinstance(e["steps"], int) and isinstance(e["warmup"], int) and e["warmup"] < e["steps"]
     env = e["env"]

@@ -259,6 +259,7 @@ def test_a_point_off_the_named_ones_plans_and_checks_for_data_parallel_without_a
     from apextui.core.advise.planning import plan
     from apextui.core.availability import Availability
     from apextui.core.model_presets import config_preset, presets_for
+    from apextui.core.presets import load_builtin as shipped
     from apextui.core.run.data_parallel import data_parallel_problem
 
     point = parse("precision=bf16,optimizer=fused,norms=apex")
@@ -266,9 +267,11 @@ def test_a_point_off_the_named_ones_plans_and_checks_for_data_parallel_without_a
     presets = [*presets_for("m.py:build", names=("fp32",)), config_preset("m.py:build", point)]
     (p,) = plan(presets, "cuda", ["model"], lambda _: Availability(True))
     assert [x.config.label for x in p.runnable] == ["fp32", point.label] and not p.skipped
-    assert data_parallel_problem(presets[1]) is None
-    graph = config_preset("m.py:build", parse("precision=bf16,compile=graph"))
+    # your model trains in one process: refused data-parallel in one line (it ran unwrapped on each rank)
+    assert "trains the model workload in one process" in (data_parallel_problem(presets[1]) or "")
+    graph = next(p for p in shipped() if p.name == "torch_compile_graph")
     assert "CUDA graphs" in (data_parallel_problem(graph) or "")
+    assert data_parallel_problem(next(p for p in shipped() if p.name == "fsdp2_adamw_fused")) is None
 
 
 def test_the_docs_say_config_takes_a_variants_name_as_the_code_does():

@@ -204,7 +204,7 @@ START = b'{"event": "start", "preset": "p", "workload": "norm", "variant": "laye
      "runs[0]: unknown workload ['norm']; known: optimizer, layer_norm, rms_norm, transformer"),
     (json.dumps({**DOC, "runs": [{"preset": "x", "workload": "layer_norm", "variant": "v", "device": "cpu",
                                   "summary": [1]}]}).encode(), "runs[0]: 'summary' must be an object"),
-    (json.dumps({**DOC, "schema": 99, "runs": []}).encode(), "field 'schema': 99 is newer than this apextui reads (1)"),
+    (json.dumps({**DOC, "schema": 99, "runs": []}).encode(), "field 'schema': 99 is newer than this apextui reads (2)"),
     (b"[" * 100_000 + b"]" * 100_000, "JSON nested too deeply"),
     (START + b'{"event": "end", "status": "ok"}\nnot json\n', "line 3 is not JSON"),
     (START + b'{"event": "end", "status": "ok", "summary": 3}\n', "line 2: 'summary' must be an object"),
@@ -212,7 +212,7 @@ START = b'{"event": "start", "preset": "p", "workload": "norm", "variant": "laye
     (b'{"event": "start", "preset": "p"}\n{"event": "end", "status": "ok"}\n', "line 2: missing field 'workload'"),
     # issue 15 §3: the schema is an integer, a file without runs is an error, and so is JSON Python refuses
     (json.dumps({**DOC, "schema": "2", "runs": []}).encode(),
-     "field 'schema': got '2'; must be an integer from 1 to 1"),
+     "field 'schema': got '2'; must be an integer from 1 to 2"),
     (json.dumps({**DOC, "schema": True, "runs": []}).encode(), "field 'schema': got True; must be an integer"),
     (json.dumps({**DOC, "schema": 0, "runs": []}).encode(), "field 'schema': got 0; must be an integer"),
     (json.dumps({"kind": "apextui-results", "runs": []}).encode(), "field 'schema': missing; must be an integer"),

@@ -100,3 +100,25 @@ def test_the_norm_run_saved_before_each_norm_had_its_workload_is_its_own_workloa
     baseline: RMSNorm is compared with RMSNorm."""
     (row,) = load_results(SAVED / "rmsnorm.jsonl")
     assert (row.workload, row.is_baseline, row.baseline) == ("rms_norm", True, "rmsnorm")
+
+
+def test_a_run_is_called_by_its_own_workloads_named_point():
+    """`fused_rmsnorm` and `fused_layernorm` are one point on the axes (Apex's norms swapped in), of two workloads:
+    each row says its own workload's name for it, never the model workload's (`fused_norms`)."""
+    from apextui.core.presets import load_builtin
+    from apextui.core.results import ResultRow
+    from apextui.core.measure.summary import Summary
+
+    shipped = {p.name: p for p in load_builtin()}
+    rows = [ResultRow(preset=n, workload=shipped[n].workload, device="cpu", size="cpu", status="ok",
+                      summary=Summary.from_dict({}), config=shipped[n].config)
+            for n in ("fused_rmsnorm", "fused_layernorm", "rmsnorm", "torch_compile")]
+    assert [r.label for r in rows] == ["fused_rmsnorm", "fused_layernorm", "rmsnorm", "torch_compile"]
+    assert shipped["fused_rmsnorm"].config == shipped["fused_layernorm"].config  # one point, two workloads
+
+
+def test_a_stream_whose_workload_is_not_a_name_replays_without_a_crash():
+    from apextui.core.run.replay import info_from
+
+    info = info_from({"event": "start", "preset": "p", "workload": ["x"]}, {})
+    assert (info.workload, info.config) == ("['x']", None)

@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 from .argtypes import add_shared_options, int_in, seconds_in
 from ..core.advise.search import DEFAULT_BUDGET_S, SEARCH_STEPS
 from ..core.advise import DEFAULT_REPEATS, DEFAULT_STEPS, MAX_REPEATS, AdviceError, parse_workloads
+from ..core.advise.records import SCHEMA
 from ..core.workloads.spec import SHIPPED
 from ..core.errors import NotHere, UsageProblem
 from .errors import report
@@ -181,8 +182,8 @@ def _unavailable(args: argparse.Namespace, reason: str, fix: str) -> int:
     """The device asked for is not here: one line on stderr and, with --json, the advice's document saying so."""
     code = report(NotHere(reason))  # said first: a stdout that then fails still leaves the reason on stderr
     if args.json:
-        _print(json.dumps({"kind": "apextui-advice", "schema": 1, "status": "unavailable", "device": args.device,
-                           "reason": reason, "fix": fix}))
+        _print(json.dumps({"kind": "apextui-advice", "schema": SCHEMA, "status": "unavailable",
+                           "device": args.device, "reason": reason, "fix": fix}))
     return code
 
 

@@ -88,7 +88,7 @@ def cmd_list(as_json: bool, requested_device: str) -> int:
     rows: list[dict[str, Any]] = []
     for p in presets:
         a = availability(p, device)
-        rows.append({"name": p.name, "workload": p.workload, "config": p.config.as_dict(), "label": p.config.label,
+        rows.append({"name": p.name, "workload": p.workload, "config": p.config.as_dict(), "label": p.label,
                      "amp": p.config.autocast, "needs_apex": list(p.needs_apex), "available": a.ok,
                      "reason": a.reason or None, "fix": a.fix or None, "description": p.description,
                      "parallel": p.config.data_parallel,

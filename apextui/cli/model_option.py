@@ -127,7 +127,7 @@ def cmd_list(spec: str, as_json: bool, requested_device: str) -> int:
     rows = []
     for p in found:
         a = mp.model_availability(p, device, facts)
-        rows.append({"name": p.name, "workload": p.workload, "config": p.config.as_dict(), "label": p.config.label,
+        rows.append({"name": p.name, "workload": p.workload, "config": p.config.as_dict(), "label": p.label,
                      "amp": p.config.autocast, "needs_apex": list(p.needs_apex), "available": a.ok,
                      "reason": a.reason or None, "fix": a.fix or None, "description": p.description,
                      "source": "model", "path": spec})

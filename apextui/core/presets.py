@@ -124,6 +124,11 @@ class Preset:
         return self.config == REGISTRY[self.workload].baseline_point
 
     @property
+    def label(self) -> str:
+        """What its point is called: its workload's named point's name (`fused_rmsnorm`), else the point's label."""
+        return REGISTRY[self.workload].label(self.config)
+
+    @property
     def baseline(self) -> str:
         """The name of the named point it is compared with (what the table's heading and the `start` line say)."""
         return BASELINE_NAMES[self.workload]

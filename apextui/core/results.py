@@ -34,7 +34,7 @@ from apextui.core.measure.summary import Summary
 from apextui.core.run.snapshot import Snapshot
 
 RESULTS_KIND = "apextui-results"
-RESULTS_SCHEMA = 1
+RESULTS_SCHEMA = 2  # 2 (2026-12-06): a run's `label` for its `variant`; a workload a norm; 1 still loads
 MAX_RESULTS_BYTES = files.DATA_LIMIT  # 64 MiB; a saved run is about 2.5 KB with its step times: 25,000 runs
 SESSION = "session"
 
@@ -85,8 +85,12 @@ class ResultRow:
 
     @property
     def label(self) -> str:
-        """Its point's label (`bf16+fused`, a named point's name), or its preset's name where it has no point."""
-        return self.config.label if self.config is not None else self.preset
+        """What its point is called (`WorkloadSpec.label`: `fused_rmsnorm`, `bf16+fused+compile`), or its preset's name
+        where it has no point."""
+        spec = WORKLOADS.get(self.workload)
+        if self.config is None or spec is None:
+            return self.preset
+        return spec.label(self.config)
 
     @property
     def median_ms(self) -> float | None:

@@ -20,7 +20,7 @@ from ..measure.summary import Summary
 from ..measure.mfu import Mfu
 
 KIND = "apextui-advice"
-SCHEMA = 1
+SCHEMA = 2  # 2 (2026-12-06): a preset's `config` and `label` for its `variant`; a workload a norm
 CACHE_FILE = "advice.json"
 CACHE_VERSION = 1
 
@@ -371,7 +371,8 @@ class WorkloadVerdict:
             vs_base = versus(m, base) if base is not None and base.measured and timing is not None else None
             presets.append({
                 "preset": m.preset, "config": m.config.as_dict() if m.config is not None else None,
-                "label": m.config.label if m.config is not None else m.preset, "amp": m.autocast,
+                "label": WORKLOADS[m.workload].label(m.config) if m.config is not None and m.workload in WORKLOADS
+                else m.preset, "amp": m.autocast,
                 "needs_apex": list(m.needs_apex),
                 "is_baseline": m.preset == self.baseline, "status": m.status,
                 "reason": m.reason or None, "fix": m.fix or None, "not_compared": m.not_compared,

@@ -237,8 +237,8 @@ AXES: tuple[Axis, ...] = (
               applies="causal_lm_loss", workloads=("model",)),
     )),
     Axis("parallel", "how the model trains on several ranks (the shipped Transformer's own ways)", (
-        Value("auto", "DDP under torchrun, one process otherwise (Apex's DistributedFusedAdam reduces its gradients "
-              "itself)", ""),
+        Value("auto", "the shipped optimizer and Transformer under DDP under torchrun, one process otherwise (Apex's "
+              "DistributedFusedAdam reduces its gradients itself); your model: one process", ""),
         Value("ddp", "`DistributedDataParallel`, on a world of one outside torchrun", "ddp",
               workloads=("transformer",)),
         Value("fsdp2", "FSDP2 `fully_shard`, each block and then the model, on a world of one outside torchrun",

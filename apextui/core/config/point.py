@@ -150,11 +150,18 @@ class Config:
         return any("cuda_graphs" in v.needs for v in self.values())
 
     @property
+    def parallel_way(self) -> str | None:
+        """Its own way of training on several ranks: the `parallel` value it names ("ddp", "fsdp2"), or Apex's sharded
+        DistributedFusedAdam, which reduces its gradients itself ("distributed_optimizer"); None at `auto`."""
+        if self.optimizer == "apex_distributed":
+            return "distributed_optimizer"
+        return None if self.parallel == axis("parallel").default else self.parallel.name
+
+    @property
     def data_parallel(self) -> bool:
-        """It trains in a data-parallel way of its own (DDP or FSDP2 named, or Apex's sharded DistributedFusedAdam):
-        measured on one device it shows its wrapper's overhead, so a one-device advice leaves it out and `apextui list`
-        says so."""
-        return self.parallel != axis("parallel").default or self.optimizer == "apex_distributed"
+        """It trains in a data-parallel way of its own (`parallel_way`): measured on one device it shows its wrapper's
+        overhead, so a one-device advice leaves it out and `apextui list` says so."""
+        return self.parallel_way is not None
 
     def builds_on(self, workload: str) -> str | None:
         """None where `workload` builds every value of the point, else why not."""

@@ -33,9 +33,13 @@ def log(rank: int, message: str) -> None:
 
 def data_parallel_problem(preset: Preset) -> str | None:
     """Why a preset cannot run data-parallel, or None."""
-    if WORKLOADS[preset.workload].kernel_only:
+    spec = WORKLOADS[preset.workload]
+    if spec.kernel_only:
         return f"the {preset.workload} workload times one kernel and has no model to train data-parallel; pick a " \
                "transformer or optimizer preset"
+    if not spec.trains_data_parallel:
+        return f"apextui trains the {preset.workload} workload in one process (its model is never wrapped for " \
+               "several ranks); run it without --nproc or torchrun, or pick a transformer or optimizer preset"
     if preset.config.cuda_graphs:
         return f"{preset.name} captures CUDA graphs, which apextui does not run data-parallel"
     return None

@@ -15,7 +15,7 @@ from ..measure.details import CorrectnessCheck
 from ..measure.summary import Summary
 from .timing import StepRecord
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 (2026-12-06): `start` without `variant`; `config` with `parallel`; a workload a norm
 CPU_NOTE = "running on CPU: using the preset's small cpu_size"
 CPU_NOTE_MODEL = "running on CPU: your function's small size (small=True, where it takes it)"
 
@@ -36,7 +36,8 @@ def _num(value: float | None, digits: int = 4) -> float | None:
 def start_line(*, preset: str, workload: str, device: str, steps: int | None, warmup: int,
                env: Mapping[str, Any], preset_file: str | None = None, model: dict[str, Any] | None = None,
                baseline: str | None = None, size: str = "default", size_params: Mapping[str, Any] | None = None,
-               amp: str = "none", config: Config | None = None, note: str | None = None,
+               amp: str = "none", config: Config | None = None, config_label: str | None = None,
+               note: str | None = None,
                contention: Contention | None = None, **extra: Any) -> dict[str, Any]:
     """The `start` line (docs/json.md), the one place its keys are written: a preset's run (`start_event`) and a
     watched run (`watch/lines.py`) fill it; `config`: the point the run runs (a watched run has none); `amp`: its
@@ -46,7 +47,7 @@ def start_line(*, preset: str, workload: str, device: str, steps: int | None, wa
         "workload": workload, "baseline": baseline, "device": device, "size": size,
         "size_params": dict(size_params or {}), "steps": steps, "warmup": warmup, "amp": amp,
         "config": config.as_dict() if config is not None else None,
-        "config_label": config.label if config is not None else None,
+        "config_label": config_label,
         "note": note, "env": dict(env),
         # `contention`: was other work competing as the run started (`monitor.contention`; null when not read)
         "contention": contention.to_dict() if contention is not None else None,
@@ -64,7 +65,7 @@ def start_event(preset: Preset, device: str, steps: int, warmup: int, env: Mappi
         preset_file=preset.path if preset.path != preset.model else None,  # a generated model preset: none
         model=model_fields(preset), baseline=preset.baseline, size=size_name,
         size_params=preset.cpu_size if size_name == "cpu" else preset.size,
-        amp=preset.config.autocast, config=preset.config,
+        amp=preset.config.autocast, config=preset.config, config_label=preset.label,
         note=None if device != "cpu" else CPU_NOTE if preset.model is None else CPU_NOTE_MODEL,
         contention=contention, **extra)
 

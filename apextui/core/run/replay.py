@@ -59,7 +59,7 @@ def info_from(start: Mapping[str, Any], setup: Mapping[str, Any]) -> RunInfo:
     size = start.get("size_params")
     workload, point = recorded(start) if start.get("workload") else ("?", None)
     return RunInfo(
-        preset=name, workload=workload, config=point,
+        preset=name, workload=str(workload), config=point,
         device=str(setup.get("device") or start.get("device") or "cpu"), size_name=str(start.get("size") or "default"),
         size=dict(size) if isinstance(size, dict) else {}, steps=integer(start.get("steps")),
         warmup=integer(start.get("warmup")), autocast=str(start.get("amp") or "none"),

@@ -34,7 +34,7 @@ class OptimizerWorkload(Workload):
         width, batch = size["width"], size["batch"]
         name = name or config.label  # what the messages call it (the preset's name)
         self.config = config
-        build = Build(config, device, lr, data_parallel=True).apply(Stage.PROCESS)
+        build = Build(config, device, lr, data_parallel=OPTIMIZER.trains_data_parallel).apply(Stage.PROCESS)
         blocks: list[nn.Module] = []
         for _ in range(size["layers"]):
             blocks += [nn.Linear(width, width), nn.ReLU()]

@@ -69,14 +69,13 @@ def release_single_group() -> None:
 
 
 def kind(config: Config) -> Parallel | None:
-    """How `config` trains: Apex's sharded optimizer its own way, a `parallel` value named its way, else DDP under a
-    process group, else nothing (one process)."""
+    """How `config` trains: its own way (`Config.parallel_way`), else DDP under a process group, else nothing (one
+    process)."""
     import torch.distributed as dist
 
-    if config.optimizer == "apex_distributed":
-        return "distributed_optimizer"
-    if config.parallel != "auto":
-        return config.parallel.name  # type: ignore[return-value]  # the axis's other values are Parallel's
+    own = config.parallel_way
+    if own is not None:
+        return own  # type: ignore[return-value]  # the parallel axis's values and the sharded optimizer's way
     return "ddp" if dist.is_available() and dist.is_initialized() else None
 
 

@@ -104,6 +104,9 @@ class WorkloadSpec:
     # the Apex norm features its model's norms take when they are swapped (the Transformer's LayerNorms:
     # FusedLayerNorm alone); None: every one the norm value names (the user's model, whose norms are found at run time)
     norm_features: tuple[str, ...] | None = None
+    # it trains a model that the parallel stage wraps to train on several ranks (DDP under torchrun, or its point's own
+    # way); a workload that does not is never run data-parallel (`run.data_parallel.data_parallel_problem`)
+    trains_data_parallel: bool = False
     # the advice's answer hands back its recommended point as code for a training script (`Preset.point`): the
     # Transformer's and the user's model's; the kernel micro-benchmarks (optimizer, norms) answer with a preset
     code_answer: bool = False
@@ -136,6 +139,11 @@ class WorkloadSpec:
     def find(self, name: str) -> NamedPoint | None:
         """The named point of this name, or None."""
         return self.point_map.get(name)
+
+    def label(self, config: Config) -> str:
+        """What a run of `config` is called: its named point's name where it is one of this workload's (`fused_rmsnorm`,
+        not the model workload's `fused_norms`), else the point's own label (`bf16+fused+compile`)."""
+        return next((v.name for v in self.points if v.config == config), config.label)
 
     def needs_apex(self, config: Config) -> tuple[str, ...]:
         """The Apex features `config` needs on this workload: its values' (`Config.needs_apex`), of the norm swap's
@@ -175,6 +183,7 @@ OPTIMIZER = WorkloadSpec(
     product_limit=(("layers", "width", "width"), "parameters", 2**32),
     baseline="adamw",
     work=_optimizer_work,
+    trains_data_parallel=True,
     memory=_optimizer_memory,
     shrink_order=("layers", "width", "batch"),
 )
@@ -292,6 +301,7 @@ TRANSFORMER = WorkloadSpec(
     product_limit=(("batch", "seq", "vocab"), "logits", 2**32),
     baseline="fp32",
     work=_transformer_work,
+    trains_data_parallel=True,
     memory=_transformer_memory,
     shrink_order=("batch", "vocab", "layers", "d_model", "seq"),
     loss_checked=True,

@@ -53,8 +53,8 @@ class Build:
 
     def __init__(self, config: Config, device: str, lr: float = 1e-3, data_parallel: bool = False) -> None:
         self.config, self.device, self.lr = config, device, lr
-        # the workload trains data-parallel (the optimizer workload, the Transformer): the parallel stage wraps its
-        # model; a kernel micro-benchmark's or the user's model never is
+        # the workload trains data-parallel (`WorkloadSpec.trains_data_parallel`): the parallel stage wraps its model; a
+        # kernel micro-benchmark's or the user's model never is
         self.data_parallel = data_parallel
         self.done: list[Stage] = []
         # handed in by the workload

@@ -15,7 +15,7 @@ from . import apply, flop_count, markov, parallel
 from ..measure.marker import Marker, NoMark
 from .base import Workload, backward_and_step, scale_tensor
 from ..config.axes import Value
-from .spec import MAX_POOL_TOKENS  # MAX_POOL_TOKENS: fresh tokens made up front, then cycled
+from .spec import MAX_POOL_TOKENS, TRANSFORMER  # MAX_POOL_TOKENS: fresh tokens made up front, then cycled
 from .stages import Build
 from ..config.axes import Stage
 from ..config.point import Config
@@ -104,7 +104,7 @@ class TransformerWorkload(Workload):
                  name: str = "") -> None:
         point = self.config = config
         name = name or config.label  # what the messages call it (the preset's name)
-        build = Build(point, device, lr, data_parallel=True).apply(Stage.PROCESS)
+        build = Build(point, device, lr, data_parallel=TRANSFORMER.trains_data_parallel).apply(Stage.PROCESS)
         rank, self.world_size = parallel.world()  # torchrun's group, where there is one (the stage makes no other)
         torch.manual_seed(seed)
         self.chain = markov.make_chain(size["vocab"], size["branching"], seed)
