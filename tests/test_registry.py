@@ -128,3 +128,11 @@ def test_fused_lamb_builds_apex_fused_lamb(monkeypatch):
     assert isinstance(opt, FusedLAMB) and made == {"lr": 1e-3, "weight_decay": 0.01}
     w = OptimizerWorkload(Config(optimizer="lamb"), SIZE, "cpu", 1e-3)
     assert w.work.bytes == w.params * LAMB.bytes_per_param and not w.graphed
+
+
+def test_every_shipped_preset_is_its_named_point_and_is_called_by_its_name():
+    """A shipped preset's file (its `variant` at its `amp`) is exactly its workload's named point of its name: so its
+    runs are labelled by that name everywhere (results, the start line, the advice), never by the point's spelling."""
+    for p in presets.load_builtin():
+        assert p.config == WORKLOADS[p.workload].named(p.name).config, p.name
+        assert p.label == p.name

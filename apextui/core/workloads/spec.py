@@ -286,12 +286,13 @@ TRANSFORMER = WorkloadSpec(
                     Config(precision="bf16", optimizer="fused", compile="reduce-overhead")),
         NamedPoint("torch_compile_graph", "`torch.compile`, the whole step in one CUDA graph",
                     Config(precision="bf16", optimizer="fused", compile="graph")),
-        NamedPoint("ddp_adamw_fused", "DDP + torch fused AdamW", Config(optimizer="fused", parallel="ddp")),
-        NamedPoint("ddp_fused_adam", "DDP + apex FusedAdam", Config(optimizer="apex", parallel="ddp")),
+        NamedPoint("ddp_adamw_fused", "DDP + torch fused AdamW",
+                   Config(precision="bf16", optimizer="fused", parallel="ddp")),
+        NamedPoint("ddp_fused_adam", "DDP + apex FusedAdam", Config(precision="fp16", optimizer="apex", parallel="ddp")),
         NamedPoint("distributed_fused_adam", "apex DistributedFusedAdam (ZeRO-style sharded optimizer state)",
-                   Config(optimizer="apex_distributed")),
+                   Config(precision="bf16", optimizer="apex_distributed")),
         NamedPoint("fsdp2_adamw_fused", "FSDP2 `fully_shard` + torch fused AdamW",
-                   Config(optimizer="fused", parallel="fsdp2")),
+                   Config(precision="bf16", optimizer="fused", parallel="fsdp2")),
     ),
     # vocab is bounded by the dense vocab x vocab Markov matrix, built on the host
     size_limits=MappingProxyType({
