@@ -27,7 +27,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -45,6 +45,9 @@ from apextui.core.run.worker import WHERE_ENV
 
 from .. import widget_format as fmt
 from ..doctor_view import wrap_line
+
+if TYPE_CHECKING:
+    from ..app_base import AppBase
 
 POLL_S = 0.25  # how often the screen looks at the job
 FINISHED_LINES = 200  # finished-run lines kept for the screen
@@ -205,15 +208,14 @@ class AdviceJob:
             return max(0.0, self.clock() - self.latest_at) if self.latest is not None else 0.0
 
 
-def start_job(app: Any, *, reuse: bool = True, workloads: Sequence[str] | None = None,
+def start_job(app: AppBase, *, reuse: bool = True, workloads: Sequence[str] | None = None,
               repeats: int = DEFAULT_REPEATS, steps: int | None = None,
               env: Mapping[str, Any] | None = None, budget: float | None = None) -> str | None:
     """Start an advice for `app` (if it can start now); None when started, else why not. With a model among
     the app's presets: the model's search within `budget` s (default `search.DEFAULT_BUDGET_S`)."""
-    job = getattr(app, "advice_job", None)
-    if job is not None and job.running:
+    if app.measuring() == "advice":
         return "the advice is already measuring"
-    if getattr(app, "probe_error", None):
+    if app.probe_error:
         return f"cannot advise: {app.probe_error}"
     if app.probe is None or not app.doctor_done:
         return "waiting for the device probe and the Apex doctor…"
@@ -437,7 +439,7 @@ class AdviseScreen(ModalScreen[None]):
 
     @property
     def job(self) -> AdviceJob | None:
-        return getattr(self.app, "advice_job", None)
+        return cast("AppBase", self.app).advice_job  # the main app's, which alone opens this screen
 
     def on_mount(self) -> None:
         self.query_one("#advise-scroll").focus()
@@ -448,10 +450,11 @@ class AdviseScreen(ModalScreen[None]):
         self.set_interval(POLL_S, self._tick)
 
     def _start(self, reuse: bool) -> None:
-        why = start_job(self.app, reuse=reuse, workloads=self.workloads, repeats=self.repeats, steps=self.steps,
+        app = cast("AppBase", self.app)
+        why = start_job(app, reuse=reuse, workloads=self.workloads, repeats=self.repeats, steps=self.steps,
                         env=self.env, budget=self.budget)
-        waiting = getattr(self.app, "probe", None) is None or not getattr(self.app, "doctor_done", False)
-        if why is None or not waiting or getattr(self.app, "probe_error", None):
+        waiting = app.probe is None or not app.doctor_done
+        if why is None or not waiting or app.probe_error:
             self._pending = False  # started, or blocked by something only the user can change (r retries)
         if why is None:
             self._shown = None

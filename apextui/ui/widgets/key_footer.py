@@ -10,8 +10,13 @@ and ends): with nothing running it promised something the key cannot do.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from textual.app import ComposeResult
 from textual.widgets import Footer
+
+if TYPE_CHECKING:
+    from ..app_base import AppBase
 
 NARROW_HIDDEN = frozenset({"advise", "screenshot", "export"})
 # from 80 columns to `FULL_COLS`, these give their room to the export's hint (`e Export`: where a run's results go)
@@ -37,7 +42,7 @@ class KeyFooter(Footer):
 
     def compose(self) -> ComposeResult:
         shown = 0
-        running = getattr(self.app, "active", None) is not None
+        running = cast("AppBase", self.app).measuring() == "run"
         for widget in super().compose():
             action = getattr(widget, "action", None)  # a FooterKey's
             if action in WHILE_RUNNING and not running:
