@@ -106,9 +106,9 @@ def test_runs_pool_by_the_steps_they_measured_not_the_blocks_they_timed_them_in(
     slow = Samples.of([10.0] * 10, steps=70)  # 70 steps in blocks of 7
     fast = Samples.of([8.0] * 18, steps=60)  # 60 steps in shorter blocks
     pooled = Samples.pool([slow, fast])
-    assert pooled.median == 10.0 and pooled.count == 28 and pooled.weight == 130  # by intervals it would be 8.0
+    assert pooled.median == 10.0 and pooled.count == 28 and pooled.steps == 130  # by intervals it would be 8.0
     assert Samples.from_dict(pooled.to_dict()) == pooled
-    assert Samples.from_dict({"count": 2, "ms": [1.0, 2.0]}).weight == 2  # a file without steps: its intervals
+    assert Samples.from_dict({"count": 2, "ms": [1.0, 2.0]}).steps == 2  # a file without steps: its intervals
 
 
 def test_a_pooled_sketch_picks_the_nearest_time_at_each_rank_as_a_runs_own_sketch_does():

@@ -352,9 +352,8 @@ class _Table:
             raise self.fail("amp", f"got {_show(amp)}; allowed: {', '.join(AMP_MODES)}")
         return amp
 
-    def model_precision(self, config: Config) -> None:
+    def model_precision(self, config: Config, amp: str) -> None:
         """The model workload's precision is its point's: `amp` may only restate it, and it has no sizes."""
-        amp = self.amp_field()
         if "amp" in self.data and amp != config.autocast:
             raise self.fail("amp", f"got {_show(amp)}; the model configuration {config.label} runs at amp = "
                                    f"{config.autocast!r} (leave amp out)")
@@ -416,7 +415,7 @@ def parse(data: Mapping[str, Any], name: str, path: str = "<memory>") -> Preset:
     amp = table.amp_field()
     lr = table.lr()
     if config is not None:
-        table.model_precision(config)
+        table.model_precision(config, amp)
     description = table.description()
     if config is not None:
         return Preset(name=name, path=path, workload=workload, description=description, steps=steps, warmup=warmup,

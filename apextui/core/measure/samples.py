@@ -88,11 +88,6 @@ class Samples:
         return cls(tuple(float(sorted_values[round(i * (n - 1) / (k - 1))]) for i in range(k)), count, steps)
 
     @property
-    def weight(self) -> int:
-        """The measured steps these times stand for: what a run weighs in a pool."""
-        return self.steps
-
-    @property
     def exact(self) -> bool:
         return len(self.values) == self.count
 
@@ -129,11 +124,11 @@ class Samples:
         order statistics at equal steps of the pooled step rank."""
         if not parts:
             raise ValueError("pooling no samples")
-        count, steps = sum(p.count for p in parts), sum(p.weight for p in parts)
-        even = len({p.weight / p.count for p in parts}) == 1
+        count, steps = sum(p.count for p in parts), sum(p.steps for p in parts)
+        even = len({p.steps / p.count for p in parts}) == 1
         if even and all(p.exact for p in parts) and count <= SKETCH_SIZE:
             return cls(tuple(sorted(x for p in parts for x in p.values)), count, steps)
-        weighted = sorted((x, p.weight / len(p.values)) for p in parts for x in p.values)
+        weighted = sorted((x, p.steps / len(p.values)) for p in parts for x in p.values)
         k = min(SKETCH_SIZE, count)
         picked, i, seen = [], 0, 0.0
         for j in range(k):
@@ -148,7 +143,7 @@ class Samples:
 
     def to_dict(self) -> dict[str, Any]:
         """The `end` line's `samples` (docs/json.md): the counts, and the times in ms to 4 decimals."""
-        return {"count": self.count, "steps": self.weight, "ms": [round(x, 4) for x in self.values]}
+        return {"count": self.count, "steps": self.steps, "ms": [round(x, 4) for x in self.values]}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Samples | None:

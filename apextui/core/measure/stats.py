@@ -50,8 +50,6 @@ class Stats:
         return units_per_step * 1000.0 / self.mean_ms if self.mean_ms > 0 else 0.0
 
 
-
-
 class StepStats:
     """Accumulates step times, ignores the first `warmup` steps, keeps them sorted so that
     percentiles cost O(1) however long the run.

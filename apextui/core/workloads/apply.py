@@ -15,8 +15,8 @@ worker (`run.reusable`): TF32 (`set_tf32`), cuDNN's benchmark mode (`set_cudnn_b
 names in transformers' modules, undone first (`undo_patches`); coordinate-descent tuning is a `torch.compile` option
 of that compile alone, never inductor's global config.
 
-Why one table: the workloads used to build their configurations from names, each its own way (two `make_optimizer`s, an
-`if configuration ==` chain for the norms, a counterpart table, the model's own recipes), so a new value meant finding
+Why one table: the workloads used to build from names, each its own way (two `make_optimizer`s, an `if name ==`
+chain for the norms, a counterpart table, the model's own recipes), so a new value meant finding
 every one of them.
 """
 

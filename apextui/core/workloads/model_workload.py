@@ -1,7 +1,7 @@
 """The user's own model as a workload: one configuration (a point on `config.axes`) applied to it.
 
 A run is a point on the configuration axes (`config.point.Config`: precision, optimizer, norms, compile);
-a named point is a named point (`config.point.NAMED`). Every configuration trains the same
+a named configuration is a named point (`config.point.NAMED`). Every configuration trains the same
 model from the same initial weights (torch seeded before the user's function builds it) on the same batches
 (`POOL` made once by `make_batch` from a seeded generator, cycled), so that their losses can be compared.
 

@@ -19,7 +19,7 @@ from ..config.point import Config
 
 
 class OptimizerWorkload(Workload):
-    """`layers` x (Linear(width, width) + ReLU), MSE on random targets; the optimizer is the configuration's point's
+    """`layers` x (Linear(width, width) + ReLU), MSE on random targets; the optimizer is the point's
     (`apply.optimizer`).
 
     `adamw_capturable_graph`: torch AdamW(fused=True, capturable=True) whose step is captured once in a
