@@ -244,3 +244,36 @@ async def test_at_80_columns_every_wrapped_line_has_a_hanging_indent():
     starts = {line[:20] for line in logical}
     continued = [line for line in shown if line[:20] not in starts]
     assert continued and all(line.startswith("    ") for line in continued), continued
+
+
+def test_an_advice_that_ends_while_the_app_closes_notifies_nothing_and_raises_nothing():
+    """The job's watcher ticks once more while the app shuts down: its screen stack is gone (`app.screen` raises
+    ScreenStackError). It must stop quietly; the tick used to raise out of the app as it closed."""
+    from types import SimpleNamespace
+
+    from textual.app import ScreenStackError
+
+    from apextui.ui.screens.advise_screen import _watch
+
+    ticks, said = [], []
+
+    class Closing:
+        is_running = False
+
+        @property
+        def screen(self):
+            raise ScreenStackError("No screens on stack")
+
+        def set_interval(self, _seconds, callback):
+            ticks.append(callback)
+            return SimpleNamespace(stop=lambda: ticks.append("stopped"))
+
+        def notify(self, *args, **kw):
+            said.append(args)
+
+        def refresh_bindings(self):
+            said.append("bindings")
+
+    _watch(Closing(), SimpleNamespace(done=True, error=None, doc=None))
+    ticks[0]()
+    assert ticks[1:] == ["stopped"] and said == []

@@ -242,6 +242,8 @@ def _watch(app: Any, job: AdviceJob) -> None:
         if not job.done:
             return
         timer.stop()
+        if not app.is_running:  # the app is closing: its screen stack is taken down after it stops running
+            return
         if not isinstance(app.screen, AdviseScreen):
             what = "failed" if job.error else ("stopped (partial)" if job.doc and job.doc["status"] == "partial"
                                                else "ready")
